@@ -1,0 +1,29 @@
+"""dy2st: eager JAX code with Python control flow, run as one compiled XLA program.
+
+    import dy2st
+
+    @dy2st.to_static
+    def f(x):
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+"""
+
+from dy2st import errors
+from dy2st.api import StaticFunction, not_to_static, to_code, to_static
+from dy2st.config import enable_to_static, set_code_level, set_verbosity
+from dy2st.program import ConcreteProgram
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConcreteProgram",
+    "StaticFunction",
+    "enable_to_static",
+    "errors",
+    "not_to_static",
+    "set_code_level",
+    "set_verbosity",
+    "to_code",
+    "to_static",
+]

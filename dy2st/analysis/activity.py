@@ -1,0 +1,221 @@
+"""Which symbols each statement reads and writes, and the scope of each function.
+
+Facts attached: `Fact.ACTIVITY` on every statement, `Fact.SCOPE` on every FunctionDef and
+Lambda. Nested functions, lambdas and comprehensions are their own scopes: what they bind stays
+inside; the free names they read count as reads of the statement that defines them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gast
+
+from dy2st.analysis import qual_names
+from dy2st.analysis.anno import Fact, setanno
+from dy2st.analysis.qual_names import QualifiedName
+
+_FUNCTION_NODES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda)
+_COMPREHENSIONS = (gast.ListComp, gast.SetComp, gast.DictComp, gast.GeneratorExp)
+
+
+@dataclasses.dataclass(frozen=True)
+class Activity:
+    """Symbols a statement reads and writes. `kills` are plain names it surely rebinds."""
+
+    reads: frozenset = frozenset()
+    writes: frozenset = frozenset()
+    kills: frozenset = frozenset()
+
+    @property
+    def written_names(self) -> frozenset:
+        return frozenset(s for s in self.writes if not s.is_composite)
+
+
+@dataclasses.dataclass(frozen=True)
+class FunctionScope:
+    """The scope of one function: parameters, locals, and declared globals/nonlocals."""
+
+    params: frozenset
+    bound: frozenset
+    globals: frozenset
+    nonlocals: frozenset
+
+    @property
+    def locals(self) -> frozenset:
+        return (self.params | self.bound) - self.globals - self.nonlocals
+
+
+class _ActivityVisitor(gast.NodeVisitor):
+    """Collects reads/writes of one statement or expression without entering nested scopes."""
+
+    def __init__(self):
+        self.reads: set = set()
+        self.writes: set = set()
+        self.kills: set = set()
+        self.declared_globals: set = set()
+        self.declared_nonlocals: set = set()
+
+    def _write(self, target, kill=True):
+        symbol = qual_names.from_node(target)
+        if symbol is None:
+            self.visit(target)  # e.g. a[i] = v: reads a and i
+            return
+        self.writes.add(symbol)
+        if symbol.is_composite:
+            self._read_parents(symbol)
+        elif kill:
+            self.kills.add(symbol)
+
+    def _read_parents(self, symbol: QualifiedName):
+        parent = symbol.parent
+        while parent is not None:
+            self.reads.add(parent)
+            parent = parent.parent
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, (gast.Store, gast.Del)):
+            self._write(node)
+        else:
+            self.reads.add(QualifiedName(node.id))
+
+    def visit_Attribute(self, node):
+        self._visit_composite(node)
+
+    def visit_Subscript(self, node):
+        self._visit_composite(node)
+
+    def _visit_composite(self, node):
+        symbol = qual_names.from_node(node)
+        if isinstance(node.ctx, (gast.Store, gast.Del)):
+            if symbol is not None:
+                self._write(node)
+            else:
+                self.visit(node.value)
+                if isinstance(node, gast.Subscript):
+                    self.visit(node.slice)
+            return
+        if symbol is not None:
+            self.reads.add(symbol)
+            self._read_parents(symbol)
+        else:
+            self.generic_visit(node)
+
+    def visit_AugAssign(self, node):
+        self.visit(node.value)
+        symbol = qual_names.from_node(node.target)
+        if symbol is not None:
+            self.reads.add(symbol)
+        self._write(node.target, kill=False)
+
+    def visit_Global(self, node):
+        self.declared_globals.update(node.names)
+
+    def visit_Nonlocal(self, node):
+        self.declared_nonlocals.update(node.names)
+
+    def visit_Import(self, node):
+        for alias in node.names:
+            name = alias.asname or alias.name.split(".")[0]
+            self.writes.add(QualifiedName(name))
+            self.kills.add(QualifiedName(name))
+
+    visit_ImportFrom = visit_Import
+
+    def visit_FunctionDef(self, node):
+        for expr in node.decorator_list + node.args.defaults + [d for d in node.args.kw_defaults if d]:
+            self.visit(expr)
+        self.reads.update(free_reads(node))
+        self._write(gast.Name(id=node.name, ctx=gast.Store(), annotation=None, type_comment=None))
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node):
+        for expr in node.bases + node.decorator_list + [k.value for k in node.keywords]:
+            self.visit(expr)
+        inner = _ActivityVisitor()
+        for stmt in node.body:
+            inner.visit(stmt)
+        self.reads.update(inner.reads - inner.writes)
+        self._write(gast.Name(id=node.name, ctx=gast.Store(), annotation=None, type_comment=None))
+
+    def visit_Lambda(self, node):
+        for expr in node.args.defaults:
+            self.visit(expr)
+        self.reads.update(free_reads(node))
+
+    def _visit_comprehension(self, node):
+        inner = _ActivityVisitor()
+        for gen in node.generators:
+            inner.visit(gen)
+        for field in ("elt", "key", "value"):
+            if hasattr(node, field):
+                inner.visit(getattr(node, field))
+        bound = {s for s in inner.writes if not s.is_composite}
+        self.reads.update(s for s in inner.reads if QualifiedName(s.base) not in bound)
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension
+
+    def visit_NamedExpr(self, node):
+        self.visit(node.value)
+        self._write(node.target)
+
+    def visit_ExceptHandler(self, node):
+        if node.type is not None:
+            self.visit(node.type)
+        if node.name is not None:
+            self._write(node.name)
+        for stmt in node.body:
+            self.visit(stmt)
+
+
+def activity_of(nodes) -> Activity:
+    visitor = _ActivityVisitor()
+    for node in nodes if isinstance(nodes, list) else [nodes]:
+        visitor.visit(node)
+    return Activity(frozenset(visitor.reads), frozenset(visitor.writes), frozenset(visitor.kills))
+
+
+def free_reads(func) -> set:
+    """Names a nested function or lambda reads from its enclosing scopes."""
+    visitor = _ActivityVisitor()
+    body = func.body if isinstance(func.body, list) else [func.body]
+    for stmt in body:
+        visitor.visit(stmt)
+    bound = {s.base for s in visitor.writes if not s.is_composite} | _param_names(func.args)
+    bound -= visitor.declared_nonlocals | visitor.declared_globals
+    return {s for s in visitor.reads if s.base not in bound}
+
+
+def _param_names(args) -> set:
+    params = args.posonlyargs + args.args + args.kwonlyargs
+    params += [a for a in (args.vararg, args.kwarg) if a is not None]
+    return {p.id for p in params}
+
+
+def function_scope(func) -> FunctionScope:
+    visitor = _ActivityVisitor()
+    body = func.body if isinstance(func.body, list) else [func.body]
+    for stmt in body:
+        visitor.visit(stmt)
+    bound = frozenset(s.base for s in visitor.writes if not s.is_composite)
+    return FunctionScope(
+        params=frozenset(_param_names(func.args)),
+        bound=bound,
+        globals=frozenset(visitor.declared_globals),
+        nonlocals=frozenset(visitor.declared_nonlocals),
+    )
+
+
+class _Annotator(gast.NodeVisitor):
+    def generic_visit(self, node):
+        if isinstance(node, gast.stmt):
+            setanno(node, Fact.ACTIVITY, activity_of(node))
+        if isinstance(node, _FUNCTION_NODES):
+            setanno(node, Fact.SCOPE, function_scope(node))
+        super().generic_visit(node)
+
+
+def resolve(tree) -> None:
+    """Attach ACTIVITY to every statement and SCOPE to every function in `tree`."""
+    _Annotator().visit(tree)

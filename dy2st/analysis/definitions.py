@@ -1,0 +1,116 @@
+"""Names definitely bound before each statement (a forward "must" analysis).
+
+Fact attached: `Fact.DEFINED_IN` on every statement. Transformers use it to read a variable
+that may still be unbound through `ldu` (which gives an `Undefined` marker) instead of letting
+Python raise while staging.
+"""
+
+from __future__ import annotations
+
+import gast
+
+from dy2st.analysis.activity import activity_of
+from dy2st.analysis.anno import Fact, getanno, setanno
+
+# A block that always jumps away (return/raise/break/continue) leaves "everything" defined:
+# it does not restrict what is defined where paths meet.
+_ALL = None
+
+
+def _meet(a, b):
+    if a is _ALL:
+        return b
+    if b is _ALL:
+        return a
+    return a & b
+
+
+class _Definitions:
+    def block(self, stmts, defined):
+        for stmt in stmts:
+            if defined is _ALL:
+                setanno(stmt, Fact.DEFINED_IN, frozenset())
+                continue
+            defined = self.stmt(stmt, defined)
+        return defined
+
+    def stmt(self, node, defined):
+        setanno(node, Fact.DEFINED_IN, defined)
+        handler = getattr(self, f"_{type(node).__name__}", self._simple)
+        return handler(node, defined)
+
+    def _simple(self, node, defined):
+        act = getanno(node, Fact.ACTIVITY)
+        names = {s.base for s in act.kills}
+        if isinstance(node, gast.Delete):
+            return defined - {t.id for t in node.targets if isinstance(t, gast.Name)}
+        return defined | names
+
+    def _jump(self, node, defined):
+        return _ALL
+
+    _Return = _Raise = _Break = _Continue = _jump
+
+    def _If(self, node, defined):
+        return _meet(self.block(node.body, defined), self.block(node.orelse, defined))
+
+    def _loop(self, node, defined):
+        if isinstance(node, gast.For):
+            target = {s.base for s in activity_of(node.target).kills}
+            self.block(node.body, defined | target)
+        else:
+            self.block(node.body, defined)
+        after_else = self.block(node.orelse, defined)
+        has_break = any(isinstance(n, gast.Break) for n in _walk_loop_body(node.body))
+        return defined if has_break or after_else is _ALL else after_else
+
+    _While = _For = _loop
+
+    def _With(self, node, defined):
+        targets = {s.base for s in activity_of([i.optional_vars for i in node.items if i.optional_vars]).kills}
+        return self.block(node.body, defined | targets)
+
+    def _Try(self, node, defined):
+        self.block(node.body, defined)
+        for handler in node.handlers:
+            self.block(handler.body, defined | ({handler.name.id} if handler.name is not None else set()))
+        self.block(node.orelse, defined)
+        after = self.block(node.finalbody, defined)
+        return defined if after is _ALL else after
+
+    _TryStar = _Try
+
+    def _Match(self, node, defined):
+        for case in node.cases:
+            bound = {s.base for s in activity_of(case.pattern).kills}
+            self.block(case.body, defined | bound)
+        return defined
+
+
+def _walk_loop_body(stmts):
+    """Statements of a loop body, not descending into nested loops or functions."""
+    stack = list(stmts)
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (gast.For, gast.While)):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef)):
+            continue
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            stack.extend(getattr(node, field, []) or [])
+
+
+class _FunctionVisitor(gast.NodeVisitor):
+    def visit_FunctionDef(self, node):
+        scope = getanno(node, Fact.SCOPE)
+        _Definitions().block(node.body, frozenset(scope.params))
+        self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+
+def resolve(tree) -> None:
+    """Attach DEFINED_IN to the statements of every function in `tree` (needs activity)."""
+    _FunctionVisitor().visit(tree)

@@ -1,0 +1,66 @@
+"""Symbols: plain names (`x`) and composite names (`self.w`, `cache['k']`).
+
+A composite is something a branch or loop may write that is not a local variable: an
+attribute of an object or an item of a container with a constant key. Transformers carry
+composites through staged control flow exactly like variables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gast
+
+
+@dataclasses.dataclass(frozen=True)
+class QualifiedName:
+    """`base` followed by a path of attribute names (str) or constant keys (wrapped in a tuple)."""
+
+    base: str
+    path: tuple = ()
+
+    @property
+    def is_composite(self) -> bool:
+        return bool(self.path)
+
+    @property
+    def parent(self) -> "QualifiedName | None":
+        return QualifiedName(self.base, self.path[:-1]) if self.path else None
+
+    @property
+    def support_set(self) -> frozenset:
+        """The plain name this symbol depends on."""
+        return frozenset({QualifiedName(self.base)})
+
+    def __str__(self) -> str:
+        text = self.base
+        for step in self.path:
+            text += f".{step}" if isinstance(step, str) else f"[{step[0]!r}]"
+        return text
+
+    def to_node(self, ctx=None):
+        """A fresh gast expression reading (or, with ctx=gast.Store(), writing) this symbol."""
+        ctx = ctx or gast.Load()
+        node = gast.Name(id=self.base, ctx=gast.Load() if self.path else ctx, annotation=None, type_comment=None)
+        for i, step in enumerate(self.path):
+            step_ctx = ctx if i == len(self.path) - 1 else gast.Load()
+            if isinstance(step, str):
+                node = gast.Attribute(value=node, attr=step, ctx=step_ctx)
+            else:
+                node = gast.Subscript(value=node, slice=gast.Constant(value=step[0], kind=None), ctx=step_ctx)
+        return node
+
+
+def from_node(node) -> QualifiedName | None:
+    """The symbol an expression names, or None when it is not a (composite) name."""
+    if isinstance(node, gast.Name):
+        return QualifiedName(node.id)
+    if isinstance(node, gast.Attribute):
+        parent = from_node(node.value)
+        return QualifiedName(parent.base, parent.path + (node.attr,)) if parent else None
+    if isinstance(node, gast.Subscript) and isinstance(node.slice, gast.Constant):
+        parent = from_node(node.value)
+        key = node.slice.value
+        if parent is not None and isinstance(key, (str, int)):
+            return QualifiedName(parent.base, parent.path + ((key,),))
+    return None

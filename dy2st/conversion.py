@@ -1,0 +1,238 @@
+"""Source -> gast -> transformer pipeline -> code object, cached once per function code.
+
+The converted function is compiled from the AST with the user's file name and line numbers
+on every node, so tracebacks and error messages point at the user's lines with no source map.
+It shares the original's globals and closure cells: the transformed `def` is compiled inside a
+factory whose locals stand for the original free variables plus one more, the runtime module;
+the inner code object is then bound to the original cells and a cell holding `dy2st.runtime`.
+Nothing is written into the user's globals.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import textwrap
+import threading
+import types
+
+import gast
+
+from dy2st import analysis, runtime, transformers
+from dy2st.analysis import fence
+from dy2st.config import config, log, logger
+from dy2st.errors import ConversionError, OriginInfo
+from dy2st.transformers.base import ConversionContext
+from dy2st.transformers.naming import Namer
+
+_RUNTIME_CELL = types.CellType(runtime)
+_LOCATION_FIELDS = ("lineno", "end_lineno")
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvertedCode:
+    """The result of converting one code object; `instantiate` binds it to a function's cells."""
+
+    code: types.CodeType
+    runtime_name: str
+    source: str
+
+    def instantiate(self, fn: types.FunctionType) -> types.FunctionType:
+        original = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+        cells = []
+        for name in self.code.co_freevars:
+            if name == self.runtime_name:
+                cells.append(_RUNTIME_CELL)
+            elif name in original:
+                cells.append(original[name])
+            else:
+                cells.append(types.CellType())
+        new = types.FunctionType(self.code, fn.__globals__, fn.__name__, fn.__defaults__, tuple(cells) or None)
+        new.__kwdefaults__ = fn.__kwdefaults__
+        new.__qualname__ = fn.__qualname__
+        new.__module__ = fn.__module__
+        new.__doc__ = fn.__doc__
+        new.__dict__.update(fn.__dict__)
+        new.__dy2st_source__ = self.source
+        return new
+
+
+_cache: dict[types.CodeType, ConvertedCode] = {}
+_cache_lock = threading.Lock()
+
+
+def convert(fn: types.FunctionType) -> types.FunctionType:
+    """The converted version of `fn`, sharing its globals and closure (cached per code)."""
+    code = fn.__code__
+    converted = _cache.get(code)
+    if converted is None:
+        converted = convert_code(fn)
+        with _cache_lock:
+            converted = _cache.setdefault(code, converted)
+    return converted.instantiate(fn)
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+
+
+def _origin_of(fn) -> OriginInfo:
+    code = fn.__code__
+    return OriginInfo(code.co_filename, code.co_firstlineno, code.co_name)
+
+
+def fetch_source(fn) -> tuple[str, int, str]:
+    """(dedented source, first line number, file name) of `fn`, or a ConversionError."""
+    try:
+        lines, first = inspect.getsourcelines(fn)
+    except (OSError, TypeError) as err:
+        raise ConversionError(
+            f"Cannot read the source of {fn.__qualname__!r} ({err}).",
+            _origin_of(fn),
+            advice="define the function in a .py file (not an interactive prompt or exec'd string), "
+            "or leave it unconverted with dy2st.not_to_static.",
+        ) from None
+    filename = inspect.getsourcefile(fn) or fn.__code__.co_filename
+    return textwrap.dedent("".join(lines)), max(first, 1), filename
+
+
+def _parse_function(fn, source: str, first_line: int, filename: str):
+    """The FunctionDef for `fn` (lambdas become a FunctionDef returning their body)."""
+    try:
+        module = gast.parse(source)
+    except SyntaxError:
+        module = None
+    if fn.__name__ != "<lambda>":
+        if module is None or not module.body or not isinstance(module.body[0], (gast.FunctionDef, gast.AsyncFunctionDef)):
+            raise ConversionError(f"Cannot parse the source of {fn.__qualname__!r}.", _origin_of(fn))
+        node = module.body[0]
+        node.decorator_list = []
+    else:
+        node = _lambda_as_function(fn, module, source)
+    _shift_lines(node, first_line - 1)
+    return node
+
+
+def _lambda_as_function(fn, module, source):
+    if module is None:
+        # A lambda inside a larger expression spanning lines: parse it as an expression.
+        try:
+            module = gast.parse("(" + source.strip().rstrip(",") + ")")
+        except SyntaxError:
+            raise ConversionError(
+                "Cannot parse the source line of this lambda.",
+                _origin_of(fn),
+                advice="define it with `def` instead.",
+            ) from None
+    params = list(fn.__code__.co_varnames[: fn.__code__.co_argcount + fn.__code__.co_kwonlyargcount])
+    candidates = [
+        n for n in gast.walk(module)
+        if isinstance(n, gast.Lambda) and [a.id for a in n.args.args + n.args.kwonlyargs] == params
+    ]
+    if len(candidates) != 1:
+        raise ConversionError(
+            "Cannot tell which lambda on this line to convert.",
+            _origin_of(fn),
+            advice="put the lambda on its own line or define it with `def`.",
+        )
+    lam = candidates[0]
+    ret = gast.Return(value=lam.body)
+    gast.copy_location(ret, lam.body)
+    func = gast.FunctionDef(
+        name="lambda_", args=lam.args, body=[ret], decorator_list=[], returns=None, type_comment=None, type_params=[]
+    )
+    gast.copy_location(func, lam)
+    return func
+
+
+def _shift_lines(tree, offset: int) -> None:
+    for node in gast.walk(tree):
+        for field in _LOCATION_FIELDS:
+            if getattr(node, field, None) is not None:
+                setattr(node, field, getattr(node, field) + offset)
+
+
+def _enclosing_class(fn) -> str | None:
+    parts = fn.__qualname__.split(".")
+    if len(parts) >= 2 and parts[-2] != "<locals>":
+        return parts[-2]
+    return None
+
+
+def transform(node, filename: str, function_name: str) -> tuple[gast.FunctionDef, ConversionContext]:
+    """Run the fence and the transformer pipeline over one FunctionDef."""
+    fence.verify(node, filename, function_name)
+    namer = Namer.for_tree(node)
+    ctx = ConversionContext(filename, function_name, namer, namer.new_symbol("jst"))
+    module = gast.Module(body=[node], type_ignores=[])
+    for index, step in enumerate(transformers.PIPELINE, start=1):
+        if step.needs_analysis:
+            analysis.resolve(module)
+        module = step.module.transform(module, ctx)
+        if config.code_level >= index:
+            logger.info("dy2st: %s after %s:\n%s", function_name, step.name, to_source(module.body[0]))
+    return module.body[0], ctx
+
+
+def to_source(node) -> str:
+    return ast.unparse(ast.fix_missing_locations(gast.gast_to_ast(node)))
+
+
+def convert_code(fn: types.FunctionType) -> ConvertedCode:
+    source, first_line, filename = fetch_source(fn)
+    node = _parse_function(fn, source, first_line, filename)
+    node, ctx = transform(node, filename, fn.__name__)
+    printed = to_source(node)
+    code = _compile(node, fn, ctx.runtime, filename)
+    if fn.__name__ == "<lambda>":
+        code = code.replace(co_name="<lambda>", co_qualname=fn.__qualname__)
+    log(1, "dy2st: converted %s (%s:%d)", fn.__qualname__, filename, first_line)
+    return ConvertedCode(code, ctx.runtime, printed)
+
+
+def _compile(node, fn, runtime_name: str, filename: str) -> types.CodeType:
+    """Compile `node` inside a factory declaring the free variables; return its code object."""
+    freevars = [n for n in fn.__code__.co_freevars if n != "__class__"] + [runtime_name]
+    declarations = [
+        ast.Assign(targets=[ast.Name(id=n, ctx=ast.Store())], value=ast.Constant(value=None)) for n in freevars
+    ]
+    inner = gast.gast_to_ast(node)
+    class_name = _enclosing_class(fn)
+    body = [inner]
+    if class_name is not None:
+        body = [ast.ClassDef(name=class_name, bases=[], keywords=[], body=[inner], decorator_list=[], type_params=[])]
+    factory = ast.FunctionDef(
+        name="dy2st_factory",
+        args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
+        body=declarations + body,
+        decorator_list=[],
+        returns=None,
+        type_params=[],
+    )
+    module = ast.Module(body=[factory], type_ignores=[])
+    ast.copy_location(factory, inner)
+    for stmt in declarations + body:
+        ast.copy_location(stmt, inner)
+    ast.fix_missing_locations(module)
+    try:
+        module_code = compile(module, filename, "exec", dont_inherit=True)
+    except SyntaxError as err:
+        raise ConversionError(
+            f"The converted code does not compile: {err.msg}.",
+            OriginInfo(filename, err.lineno or node.lineno, fn.__name__),
+            advice="this is a dy2st bug or an unsupported construct; please report it with this function.",
+        ) from None
+    return _find_code(module_code, inner.name)
+
+
+def _find_code(code: types.CodeType, name: str) -> types.CodeType:
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            if const.co_name == name and const.co_name != "dy2st_factory":
+                return const
+            found = _find_code(const, name) if const.co_name != name else None
+            if found is not None:
+                return found
+    return None

@@ -1,0 +1,123 @@
+"""Every error dy2st raises itself, and the one formatter that points them at user code.
+
+A message always starts with the user's frame, the way a Python traceback would print it::
+
+    File "model.py", line 12, in forward
+        if x.sum() > 0:
+    'y' is float32[3] in the if branch but int32[3] in the else branch.
+    To fix: give 'y' the same shape and dtype in both branches, e.g. with y.astype(...).
+
+The location comes from the node or frame that caused the error: generated code keeps the
+user's file name and line numbers, so a runtime operator finds its caller's line from its own
+frame (`OriginInfo.from_frame`), with no source map to consult.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import linecache
+import sys
+import types
+
+
+@dataclasses.dataclass(frozen=True)
+class OriginInfo:
+    """Where in the user's source something comes from."""
+
+    filename: str
+    lineno: int
+    function_name: str = "<unknown>"
+
+    @property
+    def source_line(self) -> str:
+        return linecache.getline(self.filename, self.lineno).strip()
+
+    @classmethod
+    def from_frame(cls, frame: types.FrameType) -> "OriginInfo":
+        code = frame.f_code
+        return cls(code.co_filename, frame.f_lineno, code.co_name)
+
+    @classmethod
+    def of_caller(cls, depth: int = 1) -> "OriginInfo":
+        """The frame `depth` levels above the function that calls this."""
+        return cls.from_frame(sys._getframe(depth + 1))
+
+    def as_header(self) -> str:
+        header = f'File "{self.filename}", line {self.lineno}, in {self.function_name}'
+        line = self.source_line
+        return f"{header}\n    {line}" if line else header
+
+
+class Dy2StaticError(Exception):
+    """Base of every error dy2st raises itself.
+
+    Its message starts with the user's file, line and source line, then says what went wrong
+    and what to do instead.
+    """
+
+    def __init__(self, message: str, origin: OriginInfo | None = None, advice: str | None = None):
+        self.origin = origin
+        self.problem = message
+        self.advice = advice
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        parts = []
+        if self.origin is not None:
+            parts.append(self.origin.as_header())
+        parts.append(self.problem)
+        if self.advice:
+            parts.append(f"To fix: {self.advice}")
+        return "\n".join(parts)
+
+
+class ConversionError(Dy2StaticError):
+    """The function could not be converted at all (e.g. its source cannot be read).
+
+    Example: a function typed into the interactive interpreter has no source file; define it in
+    a module, or call it unconverted with `dy2st.not_to_static`.
+    """
+
+
+class UnsupportedSyntaxError(ConversionError):
+    """The function uses a construct dy2st cannot convert (`yield`, `async`, ...).
+
+    Raised once, before any rewrite, by `dy2st.analysis.fence`; the message names the
+    construct and what to write instead.
+    """
+
+
+class BranchOutputError(Dy2StaticError):
+    """The two sides of a staged `if` (or `and`/`or`/ternary) leave a variable in forms XLA
+    cannot merge: defined in one branch only, different structure, shape or dtype.
+
+    Example::
+
+        if x.sum() > 0:
+            y = x          # float32[3]
+        else:
+            y = x[:2]      # float32[2]
+
+    Fix: make both branches produce the same shape and dtype (pad, slice, cast), or define the
+    variable before the `if`.
+    """
+
+
+class PredicateError(Dy2StaticError):
+    """A traced condition is not a single truth value (e.g. an array of 3 booleans).
+
+    Fix: reduce it first, e.g. `if (x > 0).all():` or `if (x > 0).any():`.
+    """
+
+
+class UndefinedVariableError(Dy2StaticError, NameError):
+    """A variable is read where eager Python would raise UnboundLocalError/NameError."""
+
+
+class InputSignatureError(Dy2StaticError, TypeError):
+    """An argument cannot be part of a program's input signature (e.g. unhashable static)."""
+
+
+def user_frame_note(origin: OriginInfo) -> str:
+    """A note for exceptions that keep their own type but gain the user's location."""
+    return f"(dy2st) raised while converting/tracing:\n  {origin.as_header()}"

@@ -1,0 +1,24 @@
+"""The operators generated code calls. Imports nothing from transformers or analysis.
+
+Generated code reaches this module through one closure cell (named `jst` or a fresh variant),
+never through the user's globals.
+"""
+
+from dy2st.runtime.control_flow import convert_ifelse, convert_ifexp
+from dy2st.runtime.logical import convert_and, convert_compare_chain, convert_not, convert_or
+from dy2st.runtime.staging import is_traced
+from dy2st.runtime.undefined import UNDEFINED_RETURN, Undefined, UndefinedReturn, ldu
+
+__all__ = [
+    "UNDEFINED_RETURN",
+    "Undefined",
+    "UndefinedReturn",
+    "convert_and",
+    "convert_compare_chain",
+    "convert_ifelse",
+    "convert_ifexp",
+    "convert_not",
+    "convert_or",
+    "is_traced",
+    "ldu",
+]

@@ -1,0 +1,239 @@
+"""Staging a two-way choice as one `lax.cond`, with the values of both sides merged.
+
+Both branches are traced once each, to jaxprs (`jax.make_jaxpr`), before the `lax.cond` is
+built from them. That one trace per branch tells us, before committing to the cond's output
+types, which outputs are Python values equal on both sides (they stay Python, so later
+Python-only code keeps working), which need promotion (a Python scalar against an array, a weak
+type against a strong one, as `jnp.where` would), and which cannot be merged (an error naming
+the variable). Nested ifs cost one trace each: the cond re-binds the recorded jaxprs, it does
+not re-run user code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from dy2st.errors import BranchOutputError, OriginInfo, PredicateError
+from dy2st.runtime.undefined import Undefined, UndefinedReturn
+
+_PY_SCALARS = (bool, int, float, complex)
+
+
+def is_traced(value) -> bool:
+    """The one test for "this value only exists inside a trace": a jax Tracer."""
+    return isinstance(value, jax.core.Tracer)
+
+
+def _is_array(value) -> bool:
+    return isinstance(value, (jax.Array, np.ndarray, np.generic))
+
+
+def describe(value) -> str:
+    """Short type description used in error messages: `float32[3]`, `Python int 3`, `None`."""
+    if isinstance(value, Undefined):
+        return "undefined"
+    if value is None:
+        return "None"
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        shape = ",".join(str(d) for d in value.shape)
+        weak = " (weak)" if getattr(value, "weak_type", False) else ""
+        return f"{np.dtype(value.dtype).name}[{shape}]{weak}"
+    if isinstance(value, _PY_SCALARS):
+        return f"Python {type(value).__name__} {value!r}"
+    return type(value).__name__
+
+
+def scalar_predicate(pred, origin: OriginInfo):
+    """A traced condition as a scalar bool, the way `bool(x)` would read it eagerly."""
+    shape = np.shape(pred)
+    if int(np.prod(shape)) != 1:
+        raise PredicateError(
+            f"The condition is an array of shape {tuple(shape)}; its truth value is ambiguous.",
+            origin,
+            advice="reduce it to one value, e.g. `(x > 0).all()` or `(x > 0).any()`.",
+        )
+    pred = jnp.reshape(pred, ())
+    return pred if pred.dtype == jnp.bool_ else pred != 0
+
+
+@dataclasses.dataclass
+class _Branch:
+    """One traced side: its jaxpr and, per output leaf, a static value or an abstract array."""
+
+    jaxpr: jax.extend.core.ClosedJaxpr
+    treedef: object
+    leaves: list  # static Python values, Undefined markers, or jax.core.ShapedArray
+
+
+def _trace_branch(fn: Callable[[], Sequence]) -> _Branch:
+    record = {}
+
+    def traced():
+        outputs = fn()
+        leaves, treedef = jax.tree_util.tree_flatten(list(outputs), is_leaf=lambda x: isinstance(x, Undefined))
+        record["treedef"] = treedef
+        record["leaves"] = [jax.typeof(l) if is_traced(l) or _is_array(l) else l for l in leaves]
+        return [l for l in leaves if is_traced(l) or _is_array(l)]
+
+    closed = jax.make_jaxpr(traced)()
+    return _Branch(closed, record["treedef"], record["leaves"])
+
+
+def _weak_proxy(leaf):
+    """Something `jnp.result_type` promotes like `leaf` (it ignores weak_type on avals)."""
+    if isinstance(leaf, _PY_SCALARS):
+        return leaf
+    if leaf.weak_type:
+        return {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}.get(np.dtype(leaf.dtype).kind, np.zeros((), leaf.dtype))
+    return np.zeros((), leaf.dtype)
+
+
+@dataclasses.dataclass
+class _Merged:
+    """How one output leaf leaves the cond: a static value, or an array of this aval."""
+
+    static: object = None
+    aval: object = None  # ShapedArray when the leaf is staged
+    fill_zeros: tuple = (False, False)  # per branch: an UndefinedReturn to fill with zeros
+
+
+def _is_aval(leaf) -> bool:
+    return isinstance(leaf, jax.core.ShapedArray)
+
+
+def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: bool) -> _Merged:
+    def mismatch(why: str, advice: str):
+        return BranchOutputError(
+            f"{label} is {describe(a)} in the {branch_names[0]} but {describe(b)} in the {branch_names[1]}: {why}",
+            origin,
+            advice=advice,
+        )
+
+    a_undef, b_undef = isinstance(a, Undefined), isinstance(b, Undefined)
+    if a_undef or b_undef:
+        if a_undef and b_undef:
+            return _Merged(static=a)
+        undef, other = (a, b) if a_undef else (b, a)
+        if isinstance(undef, UndefinedReturn) and (_is_aval(other) or isinstance(other, _PY_SCALARS)):
+            aval = other if _is_aval(other) else jax.typeof(jnp.asarray(other))
+            return _Merged(aval=aval, fill_zeros=(a_undef, b_undef))
+        which = branch_names[1] if a_undef else branch_names[0]
+        raise BranchOutputError(
+            f"{label} is defined in the {which} only, and is used after the `if`.",
+            origin,
+            advice=f"assign {label} before the `if` or in both branches.",
+        )
+    if not _is_aval(a) and not _is_aval(b):
+        if type(a) is type(b) and _static_equal(a, b):
+            return _Merged(static=a)
+        if not (isinstance(a, _PY_SCALARS) and isinstance(b, _PY_SCALARS)):
+            raise mismatch("the values differ and are not numbers.", "make both branches give the same Python value.")
+    if not _is_aval(a) and not isinstance(a, _PY_SCALARS) or not _is_aval(b) and not isinstance(b, _PY_SCALARS):
+        raise mismatch("XLA needs an array on both sides.", f"give {label} an array value in both branches.")
+    shape_a, shape_b = np.shape(a) if not _is_aval(a) else a.shape, np.shape(b) if not _is_aval(b) else b.shape
+    if shape_a != shape_b:
+        raise mismatch(
+            "shapes differ, and XLA needs one shape.",
+            f"make {label} the same shape in both branches (pad, slice or broadcast it explicitly).",
+        )
+    dtype, weak = jax._src.dtypes.result_type(_weak_proxy(a), _weak_proxy(b), return_weak_type_flag=True)
+    strong = [l.dtype for l in (a, b) if _is_aval(l) and not l.weak_type]
+    if not promote and len(strong) == 2 and strong[0] != strong[1]:
+        raise mismatch("dtypes differ.", f"cast {label} to one dtype in both branches, e.g. with .astype(...).")
+    return _Merged(aval=jax.core.ShapedArray(shape_a, dtype, weak_type=weak))
+
+
+def _static_equal(a, b) -> bool:
+    try:
+        return bool(a == b) if not isinstance(a, float) or a == a else b != b
+    except Exception:  # objects whose == is not a plain truth value compare by identity
+        return a is b
+
+
+def _branch_outputs(branch: _Branch, merged: list, side: int):
+    """A function re-binding a traced branch and casting its outputs to the merged types."""
+
+    def run():
+        arrays = iter(jax.core.eval_jaxpr(branch.jaxpr.jaxpr, branch.jaxpr.consts))
+        outs = []
+        for leaf, m in zip(branch.leaves, merged):
+            if m.aval is None:
+                continue
+            if m.fill_zeros[side]:
+                value = jnp.zeros(m.aval.shape, m.aval.dtype)
+            elif _is_aval(leaf):
+                value = next(arrays)
+            else:
+                value = jnp.asarray(leaf)
+            outs.append(_cast(value, m.aval))
+        return outs
+
+    return run
+
+
+def _cast(value, aval):
+    if value.dtype == aval.dtype and getattr(jax.typeof(value), "weak_type", False) == aval.weak_type:
+        return value
+    return jax._src.lax.lax._convert_element_type(value, aval.dtype, aval.weak_type)
+
+
+def stage_cond(
+    pred,
+    true_fn: Callable[[], Sequence],
+    false_fn: Callable[[], Sequence],
+    labels: Sequence[str],
+    origin: OriginInfo,
+    branch_names=("if branch", "else branch"),
+    promote: bool = False,
+) -> list:
+    """`[true_fn() if pred else false_fn()]` for a traced `pred`, as one `lax.cond`.
+
+    Each function returns a sequence of values, one per label; the result is a list of merged
+    values (static where both sides agree on a Python value, arrays otherwise).
+    """
+    pred = scalar_predicate(pred, origin)
+    branches = [_trace_branch(true_fn), _trace_branch(false_fn)]
+    labels = list(labels)
+    t, f = branches
+    if t.treedef != f.treedef:
+        _raise_structure_mismatch(t, f, labels, origin, branch_names)
+    merged = [
+        _merge_leaf(a, b, _leaf_label(t.treedef, i, labels), origin, branch_names, promote)
+        for i, (a, b) in enumerate(zip(t.leaves, f.leaves))
+    ]
+    arrays = iter(lax.cond(pred, _branch_outputs(t, merged, 0), _branch_outputs(f, merged, 1)))
+    leaves = [m.static if m.aval is None else next(arrays) for m in merged]
+    return jax.tree_util.tree_unflatten(t.treedef, leaves)
+
+
+def _leaf_label(treedef, index: int, labels) -> str:
+    """Label of the variable owning flat leaf `index` of a list of per-variable pytrees."""
+    counts = [c.num_leaves for c in treedef.children()]
+    for label, count in zip(labels, counts):
+        if index < count:
+            return f"'{label}'" if count == 1 else f"a part of '{label}'"
+        index -= count
+    return "a value"
+
+
+def _raise_structure_mismatch(t, f, labels, origin, branch_names):
+    for label, ta, fa in zip(labels, t.treedef.children(), f.treedef.children()):
+        if ta != fa:
+            raise BranchOutputError(
+                f"'{label}' has a different structure in the {branch_names[0]} ({_structure(ta)}) "
+                f"than in the {branch_names[1]} ({_structure(fa)}).",
+                origin,
+                advice=f"give '{label}' the same structure (same containers, None in the same places) in both branches.",
+            )
+    raise BranchOutputError("The branches produce different structures.", origin)
+
+
+def _structure(treedef) -> str:
+    text = str(treedef)
+    return "None" if text == "PyTreeDef(None)" else text.replace("PyTreeDef", "").replace("*", "value")

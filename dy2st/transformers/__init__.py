@@ -1,0 +1,42 @@
+"""The ordered transformer chain. The order lives here, one reason per step.
+
+Each step is a module with `transform(tree, ctx)`. Steps that read analysis facts declare
+`needs_analysis`; the pipeline re-runs `dy2st.analysis.resolve` right before them, because
+every earlier rewrite makes facts stale.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from types import ModuleType
+
+from dy2st.transformers import (
+    conditional_expressions,
+    ifelse,
+    logical_expressions,
+    return_statements,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    module: ModuleType
+    needs_analysis: bool
+    why: str
+
+    @property
+    def name(self) -> str:
+        return self.module.__name__.rsplit(".", 1)[-1]
+
+
+PIPELINE: tuple[Step, ...] = (
+    Step(return_statements, False,
+         "First: early returns become flags and `break`s, so later steps see single-exit code."),
+    Step(logical_expressions, False,
+         "Before if/else: the `not do_return` guards and user and/or/not become operators that "
+         "short-circuit on Python values and stage on traced ones."),
+    Step(conditional_expressions, False,
+         "Ternaries are expressions; rewriting them before statements keeps if/else simple."),
+    Step(ifelse, True,
+         "After the flags exist: reads liveness to choose the variables each branch carries."),
+)

@@ -1,0 +1,70 @@
+"""What every transformer shares: the conversion context and location-preserving visits."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gast
+
+from dy2st.transformers.naming import Namer
+
+_LOCATION_FIELDS = ("lineno", "col_offset", "end_lineno", "end_col_offset")
+
+
+@dataclasses.dataclass
+class ConversionContext:
+    """State of one conversion, shared by the transformers of the pipeline.
+
+    Attributes:
+      filename: the user's source file; every generated node gets a line in it.
+      function_name: the converted function's name, for messages.
+      namer: the one source of fresh names.
+      runtime: the name through which generated code reaches `dy2st.runtime`.
+    """
+
+    filename: str
+    function_name: str
+    namer: Namer
+    runtime: str
+
+
+def copy_location_recursive(new, origin) -> None:
+    """Give `origin`'s location to every node under `new` that has none of its own.
+
+    Generated nodes thereby point at the user's line they replace, so tracebacks, jax source
+    info and error messages name the user's code with no source map.
+    """
+    if origin is None or not hasattr(origin, "lineno"):
+        return
+    nodes = new if isinstance(new, list) else [new]
+    for root in nodes:
+        for node in gast.walk(root):
+            if isinstance(node, (gast.expr, gast.stmt, gast.excepthandler, gast.keyword)):
+                if getattr(node, "lineno", None) is None:
+                    for field in _LOCATION_FIELDS:
+                        if hasattr(origin, field):
+                            setattr(node, field, getattr(origin, field))
+
+
+class Transformer(gast.NodeTransformer):
+    """Base of the transformers: single use, locations copied onto replacements."""
+
+    def __init__(self, ctx: ConversionContext):
+        self.ctx = ctx
+        self._used = False
+
+    def visit(self, node):
+        result = super().visit(node)
+        if result is not node and result is not None:
+            copy_location_recursive(result, node)
+        return result
+
+    def transform(self, tree):
+        if self._used:
+            raise RuntimeError(f"{type(self).__name__} instances are single-use")
+        self._used = True
+        return self.visit(tree)
+
+    def rt(self, attr: str) -> str:
+        """Dotted reference to a runtime operator, for use inside templates."""
+        return f"{self.ctx.runtime}.{attr}"

@@ -1,0 +1,49 @@
+"""The one namer: fresh, readable names for generated code that never clash with user names."""
+
+from __future__ import annotations
+
+import gast
+
+
+class Namer:
+    """Hands out fresh names (`if_body`, `if_body_1`, ...) and remembers which it made.
+
+    Seeded with every name the function's source mentions, so a generated name can neither
+    shadow a user variable nor a global the function reads.
+    """
+
+    def __init__(self, reserved=()):
+        self._taken = set(reserved)
+        self._generated: dict[str, str | None] = {}
+
+    @classmethod
+    def for_tree(cls, tree) -> "Namer":
+        names = set()
+        for node in gast.walk(tree):
+            if isinstance(node, gast.Name):
+                names.add(node.id)
+            elif isinstance(node, (gast.FunctionDef, gast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (gast.Global, gast.Nonlocal)):
+                names.update(node.names)
+            elif isinstance(node, gast.alias):
+                names.add(node.asname or node.name.split(".")[0])
+        return cls(names)
+
+    def new_symbol(self, root: str, display: str | None = None) -> str:
+        """A name starting with `root` not used anywhere yet; `display` names it in errors."""
+        candidate, n = root, 0
+        while candidate in self._taken:
+            n += 1
+            candidate = f"{root}_{n}"
+        self._taken.add(candidate)
+        self._generated[candidate] = display
+        return candidate
+
+    def is_generated(self, name: str) -> bool:
+        return name in self._generated
+
+    def display_name(self, name: str) -> str:
+        """How errors should call this variable: user names as is, generated ones by role."""
+        display = self._generated.get(name)
+        return display if display else name

@@ -1,0 +1,165 @@
+"""Rewrites early `return`s into a single exit guarded by a `do_return` flag.
+
+Before::
+
+    def f(x):
+        if x.sum() > 0:
+            return x * 2
+        x = x - 1
+        return x
+
+After::
+
+    def f(x):
+        do_return = False
+        retval = jst.UNDEFINED_RETURN
+        if x.sum() > 0:
+            do_return = True
+            retval = x * 2
+        if not do_return:
+            x = x - 1
+            do_return = True
+            retval = x
+        return retval
+
+A `return` inside a loop also `break`s (the break transformer, which runs next, turns that into
+a flag), and an enclosing loop checks `if do_return: break` after a nested loop that may have
+returned. Paths that fall off the end set `retval = None`, so a staged `if` whose sides return
+an array and None is an error rather than a silent zero. Functions whose only `return` is the
+last statement are left unchanged.
+"""
+
+from __future__ import annotations
+
+import gast
+
+from dy2st.transformers import templates
+from dy2st.transformers.base import Transformer, copy_location_recursive
+
+_LOOPS = (gast.For, gast.While)
+_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef, gast.Lambda)
+_BLOCK_FIELDS = ("body", "orelse", "finalbody")
+
+
+def _children_blocks(node):
+    blocks = [getattr(node, f) for f in _BLOCK_FIELDS if getattr(node, f, None)]
+    blocks += [h.body for h in getattr(node, "handlers", [])]
+    blocks += [c.body for c in getattr(node, "cases", [])]
+    return blocks
+
+
+def _contains_return(stmts, only_in_loops=False, in_loop=False) -> bool:
+    for node in stmts:
+        if isinstance(node, gast.Return) and (in_loop or not only_in_loops):
+            return True
+        if isinstance(node, _SCOPES):
+            continue
+        nested_in_loop = in_loop or isinstance(node, _LOOPS)
+        if isinstance(node, _LOOPS):
+            if _contains_return(node.body, only_in_loops, True) or _contains_return(node.orelse, only_in_loops, in_loop):
+                return True
+            continue
+        for block in _children_blocks(node):
+            if _contains_return(block, only_in_loops, nested_in_loop):
+                return True
+    return False
+
+
+def _always_returns(stmts) -> bool:
+    for node in stmts:
+        if isinstance(node, (gast.Return, gast.Raise)):
+            return True
+        if isinstance(node, gast.If) and _always_returns(node.body) and _always_returns(node.orelse):
+            return True
+    return False
+
+
+def _needs_rewrite(func) -> bool:
+    body = func.body
+    return any(_contains_return([s]) for s in body[:-1] if not isinstance(s, gast.Return)) or (
+        bool(body) and not isinstance(body[-1], gast.Return) and _contains_return(body[-1:])
+    )
+
+
+class ReturnTransformer(Transformer):
+    """Rewrites each function with an early return; see the module docstring."""
+
+    def visit_FunctionDef(self, node):
+        self.generic_visit(node)  # nested functions first: each has its own flags
+        if not _needs_rewrite(node):
+            return node
+        namer = self.ctx.namer
+        self.do_return = namer.new_symbol("do_return", display="the early-return flag")
+        self.retval = namer.new_symbol("retval", display="the return value")
+        prologue = templates.replace(
+            "do_return = False\nretval = jst.UNDEFINED_RETURN",
+            do_return=self.do_return,
+            retval=self.retval,
+            jst=self.ctx.runtime,
+        )
+        body = self._block(node.body, in_loop=False, top=True)
+        epilogue = templates.replace("return retval", retval=self.retval)
+        copy_location_recursive(prologue, node.body[0])
+        copy_location_recursive(epilogue, node.body[-1])
+        node.body = prologue + body + epilogue
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def _set_return(self, node: gast.Return, in_loop: bool):
+        value = node.value if node.value is not None else templates.constant(None)
+        stmts = templates.replace(
+            "do_return = True\nretval = value", do_return=self.do_return, retval=self.retval, value=value
+        )
+        if in_loop:
+            stmts.append(gast.Break())
+        copy_location_recursive(stmts, node)
+        return stmts
+
+    def _block(self, stmts, in_loop: bool, top: bool = False):
+        out = []
+        for i, stmt in enumerate(stmts):
+            if isinstance(stmt, gast.Return):
+                return out + self._set_return(stmt, in_loop)
+            may_return = _contains_return([stmt])
+            out.append(self._statement(stmt, in_loop))
+            if not may_return:
+                continue
+            rest = stmts[i + 1 :]
+            if _always_returns([stmt]):
+                return out
+            if in_loop:
+                if _contains_return([stmt], only_in_loops=True):
+                    guard = templates.replace("if do_return:\n    break", do_return=self.do_return)
+                    copy_location_recursive(guard, stmt)
+                    out.extend(guard)
+                return out + self._block(rest, in_loop, top)
+            rest = self._block(rest, in_loop, top)
+            if rest:
+                guard = templates.replace("if not do_return:\n    rest", do_return=self.do_return, rest=rest)
+                copy_location_recursive(guard, stmt)
+                out.extend(guard)
+            return out
+        if top and not _always_returns(stmts):
+            fall_through = templates.replace("retval = None", retval=self.retval)
+            copy_location_recursive(fall_through, stmts[-1] if stmts else None)
+            out.extend(fall_through)
+        return out
+
+    def _statement(self, stmt, in_loop: bool):
+        if isinstance(stmt, _SCOPES) or not _contains_return([stmt]):
+            return stmt
+        if isinstance(stmt, _LOOPS):
+            stmt.body = self._block(stmt.body, in_loop=True)
+            stmt.orelse = self._block(stmt.orelse, in_loop)
+            return stmt
+        for field in _BLOCK_FIELDS:
+            if getattr(stmt, field, None):
+                setattr(stmt, field, self._block(getattr(stmt, field), in_loop))
+        for part in getattr(stmt, "handlers", []) + getattr(stmt, "cases", []):
+            part.body = self._block(part.body, in_loop)
+        return stmt
+
+
+def transform(tree, ctx):
+    return ReturnTransformer(ctx).transform(tree)

@@ -1,0 +1,146 @@
+"""Code templates over gast nodes: generated code is written as Python, never pasted as text.
+
+`replace("x = f(y)", x=node, y="name")` parses the template (our own fixed code, never user
+source), substitutes each placeholder with a deep copy of its replacement and fixes Load/Store
+contexts. A placeholder may become:
+
+* a `str`: a variable of that name;
+* a gast expression: inserted as is (copied), its context set to the placeholder's;
+* a list of gast statements: only where the placeholder stands alone as a statement;
+* a `str` for a function name in `def placeholder(...)`.
+
+Unknown placeholders (keys that do not occur in the template) are refused, so a typo cannot
+silently produce wrong code.
+"""
+
+from __future__ import annotations
+
+import copy
+import textwrap
+
+import gast
+
+_CTX_NODES = (gast.Name, gast.Attribute, gast.Subscript, gast.Tuple, gast.List, gast.Starred)
+_LOCATION_FIELDS = ("lineno", "col_offset", "end_lineno", "end_col_offset")
+
+
+class TemplateError(ValueError):
+    """A template was used wrongly (an internal bug in a transformer, not a user error)."""
+
+
+def _strip_locations(tree):
+    for node in gast.walk(tree):
+        for field in _LOCATION_FIELDS:
+            if hasattr(node, field):
+                delattr(node, field)
+
+
+def _set_ctx(node, ctx):
+    if isinstance(node, _CTX_NODES):
+        node.ctx = ctx
+        if isinstance(node, (gast.Tuple, gast.List)):
+            for elt in node.elts:
+                _set_ctx(elt, ctx)
+        elif isinstance(node, gast.Starred):
+            _set_ctx(node.value, ctx)
+    return node
+
+
+def _name(identifier: str, ctx):
+    return gast.Name(id=identifier, ctx=ctx, annotation=None, type_comment=None)
+
+
+class _Replacer(gast.NodeTransformer):
+    def __init__(self, replacements):
+        self.replacements = replacements
+        self.used = set()
+
+    def _expression(self, placeholder: str, ctx):
+        value = self.replacements[placeholder]
+        self.used.add(placeholder)
+        if isinstance(value, str):
+            return _name(value, ctx)
+        if isinstance(value, gast.expr):
+            return _set_ctx(copy.deepcopy(value), ctx)
+        raise TemplateError(f"placeholder {placeholder!r} is used as an expression; got {type(value).__name__}")
+
+    def visit_Name(self, node):
+        if node.id in self.replacements:
+            return self._expression(node.id, node.ctx)
+        return node
+
+    def visit_Expr(self, node):
+        if isinstance(node.value, gast.Name) and node.value.id in self.replacements:
+            value = self.replacements[node.value.id]
+            if isinstance(value, list):
+                self.used.add(node.value.id)
+                return [copy.deepcopy(s) for s in value]
+        return self.generic_visit(node)
+
+    def visit_FunctionDef(self, node):
+        if node.name in self.replacements:
+            self.used.add(node.name)
+            node.name = self.replacements[node.name]
+        return self.generic_visit(node)
+
+    def visit_Nonlocal(self, node):
+        return self._declaration(node)
+
+    visit_Global = visit_Nonlocal
+
+    def _declaration(self, node):
+        names = []
+        for name in node.names:
+            value = self.replacements.get(name)
+            if value is None:
+                names.append(name)
+                continue
+            self.used.add(name)
+            names.extend(value if isinstance(value, (list, tuple)) else [value])
+        if not names:
+            return None
+        node.names = names
+        return node
+
+
+def replace(template: str, **replacements) -> list:
+    """Statements of `template` with placeholders substituted; see the module docstring."""
+    tree = gast.parse(textwrap.dedent(template))
+    _strip_locations(tree)
+    replacer = _Replacer(replacements)
+    tree = replacer.visit(tree)
+    unknown = set(replacements) - replacer.used
+    if unknown:
+        raise TemplateError(f"placeholders {sorted(unknown)} do not occur in template:\n{template}")
+    return tree.body
+
+
+def replace_as_expression(template: str, **replacements):
+    """The single expression `template` stands for, placeholders substituted."""
+    body = replace(template, **replacements)
+    if len(body) != 1 or not isinstance(body[0], gast.Expr):
+        raise TemplateError(f"template is not a single expression:\n{template}")
+    return body[0].value
+
+
+def name(identifier: str, store: bool = False):
+    """A gast Name node (hand-built nodes are kept to names and constants)."""
+    return _name(identifier, gast.Store() if store else gast.Load())
+
+
+def thunk(body, params=()):
+    """`lambda <params>: body` as a gast node (used to delay evaluation of an operand)."""
+    args = [gast.Name(id=p, ctx=gast.Param(), annotation=None, type_comment=None) for p in params]
+    arguments = gast.arguments(
+        args=args, posonlyargs=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]
+    )
+    return gast.Lambda(args=arguments, body=body)
+
+
+def constant(value):
+    return gast.Constant(value=value, kind=None)
+
+
+def tuple_of(elts, store: bool = False):
+    ctx = gast.Store() if store else gast.Load()
+    return gast.Tuple(elts=[_set_ctx(copy.deepcopy(e), ctx) for e in elts], ctx=ctx)
