@@ -64,25 +64,46 @@ def scalar_predicate(pred, origin: OriginInfo):
 
 @dataclasses.dataclass
 class _Branch:
-    """One traced side: its jaxpr and, per output leaf, a static value or an abstract array."""
+    """One traced side: its jaxpr and, per variable, its tree structure and leaves.
 
-    jaxpr: jax.extend.core.ClosedJaxpr
-    treedef: object
-    leaves: list  # static Python values, Undefined markers, or jax.core.ShapedArray
+    A leaf is a static Python value, an Undefined marker, or a jax.core.ShapedArray standing
+    for the next array output of the jaxpr.
+    """
+
+    jaxpr: object
+    structures: list
+    leaves: list  # per variable, a list of leaves
+
+
+def _flatten(value):
+    return jax.tree_util.tree_flatten(value, is_leaf=lambda x: isinstance(x, Undefined))
 
 
 def _trace_branch(fn: Callable[[], Sequence]) -> _Branch:
     record = {}
 
     def traced():
-        outputs = fn()
-        leaves, treedef = jax.tree_util.tree_flatten(list(outputs), is_leaf=lambda x: isinstance(x, Undefined))
-        record["treedef"] = treedef
-        record["leaves"] = [jax.typeof(l) if is_traced(l) or _is_array(l) else l for l in leaves]
-        return [l for l in leaves if is_traced(l) or _is_array(l)]
+        structures, leaves, arrays = [], [], []
+        for value in fn():
+            var_leaves, structure = _flatten(value)
+            structures.append(structure)
+            leaves.append([jax.typeof(l) if is_traced(l) or _is_array(l) else l for l in var_leaves])
+            arrays += [l for l in var_leaves if is_traced(l) or _is_array(l)]
+        record["structures"], record["leaves"] = structures, leaves
+        return arrays
 
     closed = jax.make_jaxpr(traced)()
-    return _Branch(closed, record["treedef"], record["leaves"])
+    return _Branch(closed, record["structures"], record["leaves"])
+
+
+def _fill_undefined_returns(t: _Branch, f: _Branch) -> None:
+    """A return value undefined on one side takes the other side's structure, to be zero-filled."""
+    for i, (ts, fs) in enumerate(zip(t.structures, f.structures)):
+        for this, other in ((t, f), (f, t)):
+            leaves = this.leaves[i]
+            if len(leaves) == 1 and isinstance(leaves[0], UndefinedReturn) and this.structures[i] != other.structures[i]:
+                this.structures[i] = other.structures[i]
+                this.leaves[i] = [leaves[0]] * len(other.leaves[i])
 
 
 def _weak_proxy(leaf):
@@ -162,7 +183,7 @@ def _branch_outputs(branch: _Branch, merged: list, side: int):
     def run():
         arrays = iter(jax.core.eval_jaxpr(branch.jaxpr.jaxpr, branch.jaxpr.consts))
         outs = []
-        for leaf, m in zip(branch.leaves, merged):
+        for leaf, m in zip((l for var in branch.leaves for l in var), merged):
             if m.aval is None:
                 continue
             if m.fill_zeros[side]:
@@ -198,40 +219,26 @@ def stage_cond(
     values (static where both sides agree on a Python value, arrays otherwise).
     """
     pred = scalar_predicate(pred, origin)
-    branches = [_trace_branch(true_fn), _trace_branch(false_fn)]
-    labels = list(labels)
-    t, f = branches
-    if t.treedef != f.treedef:
-        _raise_structure_mismatch(t, f, labels, origin, branch_names)
-    merged = [
-        _merge_leaf(a, b, _leaf_label(t.treedef, i, labels), origin, branch_names, promote)
-        for i, (a, b) in enumerate(zip(t.leaves, f.leaves))
-    ]
-    arrays = iter(lax.cond(pred, _branch_outputs(t, merged, 0), _branch_outputs(f, merged, 1)))
-    leaves = [m.static if m.aval is None else next(arrays) for m in merged]
-    return jax.tree_util.tree_unflatten(t.treedef, leaves)
-
-
-def _leaf_label(treedef, index: int, labels) -> str:
-    """Label of the variable owning flat leaf `index` of a list of per-variable pytrees."""
-    counts = [c.num_leaves for c in treedef.children()]
-    for label, count in zip(labels, counts):
-        if index < count:
-            return f"'{label}'" if count == 1 else f"a part of '{label}'"
-        index -= count
-    return "a value"
-
-
-def _raise_structure_mismatch(t, f, labels, origin, branch_names):
-    for label, ta, fa in zip(labels, t.treedef.children(), f.treedef.children()):
-        if ta != fa:
+    t, f = _trace_branch(true_fn), _trace_branch(false_fn)
+    _fill_undefined_returns(t, f)
+    merged = []
+    for label, ts, fs, t_leaves, f_leaves in zip(labels, t.structures, f.structures, t.leaves, f.leaves):
+        if ts != fs:
             raise BranchOutputError(
-                f"'{label}' has a different structure in the {branch_names[0]} ({_structure(ta)}) "
-                f"than in the {branch_names[1]} ({_structure(fa)}).",
+                f"'{label}' has a different structure in the {branch_names[0]} ({_structure(ts)}) "
+                f"than in the {branch_names[1]} ({_structure(fs)}).",
                 origin,
                 advice=f"give '{label}' the same structure (same containers, None in the same places) in both branches.",
             )
-    raise BranchOutputError("The branches produce different structures.", origin)
+        name = f"'{label}'" if len(t_leaves) == 1 else f"a part of '{label}'"
+        merged.append([_merge_leaf(a, b, name, origin, branch_names, promote) for a, b in zip(t_leaves, f_leaves)])
+    flat_merged = [m for var in merged for m in var]
+    arrays = iter(lax.cond(pred, _branch_outputs(t, flat_merged, 0), _branch_outputs(f, flat_merged, 1)))
+    values = []
+    for structure, var in zip(t.structures, merged):
+        leaves = [m.static if m.aval is None else next(arrays) for m in var]
+        values.append(jax.tree_util.tree_unflatten(structure, leaves))
+    return values
 
 
 def _structure(treedef) -> str:

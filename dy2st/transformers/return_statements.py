@@ -74,6 +74,10 @@ def _always_returns(stmts) -> bool:
     return False
 
 
+def _is_docstring(stmt) -> bool:
+    return isinstance(stmt, gast.Expr) and isinstance(stmt.value, gast.Constant) and isinstance(stmt.value.value, str)
+
+
 def _needs_rewrite(func) -> bool:
     body = func.body
     return any(_contains_return([s]) for s in body[:-1] if not isinstance(s, gast.Return)) or (
@@ -97,11 +101,12 @@ class ReturnTransformer(Transformer):
             retval=self.retval,
             jst=self.ctx.runtime,
         )
-        body = self._block(node.body, in_loop=False, top=True)
+        docstring = node.body[:1] if _is_docstring(node.body[0]) else []
+        body = self._block(node.body[len(docstring):], in_loop=False, top=True)
         epilogue = templates.replace("return retval", retval=self.retval)
         copy_location_recursive(prologue, node.body[0])
         copy_location_recursive(epilogue, node.body[-1])
-        node.body = prologue + body + epilogue
+        node.body = docstring + prologue + body + epilogue
         return node
 
     visit_AsyncFunctionDef = visit_FunctionDef

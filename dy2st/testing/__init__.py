@@ -1,0 +1,53 @@
+"""Helpers for differential tests: eager == to_static == jax.jit(to_static), gradients too."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+import dy2st
+
+
+def _assert_tree_close(expected, actual, what: str, rtol=1e-5, atol=1e-6):
+    exp_leaves, exp_tree = jax.tree_util.tree_flatten(expected)
+    act_leaves, act_tree = jax.tree_util.tree_flatten(actual)
+    assert exp_tree == act_tree, f"{what}: structure {act_tree} != eager {exp_tree}"
+    for e, a in zip(exp_leaves, act_leaves):
+        if isinstance(e, (bool, int, float, complex, np.ndarray, np.generic, jax.Array)) or hasattr(e, "shape"):
+            e_arr, a_arr = np.asarray(e), np.asarray(a)
+            assert e_arr.shape == a_arr.shape, f"{what}: shape {a_arr.shape} != eager {e_arr.shape}"
+            np.testing.assert_allclose(a_arr, e_arr, rtol=rtol, atol=atol, err_msg=what)
+        else:
+            assert e == a, f"{what}: {a!r} != eager {e!r}"
+
+
+def check_equivalent(fn, *args, grad_argnums=None, jit=True, rtol=1e-5, atol=1e-6, **kwargs):
+    """Run `fn` eagerly, through `dy2st.to_static`, and through `jax.jit(to_static(fn))`
+    (array arguments only), and assert all results agree. With `grad_argnums`, also compare
+    `jax.grad` of the sum of the output. Returns the eager result.
+    """
+    expected = fn(*args, **kwargs)
+    static = dy2st.to_static(fn)
+    _assert_tree_close(expected, static(*args, **kwargs), "to_static", rtol, atol)
+    if jit:
+        array_pos = [i for i, a in enumerate(args) if isinstance(a, (jax.Array, np.ndarray))]
+        static_args = {i: a for i, a in enumerate(args) if i not in array_pos}
+
+        def call(*arrays):
+            full = list(args)
+            for i, a in zip(array_pos, arrays):
+                full[i] = a
+            for i, a in static_args.items():
+                full[i] = a
+            return static(*full, **kwargs)
+
+        jitted = jax.jit(call)(*[args[i] for i in array_pos])
+        _assert_tree_close(expected, jitted, "jit(to_static)", rtol, atol)
+    if grad_argnums is not None:
+        def loss(f):
+            return lambda *a: sum(jax.numpy.sum(l) for l in jax.tree_util.tree_leaves(f(*a, **kwargs)))
+
+        eager_grad = jax.grad(loss(fn), argnums=grad_argnums)(*args)
+        static_grad = jax.grad(loss(static), argnums=grad_argnums)(*args)
+        _assert_tree_close(eager_grad, static_grad, "grad(to_static)", rtol, atol)
+    return expected
