@@ -225,10 +225,11 @@ def stage_cond(
     for label, ts, fs, t_leaves, f_leaves in zip(labels, t.structures, f.structures, t.leaves, f.leaves):
         if ts != fs:
             raise BranchOutputError(
-                f"'{label}' has a different structure in the {branch_names[0]} ({_structure(ts)}) "
-                f"than in the {branch_names[1]} ({_structure(fs)}).",
+                f"'{label}' is {_describe_var(ts, t_leaves)} in the {branch_names[0]} but "
+                f"{_describe_var(fs, f_leaves)} in the {branch_names[1]}: XLA needs the same structure on both sides.",
                 origin,
-                advice=f"give '{label}' the same structure (same containers, None in the same places) in both branches.",
+                advice=f"give '{label}' the same structure (same containers, None in the same places) in both "
+                "branches; a function must return the same structure on every path.",
             )
         name = f"'{label}'" if len(t_leaves) == 1 else f"a part of '{label}'"
         merged.append([_merge_leaf(a, b, name, origin, branch_names, promote) for a, b in zip(t_leaves, f_leaves)])
@@ -241,6 +242,20 @@ def stage_cond(
     return values
 
 
-def _structure(treedef) -> str:
-    text = str(treedef)
-    return "None" if text == "PyTreeDef(None)" else text.replace("PyTreeDef", "").replace("*", "value")
+def _describe_var(structure, leaves) -> str:
+    if structure.num_leaves == 0 and structure.num_nodes == 1 and str(structure) == "PyTreeDef(None)":
+        return "None"
+    if structure.num_nodes == 1 and len(leaves) == 1:
+        return describe(leaves[0])
+    described = jax.tree_util.tree_unflatten(structure, [_Described(describe(l)) for l in leaves])
+    return repr(described)
+
+
+class _Described:
+    """Prints as a type description inside a container's repr."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def __repr__(self):
+        return self.text
