@@ -9,7 +9,7 @@ import weakref
 
 import jax
 
-from dy2st import conversion
+from dy2st import conversion, input_spec
 from dy2st.config import config
 from dy2st.errors import ConversionError, OriginInfo
 from dy2st.program import ConcreteProgram, ProgramCache
@@ -49,6 +49,7 @@ class StaticFunction:
         self._converted_fn = None
         self._cache = None
         self._bound_cache = weakref.WeakKeyDictionary()
+        self._checker = None
         functools.update_wrapper(self, fn)
 
     # -- conversion ---------------------------------------------------------------------
@@ -77,10 +78,20 @@ class StaticFunction:
     def __call__(self, *args, **kwargs):
         if not config.enable_to_static:
             return self.rollback()(*args, **kwargs)
+        if self._input_spec is not None:  # one attribute test on the no-spec hot path
+            (self._checker or self._spec_checker).check(args, kwargs)
         cache = self._cache or self._programs_cache
         if kwargs:
             return self._call_general(cache, args, kwargs)
         return cache(args) if not _any_traced(args) else self._converted(*args)
+
+    @property
+    def _spec_checker(self) -> input_spec.ArgumentChecker:
+        params = list(inspect.signature(self._fn).parameters)
+        if self._bound_to is not None:
+            params = params[1:]
+        self._checker = input_spec.ArgumentChecker(self._input_spec, params)
+        return self._checker
 
     def _call_general(self, cache, args, kwargs):
         if any(isinstance(l, jax.core.Tracer) for l in jax.tree_util.tree_leaves((args, kwargs))):
@@ -119,7 +130,15 @@ class StaticFunction:
         return self._programs_cache.programs
 
     def get_concrete_program(self, *args, **kwargs) -> ConcreteProgram:
-        """Trace (without running) the program for these arguments or ShapeDtypeStructs."""
+        """Trace (without running) the program for these arguments, ShapeDtypeStructs or
+        InputSpecs (default: the `input_spec` given to `to_static`).
+
+        A `None` dim of an InputSpec traces as a `jax.export` symbolic dimension: `.jaxpr` and
+        `.as_text()` then describe the program for every size (`.compiled` needs fixed sizes).
+        """
+        if not args and not kwargs and self._input_spec is not None:
+            args = tuple(self._input_spec)
+        args, kwargs = input_spec.abstract((args, kwargs))
         return self._programs_cache.get_concrete_program(args, kwargs)
 
     def rollback(self):
