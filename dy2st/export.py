@@ -321,7 +321,8 @@ class LoadedProgram:
         tensors = self.manifest["weights"]["tensors"]
         return {
             "inputs": [str(s) for s in self.input_spec],
-            "outputs": [f"{o['name']}:{o['dtype']}{o['dims']}" for o in self.manifest["outputs"]],
+            "outputs": [f"{o['name']}:{o['dtype']}[{','.join(str(d) for d in o['dims'])}]"
+                        for o in self.manifest["outputs"]],
             "weights": len(tensors),
             "weight_elements": int(sum(np.prod(t["shape"], dtype=np.int64) for t in tensors)),
             "weight_bytes": int(sum(v.nbytes for v in self.weights.values())),
