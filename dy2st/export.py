@@ -338,34 +338,33 @@ _MISSING = object()
 
 
 def _read_manifest(path: str) -> dict:
+    def error(problem, advice="save the artifact again with dy2st.save (or `dy2st save`)."):
+        return ArtifactError(f"Artifact {path!r}: {problem}", advice=advice)
+
     full = os.path.join(path, MANIFEST)
-    where = f"Artifact {path!r}: {MANIFEST}"
     if not os.path.isdir(path):
-        raise ArtifactError(f"Artifact {path!r}: no such directory.",
-                            advice="pass the directory written by dy2st.save.")
+        raise error("no such directory.", advice="pass the directory written by dy2st.save.")
     if not os.path.isfile(full):
-        raise ArtifactError(f"{where}: the file is missing (an unfinished save, or not an artifact).",
-                            advice="save the artifact again with dy2st.save (or `dy2st save`).")
+        raise error(f"{MANIFEST}: the file is missing (an unfinished save, or not an artifact).")
     try:
         with open(full, "rb") as f:
             manifest = json.loads(f.read().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ArtifactError(f"{where}: not valid JSON ({err}).",
-                            advice="save the artifact again with dy2st.save.") from None
+        raise error(f"{MANIFEST}: not valid JSON ({err}).") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ArtifactError(f"{where}: not a dy2st artifact manifest (format is "
-                            f"{manifest.get('format') if isinstance(manifest, dict) else None!r}).")
+        found = manifest.get("format") if isinstance(manifest, dict) else None
+        raise error(f"{MANIFEST}: not a dy2st artifact manifest (format is {found!r}, expected {FORMAT!r}).")
     version = manifest.get("format_version")
     if version not in SUPPORTED_FORMAT_VERSIONS:
-        raise ArtifactError(f"{where}: incompatible format version {version!r}; this dy2st "
-                            f"({_dy2st_version()}) reads versions {list(SUPPORTED_FORMAT_VERSIONS)}.",
-                            advice="load it with the dy2st version that saved it "
-                            f"({manifest.get('dy2st_version')}), or save it again with this one.")
+        raise error(f"{MANIFEST}: incompatible format version {version!r}; this dy2st ({_dy2st_version()}) "
+                    f"reads versions {list(SUPPORTED_FORMAT_VERSIONS)}.",
+                    advice=f"load it with the dy2st that saved it ({manifest.get('dy2st_version')}), "
+                    "or save it again with this one.")
     for key in ("jax_version", "platforms", "function", "inputs", "outputs", "program", "weights", "files", "source"):
         if key not in manifest:
-            raise ArtifactError(f"{where}: the key {key!r} is missing.", advice="save the artifact again.")
-    if manifest["weights"].get("format") not in WEIGHT_FILES:
-        raise ArtifactError(f"{where}: unknown weights format {manifest['weights'].get('format')!r}.")
+            raise error(f"{MANIFEST}: the key {key!r} is missing.")
+    if not isinstance(manifest["weights"], dict) or manifest["weights"].get("format") not in WEIGHT_FILES:
+        raise error(f"{MANIFEST}: unknown weights format in {manifest['weights']!r}.")
     return manifest
 
 
