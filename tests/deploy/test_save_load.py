@@ -150,7 +150,47 @@ def test_function_without_parameters_named_dims_and_tuple_outputs(tmp_path):
         loaded(np.ones((3, 2), np.float32), np.ones((2, 2), np.float32))
 
 
-def test_model_objects_equinox_and_plain(tmp_path):
+class Plain:
+    """A model as a plain object: arrays in attributes, a list and a nested object."""
+
+    def __init__(self):
+        self.layers = [np.eye(3, dtype=np.float32), 2 * np.eye(3, dtype=np.float32)]
+        self.head = type("Head", (), {})()
+        self.head.bias = np.ones(3, np.float32)
+        self.name = "plain"
+
+    @dy2st.to_static(input_spec=[dy2st.InputSpec((None, 3), "float32", "x")])
+    def __call__(self, x):
+        for w in self.layers:
+            x = x @ w
+        if x.mean() > 0:
+            return x + self.head.bias
+        return x
+
+
+XS = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+
+
+def test_plain_object_model_uses_its_declared_input_spec(tmp_path):
+    model = Plain()
+    dy2st.save(model, tmp_path)  # the input_spec comes from to_static on __call__
+    loaded = dy2st.load(tmp_path)
+    assert sorted(loaded.weights) == ["head.bias", "layers.0", "layers.1"]
+    for xs in (XS, -XS, XS[:1]):
+        np.testing.assert_allclose(loaded(xs), model(xs), rtol=1e-6)
+    assert isinstance(model.layers[0], np.ndarray) and model.head.bias.shape == (3,)  # restored
+
+
+def test_static_function_with_declared_input_spec(tmp_path):
+    f = dy2st.to_static(lambda x: x * 2 if x.sum() > 0 else -x, input_spec=[X_SPEC])
+    dy2st.save(f, tmp_path)
+    loaded = dy2st.load(tmp_path)
+    assert loaded.input_spec == [X_SPEC]
+    np.testing.assert_allclose(loaded(-np.ones((2, 4), np.float32)), np.ones((2, 4)))
+
+
+@pytest.mark.models
+def test_equinox_module(tmp_path):
     eqx = pytest.importorskip("equinox")
 
     class Net(eqx.Module):
@@ -162,33 +202,12 @@ def test_model_objects_equinox_and_plain(tmp_path):
                 y = jax.nn.relu(y)
             return y
 
-    class Plain:
-        def __init__(self):
-            self.layers = [np.eye(3, dtype=np.float32), 2 * np.eye(3, dtype=np.float32)]
-            self.head = type("Head", (), {})()
-            self.head.bias = np.ones(3, np.float32)
-            self.name = "plain"
-
-        @dy2st.to_static(input_spec=[dy2st.InputSpec((None, 3), "float32", "x")])
-        def __call__(self, x):
-            for w in self.layers:
-                x = x @ w
-            if x.mean() > 0:
-                return x + self.head.bias
-            return x
-
-    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
-    for model, names in ((Net(eqx.nn.Linear(3, 3, key=jax.random.PRNGKey(0))), ["lin.bias", "lin.weight"]),
-                         (Plain(), ["head.bias", "layers.0", "layers.1"])):
-        path = tmp_path / type(model).__name__
-        # Plain.__call__ declares its input_spec in to_static; the Equinox module gets one here.
-        specs = [dy2st.InputSpec((None, 3), "float32", "x")] if isinstance(model, Net) else None
-        dy2st.save(model, path, specs)
-        loaded = dy2st.load(path)
-        assert sorted(loaded.weights) == names
-        for xs in (x, -x, x[:1]):
-            np.testing.assert_allclose(loaded(xs), model(xs), rtol=1e-6)
-    assert isinstance(Plain().layers[0], np.ndarray)  # attributes restored after tracing
+    model = Net(eqx.nn.Linear(3, 3, key=jax.random.PRNGKey(0)))
+    dy2st.save(model, tmp_path, [dy2st.InputSpec((None, 3), "float32", "x")])
+    loaded = dy2st.load(tmp_path)
+    assert sorted(loaded.weights) == ["lin.bias", "lin.weight"]
+    for xs in (XS, -XS, XS[:1]):
+        np.testing.assert_allclose(loaded(xs), model(xs), rtol=1e-6)
 
 
 def test_npz_weights_with_bfloat16(tmp_path):
@@ -323,3 +342,25 @@ def test_unnamed_dynamic_dims_that_must_agree_suggest_naming_them(tmp_path):
 def test_save_needs_input_spec(tmp_path):
     with pytest.raises(ExportError, match="needs input_spec"):
         dy2st.save(lambda x: x, tmp_path)
+
+
+@pytest.mark.models
+def test_flax_nnx_module(tmp_path):
+    nnx = pytest.importorskip("flax.nnx")
+
+    class Net(nnx.Module):
+        def __init__(self, rngs):
+            self.lin = nnx.Linear(3, 3, rngs=rngs)
+
+        def __call__(self, x):
+            y = self.lin(x)
+            if y.sum() > 0:
+                y = jax.nn.relu(y)
+            return y
+
+    model = Net(nnx.Rngs(0))
+    dy2st.save(model, tmp_path, [dy2st.InputSpec((None, 3), "float32", "x")])
+    loaded = dy2st.load(tmp_path)
+    assert sorted(loaded.weights) == ["lin.bias.value", "lin.kernel.value"]
+    for xs in (XS, -XS, XS[:1]):
+        np.testing.assert_allclose(loaded(xs), model(xs), rtol=1e-6)
