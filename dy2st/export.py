@@ -88,6 +88,9 @@ def save(fn_or_model, path: str | os.PathLike, input_spec: Sequence | None = Non
                           advice="return arrays in tuples, lists or dicts (not a custom class).") from None
 
     os.makedirs(path, exist_ok=True)
+    for stale in (MANIFEST, *WEIGHT_FILES.values()):  # the manifest first: a half-written save never loads
+        if os.path.isfile(os.path.join(path, stale)):
+            os.remove(os.path.join(path, stale))
     _write(path, PROGRAM, program_bytes)
     weights_file = WEIGHT_FILES[weights_format]
     _write(path, weights_file, _weights_bytes(lifted.names, lifted.values, weights_format))

@@ -216,8 +216,10 @@ def test_npz_weights_with_bfloat16(tmp_path):
     def f(params, x):
         return (x.astype(jnp.bfloat16) @ params["w"]).astype(jnp.float32) * params["s"]
 
+    dy2st.save(f, tmp_path, [dy2st.InputSpec((None, 2), "float32", "x")], params=params)
+    assert sorted(os.listdir(tmp_path)) == [MANIFEST, PROGRAM, WEIGHTS]
     dy2st.save(f, tmp_path, [dy2st.InputSpec((None, 2), "float32", "x")], params=params, weights_format="npz")
-    assert sorted(os.listdir(tmp_path)) == [MANIFEST, PROGRAM, "weights.npz"]
+    assert sorted(os.listdir(tmp_path)) == [MANIFEST, PROGRAM, "weights.npz"]  # saving again replaces
     loaded = dy2st.load(tmp_path)
     assert loaded.weights["w"].dtype == jnp.bfloat16
     np.testing.assert_allclose(loaded(np.ones((4, 2), np.float32)), f(params, np.ones((4, 2), np.float32)))
