@@ -146,11 +146,29 @@ def test_unhashable_static_argument():
 
 
 def test_undefined_variable_on_python_path_names_it():
-    def f(x, flag):
-        if flag:
-            y = x
-        return y
-
     with pytest.raises(NameError) as info:
-        dy2st.to_static(f)(X, False)
-    assert "'y'" in str(info.value)
+        dy2st.to_static(python_path_undefined)(X, False)
+    assert_points_at(info.value, python_path_undefined, "MARK-py-undef", "'y'", "not assigned", "every branch")
+
+
+def python_path_undefined(x, flag):
+    if flag:  # MARK-py-undef
+        y = x
+    return y
+
+
+def nested_shape_mismatch(x):
+    if x.sum() > 0:
+        if x[0] > 0:  # MARK-nested
+            y = x
+        else:
+            y = x[:1]
+    else:
+        y = x
+    return y
+
+
+def test_nested_if_error_names_user_function():
+    with pytest.raises(BranchOutputError) as info:
+        dy2st.to_static(nested_shape_mismatch)(X)
+    assert_points_at(info.value, nested_shape_mismatch, "MARK-nested", "'y'", "float32[1]")
