@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax._src.lax.lax import _convert_element_type
 
@@ -20,7 +21,7 @@ from dy2st.runtime.staging import is_traced
 
 def weak_int(i):
     """A traced index typed like a Python int (weakly typed int32), as eager code would see it."""
-    return _convert_element_type(jnp.asarray(i, jnp.int32), jnp.int32, weak_type=True)
+    return _convert_element_type(jnp.asarray(i, jnp.int32), np.dtype(np.int32), weak_type=True)
 
 
 class StagedIterable:
