@@ -15,6 +15,7 @@ from dy2st.config import enable_to_static, set_code_level, set_verbosity
 from dy2st.export import load, save
 from dy2st.input_spec import InputSpec
 from dy2st.program import ConcreteProgram
+from dy2st.runtime.loops import set_loop_options
 
 __version__ = "0.1.0"
 
@@ -28,6 +29,7 @@ __all__ = [
     "not_to_static",
     "save",
     "set_code_level",
+    "set_loop_options",
     "set_verbosity",
     "to_code",
     "to_static",

@@ -96,6 +96,22 @@ def _trace_branch(fn: Callable[[], Sequence]) -> _Branch:
     return _Branch(closed, record["structures"], record["leaves"])
 
 
+def _trace_branch_noting(fn, branch_name: str, origin: OriginInfo) -> _Branch:
+    """Trace one side; a user exception keeps its type and gains where and why it was traced."""
+    try:
+        return _trace_branch(fn)
+    except Exception as err:
+        if not getattr(err, "_dy2st_noted", False) and not isinstance(err, BranchOutputError):
+            err._dy2st_noted = True
+            err.add_note(
+                f"(dy2st) raised while tracing the {branch_name} of a staged `if`:\n  {origin.as_header()}\n"
+                "The condition is a traced array, so both sides are traced, whichever one runs. "
+                "To raise only when a value is bad, use `assert` (checked at run time) instead of "
+                "`raise` inside the branch."
+            )
+        raise
+
+
 def _fill_undefined_returns(t: _Branch, f: _Branch) -> None:
     """A return value undefined on one side takes the other side's structure, to be zero-filled."""
     for i, (ts, fs) in enumerate(zip(t.structures, f.structures)):
@@ -219,7 +235,8 @@ def stage_cond(
     values (static where both sides agree on a Python value, arrays otherwise).
     """
     pred = scalar_predicate(pred, origin)
-    t, f = _trace_branch(true_fn), _trace_branch(false_fn)
+    t = _trace_branch_noting(true_fn, branch_names[0], origin)
+    f = _trace_branch_noting(false_fn, branch_names[1], origin)
     _fill_undefined_returns(t, f)
     merged = []
     for label, ts, fs, t_leaves, f_leaves in zip(labels, t.structures, f.structures, t.leaves, f.leaves):

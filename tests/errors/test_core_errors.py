@@ -146,11 +146,65 @@ def test_unhashable_static_argument():
 
 
 def test_undefined_variable_on_python_path_names_it():
-    def f(x, flag):
-        if flag:
-            y = x
-        return y
-
     with pytest.raises(NameError) as info:
-        dy2st.to_static(f)(X, False)
-    assert "'y'" in str(info.value)
+        dy2st.to_static(python_path_undefined)(X, False)
+    assert_points_at(info.value, python_path_undefined, "MARK-py-undef", "'y'", "not assigned", "every branch")
+
+
+def python_path_undefined(x, flag):
+    if flag:  # MARK-py-undef
+        y = x
+    return y
+
+
+def nested_shape_mismatch(x):
+    if x.sum() > 0:
+        if x[0] > 0:  # MARK-nested
+            y = x
+        else:
+            y = x[:1]
+    else:
+        y = x
+    return y
+
+
+def test_nested_if_error_names_user_function():
+    with pytest.raises(BranchOutputError) as info:
+        dy2st.to_static(nested_shape_mismatch)(X)
+    assert_points_at(info.value, nested_shape_mismatch, "MARK-nested", "'y'", "float32[1]")
+
+
+def make_counter_function():
+    counter = 0
+
+    def count_positive(x):
+        nonlocal counter
+        if x.sum() > 0:  # MARK-nonlocal
+            counter = counter + 1
+        return x
+
+    return count_positive
+
+
+def test_nonlocal_written_in_staged_if_is_an_error():
+    fn = make_counter_function()
+    with pytest.raises(Dy2StaticError) as info:
+        dy2st.to_static(fn)(X)
+    assert_points_at(info.value, fn, "MARK-nonlocal", "'counter'", "global/nonlocal", "return the new value")
+
+
+def test_nonlocal_written_under_python_condition_works():
+    def make():
+        counter = 0
+
+        def f(x, flag):
+            nonlocal counter
+            if flag:
+                counter = counter + 1
+            return x
+
+        return f, lambda: counter
+
+    f, get = make()
+    dy2st.to_static(f)(X, True)
+    assert get() == 1
