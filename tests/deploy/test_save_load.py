@@ -37,14 +37,16 @@ MODEL_SOURCE = textwrap.dedent('''
     def forward(params, x):
         h = jnp.tanh(x @ params["w1"] + params["b1"])
         if h.mean() > 0:                 # data-dependent branch
-            h = h * 2.0
+            h = h * 0.5
         else:
-            h = h - 1.0
+            h = h - 3.0
         if jnp.abs(h).sum() > 1e6:       # data-dependent early return
-            return jnp.zeros((x.shape[0], 3))
-        # a data-dependent trip count, with the batch size symbolic
-        h = jax.lax.while_loop(lambda s: jnp.abs(s).sum() < 50.0, lambda s: s * 1.5 + 0.1, h)
-        return h @ params["w2"]
+            return jnp.zeros((x.shape[0], 3)), 0
+        steps = 0
+        while jnp.abs(h).mean() < 2.0:   # data-dependent trip count, batch size symbolic
+            h = h * 1.5 + 0.1
+            steps += 1
+        return h @ params["w2"], steps
 ''')
 
 PROGRAM, WEIGHTS, MANIFEST = "program.jaxexport", "weights.safetensors", "manifest.json"
@@ -68,10 +70,11 @@ def saved(tmp_path_factory):
     artifact = root / "artifact"
     dy2st.save(model.forward, artifact, [X_SPEC], params=model.params)
     rng = np.random.default_rng(1)
-    inputs = {b: (np.abs(rng.normal(size=(b, 4))) * s).astype(np.float32) for b, s in ((1, 1.0), (3, -3.0), (8, 0.5))}
-    expected = {b: np.asarray(model.forward(model.params, x)) for b, x in inputs.items()}
+    inputs = {b: (np.abs(rng.normal(size=(b, 4))) * s).astype(np.float32) for b, s in ((1, 1.0), (3, -3.0), (8, 0.02))}
+    expected = {b: model.forward(model.params, x) for b, x in inputs.items()}
     branches = {b: bool(jnp.tanh(x @ model.params["w1"] + model.params["b1"]).mean() > 0) for b, x in inputs.items()}
     assert set(branches.values()) == {True, False}, "the inputs must take both branches"
+    assert [expected[b][1] for b in (1, 3, 8)] == [3, 0, 6], "while trip counts: 0, a few, many"
     model_file.unlink()
     return artifact, inputs, expected, model
 
@@ -90,7 +93,8 @@ def test_round_trip_in_fresh_process_at_three_batch_sizes(saved, tmp_path):
         import sys, numpy as np, dy2st
         loaded = dy2st.load({str(artifact)!r})
         inputs = np.load({str(tmp_path / "inputs.npz")!r}, allow_pickle=False)
-        np.savez({str(tmp_path / "outputs.npz")!r}, **{{k: np.asarray(loaded(inputs[k])) for k in inputs.files}})
+        outputs = {{k: loaded(inputs[k]) for k in inputs.files}}
+        np.savez({str(tmp_path / "outputs.npz")!r}, **{{k + "_" + str(i): np.asarray(v[i]) for k, v in outputs.items() for i in (0, 1)}})
         assert "deploy_test_model" not in sys.modules
         print("modules:", sorted(m for m in sys.modules if m.startswith(("flax", "equinox", "deploy_test"))))
     ''')
@@ -101,8 +105,9 @@ def test_round_trip_in_fresh_process_at_three_batch_sizes(saved, tmp_path):
     assert "modules: []" in result.stdout
     outputs = np.load(tmp_path / "outputs.npz")
     for b in (1, 3, 8):
-        assert outputs[f"b{b}"].shape == (b, 3)
-        np.testing.assert_allclose(outputs[f"b{b}"], expected[b], rtol=1e-5, atol=1e-5)
+        assert outputs[f"b{b}_0"].shape == (b, 3)
+        np.testing.assert_allclose(outputs[f"b{b}_0"], expected[b][0], rtol=1e-5, atol=1e-5)
+        assert outputs[f"b{b}_1"] == expected[b][1]
 
 
 def test_weights_are_program_inputs_not_constants(saved):
@@ -116,8 +121,9 @@ def test_weights_are_program_inputs_not_constants(saved):
     assert len(loaded.exported.in_avals) == 4
     assert manifest["platforms"] == ["cpu", "cuda"] == list(loaded.exported.platforms)
     assert manifest["inputs"] == [{"name": "x", "shape": [None, 4], "dims": [None, 4], "dtype": "float32"}]
-    assert manifest["outputs"][0]["shape"] == [None, 3]
-    assert "jst.convert_ifelse" in loaded.code and manifest["jax_version"] == jax.__version__
+    assert [(o["name"], o["shape"]) for o in manifest["outputs"]] == [("output[0]", [None, 3]), ("output[1]", [])]
+    assert "jst.convert_ifelse" in loaded.code and "jst.convert_while" in loaded.code
+    assert manifest["jax_version"] == jax.__version__
     # Changed weights in the file (checksums updated) change the result: they are not baked in.
     altered = {k: np.asarray(v) * 0 for k, v in model.params.items()}
     copy = os.path.join(os.path.dirname(artifact), "zero_weights")
@@ -126,7 +132,7 @@ def test_weights_are_program_inputs_not_constants(saved):
 
     save_file(altered, os.path.join(copy, WEIGHTS))
     _rehash(copy, WEIGHTS)
-    np.testing.assert_allclose(dy2st.load(copy)(inputs[3]), np.zeros((3, 3)))
+    np.testing.assert_allclose(dy2st.load(copy)(inputs[3])[0], np.zeros((3, 3)))
 
 
 def test_function_without_parameters_named_dims_and_tuple_outputs(tmp_path):
