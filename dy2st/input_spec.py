@@ -115,25 +115,31 @@ class InputSpec:
         `bound` maps dim names to the sizes seen so far (updated in place), so that a named dim
         must have one size across all the inputs checked with the same dict.
         """
-        shape, dtype = np.shape(value) if not hasattr(value, "shape") else tuple(value.shape), _dtype_of(value)
-        given = f"{np.dtype(dtype).name}{list(shape)}" if dtype is not None else type(value).__name__
+        shape = value.shape if hasattr(value, "shape") else np.shape(value)
+        dtype = value.dtype if hasattr(value, "dtype") else _dtype_of(value)
         if dtype is None:
             return f"got a {type(value).__name__}, not an array"
+        problem = None
         if dtype != self.dtype and not (_is_python_scalar(value) and _scalar_fits(value, self.dtype)):
-            return f"dtype is {np.dtype(dtype).name}, expected {self.dtype.name} (given {given})"
-        if len(shape) != len(self.shape):
-            return f"rank is {len(shape)}, expected {len(self.shape)} (given {given})"
+            problem = f"dtype is {np.dtype(dtype).name}, expected {self.dtype.name}"
+        elif len(shape) != len(self.shape):
+            problem = f"rank is {len(shape)}, expected {len(self.shape)}"
+        else:
+            problem = self._dims_mismatch(shape, bound)
+        return None if problem is None else f"{problem} (given {np.dtype(dtype).name}{list(shape)})"
+
+    def _dims_mismatch(self, shape, bound) -> str | None:
         for axis, (want, got) in enumerate(zip(self.shape, shape)):
-            symbolic = jax.export.is_symbolic_dim(got)
+            symbolic = type(got) is not int and jax.export.is_symbolic_dim(got)
             if isinstance(want, int):
-                if symbolic or int(got) != want:
-                    return f"dimension {axis} is {got}, expected {want} (given {given})"
-            elif not symbolic and int(got) < 1:
-                return f"dimension {axis} is {got}; a dynamic dimension must be at least 1 (given {given})"
+                if symbolic or got != want:
+                    return f"dimension {axis} is {got}, expected {want}"
+            elif not symbolic and got < 1:
+                return f"dimension {axis} is {got}; a dynamic dimension must be at least 1"
             elif isinstance(want, str) and bound is not None:
                 seen = bound.setdefault(want, got)
                 if not (seen is got or (not symbolic and not jax.export.is_symbolic_dim(seen) and seen == got)):
-                    return f"dimension {axis} ('{want}') is {got}, but another input has '{want}' = {seen} (given {given})"
+                    return f"dimension {axis} ('{want}') is {got}, but another input has '{want}' = {seen}"
         return None
 
     def check(self, value, what: str, bound: dict | None = None, origin: OriginInfo | None = None) -> None:
