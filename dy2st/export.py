@@ -28,7 +28,7 @@ import jax
 import numpy as np
 
 from dy2st import _lift
-from dy2st.errors import ArtifactError, ExportError, InputSpecError
+from dy2st.errors import ArtifactError, ExportError, InputSpecError, OriginInfo
 from dy2st.input_spec import InputSpec, abstract, as_spec
 
 FORMAT = "dy2st.artifact"
@@ -270,21 +270,24 @@ class LoadedProgram:
     def _bind(self, args, kwargs) -> list:
         names = self.input_names
         if len(args) > len(names):
-            raise InputSpecError(f"The artifact takes {len(names)} inputs {names}, but {len(args)} were given.")
+            raise InputSpecError(f"The artifact takes {len(names)} inputs {names}, but {len(args)} were given.",
+                                 OriginInfo.of_caller(2))
         unknown = sorted(set(kwargs) - set(names))
         if unknown:
-            raise InputSpecError(f"The artifact has no input named {unknown}; its inputs are {names}.")
+            raise InputSpecError(f"The artifact has no input named {unknown}; its inputs are {names}.",
+                                 OriginInfo.of_caller(2))
         values = list(args) + [kwargs.get(n, _MISSING) for n in names[len(args):]]
         bound: dict = {}
         arrays = []
         for spec, value in zip(self.input_spec, values):
             if value is _MISSING:
-                raise InputSpecError(f"Input {spec.name!r} ({spec}) is missing; the artifact takes {names}.")
+                raise InputSpecError(f"Input {spec.name!r} ({spec}) is missing; the artifact takes {names}.",
+                                     OriginInfo.of_caller(2))
             if isinstance(value, (bool, int, float, complex)):
                 value = value if spec.mismatch(value) else np.asarray(value, spec.dtype)
             problem = spec.mismatch(value, bound)
             if problem is not None:
-                raise spec.error(f"input {spec.name!r}", problem)
+                raise spec.error(f"input {spec.name!r}", problem, OriginInfo.of_caller(2))
             arrays.append(value)
         return arrays
 

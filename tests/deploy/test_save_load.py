@@ -195,6 +195,21 @@ def test_static_function_with_declared_input_spec(tmp_path):
     np.testing.assert_allclose(loaded(-np.ones((2, 4), np.float32)), np.ones((2, 4)))
 
 
+def test_bound_method_of_a_plain_object(tmp_path):
+    class Scaler:
+        def __init__(self):
+            self.scale = {"a": np.float32(2.0) * np.ones(3, np.float32)}
+
+        def forward(self, x, shift):
+            return x * self.scale["a"] + shift
+
+    model = Scaler()
+    dy2st.save(model.forward, tmp_path, [dy2st.InputSpec((None, 3), "float32"), 1.0])
+    loaded = dy2st.load(tmp_path)
+    assert list(loaded.weights) == ["scale.a"] and loaded.input_names == ["x"]
+    np.testing.assert_allclose(loaded(XS), model.forward(XS, 1.0))
+
+
 @pytest.mark.models
 def test_equinox_module(tmp_path):
     eqx = pytest.importorskip("equinox")
@@ -254,6 +269,7 @@ def test_loaded_inputs_are_validated(saved, call, words):
         call(loaded)
     for word in words:
         assert word in str(info.value)
+    assert str(info.value).startswith(f'File "{__file__}"')  # the line that called the artifact
 
 
 # -- corrupted artifacts ---------------------------------------------------------------------
