@@ -11,10 +11,14 @@ import dataclasses
 from types import ModuleType
 
 from dy2st.transformers import (
+    asserts,
+    call_trees,
     conditional_expressions,
     ifelse,
     logical_expressions,
     return_statements,
+    scoped_writes,
+    try_blocks,
 )
 
 
@@ -30,6 +34,9 @@ class Step:
 
 
 PIPELINE: tuple[Step, ...] = (
+    Step(try_blocks, False,
+         "Before anything adds `if`s of its own or turns the user's into branch functions: marks "
+         "the user's conditions inside `try` as ones that must stay Python."),
     Step(return_statements, False,
          "First: early returns become flags and `break`s, so later steps see single-exit code."),
     Step(logical_expressions, False,
@@ -39,4 +46,14 @@ PIPELINE: tuple[Step, ...] = (
          "Ternaries are expressions; rewriting them before statements keeps if/else simple."),
     Step(ifelse, True,
          "After the flags exist: reads liveness to choose the variables each branch carries."),
+    # -- calls, asserts, print and builtins come last (DESIGN): they rewrite expressions only.
+    Step(scoped_writes, False,
+         "After if/else (and loops) re-declared global/nonlocal names in branch functions: "
+         "checks each user write to them, wherever it now sits."),
+    Step(asserts, False,
+         "After control flow, so an assert inside a branch is checked in that branch; before "
+         "call_trees, so the calls in its test and message get converted."),
+    Step(call_trees, False,
+         "Last: sees every user call (including print and builtins) and none of the runtime "
+         "operators earlier steps generated."),
 )
