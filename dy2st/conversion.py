@@ -199,6 +199,9 @@ def _compile(node, fn, runtime_name: str, filename: str) -> types.CodeType:
         ast.Assign(targets=[ast.Name(id=n, ctx=ast.Store())], value=ast.Constant(value=None)) for n in freevars
     ]
     inner = gast.gast_to_ast(node)
+    # Compiled under another name: were the def bound to its own name inside the factory, a
+    # recursive call (a global name) would become a free variable of the factory, left empty.
+    inner.name = f"dy2st_converted_{inner.name}"
     class_name = _enclosing_class(fn)
     body = [inner]
     if class_name is not None:
@@ -224,7 +227,8 @@ def _compile(node, fn, runtime_name: str, filename: str) -> types.CodeType:
             OriginInfo(filename, err.lineno or node.lineno, fn.__name__),
             advice="this is a dy2st bug or an unsupported construct; please report it with this function.",
         ) from None
-    return _find_code(module_code, inner.name)
+    code = _find_code(module_code, inner.name)
+    return code.replace(co_name=fn.__name__, co_qualname=fn.__qualname__)
 
 
 def _find_code(code: types.CodeType, name: str) -> types.CodeType:

@@ -165,7 +165,16 @@ _LIBRARY_DIRS = tuple(
      if (p := sysconfig.get_paths().get(key))}
 )
 _NOTED_ATTR = "__dy2st_noted__"
+_TRACED_AS_PYTHON = (
+    "this line uses a traced value where Python needs a concrete bool/int, in code dy2st does "
+    "not convert (a comprehension's `if`, a `match`, a `while` condition of a helper marked "
+    "not_to_static or from a library). Write it as an `if` statement in converted code, or use "
+    "jnp.where / jax.lax.cond."
+)
 _ADVICE_BY_TYPE = {
+    jax.errors.TracerBoolConversionError: _TRACED_AS_PYTHON,
+    jax.errors.TracerIntegerConversionError: _TRACED_AS_PYTHON,
+    jax.errors.ConcretizationTypeError: _TRACED_AS_PYTHON,
     RecursionError: "a recursive call whose base case depends on a traced value never stops "
     "being traced (both branches of a staged `if` are traced). Make the base case a Python "
     "value (a static int argument), or write the recursion as a loop.",
