@@ -188,6 +188,7 @@ def convert_code(fn: types.FunctionType) -> ConvertedCode:
     code = _compile(node, fn, ctx.runtime, filename)
     if fn.__name__ == "<lambda>":
         code = code.replace(co_name="<lambda>", co_qualname=fn.__qualname__)
+    runtime.calls.register_converted(code)  # calls to its nested functions need no conversion
     log(1, "dy2st: converted %s (%s:%d)", fn.__qualname__, filename, first_line)
     return ConvertedCode(code, ctx.runtime, printed)
 
@@ -228,7 +229,14 @@ def _compile(node, fn, runtime_name: str, filename: str) -> types.CodeType:
             advice="this is a dy2st bug or an unsupported construct; please report it with this function.",
         ) from None
     code = _find_code(module_code, inner.name)
-    return code.replace(co_name=fn.__name__, co_qualname=fn.__qualname__)
+    return _renamed(code, code.co_qualname, fn.__qualname__).replace(co_name=fn.__name__)
+
+
+def _renamed(code: types.CodeType, old: str, new: str) -> types.CodeType:
+    """`code` and its nested code objects with qualname prefix `old` written as `new`."""
+    consts = tuple(_renamed(c, old, new) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    qualname = new + code.co_qualname[len(old):] if code.co_qualname.startswith(old) else code.co_qualname
+    return code.replace(co_consts=consts, co_qualname=qualname)
 
 
 def _find_code(code: types.CodeType, name: str) -> types.CodeType:

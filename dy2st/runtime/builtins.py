@@ -26,6 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jax._src.interpreters.batching import BatchTracer as _BatchTracer
+
 from dy2st.errors import BuiltinError, OriginInfo
 from dy2st.runtime.calls import register_builtin
 from dy2st.runtime.staging import is_traced
@@ -84,7 +86,10 @@ def convert_print(*values, sep=" ", end="\n", file=None, flush=False):
         builtins.print(*jax.tree_util.tree_unflatten(treedef, merged), sep=sep, end=end,
                        file=file if file is not None else sys.stdout, flush=flush)
 
-    jax.debug.callback(callback, *[leaves[i] for i in positions])
+    traced = [leaves[i] for i in positions]
+    # Ordered, so prints come out in program order; jax cannot batch ordered effects, so
+    # under vmap they are unordered (as jax.debug.print is by default).
+    jax.debug.callback(callback, *traced, ordered=not any(isinstance(t, _BatchTracer) for t in traced))
     return None
 
 

@@ -19,11 +19,13 @@ The choice, in order:
 * other Python functions, lambdas and nested functions -> converted once (cached per code by
   `dy2st.conversion`, per function object here);
 * bound methods -> their function converted, then re-bound to the same object;
-* callable objects -> their class's `__call__` converted and bound to the object.
+* callable objects -> their class's `__call__` converted and bound to the object;
+* `functools.partial` -> its function converted, the same arguments bound.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 import types
@@ -73,6 +75,9 @@ def convert_call(fn):
             return fn
         converted = _convert_function(func)
         return fn if converted is func else types.MethodType(converted, fn.__self__)
+    if isinstance(fn, functools.partial):
+        converted = convert_call(fn.func)
+        return fn if converted is fn.func else functools.partial(converted, *fn.args, **fn.keywords)
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, type)) or _is_static_function(fn):
         return fn
     return _convert_callable_object(fn)
