@@ -11,7 +11,7 @@ import jax
 
 from dy2st import conversion
 from dy2st.config import config
-from dy2st.errors import ConversionError, OriginInfo
+from dy2st.errors import ConversionError, OriginInfo, at_boundary
 from dy2st.program import ConcreteProgram, ProgramCache
 from dy2st.runtime.undefined import check_defined
 
@@ -78,10 +78,17 @@ class StaticFunction:
     def __call__(self, *args, **kwargs):
         if not config.enable_to_static:
             return self.rollback()(*args, **kwargs)
-        cache = self._cache or self._programs_cache
-        if kwargs:
-            return self._call_general(cache, args, kwargs)
-        return cache(args) if not _any_traced(args) else check_defined(self._converted(*args))
+        try:  # free when nothing is raised: the hot path pays nothing for the boundary
+            cache = self._cache or self._programs_cache
+            if kwargs:
+                return self._call_general(cache, args, kwargs)
+            return cache(args) if not _any_traced(args) else check_defined(self._converted(*args))
+        except Exception as exc:
+            __tracebackhide__ = True  # noqa: F841  (pytest and IPython hide this frame)
+            error = at_boundary(exc, config.traceback_filtering)
+            if error is exc:
+                raise
+            raise error from None
 
     def _call_general(self, cache, args, kwargs):
         if any(isinstance(l, jax.core.Tracer) for l in jax.tree_util.tree_leaves((args, kwargs))):
@@ -121,7 +128,11 @@ class StaticFunction:
 
     def get_concrete_program(self, *args, **kwargs) -> ConcreteProgram:
         """Trace (without running) the program for these arguments or ShapeDtypeStructs."""
-        return self._programs_cache.get_concrete_program(args, kwargs)
+        try:
+            return self._programs_cache.get_concrete_program(args, kwargs)
+        except Exception as exc:
+            __tracebackhide__ = True  # noqa: F841
+            raise at_boundary(exc, config.traceback_filtering)
 
     def rollback(self):
         """The original eager callable."""

@@ -190,7 +190,7 @@ def test_nonlocal_written_in_staged_if_is_an_error():
     fn = make_counter_function()
     with pytest.raises(Dy2StaticError) as info:
         dy2st.to_static(fn)(X)
-    assert_points_at(info.value, fn, "MARK-nonlocal", "'counter'", "global/nonlocal", "return the new value")
+    assert_points_at(info.value, fn, "MARK-nonlocal", "'counter'", "nonlocal", "return the value")
 
 
 def test_nonlocal_written_under_python_condition_works():
