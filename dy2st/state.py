@@ -112,7 +112,7 @@ class Layout:
         self.leaves = []
         self.traced = False
         index = {id(roots): 0}
-        key = []
+        key = [None]
         nodes, leaves = self.nodes, self.leaves
 
         def ref(v):
@@ -124,11 +124,14 @@ class Layout:
                     self.traced = True
                 leaves.append(v)
                 return ("a", len(leaves) - 1)
-            if node_kind(v) is not None:
+            kind = node_kind(v)
+            if kind is not None:
                 j = index.get(id(v))
                 if j is None:
                     j = index[id(v)] = len(nodes)
                     nodes.append(v)
+                    key.append(None)
+                    visit(j, v, kind)
                 return ("n", j)
             sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=_is_node)
             if jax.tree_util.treedef_is_leaf(treedef) and (not sub or sub[0] is v):
@@ -139,13 +142,11 @@ class Layout:
                 return ("s", v, None)
             return ("p", treedef, tuple(ref(x) for x in sub))
 
-        i = 0
-        while i < len(nodes):
-            node = nodes[i]
-            kind = "l" if i == 0 else node_kind(node)
+        def visit(j, node, kind):  # depth first, so leaves come in attribute order
             items = enumerate(node) if kind == "l" else (node.items() if kind == "d" else vars(node).items())
-            key.append((kind, type(node), tuple((k, ref(v)) for k, v in items)))
-            i += 1
+            key[j] = (kind, type(node), tuple((k, ref(v)) for k, v in items))
+
+        visit(0, roots, "l")
         self.key = tuple(key)
 
     @property
