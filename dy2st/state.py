@@ -44,6 +44,7 @@ import jax
 import numpy as np
 
 _Tracer = jax.core.Tracer
+_ArrayImpl = type(jax.numpy.zeros(()))
 _ARRAY_TYPES = (jax.Array, np.ndarray, np.generic)
 _SCALARS = frozenset({int, float, bool, complex, str, bytes, type(None)})
 _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
@@ -117,6 +118,9 @@ class Layout:
 
         def ref(v):
             tv = type(v)
+            if tv is _ArrayImpl:  # the common case first: a concrete jax array
+                leaves.append(v)
+                return ("a", len(leaves) - 1)
             if tv in _SCALARS:
                 return ("s", v, tv)
             if isinstance(v, _ARRAY_TYPES):
@@ -124,7 +128,7 @@ class Layout:
                     self.traced = True
                 leaves.append(v)
                 return ("a", len(leaves) - 1)
-            kind = node_kind(v)
+            kind = _node_kind[tv] if tv in _node_kind else node_kind(v)
             if kind is not None:
                 j = index.get(id(v))
                 if j is None:
