@@ -388,3 +388,24 @@ def test_flax_nnx_module(tmp_path):
     assert sorted(loaded.weights) == ["lin.bias.value", "lin.kernel.value"]
     for xs in (XS, -XS, XS[:1]):
         np.testing.assert_allclose(loaded(xs), model(xs), rtol=1e-6)
+
+
+def test_bound_static_function_and_to_static_model(tmp_path):
+    class Model:
+        def __init__(self):
+            self.w = np.full((2, 2), 0.5, np.float32)
+
+        @dy2st.to_static(input_spec=[dy2st.InputSpec((None, 2), "float32", "x")])
+        def forward(self, x):
+            if x.sum() > 0:
+                return x @ self.w
+            return -x
+
+    model = Model()
+    for i, target in enumerate((model.forward, dy2st.to_static(model))):
+        dy2st.save(target, tmp_path / str(i))
+        loaded = dy2st.load(tmp_path / str(i))
+        assert list(loaded.weights) == ["w"] and loaded.input_names == ["x"]
+        for xs in (np.ones((3, 2), np.float32), -np.ones((1, 2), np.float32)):
+            np.testing.assert_allclose(loaded(xs), model.forward(xs))
+    assert type(model.w) is np.ndarray  # the model's own arrays are back after tracing
