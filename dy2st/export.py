@@ -410,9 +410,13 @@ def _read_weights(loaded: LoadedProgram, data: bytes) -> dict:
 
 
 def _op_counts(exported) -> dict:
-    """StableHLO op name -> count, from the program's MLIR (walked, not pattern-matched)."""
-    from jax._src.interpreters import mlir  # the only place jax exposes a context with its dialects
-    from jax.extend.mlir import ir
+    """StableHLO op name -> count, from the program's MLIR (walked, not pattern-matched);
+    empty when this jax offers no MLIR context with its dialects."""
+    try:
+        from jax._src.interpreters import mlir  # the only place jax exposes a context with its dialects
+        from jax.extend.mlir import ir
+    except ImportError:
+        return {}
 
     counts: collections.Counter = collections.Counter()
 
