@@ -48,7 +48,7 @@ class StaticFunction:
         self._converted_fn = None
         self._cache = None
         self._stateful = None  # programs for calls whose self/arguments carry state (dy2st/state.py)
-        self._checker = None  # input_spec.ArgumentChecker, made on the first call when specs are given
+        self._checker = None  # input_spec.ArgumentChecker, made on the first checked call
         functools.update_wrapper(self, fn)
 
     # -- conversion ---------------------------------------------------------------------
@@ -72,24 +72,28 @@ class StaticFunction:
 
     # -- calling ------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if not config.enable_to_static:
-            return self.rollback()(*args, **kwargs)
+        if self._input_spec is not None:  # one attribute test on the no-spec hot path
+            (self._checker or self._spec_checker).check(args, kwargs)
         try:  # free when nothing is raised: the hot path pays nothing for the boundary
-            if self._input_spec is not None:  # one attribute test on the no-spec hot path
-                (self._checker or self._spec_checker).check(args, kwargs)
-            positions = stateful.root_positions(args)
-            if positions:
-                return self._stateful_programs.call(args, kwargs, positions)
-            cache = self._cache or self._programs_cache
-            if kwargs:
-                return self._call_general(cache, args, kwargs)
-            return cache(args) if not _any_traced(args) else check_defined(self._converted(*args))
+            return self._run(args, kwargs)
         except Exception as exc:
+            # Inline (not a helper): a bare `raise` here adds no frame of ours to the traceback.
             __tracebackhide__ = True  # noqa: F841  (pytest and IPython hide this frame)
             error = at_boundary(exc, config.traceback_filtering)
             if error is exc:
                 raise
             raise error from None
+
+    def _run(self, args, kwargs):
+        if not config.enable_to_static:
+            return self._fn(*args, **kwargs)
+        positions = stateful.root_positions(args)
+        if positions:
+            return self._stateful_programs.call(args, kwargs, positions)
+        cache = self._cache or self._programs_cache
+        if kwargs:
+            return self._call_general(cache, args, kwargs)
+        return cache(args) if not _any_traced(args) else check_defined(self._converted(*args))
 
     @property
     def _spec_checker(self) -> input_spec.ArgumentChecker:
@@ -134,7 +138,7 @@ class StaticFunction:
         `.as_text()` then describe the program for every size (`.compiled` needs fixed sizes).
         """
         try:
-            skip = int(conversion.is_method(self._fn))
+            skip = int(conversion.is_method(self._fn))  # a method's specs come after `self`
             if len(args) == skip and not kwargs and self._input_spec is not None:
                 args = (*args, *self._input_spec)
             args, kwargs = input_spec.abstract((args, kwargs))
@@ -174,7 +178,18 @@ class BoundStaticFunction(StaticFunction):
         self.__self__ = instance
 
     def __call__(self, *args, **kwargs):
-        return self._owner(self.__self__, *args, **kwargs)
+        owner = self._owner
+        args = (self.__self__,) + args
+        if owner._input_spec is not None:
+            (owner._checker or owner._spec_checker).check(args, kwargs)
+        try:
+            return owner._run(args, kwargs)
+        except Exception as exc:
+            __tracebackhide__ = True  # noqa: F841
+            error = at_boundary(exc, config.traceback_filtering)
+            if error is exc:
+                raise
+            raise error from None
 
     def __getattr__(self, name):  # __name__, __doc__, __wrapped__, ... of the method
         return getattr(self._owner, name)

@@ -170,6 +170,30 @@ class InputSignatureError(Dy2StaticError, TypeError):
     """An argument cannot be part of a program's input signature (e.g. unhashable static)."""
 
 
+class BuiltinError(Dy2StaticError, TypeError):
+    """A builtin (`int`, `max`, `range`, ...) got a traced value it cannot handle staged.
+
+    Example: `int(x)` of an array of 3 values, or `max(a, b, key=f)` on traced values.
+    Fix: reduce the array first, or use the jnp function (`jnp.max`, `jnp.arange`).
+    """
+
+
+class ScopeWriteError(Dy2StaticError):
+    """A traced value is written to a `global` or outer `nonlocal` variable.
+
+    The variable would keep a tracer after the trace ends (a leaked tracer) and the program
+    would never update it when it runs. Fix: return the value instead.
+    """
+
+
+class StagedInTryError(UnsupportedSyntaxError):
+    """An `if`/`while` with a traced condition sits inside a `try` block.
+
+    A staged branch is traced whether or not it runs, so `except` would catch errors of the
+    branch that does not run. Fix: move the `try` out of the function or into the branches.
+    """
+
+
 class InputSpecError(InputSignatureError):
     """An argument does not match its `dy2st.InputSpec` (rank, dtype, a fixed dimension, or a
     named dimension that differs between inputs), or a spec itself is malformed.
@@ -194,30 +218,6 @@ class ArtifactError(Dy2StaticError):
 
     The message names the artifact, the file and what is wrong. Fix: save the artifact again
     with `dy2st.save` (or `dy2st save`), or load it with a matching dy2st version.
-    """
-
-
-class BuiltinError(Dy2StaticError, TypeError):
-    """A builtin (`int`, `max`, `range`, ...) got a traced value it cannot handle staged.
-
-    Example: `int(x)` of an array of 3 values, or `max(a, b, key=f)` on traced values.
-    Fix: reduce the array first, or use the jnp function (`jnp.max`, `jnp.arange`).
-    """
-
-
-class ScopeWriteError(Dy2StaticError):
-    """A traced value is written to a `global` or outer `nonlocal` variable.
-
-    The variable would keep a tracer after the trace ends (a leaked tracer) and the program
-    would never update it when it runs. Fix: return the value instead.
-    """
-
-
-class StagedInTryError(UnsupportedSyntaxError):
-    """An `if`/`while` with a traced condition sits inside a `try` block.
-
-    A staged branch is traced whether or not it runs, so `except` would catch errors of the
-    branch that does not run. Fix: move the `try` out of the function or into the branches.
     """
 
 

@@ -88,7 +88,7 @@ def test_full_workflow_through_python_m(workdir):
 
 def test_code_prints_translated_source_and_levels(workdir, capsys, monkeypatch):
     code, out, _ = _main(["code", "cli_model.py:forward"], workdir, capsys, monkeypatch)
-    assert code == 0 and "jst.convert_ifelse(" in out and "if_body, else_body, get_state, set_state" in out
+    assert code == 0 and "jst.convert_ifelse(" in out and "if_body, else_body" in out
     code, out, _ = _main(["code", "cli_model.py:double", "--level", "0"], workdir, capsys, monkeypatch)
     assert code == 0 and "return x * 2 if x.sum() > 0 else x" in out and "jst" not in out
     ternary = [s.name for s in transformers.PIPELINE].index("conditional_expressions") + 1
