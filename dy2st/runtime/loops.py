@@ -170,6 +170,8 @@ def convert_for(iterable, body, get_state, set_state, names, extra_test):
 
 def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin):
     length = iterable.static_length
+    if length == 0:  # nothing to trace: eagerly the body never runs
+        return get_state()
 
     def run_body(index, values):
         set_state(tuple(values))

@@ -46,7 +46,7 @@ from dy2st.analysis import Fact, getanno, hasanno
 from dy2st.analysis.activity import activity_of
 from dy2st.analysis.qual_names import QualifiedName
 from dy2st.transformers import templates
-from dy2st.transformers.base import Transformer
+from dy2st.transformers.base import Transformer, copy_location_recursive
 from dy2st.transformers.ifelse import IfElseTransformer
 
 _LOOP_ITERABLES = ("range", "enumerate", "zip")
@@ -80,6 +80,12 @@ class LoopTransformer(IfElseTransformer):
             stmts.append(gast.Assign(targets=[target], value=call, type_comment=None))
         else:
             stmts.append(gast.Expr(value=call))
+        # Generated code gets the header's line only: spanning the body's lines would make
+        # Python report a call's last line (and runtime errors point at the wrong line).
+        header = gast.Pass()
+        header.lineno = header.end_lineno = node.lineno
+        header.col_offset, header.end_col_offset = node.col_offset, node.col_offset
+        copy_location_recursive(stmts, header)
         return stmts
 
     def _state_and_accessors(self, node, state):
