@@ -351,6 +351,68 @@ def test_break_in_static_range_traced_part_way():
         check_jit_grad(f, x)
 
 
+class Counter:
+    def __init__(self):
+        self.count = jnp.zeros(())
+
+
+def loop_in_if(xs):
+    h = jnp.zeros(3)
+    if xs.sum() > 0:
+        for r in xs:
+            h = h + r
+    else:
+        h = h - 1
+    return h
+
+
+def attribute_item_and_tuple_state(xs):
+    c = Counter()
+    d = {"a": jnp.zeros(3)}
+    hc = (jnp.zeros(3), jnp.ones(3))
+    for r in xs:
+        c.count = c.count + r.sum()
+        d["a"] = d["a"] + r
+        h, g = hc
+        hc = (h + r, g * 2)
+    return c.count, d["a"], hc
+
+
+def while_with_inner_static_for(x):
+    while x.sum() < 100:
+        for k in range(3):
+            x = x + k
+    return x
+
+
+def index_in_python_if(x):
+    h = x
+    for i in range(4):
+        if i == 0:
+            h = h * 2
+        else:
+            h = h + i
+    return h
+
+
+@pytest.mark.parametrize("fn", [loop_in_if, attribute_item_and_tuple_state])
+def test_loops_in_branches_and_composite_state(fn):
+    check_equivalent(fn, X, grad_argnums=0)
+    check_equivalent(fn, -X, grad_argnums=0)
+
+
+def test_static_for_inside_traced_while_and_vmap():
+    check_equivalent(while_with_inner_static_for, jnp.ones(2))
+    g = dy2st.to_static(while_with_inner_static_for)
+    xs = jnp.stack([jnp.ones(2), jnp.full(2, 30.0)])
+    np.testing.assert_allclose(jax.vmap(g)(xs), jnp.stack([while_with_inner_static_for(x) for x in xs]))
+
+
+def test_index_compared_in_body_still_stages():
+    check_equivalent(index_in_python_if, jnp.ones(2), grad_argnums=0)
+    assert "scan" in str(dy2st.to_static(index_in_python_if).get_concrete_program(jnp.ones(2)).jaxpr)
+
+
 # -- carried state -----------------------------------------------------------------------------
 def test_variable_first_assigned_in_staged_loop():
     def f(xs):
