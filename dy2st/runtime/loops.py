@@ -285,6 +285,8 @@ def _python_values_needed(spec, init):
         if var.is_list:
             continue
         starts = jax.tree_util.tree_leaves(value, is_leaf=lambda x: isinstance(x, Undefined))
+        if isinstance(value, Undefined):
+            starts = [value] * len(var.leaves)
         for leaf, start in zip(var.leaves, starts):
             if not leaf.carried:
                 continue

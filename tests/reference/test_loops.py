@@ -105,6 +105,21 @@ def test_nested_while(n):
     check_equivalent(nested_while, jnp.arange(1.0, 5.0), jnp.array(n))
 
 
+def while_return(x):
+    i = 0
+    while x.sum() < 100.0:
+        x = x * 2.0
+        if x.max() > 30.0:
+            return x, i
+        i += 1
+    return -x, i
+
+
+@pytest.mark.parametrize("x", [jnp.ones(2), jnp.array([1.0, 20.0]), jnp.full(2, 60.0)])
+def test_return_tuple_from_traced_while(x):
+    check_equivalent(while_return, x, grad_argnums=0)
+
+
 def test_python_condition_runs_python_loop():
     def f(x, n):
         i = 0
