@@ -429,6 +429,50 @@ def test_index_compared_in_body_still_stages():
     assert "scan" in str(dy2st.to_static(index_in_python_if).get_concrete_program(jnp.ones(2)).jaxpr)
 
 
+def continue_in_static_range(x):
+    for i in range(5):
+        if x[i % 2] > i:
+            continue
+        x = x + i
+    return x
+
+
+def return_in_static_range(x):
+    for i in range(5):
+        x = x * 1.5
+        if x.sum() > 10:
+            return x, i
+    return x, -1
+
+
+def nested_static_ranges(x):
+    for i in range(3):
+        for j in range(4):
+            x = x * 0.9 + j
+    return x
+
+
+def while_in_for(xs):
+    out = jnp.zeros(())
+    for r in xs:
+        k = 0
+        while r.sum() < 50.0:
+            r = r * 2
+            k += 1
+        out = out + k
+    return out
+
+
+@pytest.mark.parametrize("fn", [continue_in_static_range, return_in_static_range, nested_static_ranges])
+@pytest.mark.parametrize("x", [jnp.array([3.0, 0.5]), jnp.array([-1.0, 9.0])])
+def test_static_ranges_with_continue_return_nesting(fn, x):
+    check_equivalent(fn, x, grad_argnums=0)
+
+
+def test_while_nested_in_array_loop():
+    check_equivalent(while_in_for, jnp.arange(1.0, 7.0).reshape(3, 2))
+
+
 # -- carried state -----------------------------------------------------------------------------
 def test_variable_first_assigned_in_staged_loop():
     def f(xs):
