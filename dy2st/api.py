@@ -72,7 +72,7 @@ class StaticFunction:
     def __call__(self, *args, **kwargs):
         if not config.enable_to_static:
             return self.rollback()(*args, **kwargs)
-        positions = stateful.root_positions(args)
+        positions = stateful.root_positions(args, kwargs)
         if positions:
             return self._stateful_programs.call(args, kwargs, positions)
         cache = self._cache or self._programs_cache
@@ -110,7 +110,7 @@ class StaticFunction:
 
     def get_concrete_program(self, *args, **kwargs) -> ConcreteProgram:
         """Trace (without running) the program for these arguments or ShapeDtypeStructs."""
-        positions = stateful.root_positions(args)
+        positions = stateful.root_positions(args, kwargs)
         if positions:
             return self._stateful_programs.get_concrete_program(args, kwargs, positions)
         return self._programs_cache.get_concrete_program(args, kwargs)
@@ -145,7 +145,9 @@ class BoundStaticFunction(StaticFunction):
     def __call__(self, *args, **kwargs):
         return self._owner(self.__self__, *args, **kwargs)
 
-    def __getattr__(self, name):  # __name__, __doc__, __wrapped__, ... of the method
+    def __getattr__(self, name):  # __name__, __qualname__, __wrapped__, ... of the method
+        if name == "_owner":  # not yet set (copy, unpickling): no recursion
+            raise AttributeError(name)
         return getattr(self._owner, name)
 
     @property
