@@ -5,13 +5,15 @@ from __future__ import annotations
 import functools
 import inspect
 import types
+import weakref
 
 import jax
 
 from dy2st import conversion, stateful
 from dy2st.config import config
-from dy2st.errors import ConversionError, OriginInfo
+from dy2st.errors import ConversionError, OriginInfo, at_boundary
 from dy2st.program import ConcreteProgram, ProgramCache
+from dy2st.runtime.undefined import check_defined
 
 _NOT_TO_STATIC_ATTR = "__dy2st_not_to_static__"
 
@@ -47,6 +49,7 @@ class StaticFunction:
         self._converted_fn = None
         self._cache = None
         self._stateful = None  # programs for calls whose self/arguments carry state (dy2st/state.py)
+        self._bound = weakref.WeakValueDictionary()  # id(instance) -> BoundStaticFunction
         functools.update_wrapper(self, fn)
 
     # -- conversion ---------------------------------------------------------------------
@@ -72,17 +75,24 @@ class StaticFunction:
     def __call__(self, *args, **kwargs):
         if not config.enable_to_static:
             return self.rollback()(*args, **kwargs)
-        positions = stateful.root_positions(args, kwargs)
-        if positions:
-            return self._stateful_programs.call(args, kwargs, positions)
-        cache = self._cache or self._programs_cache
-        if kwargs:
-            return self._call_general(cache, args, kwargs)
-        return cache(args) if not _any_traced(args) else self._converted(*args)
+        try:  # free when nothing is raised: the hot path pays nothing for the boundary
+            positions = stateful.root_positions(args, kwargs)
+            if positions:
+                return self._stateful_programs.call(args, kwargs, positions)
+            cache = self._cache or self._programs_cache
+            if kwargs:
+                return self._call_general(cache, args, kwargs)
+            return cache(args) if not _any_traced(args) else check_defined(self._converted(*args))
+        except Exception as exc:
+            __tracebackhide__ = True  # noqa: F841  (pytest and IPython hide this frame)
+            error = at_boundary(exc, config.traceback_filtering)
+            if error is exc:
+                raise
+            raise error from None
 
     def _call_general(self, cache, args, kwargs):
         if any(isinstance(l, jax.core.Tracer) for l in jax.tree_util.tree_leaves((args, kwargs))):
-            return self._converted(*args, **kwargs)
+            return check_defined(self._converted(*args, **kwargs))
         return cache.call_general(args, kwargs)
 
     @property
@@ -94,7 +104,12 @@ class StaticFunction:
     def __get__(self, instance, owner=None):
         if instance is None:
             return self
-        return BoundStaticFunction(self, instance)
+        # One bound object per live instance: keyed by id, valid while the bound object (which
+        # holds the instance) is alive, so ids are never reused underneath it.
+        bound = self._bound.get(id(instance))
+        if bound is None:
+            bound = self._bound[id(instance)] = BoundStaticFunction(self, instance)
+        return bound
 
     # -- introspection ------------------------------------------------------------------
     @property
@@ -110,10 +125,14 @@ class StaticFunction:
 
     def get_concrete_program(self, *args, **kwargs) -> ConcreteProgram:
         """Trace (without running) the program for these arguments or ShapeDtypeStructs."""
-        positions = stateful.root_positions(args, kwargs)
-        if positions:
-            return self._stateful_programs.get_concrete_program(args, kwargs, positions)
-        return self._programs_cache.get_concrete_program(args, kwargs)
+        try:
+            positions = stateful.root_positions(args, kwargs)
+            if positions:
+                return self._stateful_programs.get_concrete_program(args, kwargs, positions)
+            return self._programs_cache.get_concrete_program(args, kwargs)
+        except Exception as exc:
+            __tracebackhide__ = True  # noqa: F841
+            raise at_boundary(exc, config.traceback_filtering)
 
     def rollback(self):
         """The original eager callable."""
@@ -138,7 +157,7 @@ class BoundStaticFunction(StaticFunction):
     values reuse the program, and only a new state structure (or shape) compiles another.
     """
 
-    def __init__(self, owner: StaticFunction, instance):  # cheap: made on every attribute access
+    def __init__(self, owner: StaticFunction, instance):
         self._owner = owner
         self.__self__ = instance
 

@@ -17,6 +17,7 @@ import threading
 import jax
 
 from dy2st.program import _FAST_TYPES, ProgramCache
+from dy2st.runtime.undefined import check_defined
 from dy2st.state import Layout, is_stateful, make_recipe
 
 _Tracer = jax.core.Tracer
@@ -108,7 +109,7 @@ class StatefulPrograms:
         if layout.traced or _traced(rest, rest_kwargs):
             # Inside jit/grad/vmap (traced arguments or traced attributes): run on the live
             # objects, so the enclosing transformation sees the mutations as in eager code.
-            return self._fn(*args, **kwargs)
+            return check_defined(self._fn(*args, **kwargs))
         entry = self._entry(layout, positions)
         entry.last_layout = layout
         previous, entry.local.layout = getattr(entry.local, "layout", None), layout

@@ -74,3 +74,4 @@ def convert_ifexp(pred, true_fn, false_fn):
         promote=True,
     )
     return value
+
