@@ -342,6 +342,39 @@ def split_state(obj):
     return arrays, merge
 
 
+def describe_difference(before: tuple, after: tuple, limit: int = 3) -> str:
+    """Name the attributes whose static value or structure differs between two layout keys,
+    e.g. "calls: 3 -> 4" (for the retracing warning)."""
+    paths, found = _node_paths(after), []
+    for j, (new, old) in enumerate(zip(after, before)):
+        new_slots, old_slots = dict(new[2]), dict(old[2])
+        for k in list(new_slots) + [k for k in old_slots if k not in new_slots]:
+            a, b = old_slots.get(k), new_slots.get(k)
+            if a == b:
+                continue
+            name = f"{paths.get(j, '')}.{k}".lstrip(".") if j else f"argument {k}"
+            if a is not None and b is not None and a[0] == b[0] == "s":
+                found.append(f"{name}: {_static(a)!r} -> {_static(b)!r}")
+            else:
+                found.append(f"{name}: structure changed")
+    if len(after) != len(before):
+        found.append("the object graph changed")
+    return "; ".join(found[:limit]) or "the state structure changed"
+
+
+def _static(ref):
+    return ref[1].value if type(ref[1]) is _ById else ref[1]
+
+
+def _node_paths(key) -> dict:
+    paths = {0: ""}
+    for j, (_, _, slots) in enumerate(key):
+        for k, r in slots:
+            if r[0] == "n":
+                paths.setdefault(r[1], f"{paths.get(j, '')}.{k}" if j else "")
+    return paths
+
+
 def _has_leaf(ref) -> bool:
     return ref[0] == "a" or (ref[0] == "p" and any(_has_leaf(r) for r in ref[2]))
 

@@ -16,9 +16,10 @@ import threading
 
 import jax
 
+from dy2st.config import config, logger
 from dy2st.program import _FAST_TYPES, ProgramCache
 from dy2st.runtime.undefined import check_defined
-from dy2st.state import Layout, is_stateful, make_recipe
+from dy2st.state import Layout, describe_difference, is_stateful, make_recipe
 
 _Tracer = jax.core.Tracer
 
@@ -92,15 +93,30 @@ class StatefulPrograms:
         self._name = name
         self._entries: dict = {}
         self._lock = threading.Lock()
+        self._warned = False
 
     def _entry(self, layout, positions):
         key = (positions, layout.key)
         entry = self._entries.get(key)
         if entry is None:
             with self._lock:
-                entry = self._entries.get(key) or self._entries.setdefault(
-                    key, _Entry(self._fn, positions, len(layout.leaves), self._name))
+                entry = self._entries.get(key)
+                if entry is None:
+                    previous = next(reversed(self._entries), None)
+                    entry = self._entries[key] = _Entry(self._fn, positions, len(layout.leaves), self._name)
+                    if len(self._entries) > config.retrace_warning_threshold and not self._warned:
+                        self._warned = True
+                        self._warn(previous, key)
         return entry
+
+    def _warn(self, previous, key):
+        change = describe_difference(previous[1], key[1]) if previous and previous[0] == key[0] else "arguments"
+        logger.warning(
+            "dy2st: %s has compiled programs for %d different model states; the last change: %s. "
+            "Python values on the model (ints, floats, strings) are part of the program's key: "
+            "keep values that change every call, like step counters, in jax arrays "
+            "(self.step = self.step + 1 with self.step = jnp.zeros((), jnp.int32)).",
+            self._name, len(self._entries), change)
 
     def call(self, args, kwargs, positions):
         """Run `fn(*args, **kwargs)` as a program, writing state changes back onto the roots."""

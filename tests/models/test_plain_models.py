@@ -330,3 +330,26 @@ def test_an_error_while_tracing_leaves_the_model_untouched():
         model(POS[0])
     assert type(model.seen) is type(model.w) and not isinstance(model.seen, jax.core.Tracer)
     np.testing.assert_array_equal(model.seen, jnp.zeros(3))
+
+
+class PythonCounter:
+    def __init__(self):
+        self.w = jnp.ones(3)
+        self.calls = 0
+
+    @dy2st.to_static
+    def __call__(self, x):
+        self.calls += 1
+        return x * self.w * self.calls
+
+
+def test_python_counter_recompiles_and_warns_naming_the_attribute(caplog):
+    model = PythonCounter()
+    with caplog.at_level("WARNING", logger="dy2st"):
+        for i in range(1, 11):
+            np.testing.assert_allclose(model(POS[0]), POS[0] * i)
+    assert model.calls == 10
+    assert len(PythonCounter.__call__.programs) == 10
+    warnings = [r.getMessage() for r in caplog.records if "model states" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "calls: 7 -> 8" in warnings[0] and "jax arrays" in warnings[0]
