@@ -153,6 +153,37 @@ class Layout:
         visit(0, roots, "l")
         self.key = tuple(key)
 
+    @classmethod
+    def like(cls, template: "Layout", roots: list) -> "Layout | None":
+        """The layout of `roots` if it has `template`'s key, else None (the hot path).
+
+        Checks every slot against the template's refs (the same sub-objects, static values and
+        pytree structures; concrete jax arrays where arrays were) instead of building and
+        hashing a new key: about a third of the cost of a fresh walk.
+        """
+        nodes = template.nodes
+        leaves = [None] * len(template.leaves)
+        for j, (kind, _, slots) in enumerate(template.key):
+            node = roots if j == 0 else nodes[j]
+            if kind == "o":
+                node = vars(node)
+            if len(node) != len(slots):
+                return None
+            if kind == "l":
+                for v, (_, r) in zip(node, slots):
+                    if not _matches(v, r, nodes, leaves):
+                        return None
+            else:
+                for (k, v), (slot, r) in zip(node.items(), slots):
+                    if k != slot or not _matches(v, r, nodes, leaves):
+                        return None
+        layout = cls.__new__(cls)
+        layout.nodes = [roots, *nodes[1:]]
+        layout.key = template.key
+        layout.leaves = leaves
+        layout.traced = False
+        return layout
+
     @property
     def roots(self) -> list:
         return self.nodes[0]
@@ -169,6 +200,25 @@ class Layout:
         for node, (kind, _, slots) in zip(self.nodes, self.key):
             values = [(k, _build(r, leaves, self.nodes)) for k, r in slots]
             _replace_contents(node, kind, [v for _, v in values] if kind == "l" else values)
+
+
+def _matches(v, ref, nodes, leaves) -> bool:
+    """Whether `v` would get `ref` in a fresh walk; records its array leaves."""
+    tag = ref[0]
+    if tag == "a":
+        if type(v) is not _ArrayImpl:
+            return False  # numpy arrays, tracers: the fresh walk decides
+        leaves[ref[1]] = v
+        return True
+    if tag == "s":
+        value = ref[1]
+        if type(value) is _ById:
+            return v is value.value
+        return v is value or (type(v) is type(value) and v == value)
+    if tag == "n":
+        return v is nodes[ref[1]]
+    sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=_is_node)
+    return treedef == ref[1] and all(_matches(x, r, nodes, leaves) for x, r in zip(sub, ref[2]))
 
 
 def _is_node(x) -> bool:

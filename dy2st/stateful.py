@@ -94,6 +94,7 @@ class StatefulPrograms:
         self._entries: dict = {}
         self._lock = threading.Lock()
         self._warned = False
+        self._last = None  # (positions, layout, entry) of the latest call: the hot path's guess
 
     def _entry(self, layout, positions):
         key = (positions, layout.key)
@@ -121,12 +122,20 @@ class StatefulPrograms:
     def call(self, args, kwargs, positions):
         """Run `fn(*args, **kwargs)` as a program, writing state changes back onto the roots."""
         roots, rest, rest_kwargs = _split(args, kwargs, positions)
-        layout = Layout(roots)
-        if layout.traced or _traced(rest, rest_kwargs):
-            # Inside jit/grad/vmap (traced arguments or traced attributes): run on the live
-            # objects, so the enclosing transformation sees the mutations as in eager code.
-            return check_defined(self._fn(*args, **kwargs))
-        entry = self._entry(layout, positions)
+        last = self._last
+        layout = Layout.like(last[1], roots) if last is not None and last[0] == positions else None
+        if layout is None:
+            layout = Layout(roots)
+            if layout.traced or _traced(rest, rest_kwargs):
+                # Inside jit/grad/vmap (traced arguments or traced attributes): run on the live
+                # objects, so the enclosing transformation sees the mutations as in eager code.
+                return check_defined(self._fn(*args, **kwargs))
+            entry = self._entry(layout, positions)
+            self._last = (positions, layout, entry)
+        else:
+            entry = last[2]
+            if _traced(rest, rest_kwargs):
+                return check_defined(self._fn(*args, **kwargs))
         entry.last_layout = layout
         previous, entry.local.layout = getattr(entry.local, "layout", None), layout
         try:
@@ -155,6 +164,7 @@ class StatefulPrograms:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._last = None
 
 
 def _traced(rest, kwargs) -> bool:
