@@ -353,3 +353,25 @@ def test_python_counter_recompiles_and_warns_naming_the_attribute(caplog):
     warnings = [r.getMessage() for r in caplog.records if "model states" in r.getMessage()]
     assert len(warnings) == 1
     assert "calls: 7 -> 8" in warnings[0] and "jax arrays" in warnings[0]
+
+
+def test_replaced_submodules_and_numpy_parameters_reuse_the_program():
+    model, reference = Net(), Net()
+    model.calls = reference.calls = 0
+    forward(model, POS)
+    run_eagerly(forward, reference, POS)
+    count = len(Net.forward.programs)
+    for m in (model, reference):
+        m.layers[0] = Dense(3, 3, 9)  # a new object of the same structure
+        m.layers[1].w = np.asarray(m.layers[1].w) * 2  # a numpy parameter
+        m.calls = 0
+    np.testing.assert_allclose(forward(model, NEG), run_eagerly(forward, reference, NEG), rtol=1e-5, atol=1e-6)
+    assert len(Net.forward.programs) == count
+    assert_same_state(reference, model)
+    model.layers[0] = Dense(3, 3, 9)
+    model.layers[0].b = None  # a structural change inside a sub-object: a new program
+    model.calls = 0
+    with pytest.raises(TypeError):
+        forward(model, NEG)  # the forward adds None: the same error as eager
+    with pytest.raises(TypeError):
+        run_eagerly(forward, model, NEG)
