@@ -170,6 +170,11 @@ class BoundStaticFunction(StaticFunction):
         return getattr(self._owner, name)
 
     @property
+    def __signature__(self):  # the method's signature without `self`, as for a bound method
+        signature = inspect.signature(self._owner._fn)
+        return signature.replace(parameters=list(signature.parameters.values())[1:])
+
+    @property
     def code(self) -> str:
         return self._owner.code
 
