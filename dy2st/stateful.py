@@ -12,6 +12,7 @@ dispatch, and writing back only what changed.
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import jax
@@ -78,6 +79,9 @@ class _Entry:
                 kwargs.update((p, r) for p, r in roots.items() if type(p) is str)
                 out = fn(*args, **kwargs)
                 recipe, outs = make_recipe(layout, Layout(layout.roots), tracers)
+            except Exception as exc:
+                _explain(exc)
+                raise
             finally:
                 layout.restore(saved)
             return out, _Delta(recipe, outs)
@@ -165,6 +169,21 @@ class StatefulPrograms:
         with self._lock:
             self._entries.clear()
             self._last = None
+
+
+_NNX_BRANCH_WRITE = (
+    "(dy2st) A Flax NNX Variable was written inside an `if`/loop whose condition is a traced "
+    "value, which dy2st stages as lax.cond/while_loop: NNX allows writes only at the trace "
+    "level where the module was made. To fix: compute the new value inside the branch and "
+    "write the Variable after it (`update = ...` in each branch, then `self.v[...] = update`).")
+
+
+def _explain(exc: Exception) -> None:
+    """Add dy2st's advice to errors whose cause is staging (the exception keeps its type)."""
+    flax_errors = sys.modules.get("flax.errors")
+    if flax_errors is not None and isinstance(exc, flax_errors.TraceContextError):
+        if _NNX_BRANCH_WRITE not in getattr(exc, "__notes__", ()):
+            exc.add_note(_NNX_BRANCH_WRITE)
 
 
 def _traced(rest, kwargs) -> bool:
