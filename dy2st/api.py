@@ -9,7 +9,7 @@ import weakref
 
 import jax
 
-from dy2st import conversion, stateful
+from dy2st import conversion, input_spec, stateful
 from dy2st.config import config
 from dy2st.errors import ConversionError, OriginInfo, at_boundary
 from dy2st.program import ConcreteProgram, ProgramCache
@@ -50,6 +50,7 @@ class StaticFunction:
         self._cache = None
         self._stateful = None  # programs for calls whose self/arguments carry state (dy2st/state.py)
         self._bound = weakref.WeakValueDictionary()  # id(instance) -> BoundStaticFunction
+        self._checker = None
         functools.update_wrapper(self, fn)
 
     # -- conversion ---------------------------------------------------------------------
@@ -73,22 +74,36 @@ class StaticFunction:
 
     # -- calling ------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if not config.enable_to_static:
-            return self.rollback()(*args, **kwargs)
+        if self._input_spec is not None:  # one attribute test on the no-spec hot path
+            self._check_inputs(args, kwargs, is_method=False)
         try:  # free when nothing is raised: the hot path pays nothing for the boundary
-            positions = stateful.root_positions(args, kwargs)
-            if positions:
-                return self._stateful_programs.call(args, kwargs, positions)
-            cache = self._cache or self._programs_cache
-            if kwargs:
-                return self._call_general(cache, args, kwargs)
-            return cache(args) if not _any_traced(args) else check_defined(self._converted(*args))
+            return self._run(args, kwargs)
         except Exception as exc:
+            # Inline (not a helper): a bare `raise` here adds no frame of ours to the traceback.
             __tracebackhide__ = True  # noqa: F841  (pytest and IPython hide this frame)
             error = at_boundary(exc, config.traceback_filtering)
             if error is exc:
                 raise
             raise error from None
+
+    def _run(self, args, kwargs):
+        if not config.enable_to_static:
+            return self._fn(*args, **kwargs)
+        positions = stateful.root_positions(args, kwargs)
+        if positions:
+            return self._stateful_programs.call(args, kwargs, positions)
+        cache = self._cache or self._programs_cache
+        if kwargs:
+            return self._call_general(cache, args, kwargs)
+        return cache(args) if not _any_traced(args) else check_defined(self._converted(*args))
+
+    def _check_inputs(self, args, kwargs, is_method: bool) -> None:
+        """Check the arguments (after `self` for a method) against `input_spec`."""
+        checker = self._checker
+        if checker is None:
+            params = list(inspect.signature(self._fn).parameters)
+            self._checker = checker = input_spec.ArgumentChecker(self._input_spec, params[1:] if is_method else params)
+        checker.check(args, kwargs, origin_depth=3)
 
     def _call_general(self, cache, args, kwargs):
         if any(isinstance(l, jax.core.Tracer) for l in jax.tree_util.tree_leaves((args, kwargs))):
@@ -124,7 +139,15 @@ class StaticFunction:
         return self._programs_cache.programs + extra
 
     def get_concrete_program(self, *args, **kwargs) -> ConcreteProgram:
-        """Trace (without running) the program for these arguments or ShapeDtypeStructs."""
+        """Trace (without running) the program for these arguments, ShapeDtypeStructs or
+        InputSpecs (default: the `input_spec` given to `to_static`).
+
+        A `None` dim of an InputSpec traces as a `jax.export` symbolic dimension: `.jaxpr` and
+        `.as_text()` then describe the program for every size (`.compiled` needs fixed sizes).
+        """
+        if not args and not kwargs and self._input_spec is not None:
+            args = tuple(self._input_spec)
+        args, kwargs = input_spec.abstract((args, kwargs))
         try:
             positions = stateful.root_positions(args, kwargs)
             if positions:
@@ -162,7 +185,17 @@ class BoundStaticFunction(StaticFunction):
         self.__self__ = instance
 
     def __call__(self, *args, **kwargs):
-        return self._owner(self.__self__, *args, **kwargs)
+        owner = self._owner
+        if owner._input_spec is not None:
+            owner._check_inputs(args, kwargs, is_method=True)
+        try:
+            return owner._run((self.__self__,) + args, kwargs)
+        except Exception as exc:
+            __tracebackhide__ = True  # noqa: F841
+            error = at_boundary(exc, config.traceback_filtering)
+            if error is exc:
+                raise
+            raise error from None
 
     def __getattr__(self, name):  # __name__, __qualname__, __wrapped__, ... of the method
         if name == "_owner":  # not yet set (copy, unpickling): no recursion

@@ -134,12 +134,11 @@ def test_function_without_source():
 
 
 def test_unhashable_static_argument():
-    # (a plain object argument is model state, walked by dy2st/state.py; a set is a static leaf)
     def f(x, options):
         return x
 
     with pytest.raises(InputSignatureError) as info:
-        dy2st.to_static(f)(X, {"mutable", "options"})
+        dy2st.to_static(f)(X, bytearray(b"mutable options"))
     assert "hashable" in str(info.value)
 
 
