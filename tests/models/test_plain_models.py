@@ -375,3 +375,32 @@ def test_replaced_submodules_and_numpy_parameters_reuse_the_program():
         forward(model, NEG)  # the forward adds None: the same error as eager
     with pytest.raises(TypeError):
         run_eagerly(forward, model, NEG)
+
+
+class Memo:
+    pass
+
+
+class MakesObjects:
+    def __init__(self):
+        self.w = jnp.array([1.0, 2.0, -4.0])
+
+    @dy2st.to_static
+    def __call__(self, x):
+        if (x * self.w).sum() > 0:
+            y = x * self.w
+        else:
+            y = -x
+        self.memo = Memo()  # a new sub-object, list and dict, created by the forward
+        self.memo.v = y
+        self.memo.items = {"a": [y * 2, 1]}
+        return y
+
+
+@pytest.mark.parametrize("x", [POS[0], NEG[0]], ids=["pos", "neg"])
+def test_new_objects_created_by_the_forward_are_written_back(x):
+    eager, static, _ = check_model_equivalent(MakesObjects, lambda m, x: m(x), x)
+    assert type(static.memo) is Memo and static.memo.items["a"][1] == 1
+    static(x)
+    run_eagerly(eager, x)
+    assert_same_state(eager, static)
