@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
+import weakref
 
 import jax
 
@@ -48,7 +49,8 @@ class StaticFunction:
         self._converted_fn = None
         self._cache = None
         self._stateful = None  # programs for calls whose self/arguments carry state (dy2st/state.py)
-        self._checker = None  # input_spec.ArgumentChecker, made on the first checked call
+        self._bound = weakref.WeakValueDictionary()  # id(instance) -> BoundStaticFunction
+        self._checker = None
         functools.update_wrapper(self, fn)
 
     # -- conversion ---------------------------------------------------------------------
@@ -87,7 +89,7 @@ class StaticFunction:
     def _run(self, args, kwargs):
         if not config.enable_to_static:
             return self._fn(*args, **kwargs)
-        positions = stateful.root_positions(args)
+        positions = stateful.root_positions(args, kwargs)
         if positions:
             return self._stateful_programs.call(args, kwargs, positions)
         cache = self._cache or self._programs_cache
@@ -116,7 +118,12 @@ class StaticFunction:
     def __get__(self, instance, owner=None):
         if instance is None:
             return self
-        return BoundStaticFunction(self, instance)
+        # One bound object per live instance: keyed by id, valid while the bound object (which
+        # holds the instance) is alive, so ids are never reused underneath it.
+        bound = self._bound.get(id(instance))
+        if bound is None:
+            bound = self._bound[id(instance)] = BoundStaticFunction(self, instance)
+        return bound
 
     # -- introspection ------------------------------------------------------------------
     @property
@@ -142,7 +149,7 @@ class StaticFunction:
             if len(args) == skip and not kwargs and self._input_spec is not None:
                 args = (*args, *self._input_spec)
             args, kwargs = input_spec.abstract((args, kwargs))
-            positions = stateful.root_positions(args)
+            positions = stateful.root_positions(args, kwargs)
             if positions:
                 return self._stateful_programs.get_concrete_program(args, kwargs, positions)
             return self._programs_cache.get_concrete_program(args, kwargs)
@@ -173,7 +180,7 @@ class BoundStaticFunction(StaticFunction):
     values reuse the program, and only a new state structure (or shape) compiles another.
     """
 
-    def __init__(self, owner: StaticFunction, instance):  # cheap: made on every attribute access
+    def __init__(self, owner: StaticFunction, instance):
         self._owner = owner
         self.__self__ = instance
 
@@ -191,8 +198,15 @@ class BoundStaticFunction(StaticFunction):
                 raise
             raise error from None
 
-    def __getattr__(self, name):  # __name__, __doc__, __wrapped__, ... of the method
+    def __getattr__(self, name):  # __name__, __qualname__, __wrapped__, ... of the method
+        if name == "_owner":  # not yet set (copy, unpickling): no recursion
+            raise AttributeError(name)
         return getattr(self._owner, name)
+
+    @property
+    def __signature__(self):  # the method's signature without `self`, as for a bound method
+        signature = inspect.signature(self._owner._fn)
+        return signature.replace(parameters=list(signature.parameters.values())[1:])
 
     @property
     def code(self) -> str:
