@@ -9,8 +9,11 @@ from dy2st.runtime.asserts import convert_assert
 from dy2st.runtime.builtins import StagedRange
 from dy2st.runtime.calls import convert_call
 from dy2st.runtime.checks import check_scoped_write, python_condition
-from dy2st.runtime.control_flow import convert_ifelse, convert_ifexp
+from dy2st.runtime.control_flow import check_not_escaping, convert_ifelse, convert_ifexp
+from dy2st.runtime.iterables import loop_iter
+from dy2st.runtime.lists import list_append
 from dy2st.runtime.logical import convert_and, convert_compare_chain, convert_not, convert_or
+from dy2st.runtime.loops import convert_for, convert_while, set_loop_options
 from dy2st.runtime.staging import is_traced
 from dy2st.runtime.undefined import UNDEFINED_RETURN, Undefined, UndefinedReturn, ldu
 
@@ -23,12 +26,18 @@ __all__ = [
     "python_condition",
     "Undefined",
     "UndefinedReturn",
+    "check_not_escaping",
     "convert_and",
     "convert_compare_chain",
+    "convert_for",
     "convert_ifelse",
     "convert_ifexp",
     "convert_not",
     "convert_or",
+    "convert_while",
     "is_traced",
     "ldu",
+    "list_append",
+    "loop_iter",
+    "set_loop_options",
 ]
