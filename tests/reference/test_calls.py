@@ -346,3 +346,28 @@ def calls_helper_in_loop(x):
 @pytest.mark.parametrize("fn", [calls_while_helper, calls_for_helper, calls_helper_in_loop], ids=lambda f: f.__name__)
 def test_helpers_with_loops_differential(fn, x):
     check_equivalent(fn, x)
+
+
+# -- constructs the docs promise work -------------------------------------------------------------
+def star_assignment(x):
+    first, *rest = x
+    if first > 0:
+        y = first + sum(rest)
+    else:
+        y = first - rest[0]
+    return y
+
+
+def staged_if_in_with(x):
+    with jax.named_scope("block"):
+        if x.sum() > 0:
+            y = relu_sum(x)
+        else:
+            y = -x
+    return y
+
+
+@pytest.mark.parametrize("x", INPUTS, ids=["pos", "neg", "mix"])
+@pytest.mark.parametrize("fn", [star_assignment, staged_if_in_with], ids=lambda f: f.__name__)
+def test_star_assignment_and_with(fn, x):
+    check_equivalent(fn, x, grad_argnums=0)
