@@ -19,6 +19,7 @@ import linecache
 import os
 import sys
 import sysconfig
+import threading
 import types
 
 import jax
@@ -222,6 +223,23 @@ _ADVICE_BY_TYPE = {
 }
 
 
+_runtime_failures: list = []  # errors raised by run-time checks, not yet re-raised by a boundary
+_runtime_failures_lock = threading.Lock()
+
+
+def record_runtime_failure(error: BaseException) -> None:
+    """Called by a run-time check (in a jax callback) just before it raises `error`."""
+    with _runtime_failures_lock:
+        _runtime_failures.append(error)
+
+
+def _pop_runtime_failure():
+    with _runtime_failures_lock:
+        failure = _runtime_failures[-1] if _runtime_failures else None
+        _runtime_failures.clear()
+    return failure
+
+
 def is_internal(filename: str) -> bool:
     """True for dy2st's own files."""
     return os.path.abspath(filename).startswith(_PACKAGE_DIR)
@@ -264,9 +282,7 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
     A run-time assert failure that XLA wrapped in a JaxRuntimeError is swapped for the
     AssertionError the check raised. The exception keeps its type otherwise.
     """
-    from dy2st.runtime.asserts import pop_failure  # errors must import before the runtime
-
-    failure = pop_failure() if isinstance(exc, jax.errors.JaxRuntimeError) else None
+    failure = _pop_runtime_failure() if isinstance(exc, jax.errors.JaxRuntimeError) else None
     if failure is not None:
         failure.__cause__, failure.__suppress_context__ = None, True
         return failure
