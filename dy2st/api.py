@@ -11,7 +11,7 @@ import jax
 
 from dy2st import conversion
 from dy2st.config import config
-from dy2st.errors import ConversionError, OriginInfo, at_boundary
+from dy2st.errors import ConversionError, OriginInfo, RuntimeChecks, at_boundary
 from dy2st.program import ConcreteProgram, ProgramCache
 from dy2st.runtime.undefined import check_defined
 
@@ -50,6 +50,7 @@ class StaticFunction:
         self._converted_fn = None
         self._cache = None
         self._bound_cache = weakref.WeakKeyDictionary()
+        self._has_checks = False  # programs contain run-time checks: wait for their results
         functools.update_wrapper(self, fn)
 
     # -- conversion ---------------------------------------------------------------------
@@ -78,11 +79,19 @@ class StaticFunction:
     def __call__(self, *args, **kwargs):
         if not config.enable_to_static:
             return self.rollback()(*args, **kwargs)
+        checks_before = RuntimeChecks.traced
         try:  # free when nothing is raised: the hot path pays nothing for the boundary
             cache = self._cache or self._programs_cache
             if kwargs:
-                return self._call_general(cache, args, kwargs)
-            return cache(args) if not _any_traced(args) else check_defined(self._converted(*args))
+                out = self._call_general(cache, args, kwargs)
+            elif _any_traced(args):
+                return check_defined(self._converted(*args))
+            else:
+                out = cache(args)
+            if self._has_checks or RuntimeChecks.traced != checks_before:
+                self._has_checks = True  # this call traced a run-time check (an assert)
+                jax.block_until_ready(out)  # a failed check raises here, inside this call
+            return out
         except Exception as exc:
             __tracebackhide__ = True  # noqa: F841  (pytest and IPython hide this frame)
             error = at_boundary(exc, config.traceback_filtering)

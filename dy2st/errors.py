@@ -233,11 +233,27 @@ def record_runtime_failure(error: BaseException) -> None:
         _runtime_failures.append(error)
 
 
-def _pop_runtime_failure():
+def _pop_runtime_failure(wrapper: BaseException):
+    """The recorded failure that `wrapper` (XLA's error) reports, if any; forgets the others."""
     with _runtime_failures_lock:
-        failure = _runtime_failures[-1] if _runtime_failures else None
+        failures = list(_runtime_failures)
         _runtime_failures.clear()
-    return failure
+    text = str(wrapper)
+    return next((f for f in reversed(failures) if str(f) in text), None)
+
+
+class RuntimeChecks:
+    """Counts run-time checks traced so far, so a StaticFunction learns its programs have some.
+
+    A program with checks is waited for before its call returns: with asynchronous dispatch
+    (GPU/TPU) a failed check would otherwise surface later, outside the call that caused it.
+    """
+
+    traced = 0
+
+    @classmethod
+    def record_traced(cls) -> None:
+        cls.traced += 1
 
 
 def is_internal(filename: str) -> bool:
@@ -282,7 +298,7 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
     A run-time assert failure that XLA wrapped in a JaxRuntimeError is swapped for the
     AssertionError the check raised. The exception keeps its type otherwise.
     """
-    failure = _pop_runtime_failure() if isinstance(exc, jax.errors.JaxRuntimeError) else None
+    failure = _pop_runtime_failure(exc) if isinstance(exc, jax.errors.JaxRuntimeError) else None
     if failure is not None:
         failure.__cause__, failure.__suppress_context__ = None, True
         return failure

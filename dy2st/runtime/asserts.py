@@ -21,7 +21,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from dy2st.errors import OriginInfo, PredicateError, record_runtime_failure
+from dy2st.errors import OriginInfo, PredicateError, RuntimeChecks, record_runtime_failure
 from dy2st.runtime.staging import is_traced
 
 
@@ -56,6 +56,7 @@ def convert_assert(test, message=None):
         raise error
 
     jax.debug.callback(check, test, *((text,) if traced_text else ()))
+    RuntimeChecks.record_traced()
 
 
 def _failure_message(message, origin: OriginInfo) -> str:

@@ -605,3 +605,16 @@ def test_range_of_traced_bound_outside_for():
     with pytest.raises(BuiltinError) as info:
         dy2st.to_static(range_outside_for)(POS)
     assert_points_at(info.value, range_outside_for, "E:range_outside", "for` loop", "jnp.arange")
+
+
+def test_only_functions_with_runtime_checks_wait_for_results():
+    checked, plain = dy2st.to_static(runtime_assert), dy2st.to_static(relu_like)
+    checked(POS)
+    plain(POS)
+    assert checked._has_checks and not plain._has_checks
+
+
+def relu_like(x):
+    if x.sum() > 0:
+        return x
+    return x * 0
