@@ -164,13 +164,14 @@ def _enclosing_class(fn) -> str | None:
     return None
 
 
-def transform(node, filename: str, function_name: str) -> tuple[gast.FunctionDef, ConversionContext]:
-    """Run the fence and the transformer pipeline over one FunctionDef."""
+def transform(node, filename: str, function_name: str,
+              stages: int | None = None) -> tuple[gast.FunctionDef, ConversionContext]:
+    """Run the fence and the transformer pipeline (its first `stages` steps) over one FunctionDef."""
     fence.verify(node, filename, function_name)
     namer = Namer.for_tree(node)
     ctx = ConversionContext(filename, function_name, namer, namer.new_symbol("jst"))
     module = gast.Module(body=[node], type_ignores=[])
-    for index, step in enumerate(transformers.PIPELINE, start=1):
+    for index, step in enumerate(transformers.PIPELINE[:stages], start=1):
         if step.needs_analysis:
             analysis.resolve(module)
         module = step.module.transform(module, ctx)
@@ -181,6 +182,14 @@ def transform(node, filename: str, function_name: str) -> tuple[gast.FunctionDef
 
 def to_source(node) -> str:
     return ast.unparse(ast.fix_missing_locations(gast.gast_to_ast(node)))
+
+
+def source_at_level(fn: types.FunctionType, level: int | None = None) -> str:
+    """The source of `fn` after the first `level` transformer steps (all of them when None)."""
+    source, first_line, filename = fetch_source(fn)
+    node = _parse_function(fn, source, first_line, filename)
+    node, _ = transform(node, filename, fn.__name__, stages=level)
+    return to_source(node)
 
 
 def convert_code(fn: types.FunctionType) -> ConvertedCode:

@@ -17,9 +17,9 @@ A traced value in such a variable would outlive the trace (a leaked tracer) and 
 updated by the compiled program; the check raises `ScopeWriteError` at the user's line. A
 Python value passes. Whether a value is traced is only known at run time, so the fence cannot
 do this. Branch functions made by the if/else step re-declare the names they carry; their
-`set_state` assignments (from a generated name) are not user writes and are not checked, nor
-is the assignment of `convert_ifelse`'s results, which that step checks itself
-(`check_not_escaping`); a staged loop's results are checked here.
+`set_state` assignments (from a generated name) are not user writes and are not checked;
+the assignment of a staged `if`'s or loop's results is (a Python value that both branches
+change becomes traced there).
 """
 
 from __future__ import annotations
@@ -80,14 +80,7 @@ class ScopedWriteTransformer(Transformer):
     def visit_Assign(self, node):
         if isinstance(node.value, gast.Name) and self.ctx.namer.is_generated(node.value.id):
             return node  # set_state's `(y,) = state`
-        if self._is_runtime_call(node.value, "convert_ifelse"):
-            return node  # the if/else step follows it with its own check_not_escaping
         return self._checked(node, node.targets)
-
-    def _is_runtime_call(self, value, attr: str) -> bool:
-        func = value.func if isinstance(value, gast.Call) else None
-        return (isinstance(func, gast.Attribute) and func.attr == attr
-                and isinstance(func.value, gast.Name) and func.value.id == self.ctx.runtime)
 
     def visit_AugAssign(self, node):
         return self._checked(node, [node.target])

@@ -213,7 +213,7 @@ def grow(x):
 
 
 def nested_arg(d, factor=1.0):
-    return d["w"] * factor
+    return d[0] * factor
 
 
 @pytest.mark.parametrize(
@@ -221,9 +221,9 @@ def nested_arg(d, factor=1.0):
     [
         (scale, lambda i: ((jnp.ones(2), i), {}), "argument 'n' (Python value) keeps changing: 0, 1, 2, 3 and more"),
         (grow, lambda i: ((jnp.ones(i + 1),), {}), "argument 'x' keeps changing: float32[1], float32[2]"),
-        (nested_arg, lambda i: (({"w": jnp.ones(2)},), {"factor": float(i)}),
+        (nested_arg, lambda i: (((jnp.ones(2),),), {"factor": float(i)}),
          "argument 'factor' (Python value) keeps changing: 0.0, 1.0"),
-        (nested_arg, lambda i: (({"w": jnp.ones(i + 1)},), {}), "argument 'd'['w'] (array) keeps changing"),
+        (nested_arg, lambda i: (((jnp.ones(i + 1), 1.0),), {}), "argument 'd'[0] (array) keeps changing"),
     ],
 )
 def test_retracing_warning_names_the_changing_argument(caplog, fn, make_args, expected):
