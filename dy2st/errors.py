@@ -306,13 +306,22 @@ def innermost_user_frame(tb) -> OriginInfo | None:
     found = None
     for entry in _walk(tb):
         if not _is_library(entry.tb_frame.f_code.co_filename):
-            found = OriginInfo(entry.tb_frame.f_code.co_filename, entry.tb_lineno, entry.tb_frame.f_code.co_name)
+            frame = entry.tb_frame
+            found = OriginInfo(frame.f_code.co_filename, entry.tb_lineno, _user_function_name(frame))
     return found
 
 
 def filter_traceback(tb):
-    """`tb` without dy2st's own frames (a new chain; the frames themselves are shared)."""
-    kept = [e for e in _walk(tb) if not is_internal(e.tb_frame.f_code.co_filename)]
+    """`tb` without dy2st's own frames, nor JAX's unless JAX_TRACEBACK_FILTERING=off (a new
+    chain; the frames themselves are shared). The user's frames are what remain."""
+    drop_jax = traceback_util._filtering_mode() != "off"
+
+    def hidden(filename: str) -> bool:
+        return is_internal(filename) or (drop_jax and not traceback_util.include_filename(filename))
+
+    kept = [e for e in _walk(tb) if not hidden(e.tb_frame.f_code.co_filename)]
+    if not kept:
+        return tb
     new = None
     for entry in reversed(kept):
         new = types.TracebackType(new, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
