@@ -11,7 +11,7 @@ import jax
 
 from dy2st import conversion, input_spec, stateful
 from dy2st.config import config
-from dy2st.errors import ConversionError, OriginInfo, at_boundary
+from dy2st.errors import ConversionError, OriginInfo, RuntimeChecks, at_boundary
 from dy2st.program import ConcreteProgram, ProgramCache
 from dy2st.runtime.undefined import check_defined
 
@@ -51,6 +51,7 @@ class StaticFunction:
         self._stateful = None  # programs for calls whose self/arguments carry state (dy2st/state.py)
         self._bound = weakref.WeakValueDictionary()  # id(instance) -> BoundStaticFunction
         self._checker = None
+        self._has_checks = False  # programs contain run-time checks: wait for their results
         functools.update_wrapper(self, fn)
 
     # -- conversion ---------------------------------------------------------------------
@@ -76,8 +77,13 @@ class StaticFunction:
     def __call__(self, *args, **kwargs):
         if self._input_spec is not None:  # one attribute test on the no-spec hot path
             (self._checker or self._spec_checker).check(args, kwargs)
+        checks_before = RuntimeChecks.traced
         try:  # free when nothing is raised: the hot path pays nothing for the boundary
-            return self._run(args, kwargs)
+            out = self._run(args, kwargs)
+            if self._has_checks or RuntimeChecks.traced != checks_before:
+                self._has_checks = True  # this call traced a run-time check (an assert)
+                _wait_for(out)  # a failed check raises here, inside this call
+            return out
         except Exception as exc:
             # Inline (not a helper): a bare `raise` here adds no frame of ours to the traceback.
             __tracebackhide__ = True  # noqa: F841  (pytest and IPython hide this frame)
@@ -189,8 +195,13 @@ class BoundStaticFunction(StaticFunction):
         args = (self.__self__,) + args
         if owner._input_spec is not None:
             (owner._checker or owner._spec_checker).check(args, kwargs)
+        checks_before = RuntimeChecks.traced
         try:
-            return owner._run(args, kwargs)
+            out = owner._run(args, kwargs)
+            if owner._has_checks or RuntimeChecks.traced != checks_before:
+                owner._has_checks = True  # see StaticFunction.__call__
+                _wait_for(out)
+            return out
         except Exception as exc:
             __tracebackhide__ = True  # noqa: F841
             error = at_boundary(exc, config.traceback_filtering)
@@ -238,6 +249,13 @@ def _model_method(model):
             if fn is not None and klass.__module__.split(".")[0] not in ("flax", "equinox", "builtins"):
                 return fn
     return None
+
+
+def _wait_for(out) -> None:
+    """Block on the concrete arrays in `out` (none when called inside an outer trace)."""
+    for leaf in jax.tree_util.tree_leaves(out):
+        if isinstance(leaf, jax.Array) and not isinstance(leaf, jax.core.Tracer):
+            leaf.block_until_ready()
 
 
 def _any_traced(args) -> bool:

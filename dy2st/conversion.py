@@ -73,6 +73,9 @@ def convert(fn: types.FunctionType) -> types.FunctionType:
     return converted.instantiate(fn)
 
 
+runtime.calls.install_converter(convert)
+
+
 def clear_cache() -> None:
     with _cache_lock:
         _cache.clear()

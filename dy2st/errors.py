@@ -19,6 +19,7 @@ import linecache
 import os
 import sys
 import sysconfig
+import threading
 import types
 
 import jax
@@ -249,6 +250,39 @@ _ADVICE_BY_TYPE = {
 }
 
 
+_runtime_failures: list = []  # errors raised by run-time checks, not yet re-raised by a boundary
+_runtime_failures_lock = threading.Lock()
+
+
+def record_runtime_failure(error: BaseException) -> None:
+    """Called by a run-time check (in a jax callback) just before it raises `error`."""
+    with _runtime_failures_lock:
+        _runtime_failures.append(error)
+
+
+def _pop_runtime_failure(wrapper: BaseException):
+    """The recorded failure that `wrapper` (XLA's error) reports, if any; forgets the others."""
+    with _runtime_failures_lock:
+        failures = list(_runtime_failures)
+        _runtime_failures.clear()
+    text = str(wrapper)
+    return next((f for f in reversed(failures) if str(f) in text), None)
+
+
+class RuntimeChecks:
+    """Counts run-time checks traced so far, so a StaticFunction learns its programs have some.
+
+    A program with checks is waited for before its call returns: with asynchronous dispatch
+    (GPU/TPU) a failed check would otherwise surface later, outside the call that caused it.
+    """
+
+    traced = 0
+
+    @classmethod
+    def record_traced(cls) -> None:
+        cls.traced += 1
+
+
 def is_internal(filename: str) -> bool:
     """True for dy2st's own files."""
     return os.path.abspath(filename).startswith(_PACKAGE_DIR)
@@ -272,13 +306,22 @@ def innermost_user_frame(tb) -> OriginInfo | None:
     found = None
     for entry in _walk(tb):
         if not _is_library(entry.tb_frame.f_code.co_filename):
-            found = OriginInfo(entry.tb_frame.f_code.co_filename, entry.tb_lineno, entry.tb_frame.f_code.co_name)
+            frame = entry.tb_frame
+            found = OriginInfo(frame.f_code.co_filename, entry.tb_lineno, _user_function_name(frame))
     return found
 
 
 def filter_traceback(tb):
-    """`tb` without dy2st's own frames (a new chain; the frames themselves are shared)."""
-    kept = [e for e in _walk(tb) if not is_internal(e.tb_frame.f_code.co_filename)]
+    """`tb` without dy2st's own frames, nor JAX's unless JAX_TRACEBACK_FILTERING=off (a new
+    chain; the frames themselves are shared). The user's frames are what remain."""
+    drop_jax = traceback_util._filtering_mode() != "off"
+
+    def hidden(filename: str) -> bool:
+        return is_internal(filename) or (drop_jax and not traceback_util.include_filename(filename))
+
+    kept = [e for e in _walk(tb) if not hidden(e.tb_frame.f_code.co_filename)]
+    if not kept:
+        return tb
     new = None
     for entry in reversed(kept):
         new = types.TracebackType(new, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
@@ -291,9 +334,7 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
     A run-time assert failure that XLA wrapped in a JaxRuntimeError is swapped for the
     AssertionError the check raised. The exception keeps its type otherwise.
     """
-    from dy2st.runtime.asserts import pop_failure  # errors must import before the runtime
-
-    failure = pop_failure() if isinstance(exc, jax.errors.JaxRuntimeError) else None
+    failure = _pop_runtime_failure(exc) if isinstance(exc, jax.errors.JaxRuntimeError) else None
     if failure is not None:
         failure.__cause__, failure.__suppress_context__ = None, True
         return failure

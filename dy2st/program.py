@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import threading
 from typing import Callable
 
@@ -40,6 +41,7 @@ class Signature:
 
     static_key: tuple
     avals: tuple
+    positions: tuple = dataclasses.field(default=(), compare=False)  # of the arrays among the leaves
 
     def describe(self) -> str:
         arrays = ", ".join(f"{np.dtype(a.dtype).name}{list(a.shape)}" for a in self.avals)
@@ -119,7 +121,7 @@ class ProgramCache:
                 positions.append(i)
             else:
                 statics.append(leaf)
-        if not statics and not kwargs and len(arrays) == len(args):
+        if not statics and not kwargs and len(arrays) == len(args) and all(map(is_array_leaf, args)):
             return self._fast(*arrays)  # positional arrays of another type (numpy, scalars)
         key = (treedef, tuple(statics), tuple(positions))
         try:
@@ -153,7 +155,7 @@ class ProgramCache:
         return jitted
 
     def _record(self, key, arrays):
-        signature = Signature((key[0], key[1]), tuple(jax.typeof(a) for a in arrays))
+        signature = Signature((key[0], key[1]), tuple(jax.typeof(a) for a in arrays), key[2] if key[1] is not None else ())
         with self._lock:
             if signature in self._programs:
                 return
@@ -167,7 +169,7 @@ class ProgramCache:
                 "dy2st: %s has been traced %d times: %s. Arguments that keep changing shape or "
                 "Python value cause a new program each; pass changing values as arrays, or fix "
                 "shapes with dy2st.InputSpec.",
-                self._name, count, _what_changes(list(self._programs)),
+                self._name, count, _what_changes(list(self._programs), _parameter_names(self._fn)),
             )
 
     @property
@@ -185,7 +187,7 @@ class ProgramCache:
         jitted = self._fast if all_positional_arrays else self._by_static.setdefault(key, self._jit_for(key))
         avals = tuple(jax.core.ShapedArray(s.shape, s.dtype, weak_type=getattr(s, "weak_type", False)) for s in specs)
         jitted.trace(*specs)  # records the program
-        signature = Signature((key[0], key[1]), avals)
+        signature = Signature((key[0], key[1]), avals, key[2] if key[1] is not None else ())
         with self._lock:
             return self._programs.setdefault(signature, ConcreteProgram(jitted, signature))
 
@@ -196,15 +198,52 @@ class ProgramCache:
             self._fast = self._jit_for(((), None))
 
 
-def _what_changes(signatures: list) -> str:
-    statics = {s.static_key for s in signatures}
-    shapes = {tuple(a.shape for a in s.avals) for s in signatures}
-    dtypes = {tuple(a.dtype for a in s.avals) for s in signatures}
+def _parameter_names(fn) -> list:
+    try:
+        return [p.name for p in inspect.signature(fn).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return []
+
+
+def _leaves(signature: Signature, names: list) -> dict:
+    """{"argument 'x'" (plus the leaf's path inside it): its description} for one signature."""
+    treedef, statics = signature.static_key
+    if statics is None:  # the all-positional-arrays fast path
+        return {_argument_label(i, names): _describe_aval(a) for i, a in enumerate(signature.avals)}
+    count = len(statics) + len(signature.avals)
+    arrays, rest = dict(zip(signature.positions, signature.avals)), iter(statics)
+    values = [_describe_aval(arrays[i]) if i in arrays else f"{next(rest)!r}" for i in range(count)]
+    paths, _ = jax.tree_util.tree_flatten_with_path(jax.tree_util.tree_unflatten(treedef, list(range(count))))
+    described = {}
+    for path, index in paths:
+        where, arg, inner = path[0].idx, path[1], path[2:]
+        label = _argument_label(arg.idx, names) if where == 0 else f"argument '{arg.key}'"
+        kind = "array" if index in arrays else "Python value"
+        described[f"{label}{jax.tree_util.keystr(tuple(inner))} ({kind})"] = values[index]
+    return described
+
+
+def _argument_label(position: int, names: list) -> str:
+    return f"argument '{names[position]}'" if position < len(names) else f"argument {position}"
+
+
+def _describe_aval(aval) -> str:
+    return f"{np.dtype(aval.dtype).name}{list(aval.shape)}"
+
+
+def _what_changes(signatures: list, names: list = ()) -> str:
+    """Which arguments (and which leaf inside each) differ between the programs' signatures."""
+    if len({s.static_key[0] for s in signatures}) > 1:
+        return "the structure of the arguments (containers, keyword names, None) keeps changing"
+    per_leaf: dict = {}
+    for signature in signatures:
+        for label, value in _leaves(signature, list(names)).items():
+            per_leaf.setdefault(label, []).append(value)
     parts = []
-    if len(statics) > 1:
-        parts.append(f"{len(statics)} different static (non-array) argument values")
-    if len(shapes) > 1:
-        parts.append(f"{len(shapes)} different array shapes")
-    if len(dtypes) > 1:
-        parts.append(f"{len(dtypes)} different array dtypes")
-    return ", ".join(parts) or "signatures differ"
+    for label, values in per_leaf.items():
+        distinct = list(dict.fromkeys(values))
+        if len(distinct) > 1:
+            shown = ", ".join(distinct[:4]) + (" and more" if len(distinct) > 4 else "")
+            parts.append(f"{label} keeps changing: {shown}")
+    return "; ".join(parts) or "signatures differ"

@@ -6,7 +6,6 @@ never through the user's globals.
 
 from dy2st.runtime import builtins as _builtins  # registers the staged builtins
 from dy2st.runtime.asserts import convert_assert
-from dy2st.runtime.builtins import StagedRange
 from dy2st.runtime.calls import convert_call
 from dy2st.runtime.checks import check_scoped_write, python_condition
 from dy2st.runtime.control_flow import convert_ifelse, convert_ifexp
@@ -18,7 +17,6 @@ from dy2st.runtime.staging import is_traced
 from dy2st.runtime.undefined import UNDEFINED_RETURN, Undefined, UndefinedReturn, ldu
 
 __all__ = [
-    "StagedRange",
     "UNDEFINED_RETURN",
     "check_scoped_write",
     "convert_assert",

@@ -8,7 +8,7 @@ A Python condition is a plain `assert` (the message thunk runs only on failure).
 adds a `jax.debug.callback` that raises `AssertionError` when the program runs and the
 condition is false; its message is the user's message followed by the user's file, line and
 source line. The callback also records the error, so `StaticFunction` (see
-`dy2st.errors.reraise_runtime_failure`) re-raises that very AssertionError instead of the
+`dy2st.errors.at_boundary`) re-raises that very AssertionError instead of the
 `JaxRuntimeError` XLA wraps it in. Inside an outer `jax.jit(...)` the JaxRuntimeError reaches
 the user as is; its text ends with the same message and location.
 
@@ -18,16 +18,11 @@ itself, so dy2st mirrors it: with `sys.flags.optimize` set, asserts are not conv
 
 from __future__ import annotations
 
-import threading
-
 import jax
 import numpy as np
 
-from dy2st.errors import OriginInfo, PredicateError
+from dy2st.errors import OriginInfo, PredicateError, RuntimeChecks, record_runtime_failure
 from dy2st.runtime.staging import is_traced
-
-_failures: list = []  # AssertionErrors raised by callbacks, not yet re-raised by a boundary
-_failures_lock = threading.Lock()
 
 
 def convert_assert(test, message=None):
@@ -57,21 +52,13 @@ def convert_assert(test, message=None):
             return
         shown = str(np.asarray(value[0])) if traced_text else text
         error = AssertionError(_failure_message(shown, origin))
-        with _failures_lock:
-            _failures.append(error)
+        record_runtime_failure(error)
         raise error
 
     jax.debug.callback(check, test, *((text,) if traced_text else ()))
+    RuntimeChecks.record_traced()
 
 
 def _failure_message(message, origin: OriginInfo) -> str:
     first = str(message) if message is not None else "assertion failed"
     return f"{first}\n(dy2st) assert failed when the program ran, at:\n  {origin.as_header()}"
-
-
-def pop_failure():
-    """The AssertionError a run-time check raised since the last call, or None."""
-    with _failures_lock:
-        failure = _failures[-1] if _failures else None
-        _failures.clear()
-    return failure

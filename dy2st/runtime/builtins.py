@@ -9,7 +9,8 @@ one is exactly the builtin. With a traced argument:
 * `int(x)`, `float(x)` cast a one-element array to a scalar of the default int/float dtype
   (`int` truncates toward zero, as Python does); `bool(x)` is `x != 0`;
 * `min`/`max` of one-element arrays, or of a 1-D array, reduce with `jnp.minimum`/`jnp.min`;
-* `range(n)` with a traced bound gives a `StagedRange`, which only a `for` loop can consume.
+* `range(n)` with a traced bound is refused: only a `for` header can run over it, and the
+  loops step sends those to `loop_iter` without calling `range`.
 
 `len`, `abs`, `isinstance`, `enumerate` and `zip` already behave on traced arrays as on eager
 ones (their sizes are static), so they stay the builtins.
@@ -18,7 +19,6 @@ ones (their sizes are static), so they stay the builtins.
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import functools
 import sys
 
@@ -158,53 +158,30 @@ def convert_min(*args, **kwargs):
 
 
 # -- range -----------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class StagedRange:
-    """`range(start, stop, step)` with a traced bound: only a `for` loop can run over it.
-
-    A staged `for` loop reads `start`, `stop` and `step` (scalar int arrays or Python ints) and
-    runs `lax.while_loop`/`fori_loop`; anything else that iterates it raises, because the number
-    of items is only known when the program runs.
-    """
-
-    start: object
-    stop: object
-    step: object
-    origin: OriginInfo
-
-    def _fail(self, *args):
-        raise BuiltinError(
-            "range() with a traced bound has no length or items while the program is traced.",
-            self.origin,
-            advice="use it directly as a `for` loop's iterable, or use jnp.arange with a static size.",
-        )
-
-    __iter__ = __len__ = __getitem__ = _fail
-
-    def __reduce__(self):
-        self._fail()
-
-
 def convert_range(*args):
-    """`range(...)`; with a traced bound returns a `StagedRange` for a staged `for` loop."""
+    """`range(...)`; a traced bound is refused outside a `for` loop's header.
+
+    `for i in range(n)` never gets here: the loops step hands `range` and its bounds to
+    `loop_iter`, which stages them. Anywhere else (`list(range(n))`) the number of items would
+    only be known when the program runs, so a traced bound is an error naming the line.
+    """
     if not any(is_traced(a) for a in args):
         return builtins.range(*args)
     origin = OriginInfo.of_caller()
-    bounds = [_one_element(a, "range()", origin) if is_traced(a) else a for a in args]
-    for b in bounds:
-        if is_traced(b) and not jnp.issubdtype(b.dtype, jnp.integer):
+    for a in args:
+        if is_traced(a) and not jnp.issubdtype(a.dtype, jnp.integer):
             raise BuiltinError(
-                f"range() needs integer bounds, got a traced {np.dtype(b.dtype).name} value.",
+                f"range() needs integer bounds, got a traced {np.dtype(a.dtype).name} value.",
                 origin,
                 advice="cast the bound with int(...) or .astype(jnp.int32).",
             )
-    if len(bounds) == 1:
-        start, stop, step = 0, bounds[0], 1
-    elif len(bounds) == 2:
-        (start, stop), step = bounds, 1
-    else:
-        start, stop, step = bounds
-    return StagedRange(start, stop, step, origin)
+    raise BuiltinError(
+        "range() with a traced bound has no length or items while the program is traced; only "
+        "a `for` loop header can run over it.",
+        origin,
+        advice="use it directly as a `for` loop's iterable (`for i in range(n):`), or use "
+        "jnp.arange with a static size.",
+    )
 
 
 for _builtin, _replacement in (

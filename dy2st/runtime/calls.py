@@ -32,6 +32,7 @@ import types
 import weakref
 
 from dy2st.config import log
+from dy2st.errors import ConversionError, UnsupportedSyntaxError
 
 _SKIPPED_PACKAGES = frozenset(
     {"jax", "jaxlib", "numpy", "flax", "equinox", "optax", "dy2st", "scipy", "ml_dtypes", "chex", "opt_einsum"}
@@ -44,6 +45,13 @@ _UNCONVERTIBLE_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_
 _converted_codes: set = set()
 _function_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _replacements: dict = {}  # builtin -> its staged version; filled by dy2st.runtime.builtins
+_converter = None  # dy2st.conversion.convert, installed by dy2st.conversion (runtime imports no upward)
+
+
+def install_converter(convert) -> None:
+    """Called once by `dy2st.conversion`: the function that converts a Python function."""
+    global _converter
+    _converter = convert
 
 
 def register_converted(code: types.CodeType) -> None:
@@ -119,11 +127,8 @@ def _decide(fn: types.FunctionType):
     if reason is not None:
         log(3, "dy2st: calling %s unconverted: %s", fn.__qualname__, reason)
         return fn
-    from dy2st import conversion  # runtime must not import conversion at module load (cycle)
-    from dy2st.errors import ConversionError, UnsupportedSyntaxError
-
     try:
-        converted = conversion.convert(fn)
+        converted = _converter(fn)
     except UnsupportedSyntaxError:
         raise
     except ConversionError as err:

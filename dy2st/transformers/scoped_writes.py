@@ -17,7 +17,9 @@ A traced value in such a variable would outlive the trace (a leaked tracer) and 
 updated by the compiled program; the check raises `ScopeWriteError` at the user's line. A
 Python value passes. Whether a value is traced is only known at run time, so the fence cannot
 do this. Branch functions made by the if/else step re-declare the names they carry; their
-`set_state` assignments (from a generated name) are not user writes and are not checked.
+`set_state` assignments (from a generated name) are not user writes and are not checked;
+the assignment of a staged `if`'s or loop's results is (a Python value that both branches
+change becomes traced there).
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ class ScopedWriteTransformer(Transformer):
 
     def visit_Assign(self, node):
         if isinstance(node.value, gast.Name) and self.ctx.namer.is_generated(node.value.id):
-            return node
+            return node  # set_state's `(y,) = state`
         return self._checked(node, node.targets)
 
     def visit_AugAssign(self, node):

@@ -545,3 +545,76 @@ def test_recursion_on_python_value_works_and_on_traced_value_explains():
     with pytest.raises(RecursionError) as info:
         f(POS, jnp.array(3))
     assert_points_at(info.value, countdown, "E:recursion", "base case", "Python value")
+
+
+# -- with staged loops ---------------------------------------------------------------------------
+def staged_while_in_try(x):
+    try:
+        while x.sum() < 10:  # E:try_while
+            x = x * 2
+    except FloatingPointError:
+        pass
+    return x
+
+
+def global_write_in_staged_loop(x):
+    global total
+    for v in x:
+        total = total + v  # E:global_loop
+    return x
+
+
+def make_python_counter_in_staged_loop():
+    count = 0
+
+    def f(x):
+        nonlocal count
+        while x.sum() < 10:
+            x = x * 2
+            count += 1  # E:counter_loop
+        return x
+
+    return f
+
+
+def range_outside_for(x):
+    n = x.shape[0] + (x.sum() > 0).astype(jnp.int32)
+    return jnp.stack(list(range(n)))  # E:range_outside
+
+
+def test_staged_while_in_try_rejected():
+    with pytest.raises(StagedInTryError) as info:
+        dy2st.to_static(staged_while_in_try)(POS)
+    assert_points_at(info.value, staged_while_in_try, "E:try_while", "while loop", "try")
+
+
+def test_global_write_in_staged_loop():
+    with pytest.raises(ScopeWriteError) as info:
+        dy2st.to_static(global_write_in_staged_loop)(POS)
+    assert_points_at(info.value, global_write_in_staged_loop, "E:global_loop", "'total'", "return the value")
+
+
+def test_python_counter_becomes_traced_in_staged_loop():
+    fn = make_python_counter_in_staged_loop()
+    with pytest.raises(ScopeWriteError) as info:
+        dy2st.to_static(fn)(POS)
+    assert_points_at(info.value, make_python_counter_in_staged_loop, "E:counter_loop", "'count'", "nonlocal")
+
+
+def test_range_of_traced_bound_outside_for():
+    with pytest.raises(BuiltinError) as info:
+        dy2st.to_static(range_outside_for)(POS)
+    assert_points_at(info.value, range_outside_for, "E:range_outside", "for` loop", "jnp.arange")
+
+
+def test_only_functions_with_runtime_checks_wait_for_results():
+    checked, plain = dy2st.to_static(runtime_assert), dy2st.to_static(relu_like)
+    checked(POS)
+    plain(POS)
+    assert checked._has_checks and not plain._has_checks
+
+
+def relu_like(x):
+    if x.sum() > 0:
+        return x
+    return x * 0

@@ -220,3 +220,49 @@ def test_assert_failing_raises_like_python():
         dy2st.to_static(asserts_positive)(NEG)
     with pytest.raises(AssertionError):
         dy2st.to_static(asserts_positive)(jnp.ones(4))  # a Python condition: raised while tracing
+
+
+# -- inside staged loops ----------------------------------------------------------------------
+def print_in_loop(x):
+    acc = jnp.zeros(())
+    i = 0
+    while acc < x.sum():
+        acc = acc + 1.5
+        print("step", i, "acc", acc)
+        i = i + 1
+    return acc
+
+
+def builtins_in_loop(x):
+    acc = jnp.zeros(())
+    for i, v in enumerate(x):
+        acc = acc + max(v, 0.0) + abs(v) * int(v) + float(i)
+    return acc
+
+
+def assert_in_loop(x):
+    n = (x.sum() // 1).astype(jnp.int32)
+    acc = x
+    for i in range(n):
+        assert acc.sum() < 100.0, "acc grew too large"
+        acc = acc * 2
+    return acc
+
+
+@pytest.mark.parametrize("x", [jnp.array([-1.0]), jnp.array([1.0]), jnp.array([4.0, 1.0])], ids=["0", "1", "many"])
+def test_print_inside_staged_loop(capsys, x):
+    expected = _captured(capsys, print_in_loop, x)
+    assert _captured(capsys, dy2st.to_static(print_in_loop), x) == expected
+    assert "while" in str(dy2st.to_static(print_in_loop).get_concrete_program(x).jaxpr)
+
+
+@pytest.mark.parametrize("x", INPUTS, ids=["pos", "neg", "mix"])
+def test_builtins_inside_staged_loop(x):
+    check_equivalent(builtins_in_loop, x)
+
+
+def test_assert_inside_staged_loop():
+    f = dy2st.to_static(assert_in_loop)
+    check_equivalent(assert_in_loop, jnp.array([1.0, 2.0]))
+    with pytest.raises(AssertionError, match="acc grew too large"):
+        f(jnp.array([30.0, 40.0]))

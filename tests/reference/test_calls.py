@@ -303,3 +303,71 @@ def test_nested_function_inside_converted_code_is_not_converted_again(monkeypatc
     conversion.clear_cache()
     dy2st.to_static(calls_nested)(POS)
     assert seen == ["calls_nested"]
+
+
+# -- helpers with staged loops ------------------------------------------------------------------
+def doubling_helper(v):
+    while jnp.abs(v).sum() < 10.0:
+        v = v * 2
+    return v
+
+
+def counting_helper(v, n):
+    total = jnp.zeros(())
+    for i in range(n):
+        if v[0] > 0:
+            total = total + v.sum() * i
+        else:
+            total = total - i
+    return total
+
+
+def calls_while_helper(x):
+    return doubling_helper(x) + 1
+
+
+def calls_for_helper(x):
+    n = (jnp.abs(x).sum() // 2).astype(jnp.int32)  # traced trip count
+    return counting_helper(x, n)
+
+
+def calls_helper_in_loop(x):
+    acc = x
+    for _ in range(3):
+        acc = relu_sum(acc) + clip_helper(acc, limit=2.0)
+    return acc
+
+
+@pytest.mark.parametrize(
+    "x",
+    [jnp.array([20.0, 1.0]), jnp.array([3.0, 2.0]), jnp.array([0.1, 0.2]), jnp.array([-1.0, 0.5])],
+    ids=["zero_trips", "one_trip", "many_trips", "negative"],
+)
+@pytest.mark.parametrize("fn", [calls_while_helper, calls_for_helper, calls_helper_in_loop], ids=lambda f: f.__name__)
+def test_helpers_with_loops_differential(fn, x):
+    check_equivalent(fn, x)
+
+
+# -- constructs the docs promise work -------------------------------------------------------------
+def star_assignment(x):
+    first, *rest = x
+    if first > 0:
+        y = first + sum(rest)
+    else:
+        y = first - rest[0]
+    return y
+
+
+def staged_if_in_with(x):
+    with jax.named_scope("block"):
+        if x.sum() > 0:
+            y = relu_sum(x)
+        else:
+            y = -x
+    return y
+
+
+@pytest.mark.parametrize("x", INPUTS, ids=["pos", "neg", "mix"])
+@pytest.mark.parametrize("fn", [star_assignment, staged_if_in_with], ids=lambda f: f.__name__)
+def test_star_assignment_and_with(fn, x):
+    check_equivalent(fn, x, grad_argnums=0)
