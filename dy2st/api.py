@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import types
 import weakref
 
@@ -12,7 +13,7 @@ import jax
 from dy2st import conversion
 from dy2st.config import config
 from dy2st.errors import ConversionError, OriginInfo
-from dy2st.program import ConcreteProgram, ProgramCache
+from dy2st.program import ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
 
 _NOT_TO_STATIC_ATTR = "__dy2st_not_to_static__"
 
@@ -39,15 +40,19 @@ class StaticFunction:
     enclosing transformation inlines it.
     """
 
-    def __init__(self, fn, input_spec=None, full_graph: bool = True, _bound_to=None):
+    def __init__(self, fn, input_spec=None, full_graph: bool = True, _bound_to=None,
+                 max_programs: int = DEFAULT_MAX_PROGRAMS):
         if not callable(fn):
             raise TypeError(f"to_static expects a function, got {type(fn).__name__}")
         self._fn = fn
         self._input_spec = input_spec
         self._full_graph = full_graph
         self._bound_to = _bound_to
+        self._max_programs = max_programs
         self._converted_fn = None
-        self._cache = None
+        self._lock = threading.Lock()  # conversion, and bound copies for methods
+        self._cache = ProgramCache(lambda: self._converted, getattr(fn, "__qualname__", repr(fn)), max_programs)
+        self._table = self._cache.table  # read directly by the hit path in __call__
         self._bound_cache = weakref.WeakKeyDictionary()
         functools.update_wrapper(self, fn)
 
@@ -55,37 +60,51 @@ class StaticFunction:
     @property
     def _converted(self):
         if self._converted_fn is None:
-            fn = inspect.unwrap(self._fn) if not isinstance(self._fn, types.FunctionType) else self._fn
-            if not isinstance(fn, types.FunctionType):
-                raise ConversionError(
-                    f"Cannot convert {fn!r}: it is not a Python function.",
-                    advice="decorate a plain function or method with dy2st.to_static.",
-                )
-            converted = conversion.convert(fn)
-            if self._bound_to is not None:
-                converted = types.MethodType(converted, self._bound_to)
-            self._converted_fn = converted
+            with self._lock:
+                if self._converted_fn is None:
+                    self._converted_fn = self._convert()
         return self._converted_fn
 
-    @property
-    def _programs_cache(self) -> ProgramCache:
-        if self._cache is None:
-            self._cache = ProgramCache(self._converted, getattr(self._fn, "__qualname__", repr(self._fn)))
-        return self._cache
+    def _convert(self):
+        fn = inspect.unwrap(self._fn) if not isinstance(self._fn, types.FunctionType) else self._fn
+        if not isinstance(fn, types.FunctionType):
+            raise ConversionError(
+                f"Cannot convert {fn!r}: it is not a Python function.",
+                advice="decorate a plain function or method with dy2st.to_static.",
+            )
+        converted = conversion.convert(fn)
+        if self._bound_to is not None:
+            converted = types.MethodType(converted, self._bound_to)
+        return converted
 
     # -- calling ------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        # The hit path, kept to a few bytecodes: positional jax arrays whose program exists.
+        # Its key (a tuple of interned avals) is the one ProgramCache._key builds for them.
+        # (Measured: building the key with `+=` beats tuple(map(...)) and a list comprehension.)
+        if not kwargs and config.enable_to_static:
+            key = ()
+            for a in args:
+                if type(a) is not ARRAY_IMPL:
+                    break
+                key += (a.aval,)
+            else:
+                table = self._table
+                fn = table.get(key)
+                if fn is not None:
+                    try:
+                        table.move_to_end(key)
+                    except KeyError:  # evicted meanwhile by another thread; fn still works
+                        pass
+                    return fn(*args)
+        return self._call_slow(args, kwargs)
+
+    def _call_slow(self, args, kwargs):
         if not config.enable_to_static:
             return self.rollback()(*args, **kwargs)
-        cache = self._cache or self._programs_cache
-        if kwargs:
-            return self._call_general(cache, args, kwargs)
-        return cache(args) if not _any_traced(args) else self._converted(*args)
-
-    def _call_general(self, cache, args, kwargs):
         if any(isinstance(l, jax.core.Tracer) for l in jax.tree_util.tree_leaves((args, kwargs))):
-            return self._converted(*args, **kwargs)
-        return cache.call_general(args, kwargs)
+            return self._converted(*args, **kwargs)  # inside jit/grad/vmap: inline into that trace
+        return self._cache(args, kwargs)
 
     def __get__(self, instance, owner=None):
         if instance is None or self._bound_to is not None:
@@ -95,16 +114,23 @@ class StaticFunction:
         except TypeError:  # unhashable instance: keep the bound function on the instance
             return self._bound_on_instance(instance)
         if bound is None:
-            bound = StaticFunction(self._fn, self._input_spec, self._full_graph, _bound_to=instance)
-            self._bound_cache[instance] = bound
+            with self._lock:
+                bound = self._bound_cache.get(instance)
+                if bound is None:
+                    bound = self._bind(instance)
+                    self._bound_cache[instance] = bound
         return bound
+
+    def _bind(self, instance):
+        return StaticFunction(self._fn, self._input_spec, self._full_graph, _bound_to=instance,
+                              max_programs=self._max_programs)
 
     def _bound_on_instance(self, instance):
         attr = f"__dy2st_bound_{self._fn.__name__}"
         bound = instance.__dict__.get(attr)
         if bound is None:
-            bound = StaticFunction(self._fn, self._input_spec, self._full_graph, _bound_to=instance)
-            instance.__dict__[attr] = bound
+            with self._lock:
+                bound = instance.__dict__.setdefault(attr, self._bind(instance))
         return bound
 
     # -- introspection ------------------------------------------------------------------
@@ -116,11 +142,11 @@ class StaticFunction:
     @property
     def programs(self) -> list[ConcreteProgram]:
         """The cached ConcretePrograms, one per input signature seen so far."""
-        return self._programs_cache.programs
+        return self._cache.programs
 
     def get_concrete_program(self, *args, **kwargs) -> ConcreteProgram:
         """Trace (without running) the program for these arguments or ShapeDtypeStructs."""
-        return self._programs_cache.get_concrete_program(args, kwargs)
+        return self._cache.get_concrete_program(args, kwargs)
 
     def rollback(self):
         """The original eager callable."""
@@ -130,21 +156,13 @@ class StaticFunction:
 
     def clear_cache(self) -> None:
         """Drop every cached program (the conversion itself is kept)."""
-        if self._cache is not None:
-            self._cache.clear()
+        self._cache.clear()
 
     def __repr__(self):
         return f"<StaticFunction {getattr(self._fn, '__qualname__', self._fn)!r}>"
 
 
-def _any_traced(args) -> bool:
-    for a in args:
-        if isinstance(a, jax.core.Tracer):
-            return True
-    return False
-
-
-def to_static(fn=None, *, input_spec=None, full_graph: bool = True):
+def to_static(fn=None, *, input_spec=None, full_graph: bool = True, max_programs: int = DEFAULT_MAX_PROGRAMS):
     """Convert `fn` so its Python control flow runs as one compiled XLA program.
 
     Works as `@to_static`, `@to_static(...)` and `to_static(fn)`, on functions, nested
@@ -155,6 +173,8 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True):
       input_spec: optional list of `dy2st.InputSpec` describing the array arguments.
       full_graph: kept for API parity with paddle.jit.to_static; dy2st always converts the
         whole function and never falls back to eager execution silently.
+      max_programs: how many compiled programs (input signatures) to keep; beyond it the least
+        recently used is dropped and rebuilt if its signature comes back.
 
     Returns:
       A `StaticFunction`.
@@ -168,12 +188,12 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True):
             return x - 1
     """
     if fn is None:
-        return functools.partial(to_static, input_spec=input_spec, full_graph=full_graph)
+        return functools.partial(to_static, input_spec=input_spec, full_graph=full_graph, max_programs=max_programs)
     if isinstance(fn, StaticFunction):
         return fn
     if isinstance(fn, types.MethodType):
-        return StaticFunction(fn.__func__, input_spec, full_graph, _bound_to=fn.__self__)
-    return StaticFunction(fn, input_spec, full_graph)
+        return StaticFunction(fn.__func__, input_spec, full_graph, _bound_to=fn.__self__, max_programs=max_programs)
+    return StaticFunction(fn, input_spec, full_graph, max_programs=max_programs)
 
 
 def to_code(fn) -> str:
