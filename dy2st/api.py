@@ -14,6 +14,7 @@ from dy2st import conversion
 from dy2st.config import config
 from dy2st.errors import ConversionError, OriginInfo
 from dy2st.program import ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
+from dy2st.runtime.undefined import check_defined
 
 _NOT_TO_STATIC_ATTR = "__dy2st_not_to_static__"
 
@@ -103,7 +104,7 @@ class StaticFunction:
         if not config.enable_to_static:
             return self.rollback()(*args, **kwargs)
         if any(isinstance(l, jax.core.Tracer) for l in jax.tree_util.tree_leaves((args, kwargs))):
-            return self._converted(*args, **kwargs)  # inside jit/grad/vmap: inline into that trace
+            return check_defined(self._converted(*args, **kwargs))  # inside jit/grad/vmap: inline
         return self._cache(args, kwargs)
 
     def __get__(self, instance, owner=None):

@@ -20,6 +20,24 @@ import sys
 import types
 
 
+# Code objects of converted user functions. Generated helpers (branch and loop bodies) run
+# nested inside them; errors name the enclosing user function rather than `if_body`.
+_converted_codes: set = set()
+
+
+def register_converted_code(code: types.CodeType) -> None:
+    _converted_codes.add(code)
+
+
+def _user_function_name(frame: types.FrameType) -> str:
+    probe = frame
+    while probe is not None:
+        if probe.f_code in _converted_codes:
+            return probe.f_code.co_name
+        probe = probe.f_back
+    return frame.f_code.co_name
+
+
 @dataclasses.dataclass(frozen=True)
 class OriginInfo:
     """Where in the user's source something comes from."""
@@ -34,8 +52,7 @@ class OriginInfo:
 
     @classmethod
     def from_frame(cls, frame: types.FrameType) -> "OriginInfo":
-        code = frame.f_code
-        return cls(code.co_filename, frame.f_lineno, code.co_name)
+        return cls(frame.f_code.co_filename, frame.f_lineno, _user_function_name(frame))
 
     @classmethod
     def of_caller(cls, depth: int = 1) -> "OriginInfo":
@@ -107,6 +124,30 @@ class PredicateError(Dy2StaticError):
     """A traced condition is not a single truth value (e.g. an array of 3 booleans).
 
     Fix: reduce it first, e.g. `if (x > 0).all():` or `if (x > 0).any():`.
+    """
+
+
+class LoopVariableError(Dy2StaticError):
+    """A variable carried through a staged loop cannot keep one type across iterations: its
+    shape, dtype or structure changes, it holds a Python value the body changes, or a list is
+    appended to where the number of appends is not fixed.
+
+    Example::
+
+        while x.sum() < 10:
+            x = jnp.concatenate([x, x])   # float32[3] becomes float32[6]
+
+    Fix: keep every carried variable the same shape and dtype in every iteration (preallocate
+    and write with `.at[i].set(...)`, cast with `.astype(...)`), or make the loop Python-only.
+    """
+
+
+class LoopGradientError(Dy2StaticError):
+    """Reverse-mode differentiation through a staged `while` whose trip count is unknown.
+
+    XLA's while loop keeps no history of its iterations, so `jax.grad` cannot run it backwards.
+    Fix: call `dy2st.set_loop_options(maximum_iterations=N)` inside the loop body; the loop is
+    then staged as a scan of N masked steps, which reverse mode supports.
     """
 
 

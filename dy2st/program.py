@@ -31,6 +31,7 @@ import numpy as np
 
 from dy2st.config import config, log, logger
 from dy2st.errors import InputSignatureError
+from dy2st.runtime.undefined import check_defined
 
 _ARRAY_TYPES = (jax.Array, np.ndarray, np.generic)
 ARRAY_IMPL = type(jax.numpy.zeros(()))
@@ -261,7 +262,7 @@ class ProgramCache:
         fn = self._get_fn()
         if signature.static_key[1] is None:
             def program(*args, **kwargs):
-                return fn(*args, **kwargs)
+                return check_defined(fn(*args, **kwargs))
         else:
             treedef, statics, positions = signature.static_key
 
@@ -270,7 +271,7 @@ class ProgramCache:
                 for pos, array in zip(positions, arrays):
                     leaves.insert(pos, array)
                 args, kwargs = jax.tree_util.tree_unflatten(treedef, leaves)
-                return fn(*args, **kwargs)
+                return check_defined(fn(*args, **kwargs))
 
         program.__name__ = program.__qualname__ = getattr(fn, "__name__", "program")
         return jax.jit(program)
