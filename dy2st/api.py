@@ -93,19 +93,22 @@ class StaticFunction:
                 table = self._table
                 fn = table.get(key)
                 if fn is not None:
-                    try:
-                        table.move_to_end(key)
-                    except KeyError:  # evicted meanwhile by another thread; fn still works
-                        pass
+                    if len(table) > 1:  # least-recently-used order; one entry needs none
+                        try:
+                            table.move_to_end(key)
+                        except KeyError:  # evicted meanwhile by another thread; fn still works
+                            pass
                     return fn(*args)
         return self._call_slow(args, kwargs)
 
     def _call_slow(self, args, kwargs):
         if not config.enable_to_static:
             return self.rollback()(*args, **kwargs)
-        if any(isinstance(l, jax.core.Tracer) for l in jax.tree_util.tree_leaves((args, kwargs))):
-            return check_defined(self._converted(*args, **kwargs))  # inside jit/grad/vmap: inline
-        return self._cache(args, kwargs)
+        return self._cache(args, kwargs, self._inline)
+
+    def _inline(self, args, kwargs):
+        """Called with traced arguments (inside jit/grad/vmap): run into the enclosing trace."""
+        return check_defined(self._converted(*args, **kwargs))
 
     def __get__(self, instance, owner=None):
         if instance is None or self._bound_to is not None:

@@ -144,8 +144,9 @@ class ProgramCache:
         self._builds = 0  # programs built so far, evicted ones included
 
     # -- calling ------------------------------------------------------------------------------
-    def __call__(self, args, kwargs):
-        """Run the program for these arguments (any pytree; no tracers), building it on a miss."""
+    def __call__(self, args, kwargs, on_traced):
+        """Run the program for these arguments, building it on a miss; with any traced leaf,
+        return `on_traced(args, kwargs)` instead."""
         leaves, treedef = _flatten((args, kwargs))
         key = (treedef,)
         for leaf in leaves:
@@ -156,6 +157,9 @@ class ProgramCache:
             if not kwargs and len(leaves) == len(args):
                 key = key[1:]
             return self._run(key, args, kwargs)
+        for leaf in leaves:
+            if isinstance(leaf, jax.core.Tracer):
+                return on_traced(args, kwargs)
         key, arrays, signature = self._key(leaves, treedef, args, kwargs, is_array_leaf)
         if signature.tree is not None:
             return self._run(key, args, kwargs)
