@@ -6,13 +6,12 @@ import functools
 import inspect
 import threading
 import types
-import weakref
 
 import jax
 
-from dy2st import conversion
+from dy2st import conversion, stateful
 from dy2st.config import config
-from dy2st.errors import ConversionError, OriginInfo
+from dy2st.errors import ConversionError, OriginInfo, at_boundary
 from dy2st.program import ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
 from dy2st.runtime.undefined import check_defined
 
@@ -41,20 +40,18 @@ class StaticFunction:
     enclosing transformation inlines it.
     """
 
-    def __init__(self, fn, input_spec=None, full_graph: bool = True, _bound_to=None,
-                 max_programs: int = DEFAULT_MAX_PROGRAMS):
+    def __init__(self, fn, input_spec=None, full_graph: bool = True, max_programs: int = DEFAULT_MAX_PROGRAMS):
         if not callable(fn):
             raise TypeError(f"to_static expects a function, got {type(fn).__name__}")
         self._fn = fn
         self._input_spec = input_spec
         self._full_graph = full_graph
-        self._bound_to = _bound_to
-        self._max_programs = max_programs
         self._converted_fn = None
-        self._lock = threading.Lock()  # conversion, and bound copies for methods
-        self._cache = ProgramCache(lambda: self._converted, getattr(fn, "__qualname__", repr(fn)), max_programs)
+        self._lock = threading.Lock()  # converts once when threads first call together
+        name = getattr(fn, "__qualname__", repr(fn))
+        self._cache = ProgramCache(None, name, max_programs, get_fn=lambda: self._converted)
         self._table = self._cache.table  # read directly by the hit path in __call__
-        self._bound_cache = weakref.WeakKeyDictionary()
+        self._stateful = None  # programs for calls whose self/arguments carry state (dy2st/state.py)
         functools.update_wrapper(self, fn)
 
     # -- conversion ---------------------------------------------------------------------
@@ -63,114 +60,160 @@ class StaticFunction:
         if self._converted_fn is None:
             with self._lock:
                 if self._converted_fn is None:
-                    self._converted_fn = self._convert()
+                    fn = inspect.unwrap(self._fn) if not isinstance(self._fn, types.FunctionType) else self._fn
+                    if not isinstance(fn, types.FunctionType):
+                        raise ConversionError(
+                            f"Cannot convert {fn!r}: it is not a Python function.",
+                            advice="decorate a plain function or method with dy2st.to_static.",
+                        )
+                    self._converted_fn = conversion.convert(fn)
         return self._converted_fn
-
-    def _convert(self):
-        fn = inspect.unwrap(self._fn) if not isinstance(self._fn, types.FunctionType) else self._fn
-        if not isinstance(fn, types.FunctionType):
-            raise ConversionError(
-                f"Cannot convert {fn!r}: it is not a Python function.",
-                advice="decorate a plain function or method with dy2st.to_static.",
-            )
-        converted = conversion.convert(fn)
-        if self._bound_to is not None:
-            converted = types.MethodType(converted, self._bound_to)
-        return converted
 
     # -- calling ------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        # The hit path, kept to a few bytecodes: positional jax arrays whose program exists.
-        # Its key (a tuple of interned avals) is the one ProgramCache._key builds for them.
-        # (Measured: building the key with `+=` beats tuple(map(...)) and a list comprehension.)
-        if not kwargs and config.enable_to_static:
-            key = ()
-            for a in args:
-                if type(a) is not ARRAY_IMPL:
-                    break
-                key += (a.aval,)
-            else:
-                table = self._table
-                fn = table.get(key)
-                if fn is not None:
-                    if len(table) > 1:  # least-recently-used order; one entry needs none
-                        try:
-                            table.move_to_end(key)
-                        except KeyError:  # evicted meanwhile by another thread; fn still works
-                            pass
-                    return fn(*args)
-        return self._call_slow(args, kwargs)
-
-    def _call_slow(self, args, kwargs):
         if not config.enable_to_static:
             return self.rollback()(*args, **kwargs)
-        return self._cache(args, kwargs, self._inline)
+        try:  # free when nothing is raised: the hot path pays nothing for the boundary
+            if not kwargs:
+                # The hit path, kept to a few bytecodes: positional jax arrays whose program
+                # exists. Its key (a tuple of interned avals) is the one ProgramCache builds for
+                # them. (Measured: building it with `+=` beats tuple(map(...)) and a listcomp.)
+                key = ()
+                for a in args:
+                    if type(a) is not ARRAY_IMPL:
+                        break
+                    key += (a.aval,)
+                else:
+                    table = self._table
+                    fn = table.get(key)
+                    if fn is not None:
+                        if len(table) > 1:  # least-recently-used order; one entry needs none
+                            try:
+                                table.move_to_end(key)
+                            except KeyError:  # evicted meanwhile by another thread; fn still works
+                                pass
+                        return fn(*args)
+            positions = stateful.root_positions(args)
+            if positions:
+                return self._stateful_programs.call(args, kwargs, positions)
+            return self._cache(args, kwargs, self._inline)
+        except Exception as exc:
+            __tracebackhide__ = True  # noqa: F841  (pytest and IPython hide this frame)
+            error = at_boundary(exc, config.traceback_filtering)
+            if error is exc:
+                raise
+            raise error from None
 
     def _inline(self, args, kwargs):
         """Called with traced arguments (inside jit/grad/vmap): run into the enclosing trace."""
         return check_defined(self._converted(*args, **kwargs))
 
+    @property
+    def _stateful_programs(self) -> stateful.StatefulPrograms:
+        if self._stateful is None:
+            self._stateful = stateful.StatefulPrograms(self._converted, getattr(self._fn, "__qualname__", repr(self._fn)))
+        return self._stateful
+
     def __get__(self, instance, owner=None):
-        if instance is None or self._bound_to is not None:
+        if instance is None:
             return self
-        try:
-            bound = self._bound_cache.get(instance)
-        except TypeError:  # unhashable instance: keep the bound function on the instance
-            return self._bound_on_instance(instance)
-        if bound is None:
-            with self._lock:
-                bound = self._bound_cache.get(instance)
-                if bound is None:
-                    bound = self._bind(instance)
-                    self._bound_cache[instance] = bound
-        return bound
-
-    def _bind(self, instance):
-        return StaticFunction(self._fn, self._input_spec, self._full_graph, _bound_to=instance,
-                              max_programs=self._max_programs)
-
-    def _bound_on_instance(self, instance):
-        attr = f"__dy2st_bound_{self._fn.__name__}"
-        bound = instance.__dict__.get(attr)
-        if bound is None:
-            with self._lock:
-                bound = instance.__dict__.setdefault(attr, self._bind(instance))
-        return bound
+        return BoundStaticFunction(self, instance)
 
     # -- introspection ------------------------------------------------------------------
     @property
     def code(self) -> str:
         """The translated source, as Python text."""
-        return self._converted.__dy2st_source__ if self._bound_to is None else self._converted.__func__.__dy2st_source__
+        return self._converted.__dy2st_source__
 
     @property
     def programs(self) -> list[ConcreteProgram]:
         """The cached ConcretePrograms, one per input signature seen so far."""
-        return self._cache.programs
+        extra = self._stateful.programs if self._stateful is not None else []
+        return self._cache.programs + extra
 
     def get_concrete_program(self, *args, **kwargs) -> ConcreteProgram:
         """Trace (without running) the program for these arguments or ShapeDtypeStructs."""
-        return self._cache.get_concrete_program(args, kwargs)
+        try:
+            positions = stateful.root_positions(args)
+            if positions:
+                return self._stateful_programs.get_concrete_program(args, kwargs, positions)
+            return self._cache.get_concrete_program(args, kwargs)
+        except Exception as exc:
+            __tracebackhide__ = True  # noqa: F841
+            raise at_boundary(exc, config.traceback_filtering)
 
     def rollback(self):
         """The original eager callable."""
-        if self._bound_to is not None:
-            return types.MethodType(self._fn, self._bound_to)
         return self._fn
 
     def clear_cache(self) -> None:
         """Drop every cached program (the conversion itself is kept)."""
         self._cache.clear()
+        if self._stateful is not None:
+            self._stateful.clear()
 
     def __repr__(self):
         return f"<StaticFunction {getattr(self._fn, '__qualname__', self._fn)!r}>"
+
+
+class BoundStaticFunction(StaticFunction):
+    """A StaticFunction method bound to one object: calls `owner(instance, *args)`.
+
+    The programs belong to the class-level StaticFunction and are shared by every instance:
+    `self`'s arrays are program inputs (dy2st/state.py), so a new instance or new parameter
+    values reuse the program, and only a new state structure (or shape) compiles another.
+    """
+
+    def __init__(self, owner: StaticFunction, instance):  # cheap: made on every attribute access
+        self._owner = owner
+        self.__self__ = instance
+
+    def __call__(self, *args, **kwargs):
+        return self._owner(self.__self__, *args, **kwargs)
+
+    def __getattr__(self, name):  # __name__, __doc__, __wrapped__, ... of the method
+        return getattr(self._owner, name)
+
+    @property
+    def code(self) -> str:
+        return self._owner.code
+
+    @property
+    def programs(self) -> list[ConcreteProgram]:
+        return self._owner.programs
+
+    def get_concrete_program(self, *args, **kwargs) -> ConcreteProgram:
+        return self._owner.get_concrete_program(self.__self__, *args, **kwargs)
+
+    def rollback(self):
+        return types.MethodType(self._owner.rollback(), self.__self__)
+
+    def clear_cache(self) -> None:
+        self._owner.clear_cache()
+
+    def __repr__(self):
+        return f"<BoundStaticFunction {getattr(self._owner._fn, '__qualname__', '?')!r} of {type(self.__self__).__name__}>"
+
+
+def _model_method(model):
+    """The forward a model object runs: a user-defined `__call__`, else `forward`."""
+    cls = type(model)
+    for name in ("__call__", "forward"):
+        for klass in cls.__mro__[:-1]:
+            fn = klass.__dict__.get(name)
+            if fn is not None and klass.__module__.split(".")[0] not in ("flax", "equinox", "builtins"):
+                return fn
+    return None
 
 
 def to_static(fn=None, *, input_spec=None, full_graph: bool = True, max_programs: int = DEFAULT_MAX_PROGRAMS):
     """Convert `fn` so its Python control flow runs as one compiled XLA program.
 
     Works as `@to_static`, `@to_static(...)` and `to_static(fn)`, on functions, nested
-    functions and closures, lambdas, and methods (inside a class body it binds per instance).
+    functions and closures, lambdas, methods (in a class body, or a bound method), and model
+    objects: `to_static(model)` converts its `__call__` (or `forward`). The arrays reachable from
+    `self` and from object arguments (plain objects, Flax NNX and Equinox modules) are program
+    inputs, and attributes the forward changes are written back (see dy2st/state.py).
 
     Args:
       fn: the function to convert.
@@ -178,7 +221,7 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True, max_programs
       full_graph: kept for API parity with paddle.jit.to_static; dy2st always converts the
         whole function and never falls back to eager execution silently.
       max_programs: how many compiled programs (input signatures) to keep; beyond it the least
-        recently used is dropped and rebuilt if its signature comes back.
+        recently used is dropped, and rebuilt if its signature comes back.
 
     Returns:
       A `StaticFunction`.
@@ -196,8 +239,13 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True, max_programs
     if isinstance(fn, StaticFunction):
         return fn
     if isinstance(fn, types.MethodType):
-        return StaticFunction(fn.__func__, input_spec, full_graph, _bound_to=fn.__self__, max_programs=max_programs)
-    return StaticFunction(fn, input_spec, full_graph, max_programs=max_programs)
+        return BoundStaticFunction(StaticFunction(fn.__func__, input_spec, full_graph, max_programs), fn.__self__)
+    if not isinstance(fn, (types.FunctionType, functools.partial)) and _model_method(fn) is not None:
+        method = _model_method(fn)
+        owner = (method if isinstance(method, StaticFunction)
+                 else StaticFunction(method, input_spec, full_graph, max_programs))
+        return BoundStaticFunction(owner, fn)
+    return StaticFunction(fn, input_spec, full_graph, max_programs)
 
 
 def to_code(fn) -> str:
