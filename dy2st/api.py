@@ -111,7 +111,8 @@ class StaticFunction:
     @property
     def _stateful_programs(self) -> stateful.StatefulPrograms:
         if self._stateful is None:
-            self._stateful = stateful.StatefulPrograms(self._converted, getattr(self._fn, "__qualname__", repr(self._fn)))
+            self._stateful = stateful.StatefulPrograms(
+                self._converted, getattr(self._fn, "__qualname__", repr(self._fn)), self._cache.max_programs)
         return self._stateful
 
     def __get__(self, instance, owner=None):

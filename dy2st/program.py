@@ -35,6 +35,7 @@ from dy2st.runtime.undefined import check_defined
 
 _ARRAY_TYPES = (jax.Array, np.ndarray, np.generic)
 ARRAY_IMPL = type(jax.numpy.zeros(()))
+_FAST_TYPES = frozenset({ARRAY_IMPL})
 DEFAULT_MAX_PROGRAMS = 64
 _GENERAL = object()  # first element of the keys of programs with static leaves
 _flatten = jax.tree_util.tree_flatten
@@ -130,10 +131,12 @@ class ProgramCache:
     reorders it (single C-level dict operations, atomic under the GIL).
     """
 
-    def __init__(self, get_fn: Callable[[], Callable], name: str, max_programs: int = DEFAULT_MAX_PROGRAMS):
+    def __init__(self, fn: Callable | None, name: str, max_programs: int = DEFAULT_MAX_PROGRAMS,
+                 *, get_fn: Callable[[], Callable] | None = None):
+        """Programs of `fn`, or of `get_fn()` (called at the first trace: conversion stays lazy)."""
         if max_programs is None or int(max_programs) < 1:
             raise ValueError(f"max_programs must be a positive integer, got {max_programs!r}")
-        self._get_fn = get_fn
+        self._get_fn = get_fn if get_fn is not None else (lambda: fn)
         self._name = name
         self.max_programs = int(max_programs)
         self.table: collections.OrderedDict = collections.OrderedDict()
@@ -144,9 +147,10 @@ class ProgramCache:
         self._builds = 0  # programs built so far, evicted ones included
 
     # -- calling ------------------------------------------------------------------------------
-    def __call__(self, args, kwargs, on_traced):
-        """Run the program for these arguments, building it on a miss; with any traced leaf,
-        return `on_traced(args, kwargs)` instead."""
+    def __call__(self, args, kwargs=None, on_traced=None):
+        """Run the program for these arguments, building it on a miss; with any traced leaf
+        and an `on_traced`, return `on_traced(args, kwargs)` instead."""
+        kwargs = kwargs or {}
         leaves, treedef = _flatten((args, kwargs))
         key = (treedef,)
         for leaf in leaves:
@@ -157,13 +161,17 @@ class ProgramCache:
             if not kwargs and len(leaves) == len(args):
                 key = key[1:]
             return self._run(key, args, kwargs)
-        for leaf in leaves:
-            if isinstance(leaf, jax.core.Tracer):
-                return on_traced(args, kwargs)
+        if on_traced is not None:
+            for leaf in leaves:
+                if isinstance(leaf, jax.core.Tracer):
+                    return on_traced(args, kwargs)
         key, arrays, signature = self._key(leaves, treedef, args, kwargs, is_array_leaf)
         if signature.tree is not None:
             return self._run(key, args, kwargs)
         return self._run(key, arrays, {})
+
+    def call_general(self, args, kwargs):
+        return self(args, kwargs)
 
     def _run(self, key, args, kwargs):
         table = self.table

@@ -16,7 +16,7 @@ import threading
 
 import jax
 
-from dy2st.program import _FAST_TYPES, ProgramCache
+from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, ProgramCache
 from dy2st.state import Layout, is_stateful, make_recipe
 
 _Tracer = jax.core.Tracer
@@ -47,7 +47,7 @@ def root_positions(args) -> tuple:
 class _Entry:
     """The programs for one state structure: a ProgramCache over `(*state arrays, *args)`."""
 
-    def __init__(self, fn, positions: tuple, n_state: int, name: str):
+    def __init__(self, fn, positions: tuple, n_state: int, name: str, max_programs: int = DEFAULT_MAX_PROGRAMS):
         self.local = threading.local()
         self.last_layout = None  # re-tracing for .jaxpr/.as_text() off the call path uses it
 
@@ -66,15 +66,16 @@ class _Entry:
                 layout.restore(saved)
             return out, _Delta(recipe, outs)
 
-        self.cache = ProgramCache(run, name)
+        self.cache = ProgramCache(run, name, max_programs)
 
 
 class StatefulPrograms:
     """Every program of one converted function called with stateful arguments."""
 
-    def __init__(self, fn, name: str):
+    def __init__(self, fn, name: str, max_programs: int = DEFAULT_MAX_PROGRAMS):
         self._fn = fn
         self._name = name
+        self._max_programs = max_programs
         self._entries: dict = {}
         self._lock = threading.Lock()
 
@@ -85,7 +86,7 @@ class StatefulPrograms:
         if entry is None:
             with self._lock:
                 entry = self._entries.get(key) or self._entries.setdefault(
-                    key, _Entry(self._fn, positions, len(layout.leaves), self._name))
+                    key, _Entry(self._fn, positions, len(layout.leaves), self._name, self._max_programs))
         return rest, entry
 
     def call(self, args, kwargs, positions):

@@ -57,14 +57,22 @@ def test_least_recently_used_program_is_evicted():
 
 
 def test_bound_covers_pytree_keyword_and_static_arguments():
+    g = dy2st.to_static(lambda t, k=1: t[0] * k, max_programs=2)
+    for k in range(5):
+        np.testing.assert_allclose(g((jnp.ones(2),), k=k), k)
+        assert len(g.programs) <= 2
+    for n in range(1, 5):
+        np.testing.assert_allclose(g((jnp.ones(n),)), 1.0)
+    assert len(g.programs) == 2
+    assert len(g._table) == 2
+
+
+def test_bound_covers_arguments_with_state():
+    # a dict argument is state (dy2st/state.py): its programs are bounded the same way
     g = dy2st.to_static(lambda d, k=1: d["x"] * k, max_programs=2)
     for k in range(5):
         np.testing.assert_allclose(g({"x": jnp.ones(2)}, k=k), k)
         assert len(g.programs) <= 2
-    for n in range(1, 5):
-        np.testing.assert_allclose(g({"x": jnp.ones(n)}), 1.0)
-    assert len(g.programs) == 2
-    assert len(g._table) == 2
 
 
 def test_clear_cache_drops_every_program_and_calls_rebuild():
