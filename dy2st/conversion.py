@@ -167,13 +167,28 @@ def transform(node, filename: str, function_name: str) -> tuple[gast.FunctionDef
     namer = Namer.for_tree(node)
     ctx = ConversionContext(filename, function_name, namer, namer.new_symbol("jst"))
     module = gast.Module(body=[node], type_ignores=[])
+    kinds = None  # node types and attribute names present, recomputed after a step runs
     for index, step in enumerate(transformers.PIPELINE, start=1):
+        if step.triggers:
+            kinds = kinds or _node_kinds(module)
+            if kinds.isdisjoint(step.triggers):
+                continue  # nothing for it to rewrite: skip the step and its analysis
         if step.needs_analysis:
             analysis.resolve(module)
         module = step.module.transform(module, ctx)
+        kinds = None
         if config.code_level >= index:
             logger.info("dy2st: %s after %s:\n%s", function_name, step.name, to_source(module.body[0]))
     return module.body[0], ctx
+
+
+def _node_kinds(tree) -> set:
+    kinds = set()
+    for node in gast.walk(tree):
+        kinds.add(type(node))
+        if type(node) is gast.Attribute:
+            kinds.add(node.attr)
+    return kinds
 
 
 def to_source(node) -> str:
