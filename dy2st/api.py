@@ -9,7 +9,7 @@ import types
 
 import jax
 
-from dy2st import conversion, stateful
+from dy2st import conversion, input_spec, stateful
 from dy2st.config import config
 from dy2st.errors import ConversionError, OriginInfo, at_boundary
 from dy2st.program import ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
@@ -52,6 +52,7 @@ class StaticFunction:
         self._cache = ProgramCache(None, name, max_programs, get_fn=lambda: self._converted)
         self._table = self._cache.table  # read directly by the hit path in __call__
         self._stateful = None  # programs for calls whose self/arguments carry state (dy2st/state.py)
+        self._checker = None  # input_spec.ArgumentChecker, made on the first checked call
         functools.update_wrapper(self, fn)
 
     # -- conversion ---------------------------------------------------------------------
@@ -71,10 +72,10 @@ class StaticFunction:
 
     # -- calling ------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if not config.enable_to_static:
-            return self.rollback()(*args, **kwargs)
+        if self._input_spec is not None:  # one attribute test on the no-spec hot path
+            (self._checker or self._spec_checker).check(args, kwargs)
         try:  # free when nothing is raised: the hot path pays nothing for the boundary
-            if not kwargs:
+            if not kwargs and config.enable_to_static:
                 # The hit path, kept to a few bytecodes: positional jax arrays whose program
                 # exists. Its key (a tuple of interned avals) is the one ProgramCache builds for
                 # them. (Measured: building it with `+=` beats tuple(map(...)) and a listcomp.)
@@ -93,11 +94,9 @@ class StaticFunction:
                             except KeyError:  # evicted meanwhile by another thread; fn still works
                                 pass
                         return fn(*args)
-            positions = stateful.root_positions(args)
-            if positions:
-                return self._stateful_programs.call(args, kwargs, positions)
-            return self._cache(args, kwargs, self._inline)
+            return self._run(args, kwargs)
         except Exception as exc:
+            # Inline (not a helper): a bare `raise` here adds no frame of ours to the traceback.
             __tracebackhide__ = True  # noqa: F841  (pytest and IPython hide this frame)
             error = at_boundary(exc, config.traceback_filtering)
             if error is exc:
@@ -107,6 +106,21 @@ class StaticFunction:
     def _inline(self, args, kwargs):
         """Called with traced arguments (inside jit/grad/vmap): run into the enclosing trace."""
         return check_defined(self._converted(*args, **kwargs))
+
+    def _run(self, args, kwargs):
+        if not config.enable_to_static:
+            return self._fn(*args, **kwargs)
+        positions = stateful.root_positions(args)
+        if positions:
+            return self._stateful_programs.call(args, kwargs, positions)
+        return self._cache(args, kwargs, self._inline)
+
+    @property
+    def _spec_checker(self) -> input_spec.ArgumentChecker:
+        # The specs of a method describe the arguments after `self`.
+        skip = int(conversion.is_method(self._fn))
+        self._checker = input_spec.ArgumentChecker(self._input_spec, list(inspect.signature(self._fn).parameters), skip)
+        return self._checker
 
     @property
     def _stateful_programs(self) -> stateful.StatefulPrograms:
@@ -133,8 +147,17 @@ class StaticFunction:
         return self._cache.programs + extra
 
     def get_concrete_program(self, *args, **kwargs) -> ConcreteProgram:
-        """Trace (without running) the program for these arguments or ShapeDtypeStructs."""
+        """Trace (without running) the program for these arguments, ShapeDtypeStructs or
+        InputSpecs (default: the `input_spec` given to `to_static`).
+
+        A `None` dim of an InputSpec traces as a `jax.export` symbolic dimension: `.jaxpr` and
+        `.as_text()` then describe the program for every size (`.compiled` needs fixed sizes).
+        """
         try:
+            skip = int(conversion.is_method(self._fn))  # a method's specs come after `self`
+            if len(args) == skip and not kwargs and self._input_spec is not None:
+                args = (*args, *self._input_spec)
+            args, kwargs = input_spec.abstract((args, kwargs))
             positions = stateful.root_positions(args)
             if positions:
                 return self._stateful_programs.get_concrete_program(args, kwargs, positions)
@@ -170,7 +193,18 @@ class BoundStaticFunction(StaticFunction):
         self.__self__ = instance
 
     def __call__(self, *args, **kwargs):
-        return self._owner(self.__self__, *args, **kwargs)
+        owner = self._owner
+        args = (self.__self__,) + args
+        if owner._input_spec is not None:
+            (owner._checker or owner._spec_checker).check(args, kwargs)
+        try:
+            return owner._run(args, kwargs)
+        except Exception as exc:
+            __tracebackhide__ = True  # noqa: F841
+            error = at_boundary(exc, config.traceback_filtering)
+            if error is exc:
+                raise
+            raise error from None
 
     def __getattr__(self, name):  # __name__, __doc__, __wrapped__, ... of the method
         return getattr(self._owner, name)

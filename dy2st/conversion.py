@@ -154,6 +154,13 @@ def _shift_lines(tree, offset: int) -> None:
                 setattr(node, field, getattr(node, field) + offset)
 
 
+def is_method(fn) -> bool:
+    """Whether `fn` is defined in a class body, so its first parameter is `self`."""
+    fn = inspect.unwrap(fn)
+    return _enclosing_class(fn) is not None and getattr(fn, "__code__", None) is not None \
+        and fn.__code__.co_argcount > 0 and not isinstance(fn, staticmethod)
+
+
 def _enclosing_class(fn) -> str | None:
     parts = fn.__qualname__.split(".")
     if len(parts) >= 2 and parts[-2] != "<locals>":
@@ -161,14 +168,15 @@ def _enclosing_class(fn) -> str | None:
     return None
 
 
-def transform(node, filename: str, function_name: str) -> tuple[gast.FunctionDef, ConversionContext]:
-    """Run the fence and the transformer pipeline over one FunctionDef."""
+def transform(node, filename: str, function_name: str,
+              stages: int | None = None) -> tuple[gast.FunctionDef, ConversionContext]:
+    """Run the fence and the transformer pipeline (its first `stages` steps) over one FunctionDef."""
     fence.verify(node, filename, function_name)
     namer = Namer.for_tree(node)
     ctx = ConversionContext(filename, function_name, namer, namer.new_symbol("jst"))
     module = gast.Module(body=[node], type_ignores=[])
     kinds = None  # node types and attribute names present, recomputed after a step runs
-    for index, step in enumerate(transformers.PIPELINE, start=1):
+    for index, step in enumerate(transformers.PIPELINE[:stages], start=1):
         if step.triggers:
             kinds = kinds or _node_kinds(module)
             if kinds.isdisjoint(step.triggers):
@@ -202,6 +210,14 @@ def _node_kinds(tree) -> set:
 
 def to_source(node) -> str:
     return ast.unparse(ast.fix_missing_locations(gast.gast_to_ast(node)))
+
+
+def source_at_level(fn: types.FunctionType, level: int | None = None) -> str:
+    """The source of `fn` after the first `level` transformer steps (all of them when None)."""
+    source, first_line, filename = fetch_source(fn)
+    node = _parse_function(fn, source, first_line, filename)
+    node, _ = transform(node, filename, fn.__name__, stages=level)
+    return to_source(node)
 
 
 def convert_code(fn: types.FunctionType) -> ConvertedCode:

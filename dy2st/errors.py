@@ -194,6 +194,33 @@ class StagedInTryError(UnsupportedSyntaxError):
     """
 
 
+class InputSpecError(InputSignatureError):
+    """An argument does not match its `dy2st.InputSpec` (rank, dtype, a fixed dimension, or a
+    named dimension that differs between inputs), or a spec itself is malformed.
+
+    The message names the argument, the spec and what was given. Fix: pass an array of the
+    spec's dtype and shape (`None` dims take any size >= 1), or widen the spec.
+    """
+
+
+class ExportError(Dy2StaticError):
+    """`dy2st.save` could not trace the function for every size its InputSpecs allow.
+
+    Typical cause: Python code that needs a dynamic dimension's value (`if x.shape[0] > 3:`),
+    or two dynamic dims that must be equal but were given separate symbols. Fix: give the
+    dimension a fixed size, or name equal dims alike (`InputSpec(("batch", 784))`).
+    """
+
+
+class ArtifactError(Dy2StaticError):
+    """A saved artifact cannot be loaded: a file is missing, truncated or altered (its sha256
+    differs from the manifest's), or it was written by an incompatible dy2st/jax/platform.
+
+    The message names the artifact, the file and what is wrong. Fix: save the artifact again
+    with `dy2st.save` (or `dy2st save`), or load it with a matching dy2st version.
+    """
+
+
 def user_frame_note(origin: OriginInfo) -> str:
     """A note for exceptions that keep their own type but gain the user's location."""
     return f"(dy2st) raised while converting/tracing:\n  {origin.as_header()}"
