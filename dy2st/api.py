@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import types
 import weakref
 
@@ -12,7 +13,7 @@ import jax
 from dy2st import conversion, input_spec, stateful
 from dy2st.config import config
 from dy2st.errors import ConversionError, OriginInfo, RuntimeChecks, at_boundary
-from dy2st.program import ConcreteProgram, ProgramCache
+from dy2st.program import ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
 from dy2st.runtime.undefined import check_defined
 
 _NOT_TO_STATIC_ATTR = "__dy2st_not_to_static__"
@@ -40,14 +41,17 @@ class StaticFunction:
     enclosing transformation inlines it.
     """
 
-    def __init__(self, fn, input_spec=None, full_graph: bool = True):
+    def __init__(self, fn, input_spec=None, full_graph: bool = True, max_programs: int = DEFAULT_MAX_PROGRAMS):
         if not callable(fn):
             raise TypeError(f"to_static expects a function, got {type(fn).__name__}")
         self._fn = fn
         self._input_spec = input_spec
         self._full_graph = full_graph
         self._converted_fn = None
-        self._cache = None
+        self._lock = threading.Lock()  # converts once when threads first call together
+        name = getattr(fn, "__qualname__", repr(fn))
+        self._cache = ProgramCache(None, name, max_programs, get_fn=lambda: self._converted)
+        self._table = self._cache.table  # read directly by the hit path in __call__
         self._stateful = None  # programs for calls whose self/arguments carry state (dy2st/state.py)
         self._bound = weakref.WeakValueDictionary()  # id(instance) -> BoundStaticFunction
         self._checker = None
@@ -58,20 +62,16 @@ class StaticFunction:
     @property
     def _converted(self):
         if self._converted_fn is None:
-            fn = inspect.unwrap(self._fn) if not isinstance(self._fn, types.FunctionType) else self._fn
-            if not isinstance(fn, types.FunctionType):
-                raise ConversionError(
-                    f"Cannot convert {fn!r}: it is not a Python function.",
-                    advice="decorate a plain function or method with dy2st.to_static.",
-                )
-            self._converted_fn = conversion.convert(fn)
+            with self._lock:
+                if self._converted_fn is None:
+                    fn = inspect.unwrap(self._fn) if not isinstance(self._fn, types.FunctionType) else self._fn
+                    if not isinstance(fn, types.FunctionType):
+                        raise ConversionError(
+                            f"Cannot convert {fn!r}: it is not a Python function.",
+                            advice="decorate a plain function or method with dy2st.to_static.",
+                        )
+                    self._converted_fn = conversion.convert(fn)
         return self._converted_fn
-
-    @property
-    def _programs_cache(self) -> ProgramCache:
-        if self._cache is None:
-            self._cache = ProgramCache(self._converted, getattr(self._fn, "__qualname__", repr(self._fn)))
-        return self._cache
 
     # -- calling ------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
@@ -79,6 +79,25 @@ class StaticFunction:
             (self._checker or self._spec_checker).check(args, kwargs)
         checks_before = RuntimeChecks.traced
         try:  # free when nothing is raised: the hot path pays nothing for the boundary
+            if not kwargs and config.enable_to_static and not self._has_checks:
+                # The hit path, kept to a few bytecodes: positional jax arrays whose program
+                # exists. Its key (a tuple of interned avals) is the one ProgramCache builds for
+                # them. (Measured: building it with `+=` beats tuple(map(...)) and a listcomp.)
+                key = ()
+                for a in args:
+                    if type(a) is not ARRAY_IMPL:
+                        break
+                    key += (a.aval,)
+                else:
+                    table = self._table
+                    fn = table.get(key)
+                    if fn is not None:
+                        if len(table) > 1:  # least-recently-used order; one entry needs none
+                            try:
+                                table.move_to_end(key)
+                            except KeyError:  # evicted meanwhile by another thread; fn still works
+                                pass
+                        return fn(*args)
             out = self._run(args, kwargs)
             if self._has_checks or RuntimeChecks.traced != checks_before:
                 self._has_checks = True  # this call traced a run-time check (an assert)
@@ -92,16 +111,17 @@ class StaticFunction:
                 raise
             raise error from None
 
+    def _inline(self, args, kwargs):
+        """Called with traced arguments (inside jit/grad/vmap): run into the enclosing trace."""
+        return check_defined(self._converted(*args, **kwargs))
+
     def _run(self, args, kwargs):
         if not config.enable_to_static:
             return self._fn(*args, **kwargs)
         positions = stateful.root_positions(args, kwargs)
         if positions:
             return self._stateful_programs.call(args, kwargs, positions)
-        cache = self._cache or self._programs_cache
-        if kwargs:
-            return self._call_general(cache, args, kwargs)
-        return cache(args) if not _any_traced(args) else check_defined(self._converted(*args))
+        return self._cache(args, kwargs, self._inline)
 
     @property
     def _spec_checker(self) -> input_spec.ArgumentChecker:
@@ -110,15 +130,11 @@ class StaticFunction:
         self._checker = input_spec.ArgumentChecker(self._input_spec, list(inspect.signature(self._fn).parameters), skip)
         return self._checker
 
-    def _call_general(self, cache, args, kwargs):
-        if any(isinstance(l, jax.core.Tracer) for l in jax.tree_util.tree_leaves((args, kwargs))):
-            return check_defined(self._converted(*args, **kwargs))
-        return cache.call_general(args, kwargs)
-
     @property
     def _stateful_programs(self) -> stateful.StatefulPrograms:
         if self._stateful is None:
-            self._stateful = stateful.StatefulPrograms(self._converted, getattr(self._fn, "__qualname__", repr(self._fn)))
+            self._stateful = stateful.StatefulPrograms(
+                self._converted, getattr(self._fn, "__qualname__", repr(self._fn)), self._cache.max_programs)
         return self._stateful
 
     def __get__(self, instance, owner=None):
@@ -141,7 +157,7 @@ class StaticFunction:
     def programs(self) -> list[ConcreteProgram]:
         """The cached ConcretePrograms, one per input signature seen so far."""
         extra = self._stateful.programs if self._stateful is not None else []
-        return self._programs_cache.programs + extra
+        return self._cache.programs + extra
 
     def get_concrete_program(self, *args, **kwargs) -> ConcreteProgram:
         """Trace (without running) the program for these arguments, ShapeDtypeStructs or
@@ -158,7 +174,7 @@ class StaticFunction:
             positions = stateful.root_positions(args, kwargs)
             if positions:
                 return self._stateful_programs.get_concrete_program(args, kwargs, positions)
-            return self._programs_cache.get_concrete_program(args, kwargs)
+            return self._cache.get_concrete_program(args, kwargs)
         except Exception as exc:
             __tracebackhide__ = True  # noqa: F841
             raise at_boundary(exc, config.traceback_filtering)
@@ -169,8 +185,7 @@ class StaticFunction:
 
     def clear_cache(self) -> None:
         """Drop every cached program (the conversion itself is kept)."""
-        if self._cache is not None:
-            self._cache.clear()
+        self._cache.clear()
         if self._stateful is not None:
             self._stateful.clear()
 
@@ -258,14 +273,7 @@ def _wait_for(out) -> None:
             leaf.block_until_ready()
 
 
-def _any_traced(args) -> bool:
-    for a in args:
-        if isinstance(a, jax.core.Tracer):
-            return True
-    return False
-
-
-def to_static(fn=None, *, input_spec=None, full_graph: bool = True):
+def to_static(fn=None, *, input_spec=None, full_graph: bool = True, max_programs: int = DEFAULT_MAX_PROGRAMS):
     """Convert `fn` so its Python control flow runs as one compiled XLA program.
 
     Works as `@to_static`, `@to_static(...)` and `to_static(fn)`, on functions, nested
@@ -279,6 +287,8 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True):
       input_spec: optional list of `dy2st.InputSpec` describing the array arguments.
       full_graph: kept for API parity with paddle.jit.to_static; dy2st always converts the
         whole function and never falls back to eager execution silently.
+      max_programs: how many compiled programs (input signatures) to keep; beyond it the least
+        recently used is dropped, and rebuilt if its signature comes back.
 
     Returns:
       A `StaticFunction`.
@@ -292,16 +302,17 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True):
             return x - 1
     """
     if fn is None:
-        return functools.partial(to_static, input_spec=input_spec, full_graph=full_graph)
+        return functools.partial(to_static, input_spec=input_spec, full_graph=full_graph, max_programs=max_programs)
     if isinstance(fn, StaticFunction):
         return fn
     if isinstance(fn, types.MethodType):
-        return BoundStaticFunction(StaticFunction(fn.__func__, input_spec, full_graph), fn.__self__)
+        return BoundStaticFunction(StaticFunction(fn.__func__, input_spec, full_graph, max_programs), fn.__self__)
     if not isinstance(fn, (types.FunctionType, functools.partial)) and _model_method(fn) is not None:
         method = _model_method(fn)
-        owner = method if isinstance(method, StaticFunction) else StaticFunction(method, input_spec, full_graph)
+        owner = (method if isinstance(method, StaticFunction)
+                 else StaticFunction(method, input_spec, full_graph, max_programs))
         return BoundStaticFunction(owner, fn)
-    return StaticFunction(fn, input_spec, full_graph)
+    return StaticFunction(fn, input_spec, full_graph, max_programs)
 
 
 def to_code(fn) -> str:

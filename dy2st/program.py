@@ -1,19 +1,26 @@
 """Input signatures, the per-function program cache, and ConcretePrograms.
 
-A program is keyed by the pytree structure of the arguments, the shape/dtype/weak type (and
-sharding) of every array leaf, and the value of every other leaf (Python scalars and other
-hashables are static, as in AutoGraph and Paddle).
+A program is keyed by the pytree structure of the arguments, the abstract value of every array
+leaf (shape, dtype, weak type; jax interns these, so a key compares by identity) and the value
+of every other leaf (Python scalars and other hashables are static, as in AutoGraph and Paddle).
 
-Dispatch is delegated to `jax.jit`, whose C++ fast path already keys compiled executables by
-array shape/dtype/weak type/sharding. dy2st adds only what jit cannot do: for each distinct
-pattern of static (non-array) leaves it keeps one jitted function of the array leaves. When all
-arguments are positional jax arrays (the common case) a call costs one type check per
-argument on top of jit's own dispatch. Each trace records a ConcreteProgram, which is how
-`.programs` counts compiled signatures.
+The cache is a table from key to one `jax.jit` of the converted function that only ever sees
+that signature, kept in least-recently-used order and bounded by `max_programs`: evicting an
+entry drops its jitted function, and with it jit's executables, traces and lowerings. The hit
+path (`StaticFunction.__call__` for positional jax arrays) costs one type check and one
+`.aval` read per argument, one dict lookup and one `move_to_end` on top of jit's own C++
+dispatch. A miss traces and compiles once per signature even when several threads miss the
+same key together: the first thread builds the program, the others wait for it.
+
+Before (jit's own cache, unbounded, no per-signature entry to drop):
+    jax.jit(fn)(x)
+After:
+    table[(x.aval,)](x)      # table: OrderedDict key -> jax.jit(fn) for that key only
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import inspect
@@ -28,20 +35,33 @@ from dy2st.errors import InputSignatureError
 from dy2st.runtime.undefined import check_defined
 
 _ARRAY_TYPES = (jax.Array, np.ndarray, np.generic)
-_FAST_TYPES = frozenset({type(jax.numpy.zeros(()))})
+ARRAY_IMPL = type(jax.numpy.zeros(()))
+_FAST_TYPES = frozenset({ARRAY_IMPL})
+DEFAULT_MAX_PROGRAMS = 64
+_GENERAL = object()  # first element of the keys of programs with static leaves
+_flatten = jax.tree_util.tree_flatten
 
 
 def is_array_leaf(leaf) -> bool:
     return isinstance(leaf, _ARRAY_TYPES)
 
 
+def _is_spec_leaf(leaf) -> bool:
+    return isinstance(leaf, _ARRAY_TYPES) or isinstance(leaf, jax.ShapeDtypeStruct)
+
+
 @dataclasses.dataclass(frozen=True)
 class Signature:
-    """The cache key of one program: static leaves and the abstract array leaves."""
+    """The readable form of one program's key.
+
+    `static_key` is `(treedef, static leaves, array positions)` when some leaves are static
+    (the program is then a function of the array leaves only), else `((), None)`; `tree` is the
+    pytree structure of `(args, kwargs)` when the program takes the arguments' own pytrees.
+    """
 
     static_key: tuple
     avals: tuple
-    positions: tuple = dataclasses.field(default=(), compare=False)  # of the arrays among the leaves
+    tree: object = None
 
     def describe(self) -> str:
         arrays = ", ".join(f"{np.dtype(a.dtype).name}{list(a.shape)}" for a in self.avals)
@@ -64,7 +84,7 @@ class ConcreteProgram:
 
     @functools.cached_property
     def _traced(self):
-        return self._jitted.trace(*self.input_spec)
+        return _trace(self._jitted, self.signature, self.input_spec)
 
     @property
     def jaxpr(self):
@@ -93,75 +113,193 @@ class ConcreteProgram:
         return f"ConcreteProgram({self.signature.describe()})"
 
 
+def _trace(jitted, signature: Signature, arrays):
+    if signature.tree is None:
+        return jitted.trace(*arrays)
+    args, kwargs = jax.tree_util.tree_unflatten(signature.tree, list(arrays))
+    return jitted.trace(*args, **kwargs)
+
+
 class ProgramCache:
-    """Programs of one converted function; see the module docstring."""
+    """Programs of one converted function; see the module docstring.
 
-    def __init__(self, fn: Callable, name: str):
-        self._fn = fn
+    `table` maps a key to the jitted function running that signature's program;
+    `StaticFunction` reads it directly on its hit path. Keys come in three kinds, which never
+    compare equal: a tuple of avals (positional arrays only; the program takes them as they
+    are), `(treedef, *avals)` (pytrees or keywords of arrays; the program takes the arguments
+    as they are), `(_GENERAL, static_key, avals)` (some static leaves; the program takes the
+    array leaves). Every write to `table` happens under `_lock`; the hit path only reads and
+    reorders it (single C-level dict operations, atomic under the GIL).
+    """
+
+    def __init__(self, fn: Callable | None, name: str, max_programs: int = DEFAULT_MAX_PROGRAMS,
+                 *, get_fn: Callable[[], Callable] | None = None):
+        """Programs of `fn`, or of `get_fn()` (called at the first trace: conversion stays lazy)."""
+        if max_programs is None or int(max_programs) < 1:
+            raise ValueError(f"max_programs must be a positive integer, got {max_programs!r}")
+        self._get_fn = get_fn if get_fn is not None else (lambda: fn)
         self._name = name
+        self.max_programs = int(max_programs)
+        self.table: collections.OrderedDict = collections.OrderedDict()
+        self._programs: dict = {}
+        self._pending: dict = {}
         self._lock = threading.Lock()
-        self._by_static: dict[tuple, Callable] = {}
-        self._programs: dict[Signature, ConcreteProgram] = {}
         self._warned = False
-        self._fast = self._jit_for(((), None))
+        self._builds = 0  # programs built so far, evicted ones included
 
-    def __call__(self, args):
-        """Run the program for positional `args` (the hot path)."""
-        for a in args:
-            if type(a) not in _FAST_TYPES:
-                return self.call_general(args, {})
-        return self._fast(*args)
+    # -- calling ------------------------------------------------------------------------------
+    def __call__(self, args, kwargs=None, on_traced=None):
+        """Run the program for these arguments, building it on a miss; with any traced leaf
+        and an `on_traced`, return `on_traced(args, kwargs)` instead."""
+        kwargs = kwargs or {}
+        leaves, treedef = _flatten((args, kwargs))
+        key = (treedef,)
+        for leaf in leaves:
+            if type(leaf) is not ARRAY_IMPL:
+                break
+            key += (leaf.aval,)
+        else:  # every leaf a jax array: the program takes the arguments as they are
+            if not kwargs and len(leaves) == len(args):
+                key = key[1:]
+            return self._run(key, args, kwargs)
+        if on_traced is not None:
+            for leaf in leaves:
+                if isinstance(leaf, jax.core.Tracer):
+                    return on_traced(args, kwargs)
+        key, arrays, signature = self._key(leaves, treedef, args, kwargs, is_array_leaf)
+        if signature.tree is not None:
+            return self._run(key, args, kwargs)
+        return self._run(key, arrays, {})
 
     def call_general(self, args, kwargs):
-        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
+        return self(args, kwargs)
+
+    def _run(self, key, args, kwargs):
+        table = self.table
+        try:
+            fn = table.get(key)
+        except TypeError:
+            raise self._unhashable(key) from None
+        if fn is None:
+            return self._build(key, self._signature(key), lambda jitted: jitted(*args, **kwargs))
+        try:
+            table.move_to_end(key)
+        except KeyError:  # evicted by another thread meanwhile; fn still works
+            pass
+        return fn(*args, **kwargs)
+
+    def get_concrete_program(self, args, kwargs) -> ConcreteProgram:
+        """The program for these arguments or ShapeDtypeStructs, traced but not run."""
+        leaves, treedef = _flatten((args, kwargs))
+        key, specs, signature = self._key(leaves, treedef, args, kwargs, _is_spec_leaf)
+        try:
+            with self._lock:
+                program = self._programs.get(key)
+        except TypeError:
+            raise self._unhashable(key) from None
+        if program is None:
+            self._build(key, signature, lambda jitted: _trace(jitted, signature, specs))
+            with self._lock:
+                program = self._programs.get(key) or ConcreteProgram(self._jit_for(signature), signature)
+        return program
+
+    def _key(self, leaves, treedef, args, kwargs, leaf_is_array):
+        """The key, the array leaves and the Signature, for leaves of any kind."""
         arrays, statics, positions = [], [], []
         for i, leaf in enumerate(leaves):
-            if is_array_leaf(leaf):
+            if leaf_is_array(leaf):
                 arrays.append(leaf)
                 positions.append(i)
             else:
                 statics.append(leaf)
-        if not statics and not kwargs and len(arrays) == len(args) and all(map(is_array_leaf, args)):
-            return self._fast(*arrays)  # positional arrays of another type (numpy, scalars)
-        key = (treedef, tuple(statics), tuple(positions))
-        try:
-            jitted = self._by_static.get(key)
-        except TypeError:
-            raise InputSignatureError(
-                f"{self._name}: an argument that is not an array must be hashable to be part of the "
-                f"program's key, but got {[type(s).__name__ for s in statics]}.",
-                advice="pass arrays for values that change, or make the static argument hashable "
-                "(a tuple instead of a list, a frozen dataclass).",
-            ) from None
-        if jitted is None:
+        avals = tuple(map(jax.typeof, arrays))
+        if statics:
+            static_key = (treedef, tuple(statics), tuple(positions))
+            return (_GENERAL, static_key, avals), arrays, Signature(static_key, avals)
+        if not kwargs and len(arrays) == len(args):
+            return avals, arrays, Signature(((), None), avals)
+        return (treedef, *avals), arrays, Signature(((), None), avals, treedef)
+
+    @staticmethod
+    def _signature(key) -> Signature:
+        if not key or isinstance(key[0], jax.core.ShapedArray):
+            return Signature(((), None), key)
+        if key[0] is _GENERAL:
+            return Signature(key[1], key[2])
+        return Signature(((), None), key[1:], key[0])
+
+    def _unhashable(self, key):
+        statics = key[1][1] if key and key[0] is _GENERAL else ()
+        return InputSignatureError(
+            f"{self._name}: an argument that is not an array must be hashable to be part of the "
+            f"program's key, but got {[type(s).__name__ for s in statics]}.",
+            advice="pass arrays for values that change, or make the static argument hashable "
+            "(a tuple instead of a list, a frozen dataclass).",
+        )
+
+    # -- building -----------------------------------------------------------------------------
+    def _build(self, key, signature: Signature, use):
+        """Build the program for `key` once across threads; return `use(jitted)`.
+
+        The first thread to miss builds (its `use` traces and compiles); others missing the same
+        key wait for it, then use the stored program. If building raises, a waiter tries itself.
+        """
+        me = threading.get_ident()
+        while True:
             with self._lock:
-                jitted = self._by_static.get(key) or self._by_static.setdefault(key, self._jit_for(key))
-        return jitted(*arrays)
-
-    def _jit_for(self, key):
-        treedef, statics, positions = key if key[1] is not None else (None, (), ())
-
-        def traced(*arrays):
-            self._record(key, arrays)
-            if treedef is None:
-                return check_defined(self._fn(*arrays))
-            leaves = list(statics)
-            for pos, array in zip(positions, arrays):
-                leaves.insert(pos, array)
-            args, kwargs = jax.tree_util.tree_unflatten(treedef, leaves)
-            return check_defined(self._fn(*args, **kwargs))
-
-        jitted = jax.jit(traced)
-        return jitted
-
-    def _record(self, key, arrays):
-        signature = Signature((key[0], key[1]), tuple(jax.typeof(a) for a in arrays), key[2] if key[1] is not None else ())
+                program = self._programs.get(key)
+                pending = self._pending.get(key)
+                if program is None and (pending is None or pending[1] == me):
+                    event = threading.Event()
+                    self._pending[key] = (event, me)
+                    break
+            if program is not None:
+                return use(program._jitted)
+            pending[0].wait()
+        try:
+            jitted = self._jit_for(signature)
+            result = use(jitted)
+        except BaseException:
+            with self._lock:
+                self._pending.pop(key, None)
+            event.set()
+            raise
         with self._lock:
-            if signature in self._programs:
-                return
-            jitted = self._fast if key[1] is None else self._by_static.get(key)
-            self._programs[signature] = ConcreteProgram(jitted or jax.jit(self._fn), signature)
-            count = len(self._programs)
+            self._insert(key, jitted, signature)
+            self._pending.pop(key, None)
+        event.set()
+        return result
+
+    def _jit_for(self, signature: Signature):
+        """A fresh `jax.jit` for one signature (fresh, so dropping it frees its executables)."""
+        fn = self._get_fn()
+        if signature.static_key[1] is None:
+            def program(*args, **kwargs):
+                return check_defined(fn(*args, **kwargs))
+        else:
+            treedef, statics, positions = signature.static_key
+
+            def program(*arrays):
+                leaves = list(statics)
+                for pos, array in zip(positions, arrays):
+                    leaves.insert(pos, array)
+                args, kwargs = jax.tree_util.tree_unflatten(treedef, leaves)
+                return check_defined(fn(*args, **kwargs))
+
+        program.__name__ = program.__qualname__ = getattr(fn, "__name__", "program")
+        return jax.jit(program)
+
+    def _insert(self, key, jitted, signature: Signature):
+        """Add a built program (under `_lock`), evicting the least recently used beyond the bound."""
+        self.table[key] = jitted
+        self._programs[key] = ConcreteProgram(jitted, signature)
+        self._builds += 1
+        count = self._builds
+        while len(self.table) > self.max_programs:
+            old, _ = self.table.popitem(last=False)
+            evicted = self._programs.pop(old, None)
+            log(1, "dy2st: %s: evicted the least recently used program (%s)", self._name,
+                evicted.signature.describe() if evicted else old)
         log(1, "dy2st: %s: new program #%d for %s", self._name, count, signature.describe())
         if count > config.retrace_warning_threshold and not self._warned:
             self._warned = True
@@ -169,33 +307,20 @@ class ProgramCache:
                 "dy2st: %s has been traced %d times: %s. Arguments that keep changing shape or "
                 "Python value cause a new program each; pass changing values as arrays, or fix "
                 "shapes with dy2st.InputSpec.",
-                self._name, count, _what_changes(list(self._programs), _parameter_names(self._fn)),
+                self._name, count, _what_changes([p.signature for p in self._programs.values()], _parameter_names(self._get_fn())),
             )
 
+    # -- introspection ------------------------------------------------------------------------
     @property
     def programs(self) -> list:
         with self._lock:
             return list(self._programs.values())
 
-    def get_concrete_program(self, args, kwargs) -> ConcreteProgram:
-        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
-        specs = [l for l in leaves if is_array_leaf(l) or isinstance(l, jax.ShapeDtypeStruct)]
-        statics = [l for l in leaves if not (is_array_leaf(l) or isinstance(l, jax.ShapeDtypeStruct))]
-        positions = [i for i, l in enumerate(leaves) if is_array_leaf(l) or isinstance(l, jax.ShapeDtypeStruct)]
-        all_positional_arrays = not kwargs and len(specs) == len(args) == len(leaves)
-        key = ((), None) if all_positional_arrays else (treedef, tuple(statics), tuple(positions))
-        jitted = self._fast if all_positional_arrays else self._by_static.setdefault(key, self._jit_for(key))
-        avals = tuple(jax.core.ShapedArray(s.shape, s.dtype, weak_type=getattr(s, "weak_type", False)) for s in specs)
-        jitted.trace(*specs)  # records the program
-        signature = Signature((key[0], key[1]), avals, key[2] if key[1] is not None else ())
-        with self._lock:
-            return self._programs.setdefault(signature, ConcreteProgram(jitted, signature))
-
     def clear(self):
+        """Drop every program (in place: `StaticFunction` holds `table`)."""
         with self._lock:
+            self.table.clear()
             self._programs.clear()
-            self._by_static.clear()
-            self._fast = self._jit_for(((), None))
 
 
 def _parameter_names(fn) -> list:
@@ -208,11 +333,14 @@ def _parameter_names(fn) -> list:
 
 def _leaves(signature: Signature, names: list) -> dict:
     """{"argument 'x'" (plus the leaf's path inside it): its description} for one signature."""
-    treedef, statics = signature.static_key
-    if statics is None:  # the all-positional-arrays fast path
-        return {_argument_label(i, names): _describe_aval(a) for i, a in enumerate(signature.avals)}
+    if signature.static_key[1] is None:
+        if signature.tree is None:  # positional arrays only
+            return {_argument_label(i, names): _describe_aval(a) for i, a in enumerate(signature.avals)}
+        treedef, statics, positions = signature.tree, (), range(len(signature.avals))
+    else:
+        treedef, statics, positions = signature.static_key
     count = len(statics) + len(signature.avals)
-    arrays, rest = dict(zip(signature.positions, signature.avals)), iter(statics)
+    arrays, rest = dict(zip(positions, signature.avals)), iter(statics)
     values = [_describe_aval(arrays[i]) if i in arrays else f"{next(rest)!r}" for i in range(count)]
     paths, _ = jax.tree_util.tree_flatten_with_path(jax.tree_util.tree_unflatten(treedef, list(range(count))))
     described = {}

@@ -18,7 +18,7 @@ import threading
 import jax
 
 from dy2st.config import config, logger
-from dy2st.program import _FAST_TYPES, ProgramCache
+from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, ProgramCache
 from dy2st.runtime.undefined import check_defined
 from dy2st.state import Layout, describe_difference, is_stateful, make_recipe
 
@@ -62,7 +62,7 @@ def _split(args, kwargs, positions):
 class _Entry:
     """The programs for one state structure: a ProgramCache over `(*state arrays, *args)`."""
 
-    def __init__(self, fn, positions: tuple, n_state: int, name: str):
+    def __init__(self, fn, positions: tuple, n_state: int, name: str, max_programs: int = DEFAULT_MAX_PROGRAMS):
         self.local = threading.local()
         self.last_layout = None  # re-tracing for .jaxpr/.as_text() off the call path uses it
 
@@ -86,15 +86,16 @@ class _Entry:
                 layout.restore(saved)
             return out, _Delta(recipe, outs)
 
-        self.cache = ProgramCache(run, name)
+        self.cache = ProgramCache(run, name, max_programs)
 
 
 class StatefulPrograms:
     """Every program of one converted function called with stateful arguments."""
 
-    def __init__(self, fn, name: str):
+    def __init__(self, fn, name: str, max_programs: int = DEFAULT_MAX_PROGRAMS):
         self._fn = fn
         self._name = name
+        self._max_programs = max_programs
         self._entries: dict = {}
         self._lock = threading.Lock()
         self._warned = False
@@ -108,7 +109,7 @@ class StatefulPrograms:
                 entry = self._entries.get(key)
                 if entry is None:
                     previous = next(reversed(self._entries), None)
-                    entry = self._entries[key] = _Entry(self._fn, positions, len(layout.leaves), self._name)
+                    entry = self._entries[key] = _Entry(self._fn, positions, len(layout.leaves), self._name, self._max_programs)
                     if len(self._entries) > config.retrace_warning_threshold and not self._warned:
                         self._warned = True
                         self._warn(previous, key)

