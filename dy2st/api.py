@@ -77,7 +77,6 @@ class StaticFunction:
     def __call__(self, *args, **kwargs):
         if self._input_spec is not None:  # one attribute test on the no-spec hot path
             (self._checker or self._spec_checker).check(args, kwargs)
-        checks_before = RuntimeChecks.traced
         try:  # free when nothing is raised: the hot path pays nothing for the boundary
             if not kwargs and config.enable_to_static and not self._has_checks:
                 # The hit path, kept to a few bytecodes: positional jax arrays whose program
@@ -98,6 +97,7 @@ class StaticFunction:
                             except KeyError:  # evicted meanwhile by another thread; fn still works
                                 pass
                         return fn(*args)
+            checks_before = RuntimeChecks.traced
             out = self._run(args, kwargs)
             if self._has_checks or RuntimeChecks.traced != checks_before:
                 self._has_checks = True  # this call traced a run-time check (an assert)
