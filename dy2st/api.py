@@ -13,6 +13,7 @@ from dy2st import conversion
 from dy2st.config import config
 from dy2st.errors import ConversionError, OriginInfo
 from dy2st.program import ConcreteProgram, ProgramCache
+from dy2st.runtime.undefined import check_defined
 
 _NOT_TO_STATIC_ATTR = "__dy2st_not_to_static__"
 
@@ -80,11 +81,11 @@ class StaticFunction:
         cache = self._cache or self._programs_cache
         if kwargs:
             return self._call_general(cache, args, kwargs)
-        return cache(args) if not _any_traced(args) else self._converted(*args)
+        return cache(args) if not _any_traced(args) else check_defined(self._converted(*args))
 
     def _call_general(self, cache, args, kwargs):
         if any(isinstance(l, jax.core.Tracer) for l in jax.tree_util.tree_leaves((args, kwargs))):
-            return self._converted(*args, **kwargs)
+            return check_defined(self._converted(*args, **kwargs))
         return cache.call_general(args, kwargs)
 
     def __get__(self, instance, owner=None):

@@ -22,7 +22,7 @@ import gast
 from dy2st import analysis, runtime, transformers
 from dy2st.analysis import fence
 from dy2st.config import config, log, logger
-from dy2st.errors import ConversionError, OriginInfo
+from dy2st.errors import ConversionError, OriginInfo, register_converted_code
 from dy2st.transformers.base import ConversionContext
 from dy2st.transformers.naming import Namer
 
@@ -188,6 +188,7 @@ def convert_code(fn: types.FunctionType) -> ConvertedCode:
     code = _compile(node, fn, ctx.runtime, filename)
     if fn.__name__ == "<lambda>":
         code = code.replace(co_name="<lambda>", co_qualname=fn.__qualname__)
+    register_converted_code(code)
     log(1, "dy2st: converted %s (%s:%d)", fn.__qualname__, filename, first_line)
     return ConvertedCode(code, ctx.runtime, printed)
 

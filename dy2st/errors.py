@@ -20,6 +20,24 @@ import sys
 import types
 
 
+# Code objects of converted user functions. Generated helpers (branch and loop bodies) run
+# nested inside them; errors name the enclosing user function rather than `if_body`.
+_converted_codes: set = set()
+
+
+def register_converted_code(code: types.CodeType) -> None:
+    _converted_codes.add(code)
+
+
+def _user_function_name(frame: types.FrameType) -> str:
+    probe = frame
+    while probe is not None:
+        if probe.f_code in _converted_codes:
+            return probe.f_code.co_name
+        probe = probe.f_back
+    return frame.f_code.co_name
+
+
 @dataclasses.dataclass(frozen=True)
 class OriginInfo:
     """Where in the user's source something comes from."""
@@ -34,8 +52,7 @@ class OriginInfo:
 
     @classmethod
     def from_frame(cls, frame: types.FrameType) -> "OriginInfo":
-        code = frame.f_code
-        return cls(code.co_filename, frame.f_lineno, code.co_name)
+        return cls(frame.f_code.co_filename, frame.f_lineno, _user_function_name(frame))
 
     @classmethod
     def of_caller(cls, depth: int = 1) -> "OriginInfo":

@@ -24,6 +24,7 @@ import numpy as np
 
 from dy2st.config import config, log, logger
 from dy2st.errors import InputSignatureError
+from dy2st.runtime.undefined import check_defined
 
 _ARRAY_TYPES = (jax.Array, np.ndarray, np.generic)
 _FAST_TYPES = frozenset({type(jax.numpy.zeros(()))})
@@ -141,12 +142,12 @@ class ProgramCache:
         def traced(*arrays):
             self._record(key, arrays)
             if treedef is None:
-                return self._fn(*arrays)
+                return check_defined(self._fn(*arrays))
             leaves = list(statics)
             for pos, array in zip(positions, arrays):
                 leaves.insert(pos, array)
             args, kwargs = jax.tree_util.tree_unflatten(treedef, leaves)
-            return self._fn(*args, **kwargs)
+            return check_defined(self._fn(*args, **kwargs))
 
         jitted = jax.jit(traced)
         return jitted

@@ -22,8 +22,10 @@ class _LoopContext:
 
 
 class _Liveness:
-    def __init__(self):
+    def __init__(self, escaping=_EMPTY):
         self.loops: list[_LoopContext] = []
+        # Declared globals/nonlocals outlive the function: live at every exit.
+        self.escaping = escaping
 
     def block(self, stmts, live_after):
         live = live_after
@@ -50,10 +52,10 @@ class _Liveness:
         return (live_after - act.kills) | act.reads
 
     def _Return(self, node, live_after):
-        return self._reads(node.value)
+        return self._reads(node.value) | self.escaping
 
     def _Raise(self, node, live_after):
-        return self._reads(node.exc, node.cause)
+        return self._reads(node.exc, node.cause) | self.escaping
 
     def _Break(self, node, live_after):
         return self.loops[-1].exit_live if self.loops else _EMPTY
@@ -127,7 +129,9 @@ class _Liveness:
 
 class _FunctionVisitor(gast.NodeVisitor):
     def visit_FunctionDef(self, node):
-        _Liveness().block(node.body, _EMPTY)
+        scope = getanno(node, Fact.SCOPE)
+        escaping = frozenset(QualifiedName(n) for n in scope.globals | scope.nonlocals)
+        _Liveness(escaping).block(node.body, escaping)
         self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef

@@ -4,7 +4,7 @@ Generated code reaches this module through one closure cell (named `jst` or a fr
 never through the user's globals.
 """
 
-from dy2st.runtime.control_flow import convert_ifelse, convert_ifexp
+from dy2st.runtime.control_flow import check_not_escaping, convert_ifelse, convert_ifexp
 from dy2st.runtime.logical import convert_and, convert_compare_chain, convert_not, convert_or
 from dy2st.runtime.staging import is_traced
 from dy2st.runtime.undefined import UNDEFINED_RETURN, Undefined, UndefinedReturn, ldu
@@ -13,6 +13,7 @@ __all__ = [
     "UNDEFINED_RETURN",
     "Undefined",
     "UndefinedReturn",
+    "check_not_escaping",
     "convert_and",
     "convert_compare_chain",
     "convert_ifelse",

@@ -96,6 +96,22 @@ def _trace_branch(fn: Callable[[], Sequence]) -> _Branch:
     return _Branch(closed, record["structures"], record["leaves"])
 
 
+def _trace_branch_noting(fn, branch_name: str, origin: OriginInfo) -> _Branch:
+    """Trace one side; a user exception keeps its type and gains where and why it was traced."""
+    try:
+        return _trace_branch(fn)
+    except Exception as err:
+        if not getattr(err, "_dy2st_noted", False) and not isinstance(err, BranchOutputError):
+            err._dy2st_noted = True
+            err.add_note(
+                f"(dy2st) raised while tracing the {branch_name} of a staged `if`:\n  {origin.as_header()}\n"
+                "The condition is a traced array, so both sides are traced, whichever one runs. "
+                "To raise only when a value is bad, use `assert` (checked at run time) instead of "
+                "`raise` inside the branch."
+            )
+        raise
+
+
 def _fill_undefined_returns(t: _Branch, f: _Branch) -> None:
     """A return value undefined on one side takes the other side's structure, to be zero-filled."""
     for i, (ts, fs) in enumerate(zip(t.structures, f.structures)):
@@ -219,16 +235,18 @@ def stage_cond(
     values (static where both sides agree on a Python value, arrays otherwise).
     """
     pred = scalar_predicate(pred, origin)
-    t, f = _trace_branch(true_fn), _trace_branch(false_fn)
+    t = _trace_branch_noting(true_fn, branch_names[0], origin)
+    f = _trace_branch_noting(false_fn, branch_names[1], origin)
     _fill_undefined_returns(t, f)
     merged = []
     for label, ts, fs, t_leaves, f_leaves in zip(labels, t.structures, f.structures, t.leaves, f.leaves):
         if ts != fs:
             raise BranchOutputError(
-                f"'{label}' has a different structure in the {branch_names[0]} ({_structure(ts)}) "
-                f"than in the {branch_names[1]} ({_structure(fs)}).",
+                f"'{label}' is {_describe_var(ts, t_leaves)} in the {branch_names[0]} but "
+                f"{_describe_var(fs, f_leaves)} in the {branch_names[1]}: XLA needs the same structure on both sides.",
                 origin,
-                advice=f"give '{label}' the same structure (same containers, None in the same places) in both branches.",
+                advice=f"give '{label}' the same structure (same containers, None in the same places) in both "
+                "branches; a function must return the same structure on every path.",
             )
         name = f"'{label}'" if len(t_leaves) == 1 else f"a part of '{label}'"
         merged.append([_merge_leaf(a, b, name, origin, branch_names, promote) for a, b in zip(t_leaves, f_leaves)])
@@ -241,6 +259,20 @@ def stage_cond(
     return values
 
 
-def _structure(treedef) -> str:
-    text = str(treedef)
-    return "None" if text == "PyTreeDef(None)" else text.replace("PyTreeDef", "").replace("*", "value")
+def _describe_var(structure, leaves) -> str:
+    if structure.num_leaves == 0 and structure.num_nodes == 1 and str(structure) == "PyTreeDef(None)":
+        return "None"
+    if structure.num_nodes == 1 and len(leaves) == 1:
+        return describe(leaves[0])
+    described = jax.tree_util.tree_unflatten(structure, [_Described(describe(l)) for l in leaves])
+    return repr(described)
+
+
+class _Described:
+    """Prints as a type description inside a container's repr."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def __repr__(self):
+        return self.text

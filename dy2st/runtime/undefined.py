@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dy2st.errors import UndefinedVariableError
+import jax
+
+from dy2st.errors import OriginInfo, UndefinedVariableError
 
 
 class Undefined:
@@ -11,18 +13,20 @@ class Undefined:
     Any use of it raises `UndefinedVariableError` naming the variable.
     """
 
-    __slots__ = ("name",)
+    __slots__ = ("name", "origin")
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, origin: OriginInfo | None = None):
         self.name = name
+        self.origin = origin
 
     def __repr__(self):
         return f"Undefined({self.name!r})"
 
     def _fail(self, *args, **kwargs):
         raise UndefinedVariableError(
-            f"'{self.name}' is used before it is assigned on this path.",
-            advice=f"assign '{self.name}' before the `if`/loop that may skip its definition.",
+            f"'{self.name}' is used but was not assigned on the path taken here.",
+            self.origin,
+            advice=f"assign '{self.name}' before this `if`/loop, or in every branch of it.",
         )
 
     __bool__ = __call__ = __iter__ = __len__ = __index__ = __float__ = __int__ = _fail
@@ -46,13 +50,23 @@ class UndefinedReturn(Undefined):
 UNDEFINED_RETURN = UndefinedReturn()
 
 
+def is_undefined(value) -> bool:
+    return isinstance(value, Undefined)
+
+
 def ldu(thunk, name: str):
     """Load a possibly-unbound variable: its value, or `Undefined(name)` when unbound."""
     try:
         return thunk()
     except (NameError, AttributeError, KeyError, IndexError):
-        return Undefined(name)
+        return Undefined(name, OriginInfo.of_caller(1))  # the generated get_state: the `if` line
 
 
-def is_undefined(value) -> bool:
-    return isinstance(value, Undefined)
+def check_defined(outputs):
+    """Raise for an Undefined value escaping the function (eager Python would have raised)."""
+    for leaf in jax.tree_util.tree_leaves(outputs, is_leaf=is_undefined):
+        if isinstance(leaf, Undefined) and not isinstance(leaf, UndefinedReturn):
+            leaf._fail()
+    return outputs
+
+

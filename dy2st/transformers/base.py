@@ -8,8 +8,6 @@ import gast
 
 from dy2st.transformers.naming import Namer
 
-_LOCATION_FIELDS = ("lineno", "col_offset", "end_lineno", "end_col_offset")
-
 
 @dataclasses.dataclass
 class ConversionContext:
@@ -41,9 +39,11 @@ def copy_location_recursive(new, origin) -> None:
         for node in gast.walk(root):
             if isinstance(node, (gast.expr, gast.stmt, gast.excepthandler, gast.keyword)):
                 if getattr(node, "lineno", None) is None:
-                    for field in _LOCATION_FIELDS:
-                        if hasattr(origin, field):
-                            setattr(node, field, getattr(origin, field))
+                    # Generated nodes span only the origin's first line: Python 3.11 reports a
+                    # method call at its attribute's *end* line, which must be the user's line.
+                    node.lineno = node.end_lineno = origin.lineno
+                    node.col_offset = getattr(origin, "col_offset", 0)
+                    node.end_col_offset = node.col_offset
 
 
 class Transformer(gast.NodeTransformer):

@@ -127,14 +127,16 @@ class ReturnTransformer(Transformer):
             if isinstance(stmt, gast.Return):
                 return out + self._set_return(stmt, in_loop)
             may_return = _contains_return([stmt])
+            always_returns = _always_returns([stmt])
+            through_loop = _contains_return([stmt], only_in_loops=True)
             out.append(self._statement(stmt, in_loop))
             if not may_return:
                 continue
             rest = stmts[i + 1 :]
-            if _always_returns([stmt]):
+            if always_returns:
                 return out
             if in_loop:
-                if _contains_return([stmt], only_in_loops=True):
+                if through_loop:
                     guard = templates.replace("if do_return:\n    break", do_return=self.do_return)
                     copy_location_recursive(guard, stmt)
                     out.extend(guard)

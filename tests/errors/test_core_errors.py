@@ -1,0 +1,210 @@
+"""Error text of the core: each message starts at the user's file and line, shows the line,
+names what is wrong and says what to do."""
+
+import inspect
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import dy2st
+from dy2st.errors import (
+    BranchOutputError,
+    ConversionError,
+    Dy2StaticError,
+    InputSignatureError,
+    PredicateError,
+    UnsupportedSyntaxError,
+)
+
+X = jnp.array([1.0, -2.0, 3.0])
+THIS_FILE = __file__
+
+
+def line_of(fn, marker: str) -> int:
+    lines, start = inspect.getsourcelines(fn)
+    for offset, line in enumerate(lines):
+        if marker in line:
+            return start + offset
+    raise AssertionError(f"marker {marker!r} not in {fn.__name__}")
+
+
+def assert_points_at(err: Dy2StaticError, fn, marker: str, *keywords):
+    text = str(err)
+    lineno = line_of(fn, marker)
+    first = text.splitlines()[0]
+    assert first == f'File "{THIS_FILE}", line {lineno}, in {fn.__name__}', text
+    assert marker in text.splitlines()[1], text
+    for word in keywords:
+        assert word in text, f"{word!r} not in:\n{text}"
+
+
+def shape_mismatch(x):
+    if x.sum() > 0:  # MARK-shape
+        y = x
+    else:
+        y = x[:2]
+    return y
+
+
+def undefined_in_one_branch(x):
+    if x.sum() > 0:  # MARK-undef
+        y = x * 2
+    return y
+
+
+def dtype_mismatch(x):
+    if x.sum() > 0:  # MARK-dtype
+        y = x
+    else:
+        y = x.astype(jnp.int32)
+    return y
+
+
+def vector_predicate(x):
+    if x > 0:  # MARK-pred
+        x = x + 1
+    return x
+
+
+def none_vs_array_return(x):
+    if x.sum() > 0:  # MARK-none
+        return x
+    print("no return on this path")
+
+
+def structure_mismatch(x):
+    if x.sum() > 0:  # MARK-struct
+        y = (x, x)
+    else:
+        y = [x, x]
+    return y
+
+
+def generator(x):
+    for i in range(3):
+        yield x * i  # MARK-yield
+
+
+def ternary_shapes(x):
+    return x if x.sum() > 0 else x[:1]  # MARK-ternary
+
+
+def vector_and(x):
+    return (x > 0) and (x < 5)  # MARK-and
+
+
+@pytest.mark.parametrize(
+    "fn, marker, error, keywords",
+    [
+        (shape_mismatch, "MARK-shape", BranchOutputError, ["'y'", "float32[3]", "float32[2]", "shapes differ", "To fix"]),
+        (undefined_in_one_branch, "MARK-undef", BranchOutputError, ["'y'", "defined in the if branch only", "assign 'y' before"]),
+        (dtype_mismatch, "MARK-dtype", BranchOutputError, ["'y'", "float32[3]", "int32[3]", "astype"]),
+        (vector_predicate, "MARK-pred", PredicateError, ["shape (3,)", "ambiguous", ".all()", ".any()"]),
+        (none_vs_array_return, "MARK-none", BranchOutputError, ["the return value", "None", "float32[3]"]),
+        (structure_mismatch, "MARK-struct", BranchOutputError, ["'y'", "structure"]),
+        (ternary_shapes, "MARK-ternary", BranchOutputError, ["conditional expression", "float32[1]", "shapes differ"]),
+        (vector_and, "MARK-and", PredicateError, ["ambiguous", ".all()"]),
+    ],
+)
+def test_staging_errors_point_at_user_line(fn, marker, error, keywords):
+    static = dy2st.to_static(fn)
+    with pytest.raises(error) as info:
+        static(X)
+    assert_points_at(info.value, fn, marker, *keywords)
+    # the same error surfaces through an enclosing jax.jit
+    with pytest.raises(error):
+        jax.jit(static)(X)
+
+
+def test_unsupported_syntax_rejected_before_any_rewrite():
+    with pytest.raises(UnsupportedSyntaxError) as info:
+        dy2st.to_static(generator)(X)
+    assert_points_at(info.value, generator, "MARK-yield", "yield", "not_to_static")
+
+
+def test_function_without_source():
+    namespace = {}
+    exec("def no_source(x):\n    return x\n", namespace)
+    with pytest.raises(ConversionError) as info:
+        dy2st.to_static(namespace["no_source"])(X)
+    text = str(info.value)
+    assert "Cannot read the source of 'no_source'" in text
+    assert "not_to_static" in text and "To fix" in text
+
+
+def test_unhashable_static_argument():
+    class Options:
+        __hash__ = None  # e.g. a mutable config object
+
+    def f(x, options):
+        return x
+
+    with pytest.raises(InputSignatureError) as info:
+        dy2st.to_static(f)(X, Options())
+    assert "hashable" in str(info.value)
+
+
+def test_undefined_variable_on_python_path_names_it():
+    with pytest.raises(NameError) as info:
+        dy2st.to_static(python_path_undefined)(X, False)
+    assert_points_at(info.value, python_path_undefined, "MARK-py-undef", "'y'", "not assigned", "every branch")
+
+
+def python_path_undefined(x, flag):
+    if flag:  # MARK-py-undef
+        y = x
+    return y
+
+
+def nested_shape_mismatch(x):
+    if x.sum() > 0:
+        if x[0] > 0:  # MARK-nested
+            y = x
+        else:
+            y = x[:1]
+    else:
+        y = x
+    return y
+
+
+def test_nested_if_error_names_user_function():
+    with pytest.raises(BranchOutputError) as info:
+        dy2st.to_static(nested_shape_mismatch)(X)
+    assert_points_at(info.value, nested_shape_mismatch, "MARK-nested", "'y'", "float32[1]")
+
+
+def make_counter_function():
+    counter = 0
+
+    def count_positive(x):
+        nonlocal counter
+        if x.sum() > 0:  # MARK-nonlocal
+            counter = counter + 1
+        return x
+
+    return count_positive
+
+
+def test_nonlocal_written_in_staged_if_is_an_error():
+    fn = make_counter_function()
+    with pytest.raises(Dy2StaticError) as info:
+        dy2st.to_static(fn)(X)
+    assert_points_at(info.value, fn, "MARK-nonlocal", "'counter'", "global/nonlocal", "return the new value")
+
+
+def test_nonlocal_written_under_python_condition_works():
+    def make():
+        counter = 0
+
+        def f(x, flag):
+            nonlocal counter
+            if flag:
+                counter = counter + 1
+            return x
+
+        return f, lambda: counter
+
+    f, get = make()
+    dy2st.to_static(f)(X, True)
+    assert get() == 1

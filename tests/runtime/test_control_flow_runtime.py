@@ -1,0 +1,150 @@
+"""Runtime operators called directly, with Python and traced values."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dy2st import runtime
+from dy2st.errors import BranchOutputError
+
+
+class Cell:
+    """Holds state the way generated nonlocal variables would."""
+
+    def __init__(self, **values):
+        self.__dict__.update(values)
+
+
+def make_if(cell, names, true_updates, false_updates):
+    def if_body():
+        for k, fn in true_updates.items():
+            setattr(cell, k, fn(cell))
+
+    def else_body():
+        for k, fn in false_updates.items():
+            setattr(cell, k, fn(cell))
+
+    def get_state():
+        return tuple(getattr(cell, n) for n in names)
+
+    def set_state(values):
+        for n, v in zip(names, values):
+            setattr(cell, n, v)
+
+    return if_body, else_body, get_state, set_state
+
+
+def test_python_predicate_runs_one_branch():
+    cell = Cell(y=1)
+    branches = make_if(cell, ("y",), {"y": lambda c: 2}, {"y": lambda c: 3})
+    assert runtime.convert_ifelse(True, *branches, ("y",), 1) == (2,)
+    assert runtime.convert_ifelse([], *branches, ("y",), 1) == (3,)  # Python truthiness
+
+
+def test_traced_predicate_stages_cond_and_keeps_equal_python_values():
+    def f(x):
+        cell = Cell(y=x, k=5)
+        branches = make_if(cell, ("y", "k"), {"y": lambda c: c.y * 2}, {"y": lambda c: c.y - 1})
+        y, k = runtime.convert_ifelse(x.sum() > 0, *branches, ("y", "k"), 2)
+        assert k == 5 and isinstance(k, int)  # unchanged Python value stays Python
+        return y
+
+    x = jnp.arange(3.0)
+    np.testing.assert_allclose(jax.jit(f)(x), x * 2)
+    np.testing.assert_allclose(jax.jit(f)(-x - 1), -x - 2)
+
+
+def test_traced_predicate_promotes_python_scalars():
+    def f(x):
+        cell = Cell(n=0)
+        branches = make_if(cell, ("n",), {"n": lambda c: 1}, {"n": lambda c: 2.5})
+        (n,) = runtime.convert_ifelse(x > 0, *branches, ("n",), 1)
+        return n
+
+    assert jax.jit(f)(1.0) == 1.0
+    assert jax.jit(f)(-1.0) == 2.5
+
+
+def test_mismatch_raises_branch_output_error():
+    def f(x):
+        cell = Cell(y=x)
+        branches = make_if(cell, ("y",), {"y": lambda c: c.y[:1]}, {})
+        return runtime.convert_ifelse(x.sum() > 0, *branches, ("y",), 1)
+
+    with pytest.raises(BranchOutputError, match="'y' is float32\\[1\\] in the if branch but float32\\[3\\]"):
+        jax.jit(f)(jnp.ones(3))
+
+
+def test_and_or_short_circuit_python():
+    evaluated = []
+
+    def right():
+        evaluated.append(True)
+        return "right"
+
+    assert runtime.convert_and(lambda: 0, right) == 0
+    assert runtime.convert_or(lambda: "left", right) == "left"
+    assert evaluated == []
+    assert runtime.convert_and(lambda: 1, right) == "right"
+    assert runtime.convert_or(lambda: None, right) == "right"
+
+
+@pytest.mark.parametrize("a", [True, False])
+@pytest.mark.parametrize("b", [True, False])
+def test_and_or_traced_values(a, b):
+    f_and = jax.jit(lambda p, q: runtime.convert_and(lambda: p, lambda: q))
+    f_or = jax.jit(lambda p, q: runtime.convert_or(lambda: p, lambda: q))
+    assert bool(f_and(a, b)) == (a and b)
+    assert bool(f_or(a, b)) == (a or b)
+
+
+def test_and_traced_left_python_right_value():
+    # eager: (x > 0) and 5 -> 5 if x > 0 else False; staged gives the same values (promoted)
+    f = jax.jit(lambda x: runtime.convert_and(lambda: x > 0, lambda: 5))
+    assert f(1.0) == 5
+    assert f(-1.0) == 0
+
+
+def test_not_and_compare_chain():
+    assert runtime.convert_not(0) is True
+    assert bool(jax.jit(lambda x: runtime.convert_not(x > 0))(-1.0))
+    calls = []
+
+    def operand(v):
+        def thunk():
+            calls.append(v)
+            return v
+
+        return thunk
+
+    lt = lambda l, r: l < r  # noqa: E731
+    assert runtime.convert_compare_chain(operand(3), (lt, operand(1)), (lt, operand(5))) is False
+    assert calls == [3, 1]  # the third operand is never evaluated
+    traced = jax.jit(lambda x: runtime.convert_compare_chain(lambda: 0.0, (lt, lambda: x), (lt, lambda: 10.0)))
+    assert bool(traced(5.0)) and not bool(traced(11.0)) and not bool(traced(-1.0))
+
+
+def test_ldu_gives_undefined_marker():
+    def f():
+        return runtime.ldu(lambda: never_bound, "never_bound")  # noqa: F821
+
+    value = f()
+    assert isinstance(value, runtime.Undefined) and value.name == "never_bound"
+    with pytest.raises(NameError, match="never_bound"):
+        value + 1
+
+
+def test_runtime_imports_nothing_from_transformers_or_analysis():
+    """One-way doors: generated code reaches the runtime; the runtime never reaches back."""
+    import ast
+    from pathlib import Path
+
+    forbidden = ("dy2st.transformers", "dy2st.analysis", "dy2st.conversion", "dy2st.api")
+    for path in Path(runtime.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.startswith(forbidden), f"{path.name} imports {node.module}"
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    assert not alias.name.startswith(forbidden), f"{path.name} imports {alias.name}"
