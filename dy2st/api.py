@@ -13,6 +13,7 @@ from dy2st import conversion
 from dy2st.config import config
 from dy2st.errors import ConversionError, OriginInfo
 from dy2st.program import ConcreteProgram, ProgramCache
+from dy2st.sharding import Shardings
 from dy2st.runtime.undefined import check_defined
 
 _NOT_TO_STATIC_ATTR = "__dy2st_not_to_static__"
@@ -40,13 +41,14 @@ class StaticFunction:
     enclosing transformation inlines it.
     """
 
-    def __init__(self, fn, input_spec=None, full_graph: bool = True, _bound_to=None):
+    def __init__(self, fn, input_spec=None, full_graph: bool = True, _bound_to=None, shardings=None):
         if not callable(fn):
             raise TypeError(f"to_static expects a function, got {type(fn).__name__}")
         self._fn = fn
         self._input_spec = input_spec
         self._full_graph = full_graph
         self._bound_to = _bound_to
+        self._shardings = shardings  # dy2st.sharding.Shardings, or None
         self._converted_fn = None
         self._cache = None
         self._bound_cache = weakref.WeakKeyDictionary()
@@ -71,7 +73,9 @@ class StaticFunction:
     @property
     def _programs_cache(self) -> ProgramCache:
         if self._cache is None:
-            self._cache = ProgramCache(self._converted, getattr(self._fn, "__qualname__", repr(self._fn)))
+            self._cache = ProgramCache(
+                self._converted, getattr(self._fn, "__qualname__", repr(self._fn)), self._shardings
+            )
         return self._cache
 
     # -- calling ------------------------------------------------------------------------
@@ -96,7 +100,7 @@ class StaticFunction:
         except TypeError:  # unhashable instance: keep the bound function on the instance
             return self._bound_on_instance(instance)
         if bound is None:
-            bound = StaticFunction(self._fn, self._input_spec, self._full_graph, _bound_to=instance)
+            bound = StaticFunction(self._fn, self._input_spec, self._full_graph, instance, self._shardings)
             self._bound_cache[instance] = bound
         return bound
 
@@ -104,7 +108,7 @@ class StaticFunction:
         attr = f"__dy2st_bound_{self._fn.__name__}"
         bound = instance.__dict__.get(attr)
         if bound is None:
-            bound = StaticFunction(self._fn, self._input_spec, self._full_graph, _bound_to=instance)
+            bound = StaticFunction(self._fn, self._input_spec, self._full_graph, instance, self._shardings)
             instance.__dict__[attr] = bound
         return bound
 
@@ -145,7 +149,7 @@ def _any_traced(args) -> bool:
     return False
 
 
-def to_static(fn=None, *, input_spec=None, full_graph: bool = True):
+def to_static(fn=None, *, input_spec=None, full_graph: bool = True, in_shardings=None, out_shardings=None):
     """Convert `fn` so its Python control flow runs as one compiled XLA program.
 
     Works as `@to_static`, `@to_static(...)` and `to_static(fn)`, on functions, nested
@@ -156,6 +160,8 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True):
       input_spec: optional list of `dy2st.InputSpec` describing the array arguments.
       full_graph: kept for API parity with paddle.jit.to_static; dy2st always converts the
         whole function and never falls back to eager execution silently.
+      in_shardings, out_shardings: as for `jax.jit`: pin where the array arguments (one entry
+        per positional argument) and the outputs live; see `dy2st.sharding`.
 
     Returns:
       A `StaticFunction`.
@@ -168,13 +174,17 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True):
                 return x * 2
             return x - 1
     """
+    shardings = None
+    if in_shardings is not None or out_shardings is not None:
+        shardings = Shardings(in_shardings, out_shardings)
     if fn is None:
-        return functools.partial(to_static, input_spec=input_spec, full_graph=full_graph)
+        return functools.partial(to_static, input_spec=input_spec, full_graph=full_graph,
+                                 in_shardings=in_shardings, out_shardings=out_shardings)
     if isinstance(fn, StaticFunction):
         return fn
     if isinstance(fn, types.MethodType):
-        return StaticFunction(fn.__func__, input_spec, full_graph, _bound_to=fn.__self__)
-    return StaticFunction(fn, input_spec, full_graph)
+        return StaticFunction(fn.__func__, input_spec, full_graph, fn.__self__, shardings)
+    return StaticFunction(fn, input_spec, full_graph, shardings=shardings)
 
 
 def to_code(fn) -> str:

@@ -94,9 +94,10 @@ class ConcreteProgram:
 class ProgramCache:
     """Programs of one converted function; see the module docstring."""
 
-    def __init__(self, fn: Callable, name: str):
+    def __init__(self, fn: Callable, name: str, shardings=None):
         self._fn = fn
         self._name = name
+        self._shardings = shardings  # dy2st.sharding.Shardings, or None
         self._lock = threading.Lock()
         self._by_static: dict[tuple, Callable] = {}
         self._programs: dict[Signature, ConcreteProgram] = {}
@@ -149,8 +150,8 @@ class ProgramCache:
             args, kwargs = jax.tree_util.tree_unflatten(treedef, leaves)
             return check_defined(self._fn(*args, **kwargs))
 
-        jitted = jax.jit(traced)
-        return jitted
+        options = self._shardings.jit_kwargs(treedef, positions) if self._shardings is not None else {}
+        return jax.jit(traced, **options)
 
     def _record(self, key, arrays):
         signature = Signature((key[0], key[1]), tuple(jax.typeof(a) for a in arrays))

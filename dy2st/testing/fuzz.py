@@ -166,12 +166,13 @@ def campaign(examples: int, seed: int, features: Features, out_dir: str, check_g
             if verbose:
                 print(f"[{index}] {result.outcome} in {result.stage}: {result.detail.splitlines()[-1][:200]}",
                       flush=True)
-        if summary["examples"] % 250 == 0:
+        if summary["examples"] % 100 == 0:
             # Each example converts and compiles fresh functions: drop them to bound memory.
             dy2st.conversion.clear_cache()
             jax.clear_caches()
-            print(f"... {summary['examples']} examples, {time.time() - start:.0f}s, "
-                  f"{summary['examples'] - summary['ok']} failing", flush=True)
+            print(f"... {summary['examples']} examples, {time.time() - start:.0f}s: {summary['ok']} ok, "
+                  f"{summary[Outcome.MISMATCH]} mismatches, {summary[Outcome.CRASH]} crashes, "
+                  f"{summary[Outcome.INVALID]} invalid", flush=True)
 
     one()
     summary["seconds"] = time.time() - start

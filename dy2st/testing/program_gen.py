@@ -175,6 +175,8 @@ class _Generator:
             return f"{self.arr_atom(s)}.{self.pick(['max', 'min'])}()"
         if kind == 3:
             return f"m[{self.draw(st.integers(0, 2))}, {self.draw(st.integers(0, 3))}]"
+        if kind == 4 and self.chance(0.5):
+            return f"{self.arr_atom(s)}[{self.int_atom(s)} % 4]"  # an index that may be traced
         return self.int_atom(s)
 
     def pred(self, s: _Scope, depth: int = 0) -> str:
@@ -213,7 +215,7 @@ class _Generator:
     def statement(self, s: _Scope, depth: int, ind: str) -> tuple[list[str], bool]:
         """One statement as lines, and whether it ends the block (return/break/continue)."""
         self.budget -= 1
-        weights = ["arr", "arr", "int", "int", "aug", "ternary", "if", "if", "if", "return"]
+        weights = ["arr", "arr", "int", "int", "aug", "ternary", "if", "if", "if", "return", "temp", "set", "pass"]
         if self.features.loops:
             weights += ["for", "while", "for_rows"]
             if s.loop_depth:
@@ -227,6 +229,16 @@ class _Generator:
             return [ind + self.assign_array(s)], False
         if kind == "int":
             return [ind + self.assign_int(s)], False
+        if kind == "temp":  # a block-local array, readable by the rest of the block only
+            name = self.new_name("t")
+            line = f"{name} = {self.clipped(self.arr_expr(s))}"
+            s.array_reads.append(name)
+            return [ind + line], False
+        if kind == "set":
+            target = self.pick(s.arrays)
+            return [ind + f"{target} = {target}.at[{self.int_atom(s)} % 4].set({self.scalar(s, 1)})"], False
+        if kind == "pass":
+            return [ind + "pass"], False
         if kind == "aug":
             if self.chance(0.5):
                 return [ind + f"{self.pick(s.arrays)} {self.pick(['+=', '-='])} {self.arr_atom(s)}"], False
@@ -288,6 +300,7 @@ class _Generator:
         return lines
 
     def block(self, s: _Scope, depth: int, ind: str) -> list[str]:
+        s = s.child(array_reads=list(s.array_reads))  # temps stay local to the block
         lines = []
         for _ in range(self.draw(st.integers(1, 3))):
             stmt, ends = self.statement(s, depth, ind)
