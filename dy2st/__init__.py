@@ -13,6 +13,7 @@ from dy2st import errors
 from dy2st.api import StaticFunction, not_to_static, to_code, to_static
 from dy2st.config import enable_to_static, set_code_level, set_verbosity
 from dy2st.program import ConcreteProgram
+from dy2st.runtime.loops import set_loop_options
 
 __version__ = "0.1.0"
 
@@ -23,6 +24,7 @@ __all__ = [
     "errors",
     "not_to_static",
     "set_code_level",
+    "set_loop_options",
     "set_verbosity",
     "to_code",
     "to_static",

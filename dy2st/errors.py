@@ -127,6 +127,30 @@ class PredicateError(Dy2StaticError):
     """
 
 
+class LoopVariableError(Dy2StaticError):
+    """A variable carried through a staged loop cannot keep one type across iterations: its
+    shape, dtype or structure changes, it holds a Python value the body changes, or a list is
+    appended to where the number of appends is not fixed.
+
+    Example::
+
+        while x.sum() < 10:
+            x = jnp.concatenate([x, x])   # float32[3] becomes float32[6]
+
+    Fix: keep every carried variable the same shape and dtype in every iteration (preallocate
+    and write with `.at[i].set(...)`, cast with `.astype(...)`), or make the loop Python-only.
+    """
+
+
+class LoopGradientError(Dy2StaticError):
+    """Reverse-mode differentiation through a staged `while` whose trip count is unknown.
+
+    XLA's while loop keeps no history of its iterations, so `jax.grad` cannot run it backwards.
+    Fix: call `dy2st.set_loop_options(maximum_iterations=N)` inside the loop body; the loop is
+    then staged as a scan of N masked steps, which reverse mode supports.
+    """
+
+
 class UndefinedVariableError(Dy2StaticError, NameError):
     """A variable is read where eager Python would raise UnboundLocalError/NameError."""
 

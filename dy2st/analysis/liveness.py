@@ -90,9 +90,12 @@ class _Liveness:
 
         target = activity_of(node.target)
         target_kills = target.kills
+        # A break flag (set by transformers.break_statements) is read before each iteration.
+        flag = getanno(node, Fact.BREAK_FLAG, None)
+        flag_reads = frozenset({QualifiedName(flag)}) if flag else _EMPTY
 
         def head_of(body_in, exit_live):
-            return ((body_in - target_kills) | target.reads) | exit_live
+            return ((body_in - target_kills) | target.reads) | exit_live | flag_reads
 
         return self._reads(node.iter) | self._loop_fixpoint(node, live_after, head_of)
 

@@ -11,9 +11,13 @@ import dataclasses
 from types import ModuleType
 
 from dy2st.transformers import (
+    break_statements,
     conditional_expressions,
+    continue_statements,
     ifelse,
+    lists,
     logical_expressions,
+    loops,
     return_statements,
 )
 
@@ -32,6 +36,14 @@ class Step:
 PIPELINE: tuple[Step, ...] = (
     Step(return_statements, False,
          "First: early returns become flags and `break`s, so later steps see single-exit code."),
+    Step(break_statements, False,
+         "After return (whose returns in loops became breaks): every break becomes a flag the loop "
+         "condition checks, and loop `else` blocks move after their loop, before ifs become functions."),
+    Step(continue_statements, False,
+         "Like break: a bare `continue` inside an `if` would not compile once the if is a function."),
+    Step(lists, True,
+         "Before if/loops: `xs.append(v)` becomes an assignment, so branches and loops see `xs` "
+         "written and carry it (reads SCOPE to rewrite only local lists)."),
     Step(logical_expressions, False,
          "Before if/else: the `not do_return` guards and user and/or/not become operators that "
          "short-circuit on Python values and stage on traced ones."),
@@ -39,4 +51,7 @@ PIPELINE: tuple[Step, ...] = (
          "Ternaries are expressions; rewriting them before statements keeps if/else simple."),
     Step(ifelse, True,
          "After the flags exist: reads liveness to choose the variables each branch carries."),
+    Step(loops, True,
+         "After if/else, so a loop body's ifs are already functions and their state assignments "
+         "count as writes; reads liveness to choose exactly the loop-carried variables."),
 )

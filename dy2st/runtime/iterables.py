@@ -1,0 +1,110 @@
+"""What a `for` loop iterates when the loop must be staged: traced ranges and arrays.
+
+Generated code calls `loop_iter(range, a, b)` (likewise `enumerate`, `zip`) instead of the
+builtin, so a traced bound or a traced array reaches `convert_for` before Python would try to
+iterate it. Each staged iterable gives its `length` (a Python int when static, else a traced
+int) and `element(i)`, its item at a traced index. Python arguments give the builtin's own
+result, and the loop stays Python.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax._src.lax.lax import _convert_element_type
+
+from dy2st.runtime.staging import is_traced
+
+
+def weak_int(i):
+    """A traced index typed like a Python int (weakly typed int32), as eager code would see it."""
+    return _convert_element_type(jnp.asarray(i, jnp.int32), np.dtype(np.int32), weak_type=True)
+
+
+class StagedIterable:
+    """Base of iterables a staged loop walks by index."""
+
+    length = 0
+
+    @property
+    def static_length(self):
+        return self.length if isinstance(self.length, int) else None
+
+    def element(self, i):
+        raise NotImplementedError
+
+
+class StagedRange(StagedIterable):
+    """`range(start, stop, step)`; any of them may be traced (a zero `step` raises eagerly)."""
+
+    def __init__(self, start, stop, step=1):
+        if not is_traced(step) and step == 0:
+            raise ValueError("range() arg 3 must not be zero")
+        self.start, self.stop, self.step = start, stop, step
+        if not any(is_traced(v) for v in (start, stop, step)):
+            self.length = len(builtins.range(start, stop, step))
+        else:
+            sign = jnp.sign(step)
+            self.length = jnp.maximum(0, (stop - start + step - sign) // step).astype(jnp.int32)
+
+    def element(self, i):
+        return weak_int(self.start + i * self.step)
+
+
+class StagedArray(StagedIterable):
+    """The rows of an array (its leading axis)."""
+
+    def __init__(self, array):
+        if not getattr(array, "shape", ()):
+            raise TypeError("iteration over a 0-d array")
+        self.array = array
+        self.length = int(array.shape[0])
+
+    def element(self, i):
+        return lax.dynamic_index_in_dim(self.array, i, keepdims=False)
+
+
+class StagedEnumerate(StagedIterable):
+    def __init__(self, inner: StagedIterable, start=0):
+        self.inner, self.start = inner, start
+        self.length = inner.length
+
+    def element(self, i):
+        return (weak_int(self.start + i), self.inner.element(i))
+
+
+class StagedZip(StagedIterable):
+    def __init__(self, parts):
+        self.parts = parts
+        lengths = [p.length for p in parts]
+        if all(isinstance(n, int) for n in lengths):
+            self.length = min(lengths)
+        else:
+            self.length = jnp.min(jnp.stack([jnp.asarray(n, jnp.int32) for n in lengths]))
+
+    def element(self, i):
+        return tuple(p.element(i) for p in self.parts)
+
+
+def _stageable(value) -> bool:
+    return isinstance(value, StagedIterable) or is_traced(value)
+
+
+def _as_staged(value) -> StagedIterable:
+    return value if isinstance(value, StagedIterable) else StagedArray(value)
+
+
+def loop_iter(fn, *args, **kwargs):
+    """`fn(*args, **kwargs)` for a `for` header, staged when a bound or an iterated array is traced."""
+    if fn is builtins.range and not kwargs and any(is_traced(a) for a in args):
+        return StagedRange(*args) if len(args) > 1 else StagedRange(0, args[0])
+    if fn is builtins.enumerate and args and _stageable(args[0]):
+        start = args[1] if len(args) > 1 else kwargs.get("start", 0)
+        return StagedEnumerate(_as_staged(args[0]), start)
+    if fn is builtins.zip and args and not kwargs and any(_stageable(a) for a in args):
+        if all(_stageable(a) or hasattr(a, "shape") for a in args):
+            return StagedZip([_as_staged(a) for a in args])
+    return fn(*args, **kwargs)

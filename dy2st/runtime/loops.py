@@ -1,0 +1,296 @@
+"""`while` and `for` loops: Python loops for Python conditions, lax loops for traced ones.
+
+Generated code (see `dy2st.transformers.loops`) calls::
+
+    (x, err) = convert_while(loop_test, loop_body, get_state, set_state, ('x', 'err'))
+    (h,) = convert_for(iterable, loop_body, get_state, set_state, ('h',), extra_test)
+
+which for Python conditions and Python iterables is exactly::
+
+    while loop_test(): loop_body()
+    for item in iterable:
+        if extra_test is not None and not extra_test(): break     # the `break` flag
+        loop_body(item)
+
+A loop is staged when its condition is traced (`lax.while_loop`), when it iterates a traced
+array or `enumerate`/`zip` of one (`lax.scan` over the leading axis), or a `range` with traced
+bounds (`lax.while_loop` carrying the index). A Python loop whose condition or break flag turns
+traced part-way hands its current state to the staged form for the remaining iterations.
+A `for` over a Python `range` is staged as one `lax.scan` when state is traced and the body
+carries only arrays of fixed types (smaller programs, faster compiles); when the body needs the
+index as a Python int, or carries Python values, it unrolls. Which one was chosen is logged
+(`dy2st.set_verbosity(1)`). See `loop_staging` for how the carried state is found.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+
+import jax
+
+from dy2st.config import log
+from dy2st.errors import OriginInfo
+from dy2st.runtime import loop_staging
+from dy2st.runtime.iterables import StagedArray, StagedIterable, StagedRange
+from dy2st.runtime.staging import is_traced, scalar_predicate, stage_cond
+from dy2st.runtime.undefined import Undefined
+
+# A static range shorter than this unrolls: one or no iteration gains nothing from a scan.
+_MIN_STAGED_TRIPS = 2
+
+
+@dataclasses.dataclass
+class LoopOptions:
+    """Options a loop body sets for its own loop with `set_loop_options`."""
+
+    maximum_iterations: int | None = None
+
+
+_active = threading.local()
+
+
+def _stack() -> list:
+    if not hasattr(_active, "stack"):
+        _active.stack = []
+    return _active.stack
+
+
+@contextlib.contextmanager
+def _options_scope(options: LoopOptions):
+    stack = _stack()
+    stack.append(options)
+    try:
+        yield options
+    finally:
+        stack.pop()
+
+
+def set_loop_options(maximum_iterations: int | None = None) -> None:
+    """Called inside a loop body: options for that loop when it is staged (eagerly a no-op).
+
+    Args:
+      maximum_iterations: an upper bound on the loop's iterations. A staged `while` (or a
+        `for` over a traced `range`) then runs as a `lax.scan` of that many steps, each doing
+        nothing once the condition is false, so reverse-mode gradients (`jax.grad`) work
+        through it. The staged loop stops after that many iterations even if its condition is
+        still true, like TensorFlow's `maximum_iterations`.
+
+    Example::
+
+        while err > tol:
+            dy2st.set_loop_options(maximum_iterations=50)
+            x = x - f(x) / df(x)
+            err = abs(f(x))
+    """
+    if maximum_iterations is not None and (
+        not isinstance(maximum_iterations, int) or isinstance(maximum_iterations, bool) or maximum_iterations < 0
+    ):
+        raise ValueError(f"maximum_iterations must be a non-negative Python int, got {maximum_iterations!r}")
+    stack = _stack()
+    if stack:
+        stack[-1].maximum_iterations = maximum_iterations
+
+
+# -- while -----------------------------------------------------------------------------------
+def convert_while(test, body, get_state, set_state, names):
+    """Runs a `while` loop; returns the state variables' values after it.
+
+    Args:
+      test: the loop condition as a function of no arguments.
+      body: the loop body (writes state via `nonlocal`).
+      get_state, set_state: read / write the state variables as a tuple.
+      names: display names of the state variables, for errors.
+    """
+    options = LoopOptions()
+    while True:
+        pred = test()
+        if is_traced(pred):
+            return _lax_while(test, body, get_state, set_state, names, OriginInfo.of_caller())
+        if not pred:
+            return get_state()
+        with _options_scope(options):
+            body()
+
+
+def _lax_while(test, body, get_state, set_state, names, origin):
+    def run_body(index, values):
+        set_state(tuple(values))
+        body()
+        return get_state()
+
+    def run_test(index, values):
+        set_state(tuple(values))
+        return test()
+
+    return _stage(get_state, set_state, names, origin, run_body, run_test, None, "while")
+
+
+def _stage(get_state, set_state, names, origin, run_body, run_test, length, kind):
+    """Stage a loop from the current state; on any error the state is restored first."""
+    init = get_state()
+    options = LoopOptions()
+    try:
+        with _options_scope(options):
+            spec, trace = loop_staging.discover(loop_staging.initial_spec(init, names), run_body, origin)
+        test_closed = loop_staging.trace_test(spec, run_test, origin) if run_test is not None else None
+        bound = options.maximum_iterations if length is None else None
+        values = loop_staging.run_staged(spec, init, trace, test_closed, length, bound, origin)
+    except BaseException:
+        set_state(init)
+        raise
+    log(1, "dy2st: %s loop at %s:%d staged (%s)", kind, origin.filename, origin.lineno,
+        "lax.scan" if length is not None or bound is not None else "lax.while_loop")
+    set_state(tuple(values))
+    return tuple(values)
+
+
+# -- for -------------------------------------------------------------------------------------
+def convert_for(iterable, body, get_state, set_state, names, extra_test):
+    """Runs a `for` loop; returns the state variables' values after it.
+
+    Args:
+      iterable: what the loop iterates (`loop_iter` wraps range/enumerate/zip headers).
+      body: the loop body as a function of the item (it assigns the loop target).
+      get_state, set_state, names: as for `convert_while`.
+      extra_test: None, or a function saying whether to go on (false once `break` ran).
+    """
+    origin = OriginInfo.of_caller()
+    if is_traced(iterable):
+        iterable = StagedArray(iterable)
+    if isinstance(iterable, StagedIterable):
+        return _lax_for(iterable, body, get_state, set_state, names, extra_test, origin)
+    if isinstance(iterable, range):
+        staged = _try_stage_range(iterable, body, get_state, set_state, names, extra_test, origin)
+        if staged is not None:
+            return staged
+    return _py_for(iterable, body, get_state, set_state, names, extra_test, origin)
+
+
+def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin):
+    length = iterable.static_length
+
+    def run_body(index, values):
+        set_state(tuple(values))
+        body(iterable.element(index))
+        return get_state()
+
+    def run_test(index, values):
+        set_state(tuple(values))
+        go = extra_test() if extra_test is not None else True
+        if length is not None:
+            return go
+        within = index < iterable.length
+        return within if go is True else jax.numpy.logical_and(within, scalar_predicate(go, origin) if is_traced(go) else go)
+
+    needs_test = extra_test is not None or length is None
+    return _stage(get_state, set_state, names, origin, run_body, run_test if needs_test else None, length, "for")
+
+
+def _py_for(iterable, body, get_state, set_state, names, extra_test, origin):
+    options = LoopOptions()
+    items = iter(iterable)
+    for position, item in enumerate(items):
+        if extra_test is not None:
+            go = extra_test()
+            if is_traced(go):
+                return _stage_rest(iterable, position, item, items, body, get_state, set_state, names, extra_test, origin)
+            if not go:
+                break
+        with _options_scope(options):
+            body(item)
+    return get_state()
+
+
+def _stage_rest(iterable, position, item, items, body, get_state, set_state, names, extra_test, origin):
+    """The break flag turned traced at `item`: stage the remaining iterations."""
+    if isinstance(iterable, range):
+        rest = iterable[position:]
+        log(1, "dy2st: for loop at %s:%d: break flag traced, staging the last %d iterations",
+            origin.filename, origin.lineno, len(rest))
+        return _lax_for(StagedRange(rest.start, rest.stop, rest.step), body, get_state, set_state, names, extra_test, origin)
+    for item in [item, *items]:  # a Python iterable: each remaining item under a staged `if`
+        go = extra_test()
+        if not is_traced(go):
+            if not go:
+                break
+            body(item)
+            continue
+        init = get_state()
+
+        def taken(item=item, init=init):
+            set_state(init)
+            body(item)
+            return get_state()
+
+        def skipped(init=init):
+            set_state(init)
+            return get_state()
+
+        set_state(tuple(stage_cond(go, taken, skipped, names, origin, branch_names=("iteration", "iteration skipped by `break`"))))
+    return get_state()
+
+
+def _try_stage_range(rng, body, get_state, set_state, names, extra_test, origin):
+    """Stage a Python `range` loop as one scan when the body allows; None means unroll."""
+    where = f"{origin.filename}:{origin.lineno}"
+    if len(rng) < _MIN_STAGED_TRIPS:
+        return None
+    init = get_state()
+    leaves = jax.tree_util.tree_leaves(init, is_leaf=lambda x: isinstance(x, Undefined))
+    if not any(is_traced(l) for l in leaves):
+        log(2, "dy2st: for-range loop at %s unrolled: no traced state", where)
+        return None
+    if extra_test is not None:
+        go = extra_test()
+        if is_traced(go) or not go:
+            return None
+    iterable = StagedRange(rng.start, rng.stop, rng.step)
+    length = len(rng)
+
+    def run_body(index, values):
+        set_state(tuple(values))
+        body(iterable.element(index))
+        return get_state()
+
+    def run_test(index, values):
+        set_state(tuple(values))
+        return extra_test()
+
+    options = LoopOptions()
+    try:
+        with _options_scope(options):
+            spec, trace = loop_staging.discover(loop_staging.initial_spec(init, names), run_body, origin)
+        reason = _python_values_needed(spec, init)
+        if reason is None:
+            test_closed = loop_staging.trace_test(spec, run_test, origin) if extra_test is not None else None
+            values = loop_staging.run_staged(spec, init, trace, test_closed, length, None, origin)
+    except Exception as err:  # the body needs the index as a Python int, or Python state
+        reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+    if reason is not None:
+        set_state(init)
+        log(1, "dy2st: for-range loop at %s (%d iterations) unrolled: %s", where, length, reason)
+        return None
+    log(1, "dy2st: for-range loop at %s (%d iterations) staged as lax.scan", where, length)
+    set_state(tuple(values))
+    return tuple(values)
+
+
+def _python_values_needed(spec, init):
+    """Why staging would change what eager code gives (a Python number becoming an array)."""
+    for var, value in zip(spec, init):
+        if var.is_list:
+            continue
+        starts = jax.tree_util.tree_leaves(value, is_leaf=lambda x: isinstance(x, Undefined))
+        for leaf, start in zip(var.leaves, starts):
+            if not leaf.carried:
+                continue
+            if isinstance(start, Undefined):
+                if leaf.aval.weak_type:
+                    return f"'{var.name}' would be a Python number eagerly"
+            elif not (is_traced(start) or isinstance(start, jax.Array)):
+                return f"'{var.name}' starts as a Python value ({type(start).__name__})"
+            elif loop_staging.scalar_aval(start) != leaf.aval:
+                return f"'{var.name}' changes type in the loop"
+    return None

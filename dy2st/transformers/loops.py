@@ -1,0 +1,153 @@
+"""Rewrites `while` and `for` loops into `convert_while` / `convert_for` over a body function.
+
+Before::
+
+    while err > tol:
+        x = x - f(x) / df(x)
+        err = abs(f(x))
+
+After::
+
+    def loop_test():
+        return err > tol
+    def loop_body():
+        nonlocal err, x
+        x = x - f(x) / df(x)
+        err = abs(f(x))
+    def get_state():
+        return (err, x)
+    def set_state(state):
+        nonlocal err, x
+        (err, x) = state
+    (err, x) = jst.convert_while(loop_test, loop_body, get_state, set_state, ('err', 'x'))
+
+and `for i, row in enumerate(xs): body` becomes::
+
+    def loop_body(itr):
+        nonlocal ...
+        i, row = itr
+        body
+    (...) = jst.convert_for(jst.loop_iter(enumerate, xs), loop_body, get_state, set_state,
+                            (...), None)
+
+The state is exactly the symbols the body writes that are live after the loop or at the head
+of the next iteration (`Fact.LIVE_OUT`/`LIVE_IN` of the loop), plus attribute/item writes and
+the `for` loop's break flag (`Fact.BREAK_FLAG`, checked through the last argument). Calls of
+`range`, `enumerate` and `zip` in a `for` header go through `loop_iter`, so the runtime sees
+traced bounds and arrays before Python would iterate them. Runs after break_statements (no loop
+has an `else` or a `break` left) and after ifelse, whose state-function helpers it reuses.
+"""
+
+from __future__ import annotations
+
+import gast
+
+from dy2st.analysis import Fact, getanno, hasanno
+from dy2st.analysis.activity import activity_of
+from dy2st.analysis.qual_names import QualifiedName
+from dy2st.transformers import templates
+from dy2st.transformers.base import Transformer
+from dy2st.transformers.ifelse import IfElseTransformer
+
+_LOOP_ITERABLES = ("range", "enumerate", "zip")
+
+
+class LoopTransformer(IfElseTransformer):
+    """See the module docstring. Inherits the scope stack and get/set_state builders."""
+
+    visit_If = Transformer.generic_visit  # ifs are already rewritten
+
+    def _loop_state(self, node, extra=()):
+        writes = activity_of(node.body).writes
+        if isinstance(node, gast.For):
+            writes |= activity_of(node.target).writes
+        live = getanno(node, Fact.LIVE_OUT) | getanno(node, Fact.LIVE_IN) | set(extra)
+        plain = {s for s in writes if not s.is_composite and (s in live or s in extra)}
+        local_bases = {s.base for s in writes if not s.is_composite and s not in live}
+        composites = {s for s in writes if s.is_composite and s.base not in local_bases}
+        return sorted(plain, key=str) + sorted(composites, key=str)
+
+    def _function(self, name, params, body, state):
+        written = activity_of(body).writes
+        func = templates.replace("def name():\n    pass", name=name)[0]
+        func.args = templates.thunk(templates.constant(None), params=params).args
+        func.body = self._declarations([s for s in state if s in written]) + body
+        return func
+
+    def _finish(self, node, stmts, call, state):
+        if state:
+            target = templates.tuple_of([s.to_node() for s in state], store=True)
+            stmts.append(gast.Assign(targets=[target], value=call, type_comment=None))
+        else:
+            stmts.append(gast.Expr(value=call))
+        return stmts
+
+    def _state_and_accessors(self, node, state):
+        namer = self.ctx.namer
+        get_state, set_state = namer.new_symbol("get_state"), namer.new_symbol("set_state")
+        defined = getanno(node, Fact.DEFINED_IN)
+        accessors = self._state_functions(get_state, set_state, state, defined)
+        names = templates.tuple_of([templates.constant(self._display(s)) for s in state])
+        return accessors, get_state, set_state, names
+
+    def visit_While(self, node):
+        state = self._loop_state(node)
+        self.generic_visit(node)
+        namer = self.ctx.namer
+        test = templates.replace("def loop_test():\n    return test", loop_test=namer.new_symbol("loop_test"), test=node.test)[0]
+        body = self._function(namer.new_symbol("loop_body"), (), node.body, state)
+        accessors, get_state, set_state, names = self._state_and_accessors(node, state)
+        call = templates.replace_as_expression(
+            "jst.convert_while(loop_test, loop_body, get_state, set_state, names)",
+            jst=self.ctx.runtime,
+            loop_test=test.name,
+            loop_body=body.name,
+            get_state=get_state,
+            set_state=set_state,
+            names=names,
+        )
+        return self._finish(node, [test, body] + accessors, call, state)
+
+    def visit_For(self, node):
+        flag = getanno(node, Fact.BREAK_FLAG) if hasanno(node, Fact.BREAK_FLAG) else None
+        state = self._loop_state(node, extra=[QualifiedName(flag)] if flag else ())
+        self.generic_visit(node)
+        namer = self.ctx.namer
+        item = namer.new_symbol("itr")
+        unpack = templates.replace("target = item", target=node.target, item=item)
+        body = self._function(namer.new_symbol("loop_body"), (item,), unpack + node.body, state)
+        accessors, get_state, set_state, names = self._state_and_accessors(node, state)
+        extra_test = templates.constant(None)
+        if flag:
+            extra_test = templates.thunk(
+                templates.replace_as_expression("jst.convert_not(flag)", jst=self.ctx.runtime, flag=flag)
+            )
+        call = templates.replace_as_expression(
+            "jst.convert_for(iterable, loop_body, get_state, set_state, names, extra_test)",
+            jst=self.ctx.runtime,
+            iterable=self._iterable(node.iter),
+            loop_body=body.name,
+            get_state=get_state,
+            set_state=set_state,
+            names=names,
+            extra_test=extra_test,
+        )
+        return self._finish(node, [body] + accessors, call, state)
+
+    def _iterable(self, expr):
+        """`range(a, b)` -> `jst.loop_iter(range, a, b)`, likewise enumerate/zip; else as is."""
+        if (
+            isinstance(expr, gast.Call)
+            and isinstance(expr.func, gast.Name)
+            and expr.func.id in _LOOP_ITERABLES
+            and not any(isinstance(a, gast.Starred) for a in expr.args)
+        ):
+            call = templates.replace_as_expression("jst.loop_iter(fn)", jst=self.ctx.runtime, fn=expr.func)
+            call.args.extend(expr.args)
+            call.keywords = list(expr.keywords)
+            return call
+        return expr
+
+
+def transform(tree, ctx):
+    return LoopTransformer(ctx).transform(tree)
