@@ -37,6 +37,7 @@ class Features:
     """Which constructs the generator may use (kept in step with what dy2st supports)."""
 
     loops: bool = False  # for / while / break / continue
+    loop_returns: bool = False  # `return` inside a loop body (needs loops)
     calls: bool = False  # calls to generated helper functions (recursive conversion)
 
     @classmethod
@@ -44,7 +45,7 @@ class Features:
         names = {t.strip() for t in text.split(",") if t.strip()}
         unknown = names - {f.name for f in dataclasses.fields(cls)} - {"none"}
         if unknown:
-            raise ValueError(f"unknown features {sorted(unknown)}; choose from loops, calls, none")
+            raise ValueError(f"unknown features {sorted(unknown)}; choose from loops, loop_returns, calls, none")
         return cls(**{f.name: f.name in names for f in dataclasses.fields(cls)})
 
 
@@ -248,7 +249,8 @@ class _Generator:
                 return [ind + f"{self.pick(s.arrays)} = {self.arr_expr(s, 1)} if {self.pred(s)} else {self.arr_expr(s, 1)}"], False
             return [ind + f"{self.pick(s.ints)} = {self.int_atom(s)} if {self.pred(s)} else {self.int_atom(s)}"], False
         if kind == "return":
-            if depth == 0:  # a top-level return would only make the rest dead code
+            if depth == 0 or (s.loop_depth and not self.features.loop_returns):
+                # a top-level return would only make the rest dead code
                 return [ind + self.assign_array(s)], False
             return [ind + "return " + self.return_value(s)], True
         if kind in ("break", "continue"):
