@@ -254,6 +254,8 @@ class _Generator:
                 return [ind + self.assign_array(s)], False
             return [ind + "return " + self.return_value(s)], True
         if kind in ("break", "continue"):
+            if self.chance(0.4):
+                return [ind + kind], True
             return [ind + f"if {self.pred(s)}:", ind + "    " + kind], False
         if kind == "call":
             helper = self.pick(self.helpers)
@@ -271,11 +273,24 @@ class _Generator:
         return ", ".join(arrays + ints)
 
     def if_statement(self, s: _Scope, depth: int, ind: str) -> list[str]:
-        lines = [ind + f"if {self.pred(s)}:"] + self.block(s, depth + 1, ind + "    ")
+        # Sometimes every branch ends by defining a new variable that is read after the `if`
+        # (a branch that returns, breaks or continues leaves it undefined, as Python allows).
+        fresh = self.new_name("v") if self.chance(0.25) else None
+        inner = ind + "    "
+
+        def branch():
+            lines = self.block(s, depth + 1, inner)
+            if fresh and not self.ended:
+                lines.append(inner + f"{fresh} = {self.clipped(self.arr_expr(s))}")
+            return lines
+
+        lines = [ind + f"if {self.pred(s)}:"] + branch()
         for _ in range(self.draw(st.integers(0, 2))):
-            lines += [ind + f"elif {self.pred(s)}:"] + self.block(s, depth + 1, ind + "    ")
-        if self.chance(0.5):
-            lines += [ind + "else:"] + self.block(s, depth + 1, ind + "    ")
+            lines += [ind + f"elif {self.pred(s)}:"] + branch()
+        if fresh or self.chance(0.5):
+            lines += [ind + "else:"] + branch()
+        if fresh:
+            s.array_reads.append(fresh)
         return lines
 
     def loop(self, kind: str, s: _Scope, depth: int, ind: str) -> list[str]:
@@ -304,11 +319,13 @@ class _Generator:
     def block(self, s: _Scope, depth: int, ind: str) -> list[str]:
         s = s.child(array_reads=list(s.array_reads))  # temps stay local to the block
         lines = []
+        self.ended = False
         for _ in range(self.draw(st.integers(1, 3))):
             stmt, ends = self.statement(s, depth, ind)
             lines += stmt
             if ends or self.budget <= 0:
                 break
+        self.ended = ends  # the block ends in return / break / continue
         return lines
 
     # -- whole program ------------------------------------------------------------------
