@@ -111,6 +111,8 @@ def initial_carry(spec, init) -> list:
         if var.is_list:
             continue
         leaves, _ = _flatten(value)
+        if isinstance(value, Undefined):  # e.g. a return value first set to a tuple in the body
+            leaves = leaves * len(var.leaves)
         for leaf, start in zip(var.leaves, leaves):
             if not leaf.carried:
                 continue

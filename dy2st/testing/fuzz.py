@@ -32,9 +32,8 @@ import dy2st
 from dy2st.testing.program_gen import Features, GeneratedProgram, programs
 
 # What dy2st supports on this branch; the generator uses no construct outside this set.
-# `loop_returns` is off: a `return` of a tuple inside a staged while loop fails in loop staging
-# (reported to the loops owner; run with --features loops,loop_returns to reproduce).
-DEFAULT_FEATURES = Features(loops=True, loop_returns=False, calls=False)
+# `calls` joins when recursive conversion is on main.
+DEFAULT_FEATURES = Features(loops=True, loop_returns=True, calls=False)
 
 _TMPDIR = None
 
