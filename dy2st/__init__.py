@@ -12,6 +12,8 @@
 from dy2st import errors
 from dy2st.api import StaticFunction, not_to_static, to_code, to_static
 from dy2st.config import enable_to_static, set_code_level, set_verbosity
+from dy2st.export import load, save
+from dy2st.input_spec import InputSpec
 from dy2st.program import ConcreteProgram
 from dy2st.runtime.loops import set_loop_options
 
@@ -19,10 +21,13 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConcreteProgram",
+    "InputSpec",
     "StaticFunction",
     "enable_to_static",
     "errors",
+    "load",
     "not_to_static",
+    "save",
     "set_code_level",
     "set_loop_options",
     "set_verbosity",

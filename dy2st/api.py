@@ -5,13 +5,12 @@ from __future__ import annotations
 import functools
 import inspect
 import types
-import weakref
 
 import jax
 
-from dy2st import conversion
+from dy2st import conversion, input_spec, stateful
 from dy2st.config import config
-from dy2st.errors import ConversionError, OriginInfo
+from dy2st.errors import ConversionError, OriginInfo, at_boundary
 from dy2st.program import ConcreteProgram, ProgramCache
 from dy2st.sharding import Shardings
 from dy2st.runtime.undefined import check_defined
@@ -41,17 +40,17 @@ class StaticFunction:
     enclosing transformation inlines it.
     """
 
-    def __init__(self, fn, input_spec=None, full_graph: bool = True, _bound_to=None, shardings=None):
+    def __init__(self, fn, input_spec=None, full_graph: bool = True, shardings=None):
         if not callable(fn):
             raise TypeError(f"to_static expects a function, got {type(fn).__name__}")
         self._fn = fn
         self._input_spec = input_spec
         self._full_graph = full_graph
-        self._bound_to = _bound_to
         self._shardings = shardings  # dy2st.sharding.Shardings, or None
         self._converted_fn = None
         self._cache = None
-        self._bound_cache = weakref.WeakKeyDictionary()
+        self._stateful = None  # programs for calls whose self/arguments carry state (dy2st/state.py)
+        self._checker = None
         functools.update_wrapper(self, fn)
 
     # -- conversion ---------------------------------------------------------------------
@@ -64,10 +63,7 @@ class StaticFunction:
                     f"Cannot convert {fn!r}: it is not a Python function.",
                     advice="decorate a plain function or method with dy2st.to_static.",
                 )
-            converted = conversion.convert(fn)
-            if self._bound_to is not None:
-                converted = types.MethodType(converted, self._bound_to)
-            self._converted_fn = converted
+            self._converted_fn = conversion.convert(fn)
         return self._converted_fn
 
     @property
@@ -80,66 +76,157 @@ class StaticFunction:
 
     # -- calling ------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        if self._input_spec is not None:  # one attribute test on the no-spec hot path
+            self._check_inputs(args, kwargs, is_method=False)
+        try:  # free when nothing is raised: the hot path pays nothing for the boundary
+            return self._run(args, kwargs)
+        except Exception as exc:
+            # Inline (not a helper): a bare `raise` here adds no frame of ours to the traceback.
+            __tracebackhide__ = True  # noqa: F841  (pytest and IPython hide this frame)
+            error = at_boundary(exc, config.traceback_filtering)
+            if error is exc:
+                raise
+            raise error from None
+
+    def _run(self, args, kwargs):
         if not config.enable_to_static:
-            return self.rollback()(*args, **kwargs)
+            return self._fn(*args, **kwargs)
+        positions = stateful.root_positions(args)
+        if positions:
+            return self._stateful_programs.call(args, kwargs, positions)
         cache = self._cache or self._programs_cache
         if kwargs:
             return self._call_general(cache, args, kwargs)
         return cache(args) if not _any_traced(args) else check_defined(self._converted(*args))
+
+    def _check_inputs(self, args, kwargs, is_method: bool) -> None:
+        """Check the arguments (after `self` for a method) against `input_spec`."""
+        checker = self._checker
+        if checker is None:
+            params = list(inspect.signature(self._fn).parameters)
+            self._checker = checker = input_spec.ArgumentChecker(self._input_spec, params[1:] if is_method else params)
+        checker.check(args, kwargs, origin_depth=3)
 
     def _call_general(self, cache, args, kwargs):
         if any(isinstance(l, jax.core.Tracer) for l in jax.tree_util.tree_leaves((args, kwargs))):
             return check_defined(self._converted(*args, **kwargs))
         return cache.call_general(args, kwargs)
 
-    def __get__(self, instance, owner=None):
-        if instance is None or self._bound_to is not None:
-            return self
-        try:
-            bound = self._bound_cache.get(instance)
-        except TypeError:  # unhashable instance: keep the bound function on the instance
-            return self._bound_on_instance(instance)
-        if bound is None:
-            bound = StaticFunction(self._fn, self._input_spec, self._full_graph, instance, self._shardings)
-            self._bound_cache[instance] = bound
-        return bound
+    @property
+    def _stateful_programs(self) -> stateful.StatefulPrograms:
+        if self._stateful is None:
+            self._stateful = stateful.StatefulPrograms(self._converted, getattr(self._fn, "__qualname__", repr(self._fn)))
+        return self._stateful
 
-    def _bound_on_instance(self, instance):
-        attr = f"__dy2st_bound_{self._fn.__name__}"
-        bound = instance.__dict__.get(attr)
-        if bound is None:
-            bound = StaticFunction(self._fn, self._input_spec, self._full_graph, instance, self._shardings)
-            instance.__dict__[attr] = bound
-        return bound
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        return BoundStaticFunction(self, instance)
 
     # -- introspection ------------------------------------------------------------------
     @property
     def code(self) -> str:
         """The translated source, as Python text."""
-        return self._converted.__dy2st_source__ if self._bound_to is None else self._converted.__func__.__dy2st_source__
+        return self._converted.__dy2st_source__
 
     @property
     def programs(self) -> list[ConcreteProgram]:
         """The cached ConcretePrograms, one per input signature seen so far."""
-        return self._programs_cache.programs
+        extra = self._stateful.programs if self._stateful is not None else []
+        return self._programs_cache.programs + extra
 
     def get_concrete_program(self, *args, **kwargs) -> ConcreteProgram:
-        """Trace (without running) the program for these arguments or ShapeDtypeStructs."""
-        return self._programs_cache.get_concrete_program(args, kwargs)
+        """Trace (without running) the program for these arguments, ShapeDtypeStructs or
+        InputSpecs (default: the `input_spec` given to `to_static`).
+
+        A `None` dim of an InputSpec traces as a `jax.export` symbolic dimension: `.jaxpr` and
+        `.as_text()` then describe the program for every size (`.compiled` needs fixed sizes).
+        """
+        if not args and not kwargs and self._input_spec is not None:
+            args = tuple(self._input_spec)
+        args, kwargs = input_spec.abstract((args, kwargs))
+        try:
+            positions = stateful.root_positions(args)
+            if positions:
+                return self._stateful_programs.get_concrete_program(args, kwargs, positions)
+            return self._programs_cache.get_concrete_program(args, kwargs)
+        except Exception as exc:
+            __tracebackhide__ = True  # noqa: F841
+            raise at_boundary(exc, config.traceback_filtering)
 
     def rollback(self):
         """The original eager callable."""
-        if self._bound_to is not None:
-            return types.MethodType(self._fn, self._bound_to)
         return self._fn
 
     def clear_cache(self) -> None:
         """Drop every cached program (the conversion itself is kept)."""
         if self._cache is not None:
             self._cache.clear()
+        if self._stateful is not None:
+            self._stateful.clear()
 
     def __repr__(self):
         return f"<StaticFunction {getattr(self._fn, '__qualname__', self._fn)!r}>"
+
+
+class BoundStaticFunction(StaticFunction):
+    """A StaticFunction method bound to one object: calls `owner(instance, *args)`.
+
+    The programs belong to the class-level StaticFunction and are shared by every instance:
+    `self`'s arrays are program inputs (dy2st/state.py), so a new instance or new parameter
+    values reuse the program, and only a new state structure (or shape) compiles another.
+    """
+
+    def __init__(self, owner: StaticFunction, instance):  # cheap: made on every attribute access
+        self._owner = owner
+        self.__self__ = instance
+
+    def __call__(self, *args, **kwargs):
+        owner = self._owner
+        if owner._input_spec is not None:
+            owner._check_inputs(args, kwargs, is_method=True)
+        try:
+            return owner._run((self.__self__,) + args, kwargs)
+        except Exception as exc:
+            __tracebackhide__ = True  # noqa: F841
+            error = at_boundary(exc, config.traceback_filtering)
+            if error is exc:
+                raise
+            raise error from None
+
+    def __getattr__(self, name):  # __name__, __doc__, __wrapped__, ... of the method
+        return getattr(self._owner, name)
+
+    @property
+    def code(self) -> str:
+        return self._owner.code
+
+    @property
+    def programs(self) -> list[ConcreteProgram]:
+        return self._owner.programs
+
+    def get_concrete_program(self, *args, **kwargs) -> ConcreteProgram:
+        return self._owner.get_concrete_program(self.__self__, *args, **kwargs)
+
+    def rollback(self):
+        return types.MethodType(self._owner.rollback(), self.__self__)
+
+    def clear_cache(self) -> None:
+        self._owner.clear_cache()
+
+    def __repr__(self):
+        return f"<BoundStaticFunction {getattr(self._owner._fn, '__qualname__', '?')!r} of {type(self.__self__).__name__}>"
+
+
+def _model_method(model):
+    """The forward a model object runs: a user-defined `__call__`, else `forward`."""
+    cls = type(model)
+    for name in ("__call__", "forward"):
+        for klass in cls.__mro__[:-1]:
+            fn = klass.__dict__.get(name)
+            if fn is not None and klass.__module__.split(".")[0] not in ("flax", "equinox", "builtins"):
+                return fn
+    return None
 
 
 def _any_traced(args) -> bool:
@@ -153,7 +240,10 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True, in_shardings
     """Convert `fn` so its Python control flow runs as one compiled XLA program.
 
     Works as `@to_static`, `@to_static(...)` and `to_static(fn)`, on functions, nested
-    functions and closures, lambdas, and methods (inside a class body it binds per instance).
+    functions and closures, lambdas, methods (in a class body, or a bound method), and model
+    objects: `to_static(model)` converts its `__call__` (or `forward`). The arrays reachable from
+    `self` and from object arguments (plain objects, Flax NNX and Equinox modules) are program
+    inputs, and attributes the forward changes are written back (see dy2st/state.py).
 
     Args:
       fn: the function to convert.
@@ -161,7 +251,8 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True, in_shardings
       full_graph: kept for API parity with paddle.jit.to_static; dy2st always converts the
         whole function and never falls back to eager execution silently.
       in_shardings, out_shardings: as for `jax.jit`: pin where the array arguments (one entry
-        per positional argument) and the outputs live; see `dy2st.sharding`.
+        per positional parameter, `self` included for methods) and the outputs live; see
+        `dy2st.sharding`. Calls whose arguments carry model state do not take them.
 
     Returns:
       A `StaticFunction`.
@@ -183,8 +274,12 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True, in_shardings
     if isinstance(fn, StaticFunction):
         return fn
     if isinstance(fn, types.MethodType):
-        return StaticFunction(fn.__func__, input_spec, full_graph, fn.__self__, shardings)
-    return StaticFunction(fn, input_spec, full_graph, shardings=shardings)
+        return BoundStaticFunction(StaticFunction(fn.__func__, input_spec, full_graph, shardings), fn.__self__)
+    if not isinstance(fn, (types.FunctionType, functools.partial)) and _model_method(fn) is not None:
+        method = _model_method(fn)
+        owner = method if isinstance(method, StaticFunction) else StaticFunction(method, input_spec, full_graph)
+        return BoundStaticFunction(owner, fn)
+    return StaticFunction(fn, input_spec, full_graph, shardings)
 
 
 def to_code(fn) -> str:

@@ -4,6 +4,8 @@ Options:
   enable_to_static (DY2ST_ENABLE, "1"/"0"): when off, every StaticFunction runs eagerly.
   code_level (DY2ST_CODE_LEVEL, int >= 0): log the code after this many transformer stages.
   verbosity (DY2ST_VERBOSITY, int >= 0): log conversion and cache decisions at this detail.
+  traceback_filtering (DY2ST_TRACEBACK_FILTERING, "on"/"off"): hide dy2st's own frames from
+    tracebacks of errors leaving a StaticFunction (and from jax's filtered tracebacks).
   retrace_warning_threshold: programs for one function before a retracing warning.
 """
 
@@ -44,6 +46,8 @@ class _Config:
     enable_to_static: bool = dataclasses.field(default_factory=lambda: _bool_env("DY2ST_ENABLE", True))
     code_level: int = dataclasses.field(default_factory=lambda: _int_env("DY2ST_CODE_LEVEL", 0))
     verbosity: int = dataclasses.field(default_factory=lambda: _int_env("DY2ST_VERBOSITY", 0))
+    traceback_filtering: bool = dataclasses.field(
+        default_factory=lambda: _bool_env("DY2ST_TRACEBACK_FILTERING", True))
     retrace_warning_threshold: int = 8
 
 

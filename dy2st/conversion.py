@@ -161,13 +161,14 @@ def _enclosing_class(fn) -> str | None:
     return None
 
 
-def transform(node, filename: str, function_name: str) -> tuple[gast.FunctionDef, ConversionContext]:
-    """Run the fence and the transformer pipeline over one FunctionDef."""
+def transform(node, filename: str, function_name: str,
+              stages: int | None = None) -> tuple[gast.FunctionDef, ConversionContext]:
+    """Run the fence and the transformer pipeline (its first `stages` steps) over one FunctionDef."""
     fence.verify(node, filename, function_name)
     namer = Namer.for_tree(node)
     ctx = ConversionContext(filename, function_name, namer, namer.new_symbol("jst"))
     module = gast.Module(body=[node], type_ignores=[])
-    for index, step in enumerate(transformers.PIPELINE, start=1):
+    for index, step in enumerate(transformers.PIPELINE[:stages], start=1):
         if step.needs_analysis:
             analysis.resolve(module)
         module = step.module.transform(module, ctx)
@@ -180,6 +181,14 @@ def to_source(node) -> str:
     return ast.unparse(ast.fix_missing_locations(gast.gast_to_ast(node)))
 
 
+def source_at_level(fn: types.FunctionType, level: int | None = None) -> str:
+    """The source of `fn` after the first `level` transformer steps (all of them when None)."""
+    source, first_line, filename = fetch_source(fn)
+    node = _parse_function(fn, source, first_line, filename)
+    node, _ = transform(node, filename, fn.__name__, stages=level)
+    return to_source(node)
+
+
 def convert_code(fn: types.FunctionType) -> ConvertedCode:
     source, first_line, filename = fetch_source(fn)
     node = _parse_function(fn, source, first_line, filename)
@@ -189,6 +198,7 @@ def convert_code(fn: types.FunctionType) -> ConvertedCode:
     if fn.__name__ == "<lambda>":
         code = code.replace(co_name="<lambda>", co_qualname=fn.__qualname__)
     register_converted_code(code)
+    runtime.calls.register_converted(code)  # calls to its nested functions need no conversion
     log(1, "dy2st: converted %s (%s:%d)", fn.__qualname__, filename, first_line)
     return ConvertedCode(code, ctx.runtime, printed)
 
@@ -200,6 +210,9 @@ def _compile(node, fn, runtime_name: str, filename: str) -> types.CodeType:
         ast.Assign(targets=[ast.Name(id=n, ctx=ast.Store())], value=ast.Constant(value=None)) for n in freevars
     ]
     inner = gast.gast_to_ast(node)
+    # Compiled under another name: were the def bound to its own name inside the factory, a
+    # recursive call (a global name) would become a free variable of the factory, left empty.
+    inner.name = f"dy2st_converted_{inner.name}"
     class_name = _enclosing_class(fn)
     body = [inner]
     if class_name is not None:
@@ -225,7 +238,15 @@ def _compile(node, fn, runtime_name: str, filename: str) -> types.CodeType:
             OriginInfo(filename, err.lineno or node.lineno, fn.__name__),
             advice="this is a dy2st bug or an unsupported construct; please report it with this function.",
         ) from None
-    return _find_code(module_code, inner.name)
+    code = _find_code(module_code, inner.name)
+    return _renamed(code, code.co_qualname, fn.__qualname__).replace(co_name=fn.__name__)
+
+
+def _renamed(code: types.CodeType, old: str, new: str) -> types.CodeType:
+    """`code` and its nested code objects with qualname prefix `old` written as `new`."""
+    consts = tuple(_renamed(c, old, new) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    qualname = new + code.co_qualname[len(old):] if code.co_qualname.startswith(old) else code.co_qualname
+    return code.replace(co_consts=consts, co_qualname=qualname)
 
 
 def _find_code(code: types.CodeType, name: str) -> types.CodeType:

@@ -16,8 +16,19 @@ from __future__ import annotations
 
 import dataclasses
 import linecache
+import os
 import sys
+import sysconfig
 import types
+
+import jax
+from jax._src import traceback_util
+
+from dy2st.config import config
+
+if config.traceback_filtering:
+    # jax drops the frames of registered files from tracebacks leaving its own api boundaries.
+    traceback_util.register_exclusion(os.path.join(os.path.dirname(os.path.abspath(__file__)), ""))
 
 
 # Code objects of converted user functions. Generated helpers (branch and loop bodies) run
@@ -159,6 +170,143 @@ class InputSignatureError(Dy2StaticError, TypeError):
     """An argument cannot be part of a program's input signature (e.g. unhashable static)."""
 
 
+class BuiltinError(Dy2StaticError, TypeError):
+    """A builtin (`int`, `max`, `range`, ...) got a traced value it cannot handle staged.
+
+    Example: `int(x)` of an array of 3 values, or `max(a, b, key=f)` on traced values.
+    Fix: reduce the array first, or use the jnp function (`jnp.max`, `jnp.arange`).
+    """
+
+
+class ScopeWriteError(Dy2StaticError):
+    """A traced value is written to a `global` or outer `nonlocal` variable.
+
+    The variable would keep a tracer after the trace ends (a leaked tracer) and the program
+    would never update it when it runs. Fix: return the value instead.
+    """
+
+
+class StagedInTryError(UnsupportedSyntaxError):
+    """An `if`/`while` with a traced condition sits inside a `try` block.
+
+    A staged branch is traced whether or not it runs, so `except` would catch errors of the
+    branch that does not run. Fix: move the `try` out of the function or into the branches.
+    """
+
+
+class InputSpecError(InputSignatureError):
+    """An argument does not match its `dy2st.InputSpec` (rank, dtype, a fixed dimension, or a
+    named dimension that differs between inputs), or a spec itself is malformed.
+
+    The message names the argument, the spec and what was given. Fix: pass an array of the
+    spec's dtype and shape (`None` dims take any size >= 1), or widen the spec.
+    """
+
+
+class ExportError(Dy2StaticError):
+    """`dy2st.save` could not trace the function for every size its InputSpecs allow.
+
+    Typical cause: Python code that needs a dynamic dimension's value (`if x.shape[0] > 3:`),
+    or two dynamic dims that must be equal but were given separate symbols. Fix: give the
+    dimension a fixed size, or name equal dims alike (`InputSpec(("batch", 784))`).
+    """
+
+
+class ArtifactError(Dy2StaticError):
+    """A saved artifact cannot be loaded: a file is missing, truncated or altered (its sha256
+    differs from the manifest's), or it was written by an incompatible dy2st/jax/platform.
+
+    The message names the artifact, the file and what is wrong. Fix: save the artifact again
+    with `dy2st.save` (or `dy2st save`), or load it with a matching dy2st version.
+    """
+
+
 def user_frame_note(origin: OriginInfo) -> str:
     """A note for exceptions that keep their own type but gain the user's location."""
     return f"(dy2st) raised while converting/tracing:\n  {origin.as_header()}"
+
+
+# -- the boundary: what exceptions look like when they leave a StaticFunction ---------------
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_LIBRARY_DIRS = tuple(
+    {os.path.join(os.path.abspath(p), "") for key in ("stdlib", "platstdlib", "purelib", "platlib")
+     if (p := sysconfig.get_paths().get(key))}
+)
+_NOTED_ATTR = "__dy2st_noted__"
+_TRACED_AS_PYTHON = (
+    "this line uses a traced value where Python needs a concrete bool/int, in code dy2st does "
+    "not convert (a comprehension's `if`, a `match`, a `while` condition of a helper marked "
+    "not_to_static or from a library). Write it as an `if` statement in converted code, or use "
+    "jnp.where / jax.lax.cond."
+)
+_ADVICE_BY_TYPE = {
+    jax.errors.TracerBoolConversionError: _TRACED_AS_PYTHON,
+    jax.errors.TracerIntegerConversionError: _TRACED_AS_PYTHON,
+    jax.errors.ConcretizationTypeError: _TRACED_AS_PYTHON,
+    RecursionError: "a recursive call whose base case depends on a traced value never stops "
+    "being traced (both branches of a staged `if` are traced). Make the base case a Python "
+    "value (a static int argument), or write the recursion as a loop.",
+}
+
+
+def is_internal(filename: str) -> bool:
+    """True for dy2st's own files."""
+    return os.path.abspath(filename).startswith(_PACKAGE_DIR)
+
+
+def _is_library(filename: str) -> bool:
+    if filename.startswith("<"):
+        return True
+    path = os.path.abspath(filename)
+    return path.startswith(_PACKAGE_DIR) or path.startswith(_LIBRARY_DIRS)
+
+
+def _walk(tb):
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+def innermost_user_frame(tb) -> OriginInfo | None:
+    """The deepest traceback entry in user code (not dy2st, jax, the stdlib, site-packages)."""
+    found = None
+    for entry in _walk(tb):
+        if not _is_library(entry.tb_frame.f_code.co_filename):
+            found = OriginInfo(entry.tb_frame.f_code.co_filename, entry.tb_lineno, entry.tb_frame.f_code.co_name)
+    return found
+
+
+def filter_traceback(tb):
+    """`tb` without dy2st's own frames (a new chain; the frames themselves are shared)."""
+    kept = [e for e in _walk(tb) if not is_internal(e.tb_frame.f_code.co_filename)]
+    new = None
+    for entry in reversed(kept):
+        new = types.TracebackType(new, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return new
+
+
+def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
+    """Prepare `exc` to leave a StaticFunction: the user's line as a note, our frames hidden.
+
+    A run-time assert failure that XLA wrapped in a JaxRuntimeError is swapped for the
+    AssertionError the check raised. The exception keeps its type otherwise.
+    """
+    from dy2st.runtime.asserts import pop_failure  # errors must import before the runtime
+
+    failure = pop_failure() if isinstance(exc, jax.errors.JaxRuntimeError) else None
+    if failure is not None:
+        failure.__cause__, failure.__suppress_context__ = None, True
+        return failure
+    if not isinstance(exc, Dy2StaticError) and not getattr(exc, _NOTED_ATTR, False):
+        origin = innermost_user_frame(exc.__traceback__)
+        try:
+            setattr(exc, _NOTED_ATTR, True)
+        except AttributeError:
+            pass
+        if origin is not None:
+            note = user_frame_note(origin)
+            advice = next((a for t, a in _ADVICE_BY_TYPE.items() if isinstance(exc, t)), None)
+            exc.add_note(note + (f"\n  To fix: {advice}" if advice else ""))
+    if filtering:
+        exc.__traceback__ = filter_traceback(exc.__traceback__)
+    return exc

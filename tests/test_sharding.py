@@ -70,7 +70,7 @@ def test_to_static_accepts_shardings_as_decorator_options():
         return x - 1
 
     class M:
-        @dy2st.to_static(in_shardings=(device,))
+        @dy2st.to_static(in_shardings=(None, device))  # one entry per parameter, self too
         def g(self, x):
             return -x if x.sum() > 0 else x
 
@@ -78,4 +78,4 @@ def test_to_static_accepts_shardings_as_decorator_options():
     assert f(x).sharding == device
     assert float(f(-x).sum()) == -6.0
     assert float(M().g(x).sum()) == -3.0
-    assert M().g._shardings.in_shardings == (device,)
+    assert M().g._shardings.in_shardings == (None, device)

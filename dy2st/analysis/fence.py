@@ -21,18 +21,44 @@ _REJECTED = {
 }
 
 
+# Rejected only inside the body of an `if`/`while`/`for` (which may be staged).
+_REJECTED_IN_CONTROL_FLOW = {
+    gast.Delete: "`del` of a variable inside an `if` or loop cannot be converted: a staged branch or "
+    "loop must leave every variable it carries defined. Assign it a placeholder (`x = None`) "
+    "instead, or move the `del` after the block",
+}
+_CONTROL_FLOW = (gast.If, gast.While, gast.For)
+_NESTED_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
+
+
 class _Fence(gast.NodeVisitor):
     def __init__(self, filename: str, function_name: str):
         self.filename = filename
         self.function_name = function_name
+        self._control_flow_depth = 0
+
+    def _reject(self, node, advice: str):
+        origin = OriginInfo(self.filename, getattr(node, "lineno", 0), self.function_name)
+        what, _, fix = advice.partition(". ")
+        raise UnsupportedSyntaxError(f"Unsupported syntax: {what}.", origin, advice=fix)
 
     def generic_visit(self, node):
         advice = _REJECTED.get(type(node))
         if advice is not None:
-            origin = OriginInfo(self.filename, getattr(node, "lineno", 0), self.function_name)
-            what, _, fix = advice.partition(". ")
-            raise UnsupportedSyntaxError(f"Unsupported syntax: {what}.", origin, advice=fix)
-        super().generic_visit(node)
+            self._reject(node, advice)
+        if self._control_flow_depth and isinstance(node, gast.Delete):
+            if any(isinstance(t, gast.Name) for t in node.targets):
+                self._reject(node, _REJECTED_IN_CONTROL_FLOW[gast.Delete])
+        if isinstance(node, _CONTROL_FLOW):
+            self._control_flow_depth += 1
+            super().generic_visit(node)
+            self._control_flow_depth -= 1
+        elif isinstance(node, _NESTED_SCOPES) and self._control_flow_depth:
+            depth, self._control_flow_depth = self._control_flow_depth, 0
+            super().generic_visit(node)
+            self._control_flow_depth = depth
+        else:
+            super().generic_visit(node)
 
 
 def verify(tree, filename: str, function_name: str) -> None:

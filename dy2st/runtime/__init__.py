@@ -4,7 +4,12 @@ Generated code reaches this module through one closure cell (named `jst` or a fr
 never through the user's globals.
 """
 
-from dy2st.runtime.control_flow import check_not_escaping, convert_ifelse, convert_ifexp
+from dy2st.runtime import builtins as _builtins  # registers the staged builtins
+from dy2st.runtime.asserts import convert_assert
+from dy2st.runtime.builtins import StagedRange
+from dy2st.runtime.calls import convert_call
+from dy2st.runtime.checks import check_scoped_write, python_condition
+from dy2st.runtime.control_flow import convert_ifelse, convert_ifexp
 from dy2st.runtime.iterables import loop_iter
 from dy2st.runtime.lists import list_append
 from dy2st.runtime.logical import convert_and, convert_compare_chain, convert_not, convert_or
@@ -13,10 +18,14 @@ from dy2st.runtime.staging import is_traced
 from dy2st.runtime.undefined import UNDEFINED_RETURN, Undefined, UndefinedReturn, ldu
 
 __all__ = [
+    "StagedRange",
     "UNDEFINED_RETURN",
+    "check_scoped_write",
+    "convert_assert",
+    "convert_call",
+    "python_condition",
     "Undefined",
     "UndefinedReturn",
-    "check_not_escaping",
     "convert_and",
     "convert_compare_chain",
     "convert_for",

@@ -15,7 +15,7 @@ and for a traced `pred`, `y = lax.cond(pred, <if_body's y>, <else_body's y>)`.
 
 from __future__ import annotations
 
-from dy2st.errors import Dy2StaticError, OriginInfo
+from dy2st.errors import OriginInfo
 from dy2st.runtime.staging import is_traced, stage_cond
 
 
@@ -75,15 +75,3 @@ def convert_ifexp(pred, true_fn, false_fn):
     )
     return value
 
-
-def check_not_escaping(names, values):
-    """Raise if a `global`/`nonlocal` variable now holds a traced value (it would leak)."""
-    for name, value in zip(names, values):
-        if is_traced(value):
-            raise Dy2StaticError(
-                f"'{name}' is declared global/nonlocal and is assigned in an `if` whose condition is a "
-                "traced array, so it would hold a traced value outside this function.",
-                OriginInfo.of_caller(),
-                advice=f"return the new value of '{name}' from the function instead of writing it to an "
-                "outer scope, or keep the condition a Python value.",
-            )

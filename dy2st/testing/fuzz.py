@@ -32,8 +32,7 @@ import dy2st
 from dy2st.testing.program_gen import Features, GeneratedProgram, programs
 
 # What dy2st supports on this branch; the generator uses no construct outside this set.
-# `calls` joins when recursive conversion is on main.
-DEFAULT_FEATURES = Features(loops=True, loop_returns=True, calls=False)
+DEFAULT_FEATURES = Features(loops=True, loop_returns=True, calls=True)
 
 _TMPDIR = None
 

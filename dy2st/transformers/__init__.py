@@ -11,7 +11,9 @@ import dataclasses
 from types import ModuleType
 
 from dy2st.transformers import (
+    asserts,
     break_statements,
+    call_trees,
     conditional_expressions,
     continue_statements,
     ifelse,
@@ -19,6 +21,8 @@ from dy2st.transformers import (
     logical_expressions,
     loops,
     return_statements,
+    scoped_writes,
+    try_blocks,
 )
 
 
@@ -34,6 +38,9 @@ class Step:
 
 
 PIPELINE: tuple[Step, ...] = (
+    Step(try_blocks, False,
+         "Before anything adds `if`s of its own or turns the user's into branch functions: marks "
+         "the user's conditions inside `try` as ones that must stay Python."),
     Step(return_statements, False,
          "First: early returns become flags and `break`s, so later steps see single-exit code."),
     Step(break_statements, False,
@@ -54,4 +61,14 @@ PIPELINE: tuple[Step, ...] = (
     Step(loops, True,
          "After if/else, so a loop body's ifs are already functions and their state assignments "
          "count as writes; reads liveness to choose exactly the loop-carried variables."),
+    # -- calls, asserts, print and builtins come last (DESIGN): they rewrite expressions only.
+    Step(scoped_writes, False,
+         "After if/else (and loops) re-declared global/nonlocal names in branch functions: "
+         "checks each user write to them, wherever it now sits."),
+    Step(asserts, False,
+         "After control flow, so an assert inside a branch is checked in that branch; before "
+         "call_trees, so the calls in its test and message get converted."),
+    Step(call_trees, False,
+         "Last: sees every user call (including print and builtins) and none of the runtime "
+         "operators earlier steps generated."),
 )

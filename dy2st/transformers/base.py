@@ -39,11 +39,10 @@ def copy_location_recursive(new, origin) -> None:
         for node in gast.walk(root):
             if isinstance(node, (gast.expr, gast.stmt, gast.excepthandler, gast.keyword)):
                 if getattr(node, "lineno", None) is None:
-                    # Generated nodes span only the origin's first line: Python 3.11 reports a
-                    # method call at its attribute's *end* line, which must be the user's line.
-                    node.lineno = node.end_lineno = origin.lineno
-                    node.col_offset = getattr(origin, "col_offset", 0)
-                    node.end_col_offset = node.col_offset
+                    # One-line spans: a generated call spanning the whole replaced `if` would
+                    # report its *last* line (3.11 places a method call at its attribute's end).
+                    node.lineno, node.end_lineno = origin.lineno, origin.lineno
+                    node.col_offset = node.end_col_offset = getattr(origin, "col_offset", 0)
 
 
 class Transformer(gast.NodeTransformer):

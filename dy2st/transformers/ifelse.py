@@ -96,23 +96,7 @@ class IfElseTransformer(Transformer):
             stmts.append(gast.Assign(targets=[target], value=call, type_comment=None))
         else:
             stmts.append(gast.Expr(value=call))
-        stmts += self._escape_check(outputs)
         return stmts
-
-    def _escape_check(self, outputs):
-        """Globals/nonlocals must not leave a staged `if` holding a traced value."""
-        scope = self._scopes[-1] if self._scopes else None
-        if scope is None:
-            return []
-        escaping = [s for s in outputs if not s.is_composite and s.base in scope.globals | scope.nonlocals]
-        if not escaping:
-            return []
-        return templates.replace(
-            "jst.check_not_escaping(names, values)",
-            jst=self.ctx.runtime,
-            names=templates.tuple_of([templates.constant(s.base) for s in escaping]),
-            values=templates.tuple_of([s.to_node() for s in escaping]),
-        )
 
     def _state(self, node, live_out, live_in):
         """(outputs, carried): symbols live after the if, and those only read-before-written."""

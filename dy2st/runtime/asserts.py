@@ -1,0 +1,77 @@
+"""`assert` on traced values: checked when the program runs, failing with the user's line.
+
+Generated code calls::
+
+    jst.convert_assert(x.sum() > 0, lambda: 'x must be positive')
+
+A Python condition is a plain `assert` (the message thunk runs only on failure). A traced one
+adds a `jax.debug.callback` that raises `AssertionError` when the program runs and the
+condition is false; its message is the user's message followed by the user's file, line and
+source line. The callback also records the error, so `StaticFunction` (see
+`dy2st.errors.reraise_runtime_failure`) re-raises that very AssertionError instead of the
+`JaxRuntimeError` XLA wraps it in. Inside an outer `jax.jit(...)` the JaxRuntimeError reaches
+the user as is; its text ends with the same message and location.
+
+`python -O` drops asserts before dy2st sees the source's compiled form but not the source
+itself, so dy2st mirrors it: with `sys.flags.optimize` set, asserts are not converted at all.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import jax
+import numpy as np
+
+from dy2st.errors import OriginInfo, PredicateError
+from dy2st.runtime.staging import is_traced
+
+_failures: list = []  # AssertionErrors raised by callbacks, not yet re-raised by a boundary
+_failures_lock = threading.Lock()
+
+
+def convert_assert(test, message=None):
+    """`assert test, message()`; staged as a run-time check when `test` is traced.
+
+    Args:
+      test: the condition's value.
+      message: a thunk giving the message, or None when the assert has none.
+    """
+    if not is_traced(test):
+        if not test:
+            raise AssertionError(message()) if message is not None else AssertionError()
+        return
+    origin = OriginInfo.of_caller()
+    if int(np.prod(np.shape(test))) != 1:
+        raise PredicateError(
+            f"The asserted condition is an array of shape {tuple(np.shape(test))}; its truth "
+            "value is ambiguous.",
+            origin,
+            advice="reduce it first, e.g. `assert (x > 0).all()`.",
+        )
+    text = message() if message is not None else None
+    traced_text = is_traced(text)
+
+    def check(ok, *value):
+        if np.all(ok):
+            return
+        shown = str(np.asarray(value[0])) if traced_text else text
+        error = AssertionError(_failure_message(shown, origin))
+        with _failures_lock:
+            _failures.append(error)
+        raise error
+
+    jax.debug.callback(check, test, *((text,) if traced_text else ()))
+
+
+def _failure_message(message, origin: OriginInfo) -> str:
+    first = str(message) if message is not None else "assertion failed"
+    return f"{first}\n(dy2st) assert failed when the program ran, at:\n  {origin.as_header()}"
+
+
+def pop_failure():
+    """The AssertionError a run-time check raised since the last call, or None."""
+    with _failures_lock:
+        failure = _failures[-1] if _failures else None
+        _failures.clear()
+    return failure

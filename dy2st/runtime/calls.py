@@ -1,0 +1,162 @@
+"""Calls from converted code: which callees get converted too, and which run as they are.
+
+Generated code writes every user call `f(a, b)` as::
+
+    jst.convert_call(f)(a, b)
+
+`convert_call` only chooses *what* to call; the call itself still happens on the user's line,
+in the user's frame, so tracebacks show that line and the callee's own frames with nothing of
+dy2st in between, and `super()`, `locals()` and keyword arguments behave as written.
+
+The choice, in order:
+
+* builtins with a staged meaning (`print`, `int`, `range`, `max`, ...) -> `dy2st.runtime.builtins`;
+* already converted code (a StaticFunction, a function dy2st compiled, a nested `def` inside
+  converted code) -> as is;
+* functions from jax, numpy, flax, equinox, optax, dy2st or the standard library, C functions,
+  classes, and anything marked `dy2st.not_to_static` -> as is;
+* generators, coroutines and functions without source (REPL, `exec`) -> as is (logged);
+* other Python functions, lambdas and nested functions -> converted once (cached per code by
+  `dy2st.conversion`, per function object here);
+* bound methods -> their function converted, then re-bound to the same object;
+* callable objects -> their class's `__call__` converted and bound to the object;
+* `functools.partial` -> its function converted, the same arguments bound.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import types
+import weakref
+
+from dy2st.config import log
+
+_SKIPPED_PACKAGES = frozenset(
+    {"jax", "jaxlib", "numpy", "flax", "equinox", "optax", "dy2st", "scipy", "ml_dtypes", "chex", "opt_einsum"}
+) | frozenset(sys.stdlib_module_names)
+_NOT_TO_STATIC_ATTR = "__dy2st_not_to_static__"
+_UNCONVERTIBLE_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+# Code objects dy2st compiled (with every nested code object): calls to functions made from
+# them are already converted. Filled by `register_converted`.
+_converted_codes: set = set()
+_function_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_replacements: dict = {}  # builtin -> its staged version; filled by dy2st.runtime.builtins
+
+
+def register_converted(code: types.CodeType) -> None:
+    """Remember `code` and every code object nested in it as produced by dy2st."""
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        _converted_codes.add(c)
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+
+
+def register_builtin(builtin, replacement) -> None:
+    _replacements[builtin] = replacement
+
+
+def convert_call(fn):
+    """The callable to use in place of `fn` inside converted code (see the module docstring)."""
+    try:
+        replacement = _replacements.get(fn)
+    except TypeError:  # unhashable callable object
+        replacement = None
+    if replacement is not None:
+        return replacement
+    if isinstance(fn, types.FunctionType):
+        return _convert_function(fn)
+    if isinstance(fn, types.MethodType):
+        func = fn.__func__
+        if not isinstance(func, types.FunctionType):
+            return fn
+        converted = _convert_function(func)
+        return fn if converted is func else types.MethodType(converted, fn.__self__)
+    if isinstance(fn, functools.partial):
+        converted = convert_call(fn.func)
+        return fn if converted is fn.func else functools.partial(converted, *fn.args, **fn.keywords)
+    if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, type)) or _is_static_function(fn):
+        return fn
+    return _convert_callable_object(fn)
+
+
+def _is_static_function(fn) -> bool:
+    return type(fn).__name__ == "StaticFunction" and type(fn).__module__ == "dy2st.api"
+
+
+def _convert_callable_object(obj):
+    # flax wraps a Module's __call__ (the wrapper carries __wrapped__, so it is kept as is);
+    # equinox and plain classes keep the user's function, which is converted and re-bound.
+    call = getattr(type(obj), "__call__", None)
+    if not isinstance(call, types.FunctionType):
+        return obj
+    converted = _convert_function(call)
+    return obj if converted is call else types.MethodType(converted, obj)
+
+
+def _top_package(module_name) -> str:
+    return (module_name or "").partition(".")[0]
+
+
+def _convert_function(fn: types.FunctionType):
+    try:
+        return _function_cache[fn]
+    except KeyError:
+        pass
+    converted = _decide(fn)
+    try:
+        _function_cache[fn] = converted
+    except TypeError:
+        pass
+    return converted
+
+
+def _decide(fn: types.FunctionType):
+    reason = _reason_to_skip(fn)
+    if reason is not None:
+        log(3, "dy2st: calling %s unconverted: %s", fn.__qualname__, reason)
+        return fn
+    from dy2st import conversion  # runtime must not import conversion at module load (cycle)
+    from dy2st.errors import ConversionError, UnsupportedSyntaxError
+
+    try:
+        converted = conversion.convert(fn)
+    except UnsupportedSyntaxError:
+        raise
+    except ConversionError as err:
+        if _has_source(fn):
+            raise
+        log(1, "dy2st: calling %s unconverted: no source (%s)", fn.__qualname__, err.problem)
+        return fn
+    register_converted(converted.__code__)
+    log(2, "dy2st: converted call target %s", fn.__qualname__)
+    return converted
+
+
+def _reason_to_skip(fn: types.FunctionType) -> str | None:
+    code = fn.__code__
+    if code in _converted_codes:
+        return "already converted"
+    if getattr(fn, _NOT_TO_STATIC_ATTR, False):
+        return "marked not_to_static"
+    package = _top_package(fn.__module__)
+    if package in _SKIPPED_PACKAGES:
+        return f"it belongs to {package}"
+    if code.co_flags & _UNCONVERTIBLE_FLAGS:
+        return "generators and coroutines run as Python"
+    if hasattr(fn, "__wrapped__"):
+        return "a decorator's wrapper; its wrapped function is not converted separately"
+    if code.co_filename.startswith("<"):
+        return "no source file"
+    return None
+
+
+def _has_source(fn) -> bool:
+    try:
+        inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return False
+    return True

@@ -1,0 +1,43 @@
+"""Checks that depend on whether a value is traced, so the fence cannot make them up front.
+
+* `check_scoped_write(value, name, kind)` follows every write to a `global` (or the converted
+  function's own `nonlocal`) name: a traced value there would outlive the trace as a leaked
+  tracer, so it is refused with the user's line.
+* `python_condition(test, construct)` wraps the condition of an `if`/`while` inside a `try`
+  block: a traced condition would trace both branches, so `except` would catch errors of the
+  branch that does not run; it is refused with the user's line.
+"""
+
+from __future__ import annotations
+
+import jax
+
+from dy2st.errors import OriginInfo, ScopeWriteError, StagedInTryError
+from dy2st.runtime.staging import is_traced
+
+
+def check_scoped_write(value, name: str, kind: str) -> None:
+    """Raise ScopeWriteError if `value` (just written to `kind` variable `name`) is traced."""
+    if not any(is_traced(leaf) for leaf in jax.tree_util.tree_leaves(value)):
+        return
+    raise ScopeWriteError(
+        f"A traced value is written to the {kind} variable '{name}'. It would outlive the "
+        "trace (a leaked tracer), and the program would not update it when it runs.",
+        OriginInfo.of_caller(),
+        advice=f"return the value instead of writing it to '{name}' (e.g. `return y, {name}`), "
+        f"or keep '{name}' a Python value (int(...) of a concrete array, a constant).",
+    )
+
+
+def python_condition(test, construct: str):
+    """`test` itself, unless it is traced: staged control flow inside `try` is refused."""
+    if is_traced(test):
+        raise StagedInTryError(
+            f"This {construct} depends on a traced value inside a `try` block. Staged, both "
+            "sides are traced, so `except` would catch errors of the side that does not run "
+            "and never errors raised when the program runs.",
+            OriginInfo.of_caller(),
+            advice="move the `try` inside the branches or out of the function, or make the "
+            "condition a Python value; to check values at run time, use `assert`.",
+        )
+    return test

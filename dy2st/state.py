@@ -1,0 +1,380 @@
+"""Arrays reachable from `self` or a model object, lifted to program inputs; mutations written back.
+
+A compiled program is a pure function of arrays, but a model's forward reads its parameters from
+`self` and may write to it (a step counter, running statistics, a cache). dy2st therefore
+compiles, for `forward(self, x)`, the program::
+
+    (state arrays, x) -> (output, changed state arrays)
+
+and writes the changed arrays back onto the live objects after the call, so the model ends in
+the state the eager run would have left. Parameters are inputs, never baked constants: after an
+optimizer step the same program runs on the new values.
+
+What counts as state (`capture`):
+
+- *Nodes* are mutable containers walked attribute by attribute: plain Python objects (their
+  `__dict__`), lists and dicts. A node reached twice (shared sub-module, cycles) is visited once.
+- Every other value hanging off a node is a pytree (`jax.tree_util`): tuples, namedtuples,
+  optax states, Equinox modules and Flax NNX modules (registered pytrees). Their array leaves are
+  state; their other leaves are static.
+- Python scalars, strings, functions and other non-arrays are static: their values are part of
+  the program key (a changed value compiles a new program), as are the object structure and the
+  pytree structures. Array shapes and dtypes are keyed by `jax.jit` itself.
+
+`Layout` is one walk: `nodes` (visit order; node 0 is the list of roots), `key` (hashable,
+one `(kind, type, slots)` entry per node, each slot `(name, ref)`), `leaves` (the arrays).
+A ref is `("a", i)` array leaf i, `("s", value, type)` static, `("n", j)` node j, or
+`("p", treedef, refs)` a pytree rebuilt from refs.
+
+Under a trace, `Layout.fill` swaps tracers into the live nodes, the forward runs on them, a
+second walk sees what changed, and `Layout.restore` puts the original contents back
+(`make_recipe`); the `Recipe` then replays the change on concrete arrays after each call.
+Flax NNX modules are updated in place (`nnx.update`), so their identity is kept.
+
+`split_state(obj)` is the public face of this for other features (saving weights).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import types
+
+import jax
+import numpy as np
+
+_Tracer = jax.core.Tracer
+_ArrayImpl = type(jax.numpy.zeros(()))
+_ARRAY_TYPES = (jax.Array, np.ndarray, np.generic)
+_SCALARS = frozenset({int, float, bool, complex, str, bytes, type(None)})
+_OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+           functools.partial, property, staticmethod, classmethod)
+# Objects of these libraries are never walked into: they are configuration or machinery, not
+# model state (a logger, a mesh, a jax/numpy helper object).
+_OPAQUE_MODULES = ("jax", "jaxlib", "numpy", "dy2st", "logging", "threading", "_thread", "builtins",
+                   "functools", "typing", "abc", "optax", "flax", "equinox")
+_node_kind: dict[type, str | None] = {}
+
+
+class _ById:
+    """A static value that is not hashable: keyed by identity."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __hash__(self):
+        return id(self.value)
+
+    def __eq__(self, other):
+        return type(other) is _ById and other.value is self.value
+
+
+def _kind_of_type(tp, value) -> str | None:
+    """'l' list, 'd' dict, 'o' plain object walked by attribute, None: not a node."""
+    if issubclass(tp, list):
+        return "l"
+    if issubclass(tp, dict):
+        return "d"
+    if (issubclass(tp, _OPAQUE + _ARRAY_TYPES) or not hasattr(value, "__dict__")
+            or (tp.__module__ or "").split(".")[0] in _OPAQUE_MODULES):
+        return None
+    if not jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(value)):
+        return None  # a registered pytree (Equinox, NNX, a user's dataclass pytree)
+    return "o"
+
+
+def node_kind(value) -> str | None:
+    tp = type(value)
+    try:
+        return _node_kind[tp]
+    except KeyError:
+        return _node_kind.setdefault(tp, _kind_of_type(tp, value))
+
+
+def is_nnx(value) -> bool:
+    nnx = sys.modules.get("flax.nnx")
+    return nnx is not None and isinstance(value, nnx.Pytree)
+
+
+def is_stateful(value) -> bool:
+    """Whether `value`, passed as an argument (or as `self`), carries state to lift and write back."""
+    return node_kind(value) is not None or is_nnx(value)
+
+
+class Layout:
+    """One walk of the state reachable from some roots; see the module docstring."""
+
+    __slots__ = ("nodes", "key", "leaves", "traced")
+
+    def __init__(self, roots: list):
+        self.nodes = [roots]
+        self.leaves = []
+        self.traced = False
+        index = {id(roots): 0}
+        key = [None]
+        nodes, leaves = self.nodes, self.leaves
+
+        def ref(v):
+            tv = type(v)
+            if tv is _ArrayImpl:  # the common case first: a concrete jax array
+                leaves.append(v)
+                return ("a", len(leaves) - 1)
+            if tv in _SCALARS:
+                return ("s", v, tv)
+            if isinstance(v, _ARRAY_TYPES):
+                if isinstance(v, _Tracer):
+                    self.traced = True
+                leaves.append(v)
+                return ("a", len(leaves) - 1)
+            kind = _node_kind[tv] if tv in _node_kind else node_kind(v)
+            if kind is not None:
+                j = index.get(id(v))
+                if j is None:
+                    j = index[id(v)] = len(nodes)
+                    nodes.append(v)
+                    key.append(None)
+                    visit(j, v, kind)
+                return ("n", j)
+            sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=_is_node)
+            if jax.tree_util.treedef_is_leaf(treedef) and (not sub or sub[0] is v):
+                try:
+                    hash(v)
+                except TypeError:
+                    v = _ById(v)
+                return ("s", v, None)
+            return ("p", treedef, tuple(ref(x) for x in sub))
+
+        def visit(j, node, kind):  # depth first, so leaves come in attribute order
+            items = enumerate(node) if kind == "l" else (node.items() if kind == "d" else vars(node).items())
+            key[j] = (kind, type(node), tuple((k, ref(v)) for k, v in items))
+
+        visit(0, roots, "l")
+        self.key = tuple(key)
+
+    @property
+    def roots(self) -> list:
+        return self.nodes[0]
+
+    def snapshot(self) -> list:
+        return [list(n) if k[0] == "l" else dict(n if k[0] == "d" else vars(n)) for n, k in zip(self.nodes, self.key)]
+
+    def restore(self, saved: list) -> None:
+        for node, (kind, _, _), contents in zip(self.nodes, self.key, saved):
+            _replace_contents(node, kind, contents.items() if kind != "l" else contents)
+
+    def fill(self, leaves) -> None:
+        """Put `leaves` (tracers) where this layout's arrays were, rebuilding pytrees around them."""
+        for node, (kind, _, slots) in zip(self.nodes, self.key):
+            values = [(k, _build(r, leaves, self.nodes)) for k, r in slots]
+            _replace_contents(node, kind, [v for _, v in values] if kind == "l" else values)
+
+
+def _is_node(x) -> bool:
+    return node_kind(x) is not None
+
+
+def _replace_contents(node, kind, contents) -> None:
+    if kind == "l":
+        node[:] = contents
+    else:
+        d = node if kind == "d" else vars(node)
+        d.clear()
+        d.update(contents)
+
+
+def _build(ref, leaves, nodes):
+    tag = ref[0]
+    if tag == "a":
+        return leaves[ref[1]]
+    if tag == "s":
+        return ref[1].value if type(ref[1]) is _ById else ref[1]
+    if tag == "n":
+        return nodes[ref[1]]
+    return jax.tree_util.tree_unflatten(ref[1], [_build(r, leaves, nodes) for r in ref[2]])
+
+
+def _merge_value(old, new):
+    """The value a slot holds after write-back: an NNX module is updated in place."""
+    if new is not old and is_nnx(old) and type(new) is type(old):
+        from flax import nnx
+
+        nnx.update(old, nnx.state(new))
+        return old
+    return new
+
+
+class Recipe:
+    """How to replay, on concrete arrays, the state change one trace of a forward made.
+
+    `changes` lists `(node index, slot, ref)` when the forward kept the node structure (the
+    common case: only those slots are written); otherwise `full` holds, for every node after the
+    call, where it comes from (`int`: an existing node, `type`: a new one) and its contents.
+    Refs use `("in", i)` for an unchanged input array and `("a", k)` for the k-th output.
+    """
+
+    __slots__ = ("changes", "full")
+
+    def __init__(self, changes, full=None):
+        self.changes = changes
+        self.full = full
+
+    def apply(self, layout: Layout, outs) -> None:
+        if self.full is None:
+            for j, slot, r in self.changes:
+                node, kind = layout.nodes[j], layout.key[j][0]
+                container = node if kind != "o" else vars(node)
+                container[slot] = _merge_value(container[slot], _build_out(r, layout.leaves, outs, layout.nodes))
+            return
+        sources, descs = self.full
+        nodes = [layout.nodes[s] if type(s) is int else _new_node(s) for s in sources]
+        for node, (kind, _, slots) in zip(nodes, descs):
+            old = node if kind != "o" else vars(node)
+            values = [(k, _build_out(r, layout.leaves, outs, nodes)) for k, r in slots]
+            if kind != "l":
+                values = [(k, _merge_value(old.get(k), v)) for k, v in values]
+            _replace_contents(node, kind, [v for _, v in values] if kind == "l" else values)
+
+    def __repr__(self):
+        return f"Recipe(changes={self.changes!r})" if self.full is None else "Recipe(full)"
+
+
+def _new_node(tp):
+    return tp() if issubclass(tp, (list, dict)) else tp.__new__(tp)
+
+
+def _build_out(ref, inputs, outs, nodes):
+    tag = ref[0]
+    if tag == "in":
+        return inputs[ref[1]]
+    if tag == "a":
+        return outs[ref[1]]
+    if tag == "s":
+        return ref[1].value if type(ref[1]) is _ById else ref[1]
+    if tag == "n":
+        return nodes[ref[1]]
+    return jax.tree_util.tree_unflatten(ref[1], [_build_out(r, inputs, outs, nodes) for r in ref[2]])
+
+
+def make_recipe(before: Layout, after: Layout, inputs) -> tuple[Recipe, list]:
+    """Compare the walk after a traced call with the one before; returns the recipe and the
+    arrays (tracers) the program must output."""
+    position = {id(t): i for i, t in enumerate(inputs)}
+    outs, leaf_refs = [], []
+    for leaf in after.leaves:
+        i = position.get(id(leaf))
+        if i is None:
+            leaf_refs.append(("a", len(outs)))
+            outs.append(leaf)
+        else:
+            leaf_refs.append(("in", i))
+
+    def translate(r, table):
+        if r[0] == "a":
+            return table[r[1]]
+        if r[0] == "p":
+            return ("p", r[1], tuple(translate(x, table) for x in r[2]))
+        return r
+
+    before_refs = [("in", i) for i in range(len(before.leaves))]
+    same_nodes = len(after.nodes) == len(before.nodes) and all(
+        a is b for a, b in zip(after.nodes, before.nodes))
+    descs = [(kind, tp, tuple((k, translate(r, leaf_refs)) for k, r in slots)) for kind, tp, slots in after.key]
+    if same_nodes:
+        changes = []
+        for j, ((kind, _, new), (_, _, old)) in enumerate(zip(descs, before.key)):
+            old = {k: translate(r, before_refs) for k, r in old}
+            if [k for k, _ in new] != list(old):
+                break  # attributes added or removed: replay the whole node structure
+            changes.extend((j, k, r) for k, r in new if r != old[k])
+        else:
+            return Recipe(tuple(changes)), outs
+    index = {id(n): i for i, n in enumerate(before.nodes)}
+    sources = [index.get(id(n), type(n)) for n in after.nodes]
+    return Recipe((), (sources, descs)), outs
+
+
+# -- public helper -------------------------------------------------------------------------------
+
+def split_state(obj):
+    """The arrays reachable from `obj`, by readable name, and a function that puts arrays back.
+
+    Works for plain objects (attributes, nested lists/dicts/tuples/sub-objects), Flax NNX
+    modules and Equinox modules (or any pytree).
+
+    Args:
+      obj: a model object.
+
+    Returns:
+      `(arrays, merge)`: `arrays` is a dict from a dotted path (`"layers.0.w"`, `"opt.mu.w"`) to
+      the array there, in a stable order; `merge(new_arrays)` takes a dict with the same keys and
+      returns the model holding them: plain objects and NNX modules are updated in place (and
+      returned), an Equinox module or other immutable pytree is rebuilt and the new one returned.
+
+    Example::
+
+        arrays, merge = dy2st.state.split_state(model)
+        model = merge({k: v * 0.5 for k, v in arrays.items()})
+    """
+    if node_kind(obj) is None:
+        leaves_with_path, treedef = jax.tree_util.tree_flatten_with_path(obj)
+        names = [_path_name(p) for p, _ in leaves_with_path]
+        arrays = {n: v for n, (_, v) in zip(names, leaves_with_path) if isinstance(v, _ARRAY_TYPES)}
+
+        def merge(new):
+            leaves = [new.get(n, v) if isinstance(v, _ARRAY_TYPES) else v for n, (_, v) in zip(names, leaves_with_path)]
+            rebuilt = jax.tree_util.tree_unflatten(treedef, leaves)
+            return _merge_value(obj, rebuilt)
+
+        return arrays, merge
+    layout = Layout([obj])
+    names = _leaf_names(layout)
+    arrays = dict(zip(names, layout.leaves))
+
+    def merge(new):
+        leaves = [new.get(n, v) for n, v in zip(names, layout.leaves)]
+        changes = tuple((j, k, r) for j, (_, _, slots) in enumerate(layout.key) if j
+                        for k, r in slots if _has_leaf(r))
+        Recipe(changes).apply(layout, leaves)  # refs ("a", i) read the new leaves
+        return obj
+
+    return arrays, merge
+
+
+def _has_leaf(ref) -> bool:
+    return ref[0] == "a" or (ref[0] == "p" and any(_has_leaf(r) for r in ref[2]))
+
+
+def _leaf_names(layout: Layout) -> list[str]:
+    names = [""] * len(layout.leaves)
+    paths = {0: ""}
+    for j, (_, _, slots) in enumerate(layout.key):
+        prefix = paths.get(j, f"<node{j}>")
+        for k, r in slots:
+            _name_ref(r, f"{prefix}.{k}" if j else "", names, paths)
+    return names
+
+
+def _name_ref(ref, path, names, paths):
+    if ref[0] == "a":
+        names[ref[1]] = path.lstrip(".")
+    elif ref[0] == "n":
+        paths.setdefault(ref[1], path)
+    elif ref[0] == "p":
+        subpaths = [_path_name(p) for p, _ in jax.tree_util.tree_flatten_with_path(
+            jax.tree_util.tree_unflatten(ref[1], list(range(len(ref[2])))))[0]]
+        for sub, r in zip(subpaths, ref[2]):
+            _name_ref(r, f"{path}.{sub}" if sub else path, names, paths)
+
+
+def _path_name(path) -> str:
+    parts = []
+    for entry in path:
+        for attr in ("name", "key", "idx"):
+            if hasattr(entry, attr):
+                parts.append(str(getattr(entry, attr)))
+                break
+        else:
+            parts.append(str(entry))
+    return ".".join(parts)

@@ -1,0 +1,70 @@
+"""Marks the conditions of `if`/`while` inside a `try` block as ones that must stay Python.
+
+Before::
+
+    try:
+        if x.sum() > 0:
+            y = risky(x)
+    except ValueError:
+        y = x
+
+After::
+
+    try:
+        if jst.python_condition(x.sum() > 0, 'if'):
+            y = risky(x)
+    except ValueError:
+        y = x
+
+A traced condition would stage both branches, so `except` would catch errors of the branch
+that never runs (and no error raised when the program runs); `python_condition` refuses it at
+the user's line with `StagedInTryError`, and passes a Python condition through unchanged.
+Runs first, before other steps add `if`s of their own (their flags are safe) and turn the
+user's `if`s into branch functions.
+"""
+
+from __future__ import annotations
+
+import gast
+
+from dy2st.transformers import templates
+from dy2st.transformers.base import Transformer, copy_location_recursive
+
+_NESTED_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
+
+
+class TryBlockTransformer(Transformer):
+    """See the module docstring."""
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self._marked: set = set()
+
+    def visit_Try(self, node):
+        for stmt in node.body:
+            self._mark(stmt)
+        return self.generic_visit(node)
+
+    visit_TryStar = visit_Try
+
+    def _mark(self, root):
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, _NESTED_SCOPES):
+                continue
+            if isinstance(node, (gast.If, gast.While)) and id(node) not in self._marked:
+                self._marked.add(id(node))
+                test = templates.replace_as_expression(
+                    "jst.python_condition(test, construct)",
+                    jst=self.ctx.runtime,
+                    test=node.test,
+                    construct=templates.constant("if" if isinstance(node, gast.If) else "while loop"),
+                )
+                copy_location_recursive(test, node.test)
+                node.test = test
+            stack.extend(gast.iter_child_nodes(node))
+
+
+def transform(tree, ctx):
+    return TryBlockTransformer(ctx).transform(tree)

@@ -1,0 +1,547 @@
+"""The error catalogue: each bad input, the error it raises, the user's file:line, the advice.
+
+Every case asserts the error type, the user's file name and the marked line (found through its
+`# <marker>` comment, never a hard-coded number), the source line, and the key words of the
+advice. docs/limitations.md lists the same cases with their fixes.
+"""
+
+import importlib.util
+import os
+import sys
+import traceback
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import dy2st
+from dy2st.errors import (
+    BranchOutputError,
+    BuiltinError,
+    ConversionError,
+    Dy2StaticError,
+    InputSignatureError,
+    PredicateError,
+    ScopeWriteError,
+    StagedInTryError,
+    UnsupportedSyntaxError,
+)
+
+from catalogue_helpers import assert_points_at, full_text, line_of
+
+POS = jnp.array([1.0, 2.0, 3.0])
+NEG = jnp.array([-1.0, -2.0, -3.0])
+counter = 0
+total = jnp.zeros(())
+
+
+# -- rejected up front by the fence ---------------------------------------------------------
+def uses_yield(x):
+    for row in x:
+        yield row * 2  # E:yield
+
+
+def uses_yield_from(x):
+    yield from [x, x]  # E:yield_from
+
+
+def has_nested_async(x):
+    async def inner():  # E:async_def
+        return x
+
+    return x
+
+
+def del_in_if(x):
+    y = x * 2
+    if x.sum() > 0:
+        del y  # E:del_if
+        y = x
+    return y
+
+
+def del_in_for(x):
+    for i in range(2):
+        tmp = x * i
+        del tmp  # E:del_for
+    return x
+
+
+@pytest.mark.parametrize(
+    "fn, marker, words",
+    [
+        (uses_yield, "E:yield", ["generators", "list"]),
+        (uses_yield_from, "E:yield_from", ["yield from", "list"]),
+        (has_nested_async, "E:async_def", ["async def", "plain `def`"]),
+        (del_in_if, "E:del_if", ["del", "placeholder"]),
+        (del_in_for, "E:del_for", ["del", "after the block"]),
+    ],
+)
+def test_fence_rejects(fn, marker, words):
+    with pytest.raises(UnsupportedSyntaxError) as info:
+        dy2st.to_static(fn)(POS)
+    assert_points_at(info.value, fn, marker, *words)
+
+
+async def async_top(x):  # E:async_top
+    return x
+
+
+def test_async_function_rejected():
+    with pytest.raises(UnsupportedSyntaxError) as info:
+        dy2st.to_code(async_top)
+    assert_points_at(info.value, async_top, "E:async_top", "async def", "plain `def`")
+
+
+# -- writes to global/nonlocal variables ----------------------------------------------------
+def global_traced_write(x):
+    global total
+    total = x.sum()  # E:global_write
+    return x
+
+
+def global_write_in_staged_if(x):
+    global total
+    if x.sum() > 0:
+        total += x.sum()  # E:global_if
+    return x
+
+
+def global_python_write_ok(x):
+    global counter
+    counter += 1
+    return x * 2
+
+
+def make_nonlocal_writer():
+    seen = None
+
+    def write(x):
+        nonlocal seen
+        seen = x * 2  # E:nonlocal_write
+        return x
+
+    return write
+
+
+def helper_writes_global(x):
+    global total
+    total = x * 3  # E:helper_global
+    return x
+
+
+def calls_global_writer(x):
+    return helper_writes_global(x) + 1
+
+
+@pytest.mark.parametrize(
+    "fn, where, marker, kind",
+    [
+        (global_traced_write, global_traced_write, "E:global_write", "global"),
+        (global_write_in_staged_if, global_write_in_staged_if, "E:global_if", "global"),
+        (make_nonlocal_writer(), make_nonlocal_writer, "E:nonlocal_write", "nonlocal"),
+        (calls_global_writer, helper_writes_global, "E:helper_global", "global"),
+    ],
+)
+def test_traced_write_to_outer_scope(fn, where, marker, kind):
+    with pytest.raises(ScopeWriteError) as info:
+        dy2st.to_static(fn)(POS)
+    assert_points_at(info.value, where, marker, kind, "leaked tracer", "return the value")
+
+
+def test_python_value_write_to_global_is_fine():
+    before = counter
+    assert float(dy2st.to_static(global_python_write_ok)(POS).sum()) == 12.0
+    assert counter == before + 1  # once, at trace time
+
+
+# -- staged control flow inside try ---------------------------------------------------------
+def staged_if_in_try(x):
+    try:
+        if x.sum() > 0:  # E:try_if
+            y = x * 2
+        else:
+            y = x
+    except ValueError:
+        y = x
+    return y
+
+
+def python_if_in_try(x, n):
+    try:
+        if n > 0:
+            y = x * n
+        else:
+            y = x
+    except ValueError:
+        y = x
+    return y
+
+
+def test_staged_if_in_try_rejected():
+    with pytest.raises(StagedInTryError) as info:
+        dy2st.to_static(staged_if_in_try)(POS)
+    assert isinstance(info.value, UnsupportedSyntaxError)
+    assert_points_at(info.value, staged_if_in_try, "E:try_if", "try", "move the `try`")
+
+
+def test_python_if_in_try_is_fine():
+    f = dy2st.to_static(python_if_in_try)
+    assert float(f(POS, 2).sum()) == 12.0 and float(f(POS, 0).sum()) == 6.0
+
+
+# -- staged branches that cannot merge -------------------------------------------------------
+def shape_mismatch(x):
+    if x.sum() > 0:  # E:shape
+        y = x
+    else:
+        y = x[:2]
+    return y
+
+
+def dtype_mismatch(x):
+    if x.sum() > 0:  # E:dtype
+        y = x
+    else:
+        y = x.astype(jnp.int32)
+    return y
+
+
+def one_branch_only(x):
+    if x.sum() > 0:  # E:one_branch
+        y = x
+    return y
+
+
+def structure_mismatch(x):
+    if x.sum() > 0:  # E:structure
+        y = (x, x)
+    else:
+        y = x
+    return y
+
+
+def array_predicate(x):
+    if x > 0:  # E:predicate
+        x = x * 2
+    return x
+
+
+def array_assert(x):
+    assert x > 0  # E:array_assert
+    return x
+
+
+@pytest.mark.parametrize(
+    "fn, marker, error, words",
+    [
+        (shape_mismatch, "E:shape", BranchOutputError, ["'y'", "float32[3]", "float32[2]", "same shape"]),
+        (dtype_mismatch, "E:dtype", BranchOutputError, ["'y'", "int32", "cast"]),
+        (one_branch_only, "E:one_branch", BranchOutputError, ["'y'", "if branch only", "assign"]),
+        (structure_mismatch, "E:structure", BranchOutputError, ["'y'", "structure"]),
+        (array_predicate, "E:predicate", PredicateError, ["shape (3,)", ".all()"]),
+        (array_assert, "E:array_assert", PredicateError, ["shape (3,)", "assert (x > 0).all()"]),
+    ],
+)
+def test_staging_errors(fn, marker, error, words):
+    with pytest.raises(error) as info:
+        dy2st.to_static(fn)(POS)
+    assert_points_at(info.value, fn, marker, *words)
+
+
+# -- run-time asserts -------------------------------------------------------------------------
+def runtime_assert(x):
+    y = x * 2
+    assert y.sum() > 0, "y must be positive"  # E:assert
+    return y
+
+
+def runtime_assert_no_message(x):
+    assert x.min() > 0  # E:assert_plain
+    return x
+
+
+def runtime_assert_in_branch(x):
+    if x[0] > -2:
+        assert x.sum() > 0, f"sum of {x.shape[0]} values"  # E:assert_branch
+    return x
+
+
+def test_runtime_assert_fails_with_users_line():
+    f = dy2st.to_static(runtime_assert)
+    assert float(f(POS).sum()) == 12.0
+    with pytest.raises(AssertionError) as info:
+        f(NEG)
+    assert str(info.value).startswith("y must be positive")
+    assert_points_at(info.value, runtime_assert, "E:assert", "assert failed when the program ran")
+    with pytest.raises(AssertionError):  # again, now from the cache
+        f(NEG)
+
+
+def test_runtime_assert_without_message():
+    with pytest.raises(AssertionError) as info:
+        dy2st.to_static(runtime_assert_no_message)(NEG)
+    assert_points_at(info.value, runtime_assert_no_message, "E:assert_plain", "assertion failed")
+
+
+def test_runtime_assert_inside_staged_branch():
+    f = dy2st.to_static(runtime_assert_in_branch)
+    assert float(f(POS).sum()) == 6.0
+    assert float(f(jnp.array([-3.0, -1.0])).sum()) == -4.0  # the branch is not taken
+    with pytest.raises(AssertionError) as info:
+        f(jnp.array([-1.0, -1.0]))
+    assert_points_at(info.value, runtime_assert_in_branch, "E:assert_branch", "sum of 2 values")
+
+
+def test_runtime_assert_through_outer_jit():
+    f = jax.jit(dy2st.to_static(runtime_assert))
+    with pytest.raises(jax.errors.JaxRuntimeError) as info:
+        f(NEG)
+    assert_points_at(info.value, runtime_assert, "E:assert", "y must be positive", "AssertionError")
+
+
+def python_assert(x, n):
+    assert n > 0, "n must be positive"  # E:py_assert
+    return x * n
+
+
+def test_python_assert_is_a_plain_assert():
+    with pytest.raises(AssertionError, match="n must be positive") as info:
+        dy2st.to_static(python_assert)(POS, 0)
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert frames[-1].lineno == line_of(python_assert, "E:py_assert")
+    assert frames[-1].filename == __file__
+
+
+# -- errors of user code or JAX keep their type, gain the user's line ---------------------------
+def matmul_in_branch(x):
+    if x.sum() > 0:
+        y = x @ jnp.ones((2, 2))  # E:matmul
+    else:
+        y = x
+    return y
+
+
+def add_string(x):
+    return x + "a"  # E:add_string
+
+
+def helper_with_bad_shape(x):
+    if x[0] > 0:
+        return x.reshape(2, 2)  # E:helper_reshape
+    return x
+
+
+def calls_bad_helper(x):
+    return helper_with_bad_shape(x) * 2
+
+
+def comprehension_filter(x):
+    return [v for v in x if v > 0]  # E:comprehension
+
+
+@dy2st.not_to_static
+def unconverted_helper(x):
+    if x.sum() > 0:  # E:unconverted
+        return x
+    return -x
+
+
+def calls_unconverted(x):
+    return unconverted_helper(x)
+
+
+class Scaler:
+    def scale(self, x):
+        return x * jnp.ones(4)  # E:method
+
+
+def calls_method(x):
+    return Scaler().scale(x)
+
+
+def calls_lambda(x):
+    bad = lambda v: jnp.dot(v, jnp.ones(5))  # E:lambda
+    return bad(x)
+
+
+@pytest.mark.parametrize(
+    "fn, where, marker, error, words",
+    [
+        (matmul_in_branch, matmul_in_branch, "E:matmul", TypeError, ["dot_general"]),
+        (add_string, add_string, "E:add_string", TypeError, []),
+        (calls_bad_helper, helper_with_bad_shape, "E:helper_reshape", TypeError, ["reshape"]),
+        (comprehension_filter, comprehension_filter, "E:comprehension",
+         jax.errors.TracerBoolConversionError, ["jnp.where"]),
+        (calls_unconverted, unconverted_helper, "E:unconverted",
+         jax.errors.TracerBoolConversionError, ["not_to_static"]),
+        (calls_method, Scaler.scale, "E:method", TypeError, ["broadcast"]),
+        (calls_lambda, calls_lambda, "E:lambda", TypeError, ["dot"]),
+    ],
+)
+def test_user_and_jax_errors_keep_type_and_gain_note(fn, where, marker, error, words):
+    with pytest.raises(error) as info:
+        dy2st.to_static(fn)(POS)
+    assert not isinstance(info.value, Dy2StaticError)
+    assert_points_at(info.value, where, marker, "(dy2st)", *words)
+
+
+def test_dy2st_frames_are_hidden_from_tracebacks():
+    with pytest.raises(TypeError) as info:
+        dy2st.to_static(matmul_in_branch)(POS)
+    files = [f.filename for f in traceback.extract_tb(info.value.__traceback__)]
+    package = os.path.dirname(dy2st.__file__)
+    assert not [f for f in files if f.startswith(package)], files
+    assert line_of(matmul_in_branch, "E:matmul") in [f.lineno for f in traceback.extract_tb(info.value.__traceback__)]
+
+
+def test_traceback_filtering_can_be_turned_off(tmp_path):
+    import subprocess
+
+    script = tmp_path / "show.py"
+    script.write_text(
+        "import traceback, jax.numpy as jnp, dy2st\n"
+        "def f(x):\n"
+        "    if x.sum() > 0:\n"
+        "        return x @ jnp.ones((2, 2))\n"
+        "    return x\n"
+        "try:\n"
+        "    dy2st.to_static(f)(jnp.ones(3))\n"
+        "except TypeError as e:\n"
+        "    print(sum('/dy2st/' in fr.filename for fr in traceback.extract_tb(e.__traceback__)))\n"
+    )
+    root = os.path.dirname(os.path.dirname(dy2st.__file__))
+    counts = {}
+    for mode in ("on", "off"):
+        env = dict(os.environ, PYTHONPATH=root, DY2ST_TRACEBACK_FILTERING=mode, JAX_PLATFORMS="cpu")
+        out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, check=True)
+        counts[mode] = int(out.stdout.strip().splitlines()[-1])
+    assert counts["on"] == 0 and counts["off"] > 0
+
+
+# -- builtins on traced values ----------------------------------------------------------------
+def int_of_vector(x):
+    return int(x)  # E:int
+
+
+def float_of_matrix(x):
+    return float(x.reshape(3, 1))  # E:float
+
+
+def max_with_key(x):
+    return max(x[0], x[1], key=abs)  # E:max_key
+
+
+def max_of_matrix(x):
+    return max(jnp.stack([x, x]))  # E:max_2d
+
+
+def range_float_bound(x):
+    n = x.sum()
+    return list(range(n))  # E:range_float
+
+
+def range_iterated_in_python(x):
+    n = x.sum().astype(jnp.int32)
+    return list(range(n))  # E:range_list
+
+
+@pytest.mark.parametrize(
+    "fn, marker, words",
+    [
+        (int_of_vector, "E:int", ["int()", "shape (3,)", "reduce"]),
+        (float_of_matrix, "E:float", ["float()", "shape (3, 1)", "reduce"]),
+        (max_with_key, "E:max_key", ["max()", "key=", "jnp.max"]),
+        (max_of_matrix, "E:max_2d", ["max()", "shape (2, 3)", "axis"]),
+        (range_float_bound, "E:range_float", ["range()", "float32", "int("]),
+        (range_iterated_in_python, "E:range_list", ["range()", "for` loop", "jnp.arange"]),
+    ],
+)
+def test_builtin_errors(fn, marker, words):
+    with pytest.raises(BuiltinError) as info:
+        dy2st.to_static(fn)(POS)
+    assert isinstance(info.value, TypeError)
+    assert_points_at(info.value, fn, marker, *words)
+
+
+# -- conversion and signature errors ------------------------------------------------------------
+def test_function_without_source(tmp_path):
+    module_file = tmp_path / "gone_module.py"
+    module_file.write_text("def gone(x):\n    return x * 2  # E:gone\n")
+    spec = importlib.util.spec_from_file_location("gone_module", module_file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module_file.unlink()
+    import linecache
+
+    linecache.clearcache()
+    with pytest.raises(ConversionError) as info:
+        dy2st.to_static(module.gone)(POS)
+    text = full_text(info.value)
+    assert f'File "{module_file}", line 1, in gone' in text
+    assert "source" in text and "dy2st.not_to_static" in text
+
+
+def test_helper_without_source_runs_unconverted(tmp_path):
+    module_file = tmp_path / "gone_helper.py"
+    module_file.write_text("def helper(x):\n    return x * 2\n")
+    spec = importlib.util.spec_from_file_location("gone_helper", module_file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module_file.unlink()
+    import linecache
+
+    linecache.clearcache()
+
+    def caller(x):
+        return module.helper(x) + 1
+
+    assert float(dy2st.to_static(caller)(POS).sum()) == 15.0
+
+
+def test_not_a_python_function():
+    with pytest.raises(ConversionError) as info:
+        dy2st.to_static(len)([1, 2])
+    assert "not a Python function" in str(info.value) and "dy2st.to_static" in str(info.value)
+
+
+two_lambdas = (lambda x: x + 1, lambda x: x - 1)  # E:two_lambdas
+
+
+def test_ambiguous_lambda():
+    with pytest.raises(ConversionError) as info:
+        dy2st.to_code(two_lambdas[0])
+    text = str(info.value)
+    assert f'line {line_of_module("E:two_lambdas")}' in text and "own line" in text
+
+
+def line_of_module(marker):
+    with open(__file__) as f:
+        lines = f.read().splitlines()
+    hits = [i + 1 for i, line in enumerate(lines) if line.rstrip().endswith(f"# {marker}")]
+    assert len(hits) == 1
+    return hits[0]
+
+
+def takes_static(x, options):
+    return x * len(options)
+
+
+def test_unhashable_static_argument():
+    with pytest.raises(InputSignatureError) as info:
+        dy2st.to_static(takes_static)(POS, {1, 2})
+    assert "hashable" in str(info.value) and "tuple" in str(info.value)
+
+
+def countdown(x, n):
+    if n > 0:
+        return countdown(x * 2, n - 1)  # E:recursion
+    return x
+
+
+def test_recursion_on_python_value_works_and_on_traced_value_explains():
+    f = dy2st.to_static(countdown)
+    assert float(f(POS, 3).sum()) == 48.0
+    with pytest.raises(RecursionError) as info:
+        f(POS, jnp.array(3))
+    assert_points_at(info.value, countdown, "E:recursion", "base case", "Python value")

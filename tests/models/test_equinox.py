@@ -1,0 +1,95 @@
+"""Equinox modules: to_static __call__ on an immutable pytree module, eqx.filter_grad /
+filter_jit, state passed as eqx.nn.State, and apply_updates without recompiling."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dy2st
+from dy2st.testing import _assert_tree_close
+from dy2st.testing.models import run_eagerly
+
+pytestmark = pytest.mark.models
+eqx = pytest.importorskip("equinox")
+optax = pytest.importorskip("optax")
+
+POS = jnp.linspace(0.1, 1.0, 12).reshape(3, 4)
+NEG = -POS
+
+
+class Net(eqx.Module):
+    layers: list
+    depth_limit: int = 3
+
+    def __init__(self, width=6, seed=0):
+        k1, k2 = jax.random.split(jax.random.PRNGKey(seed))
+        self.layers = [eqx.nn.Linear(4, width, key=k1), eqx.nn.Linear(width, 2, key=k2)]
+
+    @dy2st.to_static
+    def __call__(self, x):
+        h = jax.vmap(self.layers[0])(x)
+        if h.mean() > 0:
+            h = jax.nn.relu(h)
+        else:
+            h = -h * self.depth_limit
+        return jax.vmap(self.layers[1])(h)
+
+
+def loss(model, x):
+    return jnp.sum(model(x) ** 2)
+
+
+@pytest.mark.parametrize("x", [POS, NEG], ids=["pos", "neg"])
+def test_outputs_and_filter_grad(x):
+    model = Net()
+    _assert_tree_close(run_eagerly(model, x), model(x), "output")
+    g_static = eqx.filter_grad(loss)(model, x)
+    g_eager = run_eagerly(eqx.filter_grad(loss), model, x)
+    _assert_tree_close(eqx.filter(g_eager, eqx.is_array), eqx.filter(g_static, eqx.is_array), "filter_grad")
+    _assert_tree_close(run_eagerly(model, x), eqx.filter_jit(lambda m, x: m(x))(model, x), "filter_jit")
+
+
+def test_apply_updates_reuses_the_program_and_shape_change_recompiles():
+    model = Net()
+    model(POS)
+    count = len(Net.__call__.programs)
+    opt = optax.adam(0.05)
+    state = opt.init(eqx.filter(model, eqx.is_array))
+    for x in (POS, NEG, POS):
+        grads = eqx.filter_grad(loss)(model, x)
+        updates, state = opt.update(grads, state)
+        model = eqx.apply_updates(model, updates)
+        _assert_tree_close(run_eagerly(model, x), model(x), "after update")
+    assert len(Net.__call__.programs) == count
+    Net(width=5)(POS)
+    assert len(Net.__call__.programs) == count + 1
+
+
+class Stateful(eqx.Module):
+    """Running statistics live in eqx.nn.State, passed in and returned (Equinox's way)."""
+
+    lin: eqx.nn.Linear
+    norm: eqx.nn.BatchNorm
+
+    def __init__(self):
+        self.lin = eqx.nn.Linear(4, 3, key=jax.random.PRNGKey(2))
+        self.norm = eqx.nn.BatchNorm(3, axis_name="batch", mode="batch")
+
+    def __call__(self, x, state):
+        h = jax.vmap(self.lin)(x)
+        if h.sum() > 0:
+            h, state = jax.vmap(self.norm, axis_name="batch", in_axes=(0, None), out_axes=(0, None))(h, state)
+        return h, state
+
+
+def test_to_static_model_with_eqx_state():
+    model, state = eqx.nn.make_with_state(Stateful)()
+    f = dy2st.to_static(model)
+    static_state = eager_state = state
+    for x in (POS, NEG, POS):
+        y_static, static_state = f(x, static_state)
+        y_eager, eager_state = model(x, eager_state)
+        _assert_tree_close(y_eager, y_static, "output", atol=1e-5)
+    _assert_tree_close(jax.tree_util.tree_leaves(eager_state), jax.tree_util.tree_leaves(static_state), "state", atol=1e-5)
+    assert len(f.programs) == 1

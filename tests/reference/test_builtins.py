@@ -1,0 +1,222 @@
+"""Differential tests of builtins inside converted code, on traced and on Python values:
+len, range, enumerate, zip, int/float/bool, abs, min/max, isinstance, print and assert."""
+
+import io
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import dy2st
+from dy2st.testing import check_equivalent
+
+POS = jnp.array([1.0, 2.5, 3.0])
+NEG = jnp.array([-1.0, -2.5, -3.0])
+MIX = jnp.array([-3.0, 1.0, 0.5])
+INPUTS = [POS, NEG, MIX]
+
+
+def uses_len(x):
+    return x * len(x) + len(x.shape)
+
+
+def uses_range(x):
+    acc = jnp.zeros(())
+    for i in range(len(x)):
+        acc = acc + x[i] * i
+    for j in range(1, 3):
+        acc = acc - j
+    return acc
+
+
+def uses_enumerate(x):
+    acc = jnp.zeros(())
+    for i, v in enumerate(x):
+        if v > 0:
+            acc = acc + v * i
+    return acc
+
+
+def uses_zip(x):
+    acc = jnp.zeros(())
+    for a, b in zip(x, x[::-1]):
+        acc = acc + a * b
+    return acc
+
+
+def uses_int(x):
+    return x * int(x.sum() / 4)
+
+
+def uses_float(x):
+    return float(x[0]) * x + float(2)
+
+
+def uses_bool(x):
+    if bool(x.sum()):
+        return x * 2
+    return x
+
+
+def uses_bool_of_zero(x):
+    return jnp.where(bool(x.sum() * 0), x, -x)
+
+
+def uses_abs(x):
+    return abs(x).sum() + abs(x.sum())
+
+
+def uses_max_min_scalars(x):
+    return max(x.sum(), 0.0) + min(x[0], x[1], x[2]) + max(x[0], 1)
+
+
+def uses_max_min_vector(x):
+    return max(x) - min(x)
+
+
+def uses_max_of_list(x):
+    return max([x[0], x[1]]) * min((x[1], x[2]))
+
+
+def uses_isinstance(x):
+    if isinstance(x, jax.Array):
+        y = x * 2
+    else:
+        y = x
+    if isinstance(x, float):
+        y = y + 100
+    return y
+
+
+def uses_python_builtins(x):
+    n = int("3") + max(1, 2) + min([4, 5]) + len(range(3)) + abs(-2) + int(bool(0))
+    return x * n + float(1)
+
+
+CASES = [
+    uses_len,
+    uses_range,
+    uses_enumerate,
+    uses_zip,
+    uses_int,
+    uses_float,
+    uses_bool,
+    uses_bool_of_zero,
+    uses_abs,
+    uses_max_min_scalars,
+    uses_max_min_vector,
+    uses_max_of_list,
+    uses_isinstance,
+    uses_python_builtins,
+]
+
+
+@pytest.mark.parametrize("x", INPUTS, ids=["pos", "neg", "mix"])
+@pytest.mark.parametrize("fn", CASES, ids=lambda f: f.__name__)
+def test_builtins_differential(fn, x):
+    check_equivalent(fn, x)
+
+
+@pytest.mark.parametrize("fn", [uses_abs, uses_max_min_scalars, uses_max_min_vector, uses_max_of_list])
+def test_builtins_gradients(fn):
+    check_equivalent(fn, MIX, grad_argnums=0)
+
+
+def test_casts_are_staged_not_concretized():
+    jaxpr = str(dy2st.to_static(uses_int).get_concrete_program(POS).jaxpr)
+    assert "convert_element_type" in jaxpr
+    assert dy2st.to_static(uses_int)(jnp.array([-6.0, 0.0])).tolist() == [6.0, 0.0]  # int(-1.5) == -1, not -2
+
+
+# -- print --------------------------------------------------------------------------------------
+def print_values(x):
+    print(x)
+    print("sum", x.sum(), sep="|", end="!\n")
+    print("static", len(x), [x[0], 1], (2, "a"))
+    return x * 2
+
+
+def print_in_branch(x):
+    if x.sum() > 0:
+        print("positive", x.sum())
+        y = x
+    else:
+        print("not positive", x.min())
+        y = -x
+    return y
+
+
+def print_to_file(x, buffer):
+    print("value:", x[0], file=buffer)
+    return x
+
+
+def print_helper(v):
+    print("helper sees", v.max())
+    return v + 1
+
+
+def print_through_helper(x):
+    if x[0] > 0:
+        x = print_helper(x)
+    return x
+
+
+def _captured(capsys, fn, *args):
+    fn(*args)
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("fn", [print_values, print_in_branch, print_through_helper], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("x", INPUTS, ids=["pos", "neg", "mix"])
+def test_print_matches_python(capsys, fn, x):
+    expected = _captured(capsys, fn, x)
+    assert expected or (fn is print_through_helper and float(x[0]) <= 0)
+    assert _captured(capsys, dy2st.to_static(fn), x) == expected
+    assert _captured(capsys, jax.jit(dy2st.to_static(fn)), x) == expected
+
+
+def test_print_runs_each_call_from_the_cache(capsys):
+    f = dy2st.to_static(print_in_branch)
+    f(POS)
+    f(NEG)
+    f(POS)
+    assert capsys.readouterr().out == "positive 6.5\nnot positive -3.0\npositive 6.5\n"
+
+
+def test_print_to_a_file():
+    eager, staged = io.StringIO(), io.StringIO()
+    print_to_file(POS, eager)
+    dy2st.to_static(print_to_file)(POS, eager.__class__() if False else staged)
+    assert staged.getvalue() == eager.getvalue() == "value: 1.0\n"
+
+
+def test_print_of_python_values_prints_at_trace_time(capsys):
+    def f(x):
+        print("tracing", x.shape)
+        return x
+
+    g = dy2st.to_static(f)
+    g(POS)
+    g(POS)
+    assert capsys.readouterr().out == "tracing (3,)\n"
+
+
+# -- assert ---------------------------------------------------------------------------------------
+def asserts_positive(x):
+    assert x.sum() > 0, "need a positive sum"
+    assert len(x) == 3
+    return x * 2
+
+
+def test_assert_passing_is_differential():
+    check_equivalent(asserts_positive, POS, grad_argnums=0)
+
+
+def test_assert_failing_raises_like_python():
+    with pytest.raises(AssertionError, match="need a positive sum"):
+        asserts_positive(NEG)
+    with pytest.raises(AssertionError, match="need a positive sum"):
+        dy2st.to_static(asserts_positive)(NEG)
+    with pytest.raises(AssertionError):
+        dy2st.to_static(asserts_positive)(jnp.ones(4))  # a Python condition: raised while tracing
