@@ -51,7 +51,7 @@ def test_generator_covers_the_constructs():
 def test_generator_emits_loops_and_calls_when_enabled():
     text = _draw_sources(Features(loops=True, calls=True), count=60)
     for construct in (r"^\s+for \w+ in range\(", r"^\s+for r\d+ in m:", r"^\s+while ", r"^\s+break$",
-                      r"^\s+continue$", r"^def h0\(a, k\):", r"= h\d\("):
+                      r"^\s+continue$", r"^def h0\(a, k, m\):", r"= h\d\("):
         assert re.search(construct, text, re.M), f"no generated program contains {construct!r}"
 
 

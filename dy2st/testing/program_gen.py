@@ -91,7 +91,7 @@ class _Generator:
         self.draw = draw
         self.features = features
         self.budget = draw(st.integers(4, 14))  # statements left to generate
-        self.helpers: list[str] = []  # helpers defined so far: name(a, k) -> (a, k)
+        self.helpers: list[str] = []  # helpers defined so far: name(a, k, m) -> (a, k)
         self.fresh = 0
         self.has_loops = False
 
@@ -260,7 +260,7 @@ class _Generator:
         if kind == "call":
             helper = self.pick(self.helpers)
             target = f"{self.pick(s.arrays)}, {self.pick(s.ints)}"
-            return [ind + f"{target} = {helper}({self.arr_expr(s, 1)}, {self.int_atom(s)})"], False
+            return [ind + f"{target} = {helper}({self.arr_expr(s, 1)}, {self.int_atom(s)}, m)"], False
         if kind == "if":
             return self.if_statement(s, depth, ind), False
         return self.loop(kind, s, depth, ind), False
@@ -302,7 +302,7 @@ class _Generator:
             header = [ind + f"for {row} in m:"]
         else:
             counter = self.new_name("i")
-            bound = self.pick(["0", "1", "3", "n", f"{self.pick(s.ints)} % 4"])
+            bound = self.pick(["0", "1", "3", f"{self.pick(s.ints)} % 4"] + (["n"] if "n" in s.int_reads else []))
             body_scope = s.child(int_reads=s.int_reads + [counter], loop_depth=s.loop_depth + 1)
             if kind == "for":
                 header = [ind + f"for {counter} in range({bound}):"]
@@ -336,7 +336,7 @@ class _Generator:
         body = self.block(scope, 1, "    ")
         self.budget = saved
         self.helpers.append(name)
-        return [f"def {name}(a, k):"] + body + ["    return a, k", "", ""]
+        return [f"def {name}(a, k, m):"] + body + ["    return a, k", "", ""]
 
     def module(self) -> str:
         lines = ["import jax.numpy as jnp", "", ""]
