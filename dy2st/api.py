@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
+import weakref
 
 import jax
 
@@ -50,6 +51,7 @@ class StaticFunction:
         self._converted_fn = None
         self._cache = None
         self._stateful = None  # programs for calls whose self/arguments carry state (dy2st/state.py)
+        self._bound = weakref.WeakValueDictionary()  # id(instance) -> BoundStaticFunction
         self._checker = None
         functools.update_wrapper(self, fn)
 
@@ -77,7 +79,7 @@ class StaticFunction:
     # -- calling ------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         if self._input_spec is not None:  # one attribute test on the no-spec hot path
-            self._check_inputs(args, kwargs, is_method=False)
+            (self._checker or self._spec_checker).check(args, kwargs)
         try:  # free when nothing is raised: the hot path pays nothing for the boundary
             return self._run(args, kwargs)
         except Exception as exc:
@@ -91,7 +93,7 @@ class StaticFunction:
     def _run(self, args, kwargs):
         if not config.enable_to_static:
             return self._fn(*args, **kwargs)
-        positions = stateful.root_positions(args)
+        positions = stateful.root_positions(args, kwargs)
         if positions:
             return self._stateful_programs.call(args, kwargs, positions)
         cache = self._cache or self._programs_cache
@@ -99,13 +101,12 @@ class StaticFunction:
             return self._call_general(cache, args, kwargs)
         return cache(args) if not _any_traced(args) else check_defined(self._converted(*args))
 
-    def _check_inputs(self, args, kwargs, is_method: bool) -> None:
-        """Check the arguments (after `self` for a method) against `input_spec`."""
-        checker = self._checker
-        if checker is None:
-            params = list(inspect.signature(self._fn).parameters)
-            self._checker = checker = input_spec.ArgumentChecker(self._input_spec, params[1:] if is_method else params)
-        checker.check(args, kwargs, origin_depth=3)
+    @property
+    def _spec_checker(self) -> input_spec.ArgumentChecker:
+        # The specs of a method describe the arguments after `self`.
+        skip = int(conversion.is_method(self._fn))
+        self._checker = input_spec.ArgumentChecker(self._input_spec, list(inspect.signature(self._fn).parameters), skip)
+        return self._checker
 
     def _call_general(self, cache, args, kwargs):
         if any(isinstance(l, jax.core.Tracer) for l in jax.tree_util.tree_leaves((args, kwargs))):
@@ -121,7 +122,12 @@ class StaticFunction:
     def __get__(self, instance, owner=None):
         if instance is None:
             return self
-        return BoundStaticFunction(self, instance)
+        # One bound object per live instance: keyed by id, valid while the bound object (which
+        # holds the instance) is alive, so ids are never reused underneath it.
+        bound = self._bound.get(id(instance))
+        if bound is None:
+            bound = self._bound[id(instance)] = BoundStaticFunction(self, instance)
+        return bound
 
     # -- introspection ------------------------------------------------------------------
     @property
@@ -142,11 +148,12 @@ class StaticFunction:
         A `None` dim of an InputSpec traces as a `jax.export` symbolic dimension: `.jaxpr` and
         `.as_text()` then describe the program for every size (`.compiled` needs fixed sizes).
         """
-        if not args and not kwargs and self._input_spec is not None:
-            args = tuple(self._input_spec)
-        args, kwargs = input_spec.abstract((args, kwargs))
         try:
-            positions = stateful.root_positions(args)
+            skip = int(conversion.is_method(self._fn))  # a method's specs come after `self`
+            if len(args) == skip and not kwargs and self._input_spec is not None:
+                args = (*args, *self._input_spec)
+            args, kwargs = input_spec.abstract((args, kwargs))
+            positions = stateful.root_positions(args, kwargs)
             if positions:
                 return self._stateful_programs.get_concrete_program(args, kwargs, positions)
             return self._programs_cache.get_concrete_program(args, kwargs)
@@ -177,16 +184,17 @@ class BoundStaticFunction(StaticFunction):
     values reuse the program, and only a new state structure (or shape) compiles another.
     """
 
-    def __init__(self, owner: StaticFunction, instance):  # cheap: made on every attribute access
+    def __init__(self, owner: StaticFunction, instance):
         self._owner = owner
         self.__self__ = instance
 
     def __call__(self, *args, **kwargs):
         owner = self._owner
+        args = (self.__self__,) + args
         if owner._input_spec is not None:
-            owner._check_inputs(args, kwargs, is_method=True)
+            (owner._checker or owner._spec_checker).check(args, kwargs)
         try:
-            return owner._run((self.__self__,) + args, kwargs)
+            return owner._run(args, kwargs)
         except Exception as exc:
             __tracebackhide__ = True  # noqa: F841
             error = at_boundary(exc, config.traceback_filtering)
@@ -194,8 +202,15 @@ class BoundStaticFunction(StaticFunction):
                 raise
             raise error from None
 
-    def __getattr__(self, name):  # __name__, __doc__, __wrapped__, ... of the method
+    def __getattr__(self, name):  # __name__, __qualname__, __wrapped__, ... of the method
+        if name == "_owner":  # not yet set (copy, unpickling): no recursion
+            raise AttributeError(name)
         return getattr(self._owner, name)
+
+    @property
+    def __signature__(self):  # the method's signature without `self`, as for a bound method
+        signature = inspect.signature(self._owner._fn)
+        return signature.replace(parameters=list(signature.parameters.values())[1:])
 
     @property
     def code(self) -> str:

@@ -139,8 +139,8 @@ def _inspect(args) -> int:
           f"{summary['weight_bytes']} bytes")
     print(f"  platforms: {', '.join(summary['platforms'])}")
     ops = summary["ops"]
-    print(f"  ops:       {sum(ops.values())} in total: "
-          + ", ".join(f"{name} {count}" for name, count in ops.items()))
+    print(f"  ops:       {sum(ops.values())} in total: " + ", ".join(f"{name} {count}" for name, count in ops.items())
+          if ops else "  ops:       (this jax cannot parse the program's MLIR)")
     if args.source:
         print("source (for reading only; never executed):")
         print(source)

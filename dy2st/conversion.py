@@ -154,6 +154,13 @@ def _shift_lines(tree, offset: int) -> None:
                 setattr(node, field, getattr(node, field) + offset)
 
 
+def is_method(fn) -> bool:
+    """Whether `fn` is defined in a class body, so its first parameter is `self`."""
+    fn = inspect.unwrap(fn)
+    return _enclosing_class(fn) is not None and getattr(fn, "__code__", None) is not None \
+        and fn.__code__.co_argcount > 0 and not isinstance(fn, staticmethod)
+
+
 def _enclosing_class(fn) -> str | None:
     parts = fn.__qualname__.split(".")
     if len(parts) >= 2 and parts[-2] != "<locals>":

@@ -29,7 +29,7 @@ import numpy as np
 
 from dy2st import _lift
 from dy2st.errors import ArtifactError, ExportError, InputSpecError
-from dy2st.input_spec import InputSpec, abstract, as_spec
+from dy2st.input_spec import InputSpec, abstract, as_spec, user_origin
 
 FORMAT = "dy2st.artifact"
 FORMAT_VERSION = 1
@@ -186,7 +186,7 @@ def _has_safetensors() -> bool:
 
 
 def _weights_bytes(names, values, weights_format) -> bytes:
-    arrays = {n: np.ascontiguousarray(v) for n, v in zip(names, values)}
+    arrays = {n: np.asarray(v, order="C") for n, v in zip(names, values)}  # keeps 0-d shapes
     if weights_format == "safetensors":
         from safetensors.numpy import save
 
@@ -270,21 +270,24 @@ class LoadedProgram:
     def _bind(self, args, kwargs) -> list:
         names = self.input_names
         if len(args) > len(names):
-            raise InputSpecError(f"The artifact takes {len(names)} inputs {names}, but {len(args)} were given.")
+            raise InputSpecError(f"The artifact takes {len(names)} inputs {names}, but {len(args)} were given.",
+                                 user_origin())
         unknown = sorted(set(kwargs) - set(names))
         if unknown:
-            raise InputSpecError(f"The artifact has no input named {unknown}; its inputs are {names}.")
+            raise InputSpecError(f"The artifact has no input named {unknown}; its inputs are {names}.",
+                                 user_origin())
         values = list(args) + [kwargs.get(n, _MISSING) for n in names[len(args):]]
         bound: dict = {}
         arrays = []
         for spec, value in zip(self.input_spec, values):
             if value is _MISSING:
-                raise InputSpecError(f"Input {spec.name!r} ({spec}) is missing; the artifact takes {names}.")
+                raise InputSpecError(f"Input {spec.name!r} ({spec}) is missing; the artifact takes {names}.",
+                                     user_origin())
             if isinstance(value, (bool, int, float, complex)):
                 value = value if spec.mismatch(value) else np.asarray(value, spec.dtype)
             problem = spec.mismatch(value, bound)
             if problem is not None:
-                raise spec.error(f"input {spec.name!r}", problem)
+                raise spec.error(f"input {spec.name!r}", problem, user_origin())
             arrays.append(value)
         return arrays
 
@@ -407,9 +410,13 @@ def _read_weights(loaded: LoadedProgram, data: bytes) -> dict:
 
 
 def _op_counts(exported) -> dict:
-    """StableHLO op name -> count, from the program's MLIR (walked, not pattern-matched)."""
-    from jax._src.interpreters import mlir  # the only place jax exposes a context with its dialects
-    from jax.extend.mlir import ir
+    """StableHLO op name -> count, from the program's MLIR (walked, not pattern-matched);
+    empty when this jax offers no MLIR context with its dialects."""
+    try:
+        from jax._src.interpreters import mlir  # the only place jax exposes a context with its dialects
+        from jax.extend.mlir import ir
+    except ImportError:
+        return {}
 
     counts: collections.Counter = collections.Counter()
 

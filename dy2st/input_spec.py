@@ -17,7 +17,9 @@ checks its inputs with them.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import sys
 from typing import Any, Sequence
 
 import jax
@@ -27,6 +29,8 @@ import numpy as np
 from dy2st.errors import InputSpecError, OriginInfo
 
 Dim = int | str | None
+_LIBRARY_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (jax, np)) + \
+    (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PARSE_RE = re.compile(r"^\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*:)?\s*(?P<dtype>[A-Za-z0-9_]+)\s*\[(?P<dims>[^\]]*)\]\s*$")
 
@@ -115,25 +119,31 @@ class InputSpec:
         `bound` maps dim names to the sizes seen so far (updated in place), so that a named dim
         must have one size across all the inputs checked with the same dict.
         """
-        shape, dtype = np.shape(value) if not hasattr(value, "shape") else tuple(value.shape), _dtype_of(value)
-        given = f"{np.dtype(dtype).name}{list(shape)}" if dtype is not None else type(value).__name__
+        shape = value.shape if hasattr(value, "shape") else np.shape(value)
+        dtype = value.dtype if hasattr(value, "dtype") else _dtype_of(value)
         if dtype is None:
             return f"got a {type(value).__name__}, not an array"
+        problem = None
         if dtype != self.dtype and not (_is_python_scalar(value) and _scalar_fits(value, self.dtype)):
-            return f"dtype is {np.dtype(dtype).name}, expected {self.dtype.name} (given {given})"
-        if len(shape) != len(self.shape):
-            return f"rank is {len(shape)}, expected {len(self.shape)} (given {given})"
+            problem = f"dtype is {np.dtype(dtype).name}, expected {self.dtype.name}"
+        elif len(shape) != len(self.shape):
+            problem = f"rank is {len(shape)}, expected {len(self.shape)}"
+        else:
+            problem = self._dims_mismatch(shape, bound)
+        return None if problem is None else f"{problem} (given {np.dtype(dtype).name}{list(shape)})"
+
+    def _dims_mismatch(self, shape, bound) -> str | None:
         for axis, (want, got) in enumerate(zip(self.shape, shape)):
-            symbolic = jax.export.is_symbolic_dim(got)
+            symbolic = type(got) is not int and jax.export.is_symbolic_dim(got)
             if isinstance(want, int):
-                if symbolic or int(got) != want:
-                    return f"dimension {axis} is {got}, expected {want} (given {given})"
-            elif not symbolic and int(got) < 1:
-                return f"dimension {axis} is {got}; a dynamic dimension must be at least 1 (given {given})"
+                if symbolic or got != want:
+                    return f"dimension {axis} is {got}, expected {want}"
+            elif not symbolic and got < 1:
+                return f"dimension {axis} is {got}; a dynamic dimension must be at least 1"
             elif isinstance(want, str) and bound is not None:
                 seen = bound.setdefault(want, got)
                 if not (seen is got or (not symbolic and not jax.export.is_symbolic_dim(seen) and seen == got)):
-                    return f"dimension {axis} ('{want}') is {got}, but another input has '{want}' = {seen} (given {given})"
+                    return f"dimension {axis} ('{want}') is {got}, but another input has '{want}' = {seen}"
         return None
 
     def check(self, value, what: str, bound: dict | None = None, origin: OriginInfo | None = None) -> None:
@@ -146,6 +156,17 @@ class InputSpec:
         return InputSpecError(f"{what} does not match its InputSpec {self}: {problem}.", origin,
                               advice=f"pass an array of dtype {self.dtype.name} and shape "
                               f"{_shape_text(self.shape)} (None = any size), or change the input_spec.")
+
+
+def user_origin() -> OriginInfo | None:
+    """The innermost frame outside dy2st and jax: the user's line that made the call."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_LIBRARY_DIRS):
+            return OriginInfo.from_frame(frame)
+        frame = frame.f_back
+    return None
 
 
 def _normalize_dim(d, shape) -> Dim:
@@ -237,16 +258,17 @@ class ArgumentChecker:
     pytree of InputSpecs (checked leaf by leaf), or anything else (not checked: a static value).
     """
 
-    def __init__(self, specs: Sequence, param_names: Sequence[str]):
+    def __init__(self, specs: Sequence, param_names: Sequence[str], skip: int = 0):
         self._specs = [jax.tree_util.tree_map(as_spec, s, is_leaf=is_spec) for s in specs]
-        self._names = list(param_names)
+        self._names = list(param_names)[skip:]
+        self._skip = skip  # leading arguments no spec describes (`self`)
 
-    def check(self, args: tuple, kwargs: dict, origin_depth: int = 2) -> None:
+    def check(self, args: tuple, kwargs: dict) -> None:
         bound: dict = {}
         for i, spec in enumerate(self._specs):
             name = self._names[i] if i < len(self._names) else None
-            if i < len(args):
-                value = args[i]
+            if i + self._skip < len(args):
+                value = args[i + self._skip]
             elif name is not None and name in kwargs:
                 value = kwargs[name]
             else:
@@ -255,7 +277,7 @@ class ArgumentChecker:
             if isinstance(spec, InputSpec):
                 problem = spec.mismatch(value, bound)
                 if problem is not None:
-                    raise spec.error(what, problem, OriginInfo.of_caller(origin_depth))
+                    raise spec.error(what, problem, user_origin())
                 continue
             spec_leaves, spec_tree = jax.tree_util.tree_flatten_with_path(spec, is_leaf=is_spec)
             if not any(isinstance(l, InputSpec) for _, l in spec_leaves):
@@ -263,11 +285,11 @@ class ArgumentChecker:
             value_leaves, value_tree = jax.tree_util.tree_flatten(value)
             if value_tree != spec_tree:
                 raise InputSpecError(f"{what} has structure {value_tree}, but its input_spec has {spec_tree}.",
-                                     OriginInfo.of_caller(origin_depth),
+                                     user_origin(),
                                      advice="pass the same nesting of arrays as the input_spec describes.")
             for (path, leaf_spec), leaf in zip(spec_leaves, value_leaves):
                 if isinstance(leaf_spec, InputSpec):
                     leaf_what = f"argument '{name or i}{jax.tree_util.keystr(path)}'"
                     problem = leaf_spec.mismatch(leaf, bound)
                     if problem is not None:
-                        raise leaf_spec.error(leaf_what, problem, OriginInfo.of_caller(origin_depth))
+                        raise leaf_spec.error(leaf_what, problem, user_origin())

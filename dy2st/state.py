@@ -153,6 +153,37 @@ class Layout:
         visit(0, roots, "l")
         self.key = tuple(key)
 
+    @classmethod
+    def like(cls, template: "Layout", roots: list) -> "Layout | None":
+        """The layout of `roots` if it has `template`'s key, else None (the hot path).
+
+        Checks every slot against the template's refs (the same sub-objects, static values and
+        pytree structures; concrete jax arrays where arrays were) instead of building and
+        hashing a new key: about a third of the cost of a fresh walk.
+        """
+        nodes = template.nodes
+        leaves = [None] * len(template.leaves)
+        for j, (kind, _, slots) in enumerate(template.key):
+            node = roots if j == 0 else nodes[j]
+            if kind == "o":
+                node = vars(node)
+            if len(node) != len(slots):
+                return None
+            if kind == "l":
+                for v, (_, r) in zip(node, slots):
+                    if not _matches(v, r, nodes, leaves):
+                        return None
+            else:
+                for (k, v), (slot, r) in zip(node.items(), slots):
+                    if k != slot or not _matches(v, r, nodes, leaves):
+                        return None
+        layout = cls.__new__(cls)
+        layout.nodes = [roots, *nodes[1:]]
+        layout.key = template.key
+        layout.leaves = leaves
+        layout.traced = False
+        return layout
+
     @property
     def roots(self) -> list:
         return self.nodes[0]
@@ -169,6 +200,25 @@ class Layout:
         for node, (kind, _, slots) in zip(self.nodes, self.key):
             values = [(k, _build(r, leaves, self.nodes)) for k, r in slots]
             _replace_contents(node, kind, [v for _, v in values] if kind == "l" else values)
+
+
+def _matches(v, ref, nodes, leaves) -> bool:
+    """Whether `v` would get `ref` in a fresh walk; records its array leaves."""
+    tag = ref[0]
+    if tag == "a":
+        if type(v) is not _ArrayImpl:
+            return False  # numpy arrays, tracers: the fresh walk decides
+        leaves[ref[1]] = v
+        return True
+    if tag == "s":
+        value = ref[1]
+        if type(value) is _ById:
+            return v is value.value
+        return v is value or (type(v) is type(value) and v == value)
+    if tag == "n":
+        return v is nodes[ref[1]]
+    sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=_is_node)
+    return treedef == ref[1] and all(_matches(x, r, nodes, leaves) for x, r in zip(sub, ref[2]))
 
 
 def _is_node(x) -> bool:
@@ -340,6 +390,39 @@ def split_state(obj):
         return obj
 
     return arrays, merge
+
+
+def describe_difference(before: tuple, after: tuple, limit: int = 3) -> str:
+    """Name the attributes whose static value or structure differs between two layout keys,
+    e.g. "calls: 3 -> 4" (for the retracing warning)."""
+    paths, found = _node_paths(after), []
+    for j, (new, old) in enumerate(zip(after, before)):
+        new_slots, old_slots = dict(new[2]), dict(old[2])
+        for k in list(new_slots) + [k for k in old_slots if k not in new_slots]:
+            a, b = old_slots.get(k), new_slots.get(k)
+            if a == b:
+                continue
+            name = f"{paths.get(j, '')}.{k}".lstrip(".") if j else f"argument {k}"
+            if a is not None and b is not None and a[0] == b[0] == "s":
+                found.append(f"{name}: {_static(a)!r} -> {_static(b)!r}")
+            else:
+                found.append(f"{name}: structure changed")
+    if len(after) != len(before):
+        found.append("the object graph changed")
+    return "; ".join(found[:limit]) or "the state structure changed"
+
+
+def _static(ref):
+    return ref[1].value if type(ref[1]) is _ById else ref[1]
+
+
+def _node_paths(key) -> dict:
+    paths = {0: ""}
+    for j, (_, _, slots) in enumerate(key):
+        for k, r in slots:
+            if r[0] == "n":
+                paths.setdefault(r[1], f"{paths.get(j, '')}.{k}" if j else "")
+    return paths
 
 
 def _has_leaf(ref) -> bool:

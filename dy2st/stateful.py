@@ -12,12 +12,15 @@ dispatch, and writing back only what changed.
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import jax
 
+from dy2st.config import config, logger
 from dy2st.program import _FAST_TYPES, ProgramCache
-from dy2st.state import Layout, is_stateful, make_recipe
+from dy2st.runtime.undefined import check_defined
+from dy2st.state import Layout, describe_difference, is_stateful, make_recipe
 
 _Tracer = jax.core.Tracer
 
@@ -35,13 +38,25 @@ class _Delta:
 jax.tree_util.register_pytree_node(_Delta, lambda d: (d.outs, d.recipe), lambda r, outs: _Delta(r, list(outs)))
 
 
-def root_positions(args) -> tuple:
-    """Positions of the arguments whose state is lifted (plain objects, NNX modules)."""
+def root_positions(args, kwargs) -> tuple:
+    """Positions (ints) and keywords (strs) of the arguments whose state is lifted: plain
+    objects and NNX modules. Empty for calls with arrays and pytrees only."""
     positions = ()
     for i, a in enumerate(args):
         if type(a) not in _FAST_TYPES and is_stateful(a):
             positions += (i,)
+    if kwargs:
+        positions += tuple(k for k, v in kwargs.items() if type(v) not in _FAST_TYPES and is_stateful(v))
     return positions
+
+
+def _split(args, kwargs, positions):
+    """(roots, the other positional arguments, the other keyword arguments)."""
+    roots = [kwargs[p] if type(p) is str else args[p] for p in positions]
+    rest = tuple(a for i, a in enumerate(args) if i not in positions)
+    if kwargs:
+        kwargs = {k: v for k, v in kwargs.items() if k not in positions}
+    return roots, rest, kwargs
 
 
 class _Entry:
@@ -51,17 +66,22 @@ class _Entry:
         self.local = threading.local()
         self.last_layout = None  # re-tracing for .jaxpr/.as_text() off the call path uses it
 
+        n_args = sum(type(p) is int for p in positions)
+
         def run(*flat, **kwargs):
             layout = getattr(self.local, "layout", None) or self.last_layout
             tracers, rest = flat[:n_state], iter(flat[n_state:])
             saved = layout.snapshot()
             try:
                 layout.fill(tracers)
-                roots = iter(layout.roots)
-                full = [next(roots) if i in positions else next(rest)
-                        for i in range(len(positions) + len(flat) - n_state)]
-                out = fn(*full, **kwargs)
+                roots = dict(zip(positions, layout.roots))
+                args = [roots[i] if i in roots else next(rest) for i in range(n_args + len(flat) - n_state)]
+                kwargs.update((p, r) for p, r in roots.items() if type(p) is str)
+                out = fn(*args, **kwargs)
                 recipe, outs = make_recipe(layout, Layout(layout.roots), tracers)
+            except Exception as exc:
+                _explain(exc)
+                raise
             finally:
                 layout.restore(saved)
             return out, _Delta(recipe, outs)
@@ -77,42 +97,67 @@ class StatefulPrograms:
         self._name = name
         self._entries: dict = {}
         self._lock = threading.Lock()
+        self._warned = False
+        self._last = None  # (positions, layout, entry) of the latest call: the hot path's guess
 
-    def _prepare(self, layout, args, positions):
-        rest = tuple(a for i, a in enumerate(args) if i not in positions)
+    def _entry(self, layout, positions):
         key = (positions, layout.key)
         entry = self._entries.get(key)
         if entry is None:
             with self._lock:
-                entry = self._entries.get(key) or self._entries.setdefault(
-                    key, _Entry(self._fn, positions, len(layout.leaves), self._name))
-        return rest, entry
+                entry = self._entries.get(key)
+                if entry is None:
+                    previous = next(reversed(self._entries), None)
+                    entry = self._entries[key] = _Entry(self._fn, positions, len(layout.leaves), self._name)
+                    if len(self._entries) > config.retrace_warning_threshold and not self._warned:
+                        self._warned = True
+                        self._warn(previous, key)
+        return entry
+
+    def _warn(self, previous, key):
+        change = describe_difference(previous[1], key[1]) if previous and previous[0] == key[0] else "arguments"
+        logger.warning(
+            "dy2st: %s has compiled programs for %d different model states; the last change: %s. "
+            "Python values on the model (ints, floats, strings) are part of the program's key: "
+            "keep values that change every call, like step counters, in jax arrays "
+            "(self.step = self.step + 1 with self.step = jnp.zeros((), jnp.int32)).",
+            self._name, len(self._entries), change)
 
     def call(self, args, kwargs, positions):
         """Run `fn(*args, **kwargs)` as a program, writing state changes back onto the roots."""
-        layout = Layout([args[i] for i in positions])
-        if layout.traced or _traced(args, positions, kwargs):
-            # Inside jit/grad/vmap (traced arguments or traced attributes): run on the live
-            # objects, so the enclosing transformation sees the mutations as in eager code.
-            return self._fn(*args, **kwargs)
-        rest, entry = self._prepare(layout, args, positions)
+        roots, rest, rest_kwargs = _split(args, kwargs, positions)
+        last = self._last
+        layout = Layout.like(last[1], roots) if last is not None and last[0] == positions else None
+        if layout is None:
+            layout = Layout(roots)
+            if layout.traced or _traced(rest, rest_kwargs):
+                # Inside jit/grad/vmap (traced arguments or traced attributes): run on the live
+                # objects, so the enclosing transformation sees the mutations as in eager code.
+                return check_defined(self._fn(*args, **kwargs))
+            entry = self._entry(layout, positions)
+            self._last = (positions, layout, entry)
+        else:
+            entry = last[2]
+            if _traced(rest, rest_kwargs):
+                return check_defined(self._fn(*args, **kwargs))
         entry.last_layout = layout
         previous, entry.local.layout = getattr(entry.local, "layout", None), layout
         try:
             flat = (*layout.leaves, *rest)
-            out, delta = entry.cache.call_general(flat, kwargs) if kwargs else entry.cache(flat)
+            out, delta = entry.cache.call_general(flat, rest_kwargs) if rest_kwargs else entry.cache(flat)
         finally:
             entry.local.layout = previous
         delta.recipe.apply(layout, delta.outs)
         return out
 
     def get_concrete_program(self, args, kwargs, positions):
-        layout = Layout([args[i] for i in positions])
-        rest, entry = self._prepare(layout, args, positions)
+        roots, rest, rest_kwargs = _split(args, kwargs, positions)
+        layout = Layout(roots)
+        entry = self._entry(layout, positions)
         entry.last_layout = layout
         previous, entry.local.layout = getattr(entry.local, "layout", None), layout
         try:
-            return entry.cache.get_concrete_program((*layout.leaves, *rest), kwargs)
+            return entry.cache.get_concrete_program((*layout.leaves, *rest), rest_kwargs)
         finally:
             entry.local.layout = previous
 
@@ -123,11 +168,27 @@ class StatefulPrograms:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._last = None
 
 
-def _traced(args, positions, kwargs) -> bool:
+_NNX_BRANCH_WRITE = (
+    "(dy2st) A Flax NNX Variable was written inside an `if`/loop whose condition is a traced "
+    "value, which dy2st stages as lax.cond/while_loop: NNX allows writes only at the trace "
+    "level where the module was made. To fix: compute the new value inside the branch and "
+    "write the Variable after it (`update = ...` in each branch, then `self.v[...] = update`).")
+
+
+def _explain(exc: Exception) -> None:
+    """Add dy2st's advice to errors whose cause is staging (the exception keeps its type)."""
+    flax_errors = sys.modules.get("flax.errors")
+    if flax_errors is not None and isinstance(exc, flax_errors.TraceContextError):
+        if _NNX_BRANCH_WRITE not in getattr(exc, "__notes__", ()):
+            exc.add_note(_NNX_BRANCH_WRITE)
+
+
+def _traced(rest, kwargs) -> bool:
     """Whether a non-state argument holds a tracer (one type check per plain array argument)."""
-    rest = [a for i, a in enumerate(args) if i not in positions and type(a) not in _FAST_TYPES]
+    rest = [a for a in rest if type(a) not in _FAST_TYPES]
     if not kwargs and not rest:
         return False
     return any(isinstance(leaf, _Tracer) for leaf in jax.tree_util.tree_leaves((rest, kwargs)))

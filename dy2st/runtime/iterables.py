@@ -9,6 +9,7 @@ result, and the loop stays Python.
 
 from __future__ import annotations
 
+import abc
 import builtins
 
 import jax.numpy as jnp
@@ -24,8 +25,8 @@ def weak_int(i):
     return _convert_element_type(jnp.asarray(i, jnp.int32), np.dtype(np.int32), weak_type=True)
 
 
-class StagedIterable:
-    """Base of iterables a staged loop walks by index."""
+class StagedIterable(abc.ABC):
+    """Base of iterables a staged loop walks by index; `length` is set by each subclass."""
 
     length = 0
 
@@ -33,8 +34,9 @@ class StagedIterable:
     def static_length(self):
         return self.length if isinstance(self.length, int) else None
 
+    @abc.abstractmethod
     def element(self, i):
-        raise NotImplementedError
+        """The item at traced index `i` (0 <= i < length)."""
 
 
 class StagedRange(StagedIterable):

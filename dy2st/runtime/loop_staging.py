@@ -111,8 +111,8 @@ def initial_carry(spec, init) -> list:
         if var.is_list:
             continue
         leaves, _ = _flatten(value)
-        if isinstance(value, Undefined):  # e.g. a return value first set to a tuple in the body
-            leaves = leaves * len(var.leaves)
+        if isinstance(value, Undefined):  # undefined before the loop: any structure, all zeros
+            leaves = [value] * len(var.leaves)
         for leaf, start in zip(var.leaves, leaves):
             if not leaf.carried:
                 continue

@@ -170,6 +170,8 @@ def convert_for(iterable, body, get_state, set_state, names, extra_test):
 
 def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin):
     length = iterable.static_length
+    if length == 0:  # nothing to trace: eagerly the body never runs
+        return get_state()
 
     def run_body(index, values):
         set_state(tuple(values))
@@ -283,6 +285,8 @@ def _python_values_needed(spec, init):
         if var.is_list:
             continue
         starts = jax.tree_util.tree_leaves(value, is_leaf=lambda x: isinstance(x, Undefined))
+        if isinstance(value, Undefined):
+            starts = [value] * len(var.leaves)
         for leaf, start in zip(var.leaves, starts):
             if not leaf.carried:
                 continue

@@ -31,8 +31,9 @@ and `for i, row in enumerate(xs): body` becomes::
                             (...), None)
 
 The state is exactly the symbols the body writes that are live after the loop or at the head
-of the next iteration (`Fact.LIVE_OUT`/`LIVE_IN` of the loop), plus attribute/item writes and
-the `for` loop's break flag (`Fact.BREAK_FLAG`, checked through the last argument). Calls of
+of the next iteration (`Fact.LIVE_OUT`/`LIVE_IN` of the loop), plus attribute/item writes; a `for`
+loop's break flag (`Fact.BREAK_FLAG`, which liveness counts as read at the loop head) is checked
+through the last argument. Calls of
 `range`, `enumerate` and `zip` in a `for` header go through `loop_iter`, so the runtime sees
 traced bounds and arrays before Python would iterate them. Runs after break_statements (no loop
 has an `else` or a `break` left) and after ifelse, whose state-function helpers it reuses.
@@ -44,9 +45,8 @@ import gast
 
 from dy2st.analysis import Fact, getanno, hasanno
 from dy2st.analysis.activity import activity_of
-from dy2st.analysis.qual_names import QualifiedName
 from dy2st.transformers import templates
-from dy2st.transformers.base import Transformer
+from dy2st.transformers.base import Transformer, copy_location_recursive
 from dy2st.transformers.ifelse import IfElseTransformer
 
 _LOOP_ITERABLES = ("range", "enumerate", "zip")
@@ -57,12 +57,12 @@ class LoopTransformer(IfElseTransformer):
 
     visit_If = Transformer.generic_visit  # ifs are already rewritten
 
-    def _loop_state(self, node, extra=()):
+    def _loop_state(self, node):
         writes = activity_of(node.body).writes
         if isinstance(node, gast.For):
             writes |= activity_of(node.target).writes
-        live = getanno(node, Fact.LIVE_OUT) | getanno(node, Fact.LIVE_IN) | set(extra)
-        plain = {s for s in writes if not s.is_composite and (s in live or s in extra)}
+        live = getanno(node, Fact.LIVE_OUT) | getanno(node, Fact.LIVE_IN)  # LIVE_IN has the break flag
+        plain = {s for s in writes if not s.is_composite and s in live}
         local_bases = {s.base for s in writes if not s.is_composite and s not in live}
         composites = {s for s in writes if s.is_composite and s.base not in local_bases}
         return sorted(plain, key=str) + sorted(composites, key=str)
@@ -80,6 +80,12 @@ class LoopTransformer(IfElseTransformer):
             stmts.append(gast.Assign(targets=[target], value=call, type_comment=None))
         else:
             stmts.append(gast.Expr(value=call))
+        # Generated code gets the header's line only: spanning the body's lines would make
+        # Python report a call's last line (and runtime errors point at the wrong line).
+        header = gast.Pass()
+        header.lineno = header.end_lineno = node.lineno
+        header.col_offset, header.end_col_offset = node.col_offset, node.col_offset
+        copy_location_recursive(stmts, header)
         return stmts
 
     def _state_and_accessors(self, node, state):
@@ -110,7 +116,7 @@ class LoopTransformer(IfElseTransformer):
 
     def visit_For(self, node):
         flag = getanno(node, Fact.BREAK_FLAG) if hasanno(node, Fact.BREAK_FLAG) else None
-        state = self._loop_state(node, extra=[QualifiedName(flag)] if flag else ())
+        state = self._loop_state(node)
         self.generic_visit(node)
         namer = self.ctx.namer
         item = namer.new_symbol("itr")

@@ -178,3 +178,24 @@ def test_get_concrete_program_defaults_to_declared_specs_and_shares_named_dims()
     assert a.shape == b.shape and str(a.shape[0]) == "batch"
     fixed = f.get_concrete_program(dy2st.InputSpec((2, 3)), dy2st.InputSpec((2, 3)))
     assert fixed.compiled is not None
+
+
+class Model:
+    def __init__(self):
+        self.w = jnp.full((2, 2), 0.5)
+
+    @dy2st.to_static(input_spec=[dy2st.InputSpec((None, 2), "float32", "x")])
+    def forward(self, x):
+        if x.sum() > 0:
+            return x @ self.w
+        return -x
+
+
+def test_method_specs_skip_self_and_trace_with_lifted_state():
+    model = Model()
+    program = model.forward.get_concrete_program()
+    w, x = program.jaxpr.in_avals
+    assert w.shape == (2, 2) and jax.export.is_symbolic_dim(x.shape[0])  # self.w is an input
+    np.testing.assert_allclose(model.forward(jnp.ones((3, 2))), jnp.ones((3, 2)))
+    with pytest.raises(InputSpecError, match="argument 'x'.*dimension 1 is 3"):
+        model.forward(jnp.ones((3, 3)))

@@ -195,6 +195,21 @@ def test_static_function_with_declared_input_spec(tmp_path):
     np.testing.assert_allclose(loaded(-np.ones((2, 4), np.float32)), np.ones((2, 4)))
 
 
+def test_bound_method_of_a_plain_object(tmp_path):
+    class Scaler:
+        def __init__(self):
+            self.scale = {"a": np.float32(2.0) * np.ones(3, np.float32)}
+
+        def forward(self, x, shift):
+            return x * self.scale["a"] + shift
+
+    model = Scaler()
+    dy2st.save(model.forward, tmp_path, [dy2st.InputSpec((None, 3), "float32"), 1.0])
+    loaded = dy2st.load(tmp_path)
+    assert list(loaded.weights) == ["scale.a"] and loaded.input_names == ["x"]
+    np.testing.assert_allclose(loaded(XS), model.forward(XS, 1.0))
+
+
 @pytest.mark.models
 def test_equinox_module(tmp_path):
     eqx = pytest.importorskip("equinox")
@@ -254,6 +269,7 @@ def test_loaded_inputs_are_validated(saved, call, words):
         call(loaded)
     for word in words:
         assert word in str(info.value)
+    assert str(info.value).startswith(f'File "{__file__}"')  # the line that called the artifact
 
 
 # -- corrupted artifacts ---------------------------------------------------------------------
@@ -372,3 +388,24 @@ def test_flax_nnx_module(tmp_path):
     assert sorted(loaded.weights) == ["lin.bias.value", "lin.kernel.value"]
     for xs in (XS, -XS, XS[:1]):
         np.testing.assert_allclose(loaded(xs), model(xs), rtol=1e-6)
+
+
+def test_bound_static_function_and_to_static_model(tmp_path):
+    class Model:
+        def __init__(self):
+            self.w = np.full((2, 2), 0.5, np.float32)
+
+        @dy2st.to_static(input_spec=[dy2st.InputSpec((None, 2), "float32", "x")])
+        def forward(self, x):
+            if x.sum() > 0:
+                return x @ self.w
+            return -x
+
+    model = Model()
+    for i, target in enumerate((model.forward, dy2st.to_static(model))):
+        dy2st.save(target, tmp_path / str(i))
+        loaded = dy2st.load(tmp_path / str(i))
+        assert list(loaded.weights) == ["w"] and loaded.input_names == ["x"]
+        for xs in (np.ones((3, 2), np.float32), -np.ones((1, 2), np.float32)):
+            np.testing.assert_allclose(loaded(xs), model.forward(xs))
+    assert type(model.w) is np.ndarray  # the model's own arrays are back after tracing

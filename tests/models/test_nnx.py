@@ -114,3 +114,24 @@ def test_to_static_of_an_undecorated_module():
         np.testing.assert_allclose(f(x), eager(x), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(static.seen[...], eager.seen[...], rtol=1e-5)
     assert len(f.programs) == 1
+
+
+class BranchWrite(nnx.Module):
+    def __init__(self):
+        self.total = nnx.Variable(jnp.zeros(4))
+
+    @dy2st.to_static
+    def __call__(self, x):
+        if x.sum() > 0:
+            self.total[...] = self.total[...] + x.sum(0)
+        return x
+
+
+def test_variable_write_inside_a_staged_branch_explains_the_fix():
+    model = BranchWrite()
+    flax_errors = pytest.importorskip("flax.errors")
+    with pytest.raises(flax_errors.TraceContextError) as info:
+        model(POS)
+    note = "\n".join(getattr(info.value, "__notes__", []))
+    assert "write the Variable after it" in note and "lax.cond" in note
+    np.testing.assert_array_equal(model.total[...], jnp.zeros(4))  # the model is untouched

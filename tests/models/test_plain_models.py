@@ -251,3 +251,156 @@ def test_vmap_over_examples_inlines():
     expected = jnp.stack([run_eagerly(model.forward, x[None])[0] for x in xs])
     actual = jax.vmap(lambda x: model.forward(x[None])[0])(xs)
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6)
+
+
+class Layer:
+    def __init__(self, seed):
+        self.w = jax.random.normal(jax.random.PRNGKey(seed), (3, 3)) * 0.6
+
+    @dy2st.to_static
+    def __call__(self, x):
+        y = x @ self.w
+        if y.sum() > 0:
+            return jnp.tanh(y)
+        return y * 0.5
+
+
+class Stack:
+    def __init__(self):
+        self.blocks = {"first": Layer(5), "second": Layer(6)}
+
+    @dy2st.to_static
+    def __call__(self, x):
+        return self.blocks["second"](self.blocks["first"](x))
+
+
+@pytest.mark.parametrize("x", [POS, NEG], ids=["pos", "neg"])
+def test_nested_to_static_submodules_and_their_gradients(x):
+    model = Stack()
+    check_model_equivalent(Stack, lambda m, x: m(x), x)
+    state, merge = split_state(model)
+
+    def loss(p):
+        merge(p)
+        try:
+            return jnp.sum(model(x) ** 2)
+        finally:
+            merge(state)
+
+    static_grad, eager_grad = jax.grad(loss)(state), run_eagerly(jax.grad(loss), state)
+    for name in state:
+        np.testing.assert_allclose(static_grad[name], eager_grad[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    assert sorted(state) == ["blocks.first.w", "blocks.second.w"]
+
+
+def test_model_passed_by_keyword_is_state_too():
+    def apply(x, *, model):
+        return model.forward(x)
+
+    static_apply = dy2st.to_static(apply)
+    eager, static = Net(), Net()
+    np.testing.assert_allclose(static_apply(POS, model=static), run_eagerly(apply, POS, model=eager), rtol=1e-5)
+    for layer in static.layers + eager.layers:
+        layer.w = layer.w * -1.0
+    static.calls = eager.calls = 0
+    count = len(static_apply.programs)
+    np.testing.assert_allclose(static_apply(POS, model=static), run_eagerly(apply, POS, model=eager), rtol=1e-5)
+    assert len(static_apply.programs) == count
+    assert_same_state(eager, static)
+
+
+class Broken:
+    def __init__(self):
+        self.w = jnp.ones(3)
+        self.seen = jnp.zeros(3)
+
+    @dy2st.to_static
+    def __call__(self, x):
+        self.seen = self.seen + x
+        if x.sum() > 0:
+            y = x @ self.w
+        else:
+            y = x
+        return y  # 'y' has two shapes: an error while tracing the staged if
+
+
+def test_an_error_while_tracing_leaves_the_model_untouched():
+    model = Broken()
+    with pytest.raises(dy2st.errors.BranchOutputError, match="'y' is float32"):
+        model(POS[0])
+    assert type(model.seen) is type(model.w) and not isinstance(model.seen, jax.core.Tracer)
+    np.testing.assert_array_equal(model.seen, jnp.zeros(3))
+
+
+class PythonCounter:
+    def __init__(self):
+        self.w = jnp.ones(3)
+        self.calls = 0
+
+    @dy2st.to_static
+    def __call__(self, x):
+        self.calls += 1
+        return x * self.w * self.calls
+
+
+def test_python_counter_recompiles_and_warns_naming_the_attribute(caplog):
+    model = PythonCounter()
+    with caplog.at_level("WARNING", logger="dy2st"):
+        for i in range(1, 11):
+            np.testing.assert_allclose(model(POS[0]), POS[0] * i)
+    assert model.calls == 10
+    assert len(PythonCounter.__call__.programs) == 10
+    warnings = [r.getMessage() for r in caplog.records if "model states" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "calls: 7 -> 8" in warnings[0] and "jax arrays" in warnings[0]
+
+
+def test_replaced_submodules_and_numpy_parameters_reuse_the_program():
+    model, reference = Net(), Net()
+    model.calls = reference.calls = 0
+    forward(model, POS)
+    run_eagerly(forward, reference, POS)
+    count = len(Net.forward.programs)
+    for m in (model, reference):
+        m.layers[0] = Dense(3, 3, 9)  # a new object of the same structure
+        m.layers[1].w = np.asarray(m.layers[1].w) * 2  # a numpy parameter
+        m.calls = 0
+    np.testing.assert_allclose(forward(model, NEG), run_eagerly(forward, reference, NEG), rtol=1e-5, atol=1e-6)
+    assert len(Net.forward.programs) == count
+    assert_same_state(reference, model)
+    model.layers[0] = Dense(3, 3, 9)
+    model.layers[0].b = None  # a structural change inside a sub-object: a new program
+    model.calls = 0
+    with pytest.raises(TypeError):
+        forward(model, NEG)  # the forward adds None: the same error as eager
+    with pytest.raises(TypeError):
+        run_eagerly(forward, model, NEG)
+
+
+class Memo:
+    pass
+
+
+class MakesObjects:
+    def __init__(self):
+        self.w = jnp.array([1.0, 2.0, -4.0])
+
+    @dy2st.to_static
+    def __call__(self, x):
+        if (x * self.w).sum() > 0:
+            y = x * self.w
+        else:
+            y = -x
+        self.memo = Memo()  # a new sub-object, list and dict, created by the forward
+        self.memo.v = y
+        self.memo.items = {"a": [y * 2, 1]}
+        return y
+
+
+@pytest.mark.parametrize("x", [POS[0], NEG[0]], ids=["pos", "neg"])
+def test_new_objects_created_by_the_forward_are_written_back(x):
+    eager, static, _ = check_model_equivalent(MakesObjects, lambda m, x: m(x), x)
+    assert type(static.memo) is Memo and static.memo.items["a"][1] == 1
+    static(x)
+    run_eagerly(eager, x)
+    assert_same_state(eager, static)

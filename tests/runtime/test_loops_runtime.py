@@ -1,0 +1,162 @@
+"""The loop operators called directly, with Python and traced values."""
+
+import builtins
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dy2st import runtime
+from dy2st.errors import LoopVariableError
+from dy2st.runtime import convert_for, convert_while, list_append, loop_iter, set_loop_options
+from dy2st.runtime.iterables import StagedArray, StagedEnumerate, StagedRange, StagedZip
+from dy2st.runtime.loop_staging import merge_types
+
+
+class Box:
+    """Loop state as attributes, with get_state/set_state like generated code has."""
+
+    def __init__(self, **values):
+        self.__dict__.update(values)
+        self.names = tuple(values)
+
+    def get(self):
+        return tuple(getattr(self, n) for n in self.names)
+
+    def set(self, values):
+        for n, v in zip(self.names, values):
+            setattr(self, n, v)
+
+
+def test_runtime_imports_alone():
+    assert runtime.convert_while is convert_while and runtime.convert_for is convert_for
+
+
+def test_python_while_runs_in_python():
+    s = Box(i=0, x=1.0)
+
+    def body():
+        s.i, s.x = s.i + 1, s.x * 2
+
+    assert convert_while(lambda: s.i < 4, body, s.get, s.set, s.names) == (4, 16.0)
+    assert type(s.i) is int
+
+
+def test_traced_while_is_one_while_loop():
+    def f(x):
+        s = Box(x=x, n=0)
+
+        def body():
+            s.x, s.n = s.x * 2, s.n + 1
+
+        return convert_while(lambda: s.x.sum() < 50, body, s.get, s.set, s.names)
+
+    jaxpr = jax.make_jaxpr(f)(jnp.ones(2))
+    assert "while" in str(jaxpr)
+    x, n = jax.jit(f)(jnp.ones(2))
+    np.testing.assert_allclose(x, [32.0, 32.0])
+    assert n == 5
+
+
+def test_bounded_while_is_a_scan():
+    def f(x):
+        s = Box(x=x)
+
+        def body():
+            set_loop_options(maximum_iterations=10)
+            s.x = s.x * 2
+
+        return convert_while(lambda: s.x.sum() < 50, body, s.get, s.set, s.names)[0]
+
+    assert "scan" in str(jax.make_jaxpr(f)(jnp.ones(2)))
+    np.testing.assert_allclose(jax.jit(f)(jnp.ones(2)), [32.0, 32.0])
+    np.testing.assert_allclose(jax.jit(jax.grad(lambda x: f(x).sum()))(jnp.ones(2)), [32.0, 32.0])
+
+
+def test_for_over_python_iterable_with_break_flag():
+    s = Box(total=0, stop=False)
+
+    def body(item):
+        s.total += item
+        if item == 3:
+            s.stop = True
+
+    assert convert_for([1, 2, 3, 4, 5], body, s.get, s.set, s.names, lambda: not s.stop) == (6, True)
+
+
+def test_for_over_traced_array_scans_rows():
+    def f(xs):
+        s = Box(h=jnp.zeros(3))
+
+        def body(row):
+            s.h = s.h + row
+
+        return convert_for(xs, body, s.get, s.set, s.names, None)[0]
+
+    xs = jnp.arange(6.0).reshape(2, 3)
+    assert "scan" in str(jax.make_jaxpr(f)(xs))
+    np.testing.assert_allclose(jax.jit(f)(xs), xs.sum(0))
+
+
+def test_loop_iter_dispatch():
+    assert loop_iter(builtins.range, 3) == range(3)
+    assert list(loop_iter(builtins.enumerate, [5, 6], 1)) == [(1, 5), (2, 6)]
+    assert list(loop_iter(builtins.zip, [1], [2])) == [(1, 2)]
+    assert loop_iter(lambda n: [n], 3) == [3]  # a shadowed name is called as is
+
+    def check(n, xs):
+        assert isinstance(loop_iter(builtins.range, n), StagedRange)
+        assert isinstance(loop_iter(builtins.enumerate, xs), StagedEnumerate)
+        zipped = loop_iter(builtins.zip, xs, xs)
+        assert isinstance(zipped, StagedZip) and zipped.static_length == 4
+        return n
+
+    jax.jit(check)(jnp.array(3), jnp.zeros((4, 2)))
+
+
+@pytest.mark.parametrize("args", [(0, 5), (5, 0), (1, 8, 3), (8, 1, -3), (3, 3)])
+def test_staged_range_length_and_elements(args):
+    expected = list(range(*args))
+
+    def f(*bounds):
+        staged = StagedRange(*bounds)
+        return staged.length, jnp.stack([staged.element(jnp.int32(i)) for i in range(max(len(expected), 1))])
+
+    length, elements = jax.jit(f)(*map(jnp.array, args))
+    assert int(length) == len(expected)
+    np.testing.assert_array_equal(np.asarray(elements)[: len(expected)], expected)
+    assert StagedArray(jnp.zeros((4, 2))).static_length == 4
+
+
+def test_list_append_returns_new_list_and_calls_other_appends():
+    xs = [1]
+    ys = list_append(xs, 2)
+    assert ys == [1, 2] and xs == [1]
+
+    class Log:
+        def __init__(self):
+            self.items = []
+
+        def append(self, v):
+            self.items.append(v)
+
+    log = Log()
+    assert list_append(log, 3) is log and log.items == [3]
+
+
+def test_merge_types_rules():
+    f32, i32 = jnp.float32, jnp.int32
+    a = jax.core.ShapedArray
+    assert merge_types(a((), i32, weak_type=True), a((), f32), "'x'", None) == a((), f32)
+    assert merge_types(a((), i32, weak_type=True), a((), f32, weak_type=True), "'x'", None) == a((), f32, weak_type=True)
+    with pytest.raises(LoopVariableError, match="'x' is int32\\[\\] before .* float32\\[\\] after"):
+        merge_types(a((), i32), a((), f32), "'x'", None)
+    with pytest.raises(LoopVariableError, match="shape"):
+        merge_types(a((2,), f32), a((3,), f32), "'x'", None)
+
+
+def test_set_loop_options_outside_loops_is_a_no_op():
+    set_loop_options(maximum_iterations=3)
+    with pytest.raises(ValueError, match="non-negative"):
+        set_loop_options(maximum_iterations=2.5)
