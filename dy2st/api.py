@@ -14,6 +14,7 @@ from dy2st import conversion, input_spec, stateful
 from dy2st.config import config
 from dy2st.errors import ConversionError, OriginInfo, RuntimeChecks, at_boundary
 from dy2st.program import ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
+from dy2st.sharding import Shardings
 from dy2st.runtime.undefined import check_defined
 
 _NOT_TO_STATIC_ATTR = "__dy2st_not_to_static__"
@@ -41,16 +42,18 @@ class StaticFunction:
     enclosing transformation inlines it.
     """
 
-    def __init__(self, fn, input_spec=None, full_graph: bool = True, max_programs: int = DEFAULT_MAX_PROGRAMS):
+    def __init__(self, fn, input_spec=None, full_graph: bool = True, max_programs: int = DEFAULT_MAX_PROGRAMS,
+                 shardings=None):
         if not callable(fn):
             raise TypeError(f"to_static expects a function, got {type(fn).__name__}")
         self._fn = fn
         self._input_spec = input_spec
         self._full_graph = full_graph
+        self._shardings = shardings  # dy2st.sharding.Shardings, or None
         self._converted_fn = None
         self._lock = threading.Lock()  # converts once when threads first call together
         name = getattr(fn, "__qualname__", repr(fn))
-        self._cache = ProgramCache(None, name, max_programs, get_fn=lambda: self._converted)
+        self._cache = ProgramCache(None, name, max_programs, get_fn=lambda: self._converted, shardings=shardings)
         self._table = self._cache.table  # read directly by the hit path in __call__
         self._stateful = None  # programs for calls whose self/arguments carry state (dy2st/state.py)
         self._bound = weakref.WeakValueDictionary()  # id(instance) -> BoundStaticFunction
@@ -273,7 +276,8 @@ def _wait_for(out) -> None:
             leaf.block_until_ready()
 
 
-def to_static(fn=None, *, input_spec=None, full_graph: bool = True, max_programs: int = DEFAULT_MAX_PROGRAMS):
+def to_static(fn=None, *, input_spec=None, full_graph: bool = True, max_programs: int = DEFAULT_MAX_PROGRAMS,
+              in_shardings=None, out_shardings=None):
     """Convert `fn` so its Python control flow runs as one compiled XLA program.
 
     Works as `@to_static`, `@to_static(...)` and `to_static(fn)`, on functions, nested
@@ -289,6 +293,9 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True, max_programs
         whole function and never falls back to eager execution silently.
       max_programs: how many compiled programs (input signatures) to keep; beyond it the least
         recently used is dropped, and rebuilt if its signature comes back.
+      in_shardings, out_shardings: as for `jax.jit`: pin where the array arguments (one entry
+        per positional parameter, `self` included for methods) and the outputs live; see
+        `dy2st.sharding`. Calls whose arguments carry model state do not take them.
 
     Returns:
       A `StaticFunction`.
@@ -301,18 +308,22 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True, max_programs
                 return x * 2
             return x - 1
     """
+    shardings = None
+    if in_shardings is not None or out_shardings is not None:
+        shardings = Shardings(in_shardings, out_shardings)
     if fn is None:
-        return functools.partial(to_static, input_spec=input_spec, full_graph=full_graph, max_programs=max_programs)
+        return functools.partial(to_static, input_spec=input_spec, full_graph=full_graph, max_programs=max_programs,
+                                 in_shardings=in_shardings, out_shardings=out_shardings)
     if isinstance(fn, StaticFunction):
         return fn
     if isinstance(fn, types.MethodType):
-        return BoundStaticFunction(StaticFunction(fn.__func__, input_spec, full_graph, max_programs), fn.__self__)
+        return BoundStaticFunction(StaticFunction(fn.__func__, input_spec, full_graph, max_programs, shardings), fn.__self__)
     if not isinstance(fn, (types.FunctionType, functools.partial)) and _model_method(fn) is not None:
         method = _model_method(fn)
         owner = (method if isinstance(method, StaticFunction)
-                 else StaticFunction(method, input_spec, full_graph, max_programs))
+                 else StaticFunction(method, input_spec, full_graph, max_programs, shardings))
         return BoundStaticFunction(owner, fn)
-    return StaticFunction(fn, input_spec, full_graph, max_programs)
+    return StaticFunction(fn, input_spec, full_graph, max_programs, shardings)
 
 
 def to_code(fn) -> str:

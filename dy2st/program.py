@@ -133,12 +133,13 @@ class ProgramCache:
     """
 
     def __init__(self, fn: Callable | None, name: str, max_programs: int = DEFAULT_MAX_PROGRAMS,
-                 *, get_fn: Callable[[], Callable] | None = None):
+                 *, get_fn: Callable[[], Callable] | None = None, shardings=None):
         """Programs of `fn`, or of `get_fn()` (called at the first trace: conversion stays lazy)."""
         if max_programs is None or int(max_programs) < 1:
             raise ValueError(f"max_programs must be a positive integer, got {max_programs!r}")
         self._get_fn = get_fn if get_fn is not None else (lambda: fn)
         self._name = name
+        self._shardings = shardings  # dy2st.sharding.Shardings, or None
         self.max_programs = int(max_programs)
         self.table: collections.OrderedDict = collections.OrderedDict()
         self._programs: dict = {}
@@ -287,7 +288,17 @@ class ProgramCache:
                 return check_defined(fn(*args, **kwargs))
 
         program.__name__ = program.__qualname__ = getattr(fn, "__name__", "program")
-        return jax.jit(program)
+        return jax.jit(program, **self._jit_options(signature))
+
+    def _jit_options(self, signature: Signature) -> dict:
+        """`in_shardings`/`out_shardings` for one program (the program takes the array leaves
+        when some leaves are static, else the arguments as they are)."""
+        if self._shardings is None:
+            return {}
+        if signature.static_key[1] is None:
+            return self._shardings.jit_kwargs()
+        treedef, _, positions = signature.static_key
+        return self._shardings.jit_kwargs(treedef, positions)
 
     def _insert(self, key, jitted, signature: Signature):
         """Add a built program (under `_lock`), evicting the least recently used beyond the bound."""

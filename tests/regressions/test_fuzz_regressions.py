@@ -1,0 +1,60 @@
+"""Programs the differential fuzzer (`dy2st.testing.fuzz`) found failing, minimized, each named
+for what broke. Each runs eagerly, via to_static and via jit(to_static) on inputs taking every
+path (and the loop zero, one and several times where it loops)."""
+
+import jax.numpy as jnp
+import pytest
+
+from dy2st.testing import check_equivalent
+
+POS = jnp.array([1.0, 2.0, 0.0, 1.0])
+NEG = jnp.array([-3.0, -3.0, -1.0, -2.0])
+
+
+def tuple_return_in_staged_while(x):
+    # Fuzz seed 3, example 16 (reduced): the return value starts undefined (one leaf) and
+    # becomes a 2-tuple in the body; the initial carry had one leaf too few
+    # ("foreach() argument 2 is shorter than argument 1" in lax.while_loop).
+    k = 0
+    while x.min() > -2.0:
+        return x, 4
+    return x, k
+
+
+def tuple_return_in_while_with_counter(x, n):
+    # Fuzz seed 3, example 16 as generated, less its dead code.
+    k1 = -n
+    k0 = k1 if x.sum() <= -2 else 3
+    i1 = 0
+    while i1 < k0 % 4 and x.min() > -2.0:
+        i1 += 1
+        k1 = 4
+        return x, x * 2, (k1 // 2), k1
+    k0 = jnp.sum(x > -1.0)
+    return x, x, k0, k1
+
+
+def nested_tuple_return_in_staged_while(x):
+    # The same undefined return value, with a nested structure and a later staged update.
+    s = x.sum()
+    while s < 10.0:
+        s = s + 3.0
+        if s > 4.0:
+            return (x * s, (s, 1))
+    return (x, (s, 0))
+
+
+@pytest.mark.parametrize("x", [POS, NEG], ids=["loops", "skips"])
+def test_tuple_return_in_staged_while(x):
+    check_equivalent(tuple_return_in_staged_while, x)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+@pytest.mark.parametrize("x", [POS, NEG, -POS], ids=["pos", "neg", "mixed"])
+def test_tuple_return_in_while_with_counter(x, n):
+    check_equivalent(tuple_return_in_while_with_counter, x, n)
+
+
+@pytest.mark.parametrize("x", [POS, NEG, jnp.full((4,), 3.0)], ids=["several", "many", "zero"])
+def test_nested_tuple_return_in_staged_while(x):
+    check_equivalent(nested_tuple_return_in_staged_while, x)
