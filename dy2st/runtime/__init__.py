@@ -14,7 +14,7 @@ from dy2st.runtime.lists import list_append
 from dy2st.runtime.logical import convert_and, convert_compare_chain, convert_not, convert_or
 from dy2st.runtime.loops import convert_for, convert_while, set_loop_options
 from dy2st.runtime.staging import is_traced
-from dy2st.runtime.undefined import UNDEFINED_RETURN, Undefined, UndefinedReturn, ldu
+from dy2st.runtime.undefined import UNDEFINED_RETURN, Undefined, UndefinedReturn, ldu, ldu_dead
 
 __all__ = [
     "UNDEFINED_RETURN",
@@ -34,6 +34,7 @@ __all__ = [
     "convert_while",
     "is_traced",
     "ldu",
+    "ldu_dead",
     "list_append",
     "loop_iter",
     "set_loop_options",

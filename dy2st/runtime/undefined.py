@@ -50,6 +50,24 @@ class UndefinedReturn(Undefined):
 UNDEFINED_RETURN = UndefinedReturn()
 
 
+class DeadValue(UndefinedReturn):
+    """A variable unbound on a path that has already returned/broken out: never read there,
+    so staging may fill it with zeros like an undefined return value."""
+
+    def __init__(self, name: str):
+        Undefined.__init__(self, name)
+
+
+def ldu_dead(thunk, name: str):
+    """Like `ldu`, on a path past an early return/break/continue: unbound gives `DeadValue`."""
+    try:
+        value = thunk()
+    except (NameError, AttributeError, KeyError, IndexError):
+        return DeadValue(name)
+    # staging re-binds unbound variables to Undefined markers before running a branch
+    return DeadValue(name) if type(value) is Undefined else value
+
+
 def is_undefined(value) -> bool:
     return isinstance(value, Undefined)
 

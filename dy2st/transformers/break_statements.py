@@ -102,7 +102,7 @@ class BreakTransformer(Transformer):
     def visit_Break(self, node):
         loop = self._loops[-1]
         if loop.flag is None:
-            loop.flag = self.ctx.namer.new_symbol("break_", display="the break flag")
+            loop.flag = self.ctx.namer.new_symbol("break_", display="the break flag", exit_flag=True)
         loop.breaks += 1
         return templates.replace("flag = True", flag=loop.flag)
 

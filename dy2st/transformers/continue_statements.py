@@ -90,7 +90,7 @@ class ContinueTransformer(Transformer):
     def visit_Continue(self, node):
         loop = self._loops[-1]
         if loop.flag is None:
-            loop.flag = self.ctx.namer.new_symbol("continue_", display="the continue flag")
+            loop.flag = self.ctx.namer.new_symbol("continue_", display="the continue flag", exit_flag=True)
         loop.continues += 1
         return templates.replace("flag = True", flag=loop.flag)
 

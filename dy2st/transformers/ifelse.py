@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import gast
 
-from dy2st.analysis import Fact, getanno
+from dy2st.analysis import Fact, QualifiedName, getanno
 from dy2st.analysis.activity import activity_of
 from dy2st.transformers import templates
 from dy2st.transformers.base import Transformer
@@ -70,16 +70,16 @@ class IfElseTransformer(Transformer):
         state = outputs + carried
         namer = self.ctx.namer
         stmts = []
-        if_body = self._branch(namer.new_symbol("if_body"), node.body, state)
+        if_body = self._branch(namer.new_symbol("if_body"), node.body, state, outputs)
         stmts.append(if_body)
         else_body = None
         if node.orelse:
-            else_body = self._branch(namer.new_symbol("else_body"), node.orelse, state)
+            else_body = self._branch(namer.new_symbol("else_body"), node.orelse, state, outputs)
             stmts.append(else_body)
         get_state = set_state = None
         if state:
             get_state, set_state = namer.new_symbol("get_state"), namer.new_symbol("set_state")
-            stmts += self._state_functions(get_state, set_state, state, defined)
+            stmts += self._state_functions(get_state, set_state, state, defined, live_in)
         call = templates.replace_as_expression(
             _IF_TEMPLATE,
             jst=self.ctx.runtime,
@@ -124,7 +124,32 @@ class IfElseTransformer(Transformer):
             decls.append(gast.Global(names=global_names))
         return decls
 
-    def _branch(self, name, body, state):
+    def _exits(self, body) -> bool:
+        """Does the branch set an early-return/break/continue flag (skipping the rest)?"""
+        for stmt in body:
+            if (isinstance(stmt, gast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], gast.Name)
+                    and self.ctx.namer.is_exit_flag(stmt.targets[0].id)
+                    and isinstance(stmt.value, gast.Constant) and stmt.value.value is True):
+                return True
+        return False
+
+    def _dead_loads(self, body, outputs):
+        """In a branch that exits, outputs it leaves unbound are dead on its path: load them
+        with `ldu_dead`, whose marker a staged merge fills with zeros instead of an error."""
+        if not self._exits(body):
+            return []
+        assigned = activity_of(body).kills
+        return [
+            templates.replace(
+                "target = jst.ldu_dead(lambda: value, name)",
+                target=s.to_node(), value=s.to_node(), jst=self.ctx.runtime,
+                name=templates.constant(self._display(s)),
+            )[0]
+            for s in outputs if not s.is_composite and s not in assigned
+        ]
+
+    def _branch(self, name, body, state, outputs=()):
+        body = body + self._dead_loads(body, outputs)
         written = activity_of(body).writes
         decls = self._declarations([s for s in state if s in written])
         return gast.FunctionDef(
@@ -137,7 +162,11 @@ class IfElseTransformer(Transformer):
             type_params=[],
         )
 
-    def _state_functions(self, get_name, set_name, state, defined):
+    def _state_functions(self, get_name, set_name, state, defined, live_in):
+        # A plain read is safe only for a name bound on every path here AND live on entry:
+        # one that is not live may be bound in the user's function but not in the generated
+        # function this statement now sits in (it is local there), so it is read with `ldu`.
+        defined = {name for name in defined if QualifiedName(name) in live_in}
         reads = []
         for symbol in state:
             if symbol.is_composite or symbol.base not in defined:

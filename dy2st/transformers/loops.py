@@ -92,7 +92,7 @@ class LoopTransformer(IfElseTransformer):
         namer = self.ctx.namer
         get_state, set_state = namer.new_symbol("get_state"), namer.new_symbol("set_state")
         defined = getanno(node, Fact.DEFINED_IN)
-        accessors = self._state_functions(get_state, set_state, state, defined)
+        accessors = self._state_functions(get_state, set_state, state, defined, getanno(node, Fact.LIVE_IN))
         names = templates.tuple_of([templates.constant(self._display(s)) for s in state])
         return accessors, get_state, set_state, names
 

@@ -15,6 +15,7 @@ class Namer:
     def __init__(self, reserved=()):
         self._taken = set(reserved)
         self._generated: dict[str, str | None] = {}
+        self._exit_flags: set = set()
 
     @classmethod
     def for_tree(cls, tree) -> "Namer":
@@ -30,15 +31,25 @@ class Namer:
                 names.add(node.asname or node.name.split(".")[0])
         return cls(names)
 
-    def new_symbol(self, root: str, display: str | None = None) -> str:
-        """A name starting with `root` not used anywhere yet; `display` names it in errors."""
+    def new_symbol(self, root: str, display: str | None = None, exit_flag: bool = False) -> str:
+        """A name starting with `root` not used anywhere yet; `display` names it in errors.
+
+        `exit_flag` marks a flag whose assignment to True means the rest of the path is skipped
+        (early return, break, continue): values a branch leaves undefined after setting it are
+        never read.
+        """
         candidate, n = root, 0
         while candidate in self._taken:
             n += 1
             candidate = f"{root}_{n}"
         self._taken.add(candidate)
         self._generated[candidate] = display
+        if exit_flag:
+            self._exit_flags.add(candidate)
         return candidate
+
+    def is_exit_flag(self, name: str) -> bool:
+        return name in self._exit_flags
 
     def is_generated(self, name: str) -> bool:
         return name in self._generated

@@ -93,7 +93,7 @@ class ReturnTransformer(Transformer):
         if not _needs_rewrite(node):
             return node
         namer = self.ctx.namer
-        self.do_return = namer.new_symbol("do_return", display="the early-return flag")
+        self.do_return = namer.new_symbol("do_return", display="the early-return flag", exit_flag=True)
         self.retval = namer.new_symbol("retval", display="the return value")
         prologue = templates.replace(
             "do_return = False\nretval = jst.UNDEFINED_RETURN",

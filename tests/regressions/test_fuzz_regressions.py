@@ -58,3 +58,59 @@ def test_tuple_return_in_while_with_counter(x, n):
 @pytest.mark.parametrize("x", [POS, NEG, jnp.full((4,), 3.0)], ids=["several", "many", "zero"])
 def test_nested_tuple_return_in_staged_while(x):
     check_equivalent(nested_tuple_return_in_staged_while, x)
+
+
+def state_read_inside_early_return_guard(x, y, n):
+    # Fuzz seed 52, example 1214 (reduced): after an early return, the rest of the function is a
+    # branch function in which `k0` is local; the last if's get_state read it plainly because
+    # it was bound in the user's function (NameError: cannot access free variable 'k0').
+    k0 = n
+    k1 = -k0
+    if y[k1 % 4] > 0.0:
+        return x, k1
+    elif x[0] <= 3.0:
+        x = x + y
+    else:
+        k0 = 0
+    if x.sum() > 1:
+        k0 = 2
+    else:
+        k0 = 1
+    return x, k0
+
+
+def defined_only_on_the_branch_that_does_not_return(x):
+    # Fuzz seed 53, examples 1191/1420/1544 (reduced): `v` is unbound on the returning branch,
+    # where eager never reads it; staging must not call it "defined in one branch only".
+    if x.sum() > 0:
+        return x
+    else:
+        v = x * 2
+    return v + 1
+
+
+def defined_only_on_the_branch_that_does_not_break(x):
+    total = x
+    for i in range(3):
+        if total.sum() > 4:
+            break
+        else:
+            step = total * 0.5
+        total = total + step
+    return total
+
+
+@pytest.mark.parametrize("x", [POS, NEG])
+@pytest.mark.parametrize("n", [0, 3])
+def test_state_read_inside_early_return_guard(x, n):
+    check_equivalent(state_read_inside_early_return_guard, x, -x, n)
+
+
+@pytest.mark.parametrize("x", [POS, NEG])
+def test_defined_only_on_the_branch_that_does_not_return(x):
+    check_equivalent(defined_only_on_the_branch_that_does_not_return, x, grad_argnums=0)
+
+
+@pytest.mark.parametrize("x", [POS, NEG, POS * 0.1])
+def test_defined_only_on_the_branch_that_does_not_break(x):
+    check_equivalent(defined_only_on_the_branch_that_does_not_break, x)
