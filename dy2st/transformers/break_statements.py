@@ -36,84 +36,25 @@ import gast
 
 from dy2st.analysis.anno import Fact, setanno
 from dy2st.transformers import templates
-from dy2st.transformers.base import Transformer, copy_location_recursive
-
-_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef, gast.Lambda)
-
-
-class _Loop:
-    """Walk state of one loop body: its flag (made on first `break`) and break count."""
-
-    def __init__(self):
-        self.flag = None
-        self.breaks = 0
+from dy2st.transformers.base import copy_location_recursive
+from dy2st.transformers.jump_flags import JumpFlagTransformer
 
 
-class BreakTransformer(Transformer):
+class BreakTransformer(JumpFlagTransformer):
     """See the module docstring."""
 
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self._loops: list[_Loop | None] = []
-
-    # -- scopes: a nested function's loops are its own ---------------------------------
-    def visit_FunctionDef(self, node):
-        self._loops.append(None)
-        node.body = self._block(node.body)
-        self._loops.pop()
-        return node
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-
-    def visit_Lambda(self, node):
-        return node
-
-    # -- blocks --------------------------------------------------------------------------
-    def _block(self, stmts):
-        """Visit a block; the rest of it after a statement that may break goes under a guard."""
-        out = []
-        loop = self._loops[-1] if self._loops else None
-        for i, stmt in enumerate(stmts):
-            before = loop.breaks if loop is not None else 0
-            new = self.visit(stmt)
-            out.extend(new if isinstance(new, list) else [new] if new is not None else [])
-            if loop is None or loop.breaks == before:
-                continue
-            if isinstance(stmt, gast.Break):
-                return out  # the rest of the block is unreachable
-            rest = self._block(stmts[i + 1 :])
-            if rest:
-                guard = templates.replace("if not flag:\n    rest", flag=loop.flag, rest=rest)
-                copy_location_recursive(guard, stmt)
-                out.extend(guard)
-            return out
-        return out
-
-    def generic_visit(self, node):
-        if isinstance(node, gast.stmt):
-            for field in ("body", "orelse", "finalbody"):
-                if getattr(node, field, None):
-                    setattr(node, field, self._block(getattr(node, field)))
-            for part in getattr(node, "handlers", []) + getattr(node, "cases", []):
-                part.body = self._block(part.body)
-            return node
-        return super().generic_visit(node)
+    jump_type = gast.Break
+    flag_root = "break_"
+    flag_display = "the break flag"
 
     def visit_Break(self, node):
-        loop = self._loops[-1]
-        if loop.flag is None:
-            loop.flag = self.ctx.namer.new_symbol("break_", display="the break flag", exit_flag=True)
-        loop.breaks += 1
-        return templates.replace("flag = True", flag=loop.flag)
+        return self._jump(node)
 
     # -- loops ---------------------------------------------------------------------------
     def _visit_loop(self, node):
         orelse = self._block(node.orelse)  # an `else` belongs to the enclosing loop's body
         node.orelse = []
-        loop = _Loop()
-        self._loops.append(loop)
-        node.body = self._block(node.body)
-        self._loops.pop()
+        loop = self._visit_body(node)
         if loop.flag is None:
             return [node] + orelse
         if isinstance(node, gast.While):

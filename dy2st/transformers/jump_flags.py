@@ -1,0 +1,108 @@
+"""What the break and continue rewrites share: a jump becomes `flag = True`, and the rest of
+every block after a statement that may jump moves under `if not flag:`.
+
+Before (for `continue`)::
+
+    for x in xs:
+        if x < 0:
+            continue
+        total += x
+
+After::
+
+    for x in xs:
+        continue_ = False
+        if x < 0:
+            continue_ = True
+        if not continue_:
+            total += x
+
+Subclasses say which statement jumps (`jump_type`), how the flag is named, and what happens
+at the loop (`_visit_loop`).
+"""
+
+from __future__ import annotations
+
+import gast
+
+from dy2st.transformers import templates
+from dy2st.transformers.base import Transformer, copy_location_recursive
+
+
+class LoopState:
+    """Walk state of one loop body: its flag (made at the first jump) and jump count."""
+
+    def __init__(self):
+        self.flag = None
+        self.jumps = 0
+
+
+class JumpFlagTransformer(Transformer):
+    """Base of BreakTransformer and ContinueTransformer; see the module docstring."""
+
+    jump_type: type = gast.Break
+    flag_root = "break_"
+    flag_display = "the break flag"
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self._loops: list[LoopState | None] = []
+
+    # -- scopes: a nested function's loops are its own ---------------------------------
+    def visit_FunctionDef(self, node):
+        self._loops.append(None)
+        node.body = self._block(node.body)
+        self._loops.pop()
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Lambda(self, node):
+        return node
+
+    # -- blocks --------------------------------------------------------------------------
+    def _block(self, stmts):
+        """Visit a block; the rest of it after a statement that may jump goes under a guard."""
+        out = []
+        loop = self._loops[-1] if self._loops else None
+        for i, stmt in enumerate(stmts):
+            before = loop.jumps if loop is not None else 0
+            new = self.visit(stmt)
+            out.extend(new if isinstance(new, list) else [new] if new is not None else [])
+            if loop is None or loop.jumps == before:
+                continue
+            if isinstance(stmt, self.jump_type):
+                return out  # the rest of the block is unreachable
+            rest = self._block(stmts[i + 1 :])
+            if rest:
+                guard = templates.replace("if not flag:\n    rest", flag=loop.flag, rest=rest)
+                copy_location_recursive(guard, stmt)
+                out.extend(guard)
+            return out
+        return out
+
+    def generic_visit(self, node):
+        if isinstance(node, gast.stmt):
+            for field in ("body", "orelse", "finalbody"):
+                if getattr(node, field, None):
+                    setattr(node, field, self._block(getattr(node, field)))
+            for part in getattr(node, "handlers", []) + getattr(node, "cases", []):
+                part.body = self._block(part.body)
+            return node
+        return super().generic_visit(node)
+
+    def _jump(self, node):
+        """`flag = True` for a jump out of the innermost loop (an exit flag for the namer)."""
+        loop = self._loops[-1]
+        if loop.flag is None:
+            loop.flag = self.ctx.namer.new_symbol(self.flag_root, display=self.flag_display, exit_flag=True)
+        loop.jumps += 1
+        return templates.replace("flag = True", flag=loop.flag)
+
+    def _visit_body(self, node) -> LoopState:
+        """Rewrite a loop's body with a fresh LoopState; return it."""
+        loop = LoopState()
+        self._loops.append(loop)
+        node.body = self._block(node.body)
+        self._loops.pop()
+        return loop
