@@ -54,7 +54,9 @@ class StaticFunction:
         self._lock = threading.Lock()  # converts once when threads first call together
         name = getattr(fn, "__qualname__", repr(fn))
         self._cache = ProgramCache(None, name, max_programs, get_fn=lambda: self._converted, shardings=shardings)
-        self._table = self._cache.table  # read directly by the hit path in __call__
+        self._table = self._cache.table
+        self._fast = None  # the cache's shared jit, once a call has shown it may be used directly
+        self._cache.on_shared_change = self._drop_fast
         self._stateful = None  # programs for calls whose self/arguments carry state (dy2st/state.py)
         self._bound = weakref.WeakValueDictionary()  # id(instance) -> BoundStaticFunction
         self._checker = None
@@ -78,33 +80,29 @@ class StaticFunction:
 
     # -- calling ------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if self._input_spec is not None:  # one attribute test on the no-spec hot path
-            (self._checker or self._spec_checker).check(args, kwargs)
         try:  # free when nothing is raised: the hot path pays nothing for the boundary
-            if not kwargs and config.enable_to_static and not self._has_checks:
-                # The hit path, kept to a few bytecodes: positional jax arrays whose program
-                # exists. Its key (a tuple of interned avals) is the one ProgramCache builds for
-                # them. (Measured: building it with `+=` beats tuple(map(...)) and a listcomp.)
-                key = ()
+            fast = self._fast
+            if fast is not None and not kwargs and config.enable_to_static:
+                # The hit path, a few bytecodes on top of jit's C++ dispatch: positional jax
+                # arrays go to the jit shared by their signatures (dy2st/program.py).
                 for a in args:
                     if type(a) is not ARRAY_IMPL:
                         break
-                    key += (a.aval,)
                 else:
-                    table = self._table
-                    fn = table.get(key)
-                    if fn is not None:
-                        if len(table) > 1:  # least-recently-used order; one entry needs none
-                            try:
-                                table.move_to_end(key)
-                            except KeyError:  # evicted meanwhile by another thread; fn still works
-                                pass
-                        return fn(*args)
+                    out = fast(*args)
+                    if self._fast is None:  # this call traced a run-time check, or the cache
+                        _wait_for(out)      # changed mode: wait as the general path does
+                    return out
+            if self._input_spec is not None:
+                (self._checker or self._spec_checker).check(args, kwargs)
             checks_before = RuntimeChecks.traced
             out = self._run(args, kwargs)
             if self._has_checks or RuntimeChecks.traced != checks_before:
                 self._has_checks = True  # this call traced a run-time check (an assert)
+                self._fast = None
                 _wait_for(out)  # a failed check raises here, inside this call
+            elif self._input_spec is None and self._converted_fn is not None:
+                self._fast = self._cache.shared  # None once the cache has retired it
             return out
         except Exception as exc:
             # Inline (not a helper): a bare `raise` here adds no frame of ours to the traceback.
@@ -113,6 +111,13 @@ class StaticFunction:
             if error is exc:
                 raise
             raise error from None
+
+    def _drop_fast(self):
+        """The cache replaced or retired its shared jit, or it traced a run-time check: the next
+        call takes the general path."""
+        self._fast = None
+        if self._cache.has_checks:
+            self._has_checks = True
 
     def _inline(self, args, kwargs):
         """Called with traced arguments (inside jit/grad/vmap): run into the enclosing trace."""

@@ -4,18 +4,26 @@ A program is keyed by the pytree structure of the arguments, the abstract value 
 leaf (shape, dtype, weak type; jax interns these, so a key compares by identity) and the value
 of every other leaf (Python scalars and other hashables are static, as in AutoGraph and Paddle).
 
-The cache is a table from key to one `jax.jit` of the converted function that only ever sees
-that signature, kept in least-recently-used order and bounded by `max_programs`: evicting an
-entry drops its jitted function, and with it jit's executables, traces and lowerings. The hit
-path (`StaticFunction.__call__` for positional jax arrays) costs one type check and one
-`.aval` read per argument, one dict lookup and one `move_to_end` on top of jit's own C++
-dispatch. A miss traces and compiles once per signature even when several threads miss the
-same key together: the first thread builds the program, the others wait for it.
+Calls with positional jax arrays only (the common case) go to one `jax.jit` shared by all
+their signatures, so jit's C++ dispatch finds the program and dy2st adds no key of its own:
+the hit path (`StaticFunction.__call__`) costs one type check per argument on top of jit. The
+shared function records each signature it traces (a ConcreteProgram for `programs`, the
+retrace warning). jit cannot drop one signature, so when a function has seen more than
+`max_programs` signatures it moves for good to the table below, which can.
+
+The table maps a key to one `jax.jit` of the converted function that only ever sees that
+signature, kept in least-recently-used order and bounded by `max_programs`: evicting an entry
+drops its jitted function, and with it jit's executables, traces and lowerings. It serves the
+other calls (pytrees, keywords, static Python values) from the start, and every call once the
+shared function is retired. A miss traces and compiles once per signature even when several
+threads miss the same key together: the first thread builds the program, the others wait
+(jit does the same for the shared function).
 
 Before (jit's own cache, unbounded, no per-signature entry to drop):
     jax.jit(fn)(x)
 After:
-    table[(x.aval,)](x)      # table: OrderedDict key -> jax.jit(fn) for that key only
+    shared(x)                # up to max_programs signatures: jax.jit(fn) recording its traces
+    table[(x.aval,)](x)      # beyond: OrderedDict key -> jax.jit(fn) for that key only, LRU
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ import jax
 import numpy as np
 
 from dy2st.config import config, log, logger
-from dy2st.errors import InputSignatureError
+from dy2st.errors import InputSignatureError, RuntimeChecks
 from dy2st.runtime.undefined import check_defined
 
 _ARRAY_TYPES = (jax.Array, np.ndarray, np.generic)
@@ -124,7 +132,8 @@ class ProgramCache:
     """Programs of one converted function; see the module docstring.
 
     `table` maps a key to the jitted function running that signature's program;
-    `StaticFunction` reads it directly on its hit path. Keys come in three kinds, which never
+    `shared` is the jit for positional arrays (None once retired; see the module docstring).
+    Keys come in three kinds, which never
     compare equal: a tuple of avals (positional arrays only; the program takes them as they
     are), `(treedef, *avals)` (pytrees or keywords of arrays; the program takes the arguments
     as they are), `(_GENERAL, static_key, avals)` (some static leaves; the program takes the
@@ -147,6 +156,10 @@ class ProgramCache:
         self._lock = threading.Lock()
         self._warned = False
         self._builds = 0  # programs built so far, evicted ones included
+        self._shared_keys: set = set()  # keys of the programs that live in `shared`
+        self.on_shared_change: Callable[[], None] | None = None  # told when `shared` changes role
+        self.has_checks = False  # the shared jit traced a run-time check (an assert)
+        self.shared = self._new_shared()
 
     # -- calling ------------------------------------------------------------------------------
     def __call__(self, args, kwargs=None, on_traced=None):
@@ -161,6 +174,9 @@ class ProgramCache:
             key += (leaf.aval,)
         else:  # every leaf a jax array: the program takes the arguments as they are
             if not kwargs and len(leaves) == len(args):
+                shared = self.shared
+                if shared is not None:
+                    return shared(*args)
                 key = key[1:]
             return self._run(key, args, kwargs)
         if on_traced is not None:
@@ -193,6 +209,13 @@ class ProgramCache:
         """The program for these arguments or ShapeDtypeStructs, traced but not run."""
         leaves, treedef = _flatten((args, kwargs))
         key, specs, signature = self._key(leaves, treedef, args, kwargs, _is_spec_leaf)
+        shared = self.shared
+        if shared is not None and signature.static_key[1] is None and signature.tree is None:
+            shared.trace(*specs)  # records the program (or finds it traced already)
+            with self._lock:
+                program = self._programs.get(key)
+            if program is not None:
+                return program
         try:
             with self._lock:
                 program = self._programs.get(key)
@@ -304,8 +327,14 @@ class ProgramCache:
         """Add a built program (under `_lock`), evicting the least recently used beyond the bound."""
         self.table[key] = jitted
         self._programs[key] = ConcreteProgram(jitted, signature)
+        self._built(signature)
+
+    def _built(self, signature: Signature):
+        """Count a new program (under `_lock`): keep the bound, log, warn about retracing."""
         self._builds += 1
         count = self._builds
+        if len(self._programs) > self.max_programs and self.shared is not None:
+            self._retire_shared()
         while len(self.table) > self.max_programs:
             old, _ = self.table.popitem(last=False)
             evicted = self._programs.pop(old, None)
@@ -321,6 +350,62 @@ class ProgramCache:
                 self._name, count, _what_changes([p.signature for p in self._programs.values()], _parameter_names(self._get_fn())),
             )
 
+    # -- the shared jit -----------------------------------------------------------------------
+    def _new_shared(self):
+        """One `jax.jit` for every positional-arrays signature, recording each one it traces.
+
+        A fresh Python function each time, so jax's trace caches (keyed by function) start empty.
+        """
+        jitted = None
+
+        def program(*args):
+            checks_before = RuntimeChecks.traced
+            out = check_defined(self._get_fn()(*args))
+            if RuntimeChecks.traced != checks_before:
+                self._traced_checks()
+            self._record_shared(tuple(map(jax.typeof, args)), jitted)  # after the trace succeeded
+            return out
+
+        program.__name__ = program.__qualname__ = self._name.rsplit(".", 1)[-1]
+        jitted = jax.jit(program, **self._jit_options(Signature(((), None), ())))
+        return jitted
+
+    def _record_shared(self, key, jitted):
+        """Called while `jitted` traces a signature: a new program (and maybe the bound reached)."""
+        with self._lock:
+            if jitted is not self.shared or key in self._programs:  # a retired jit, or known
+                return
+            signature = Signature(((), None), key)
+            self._programs[key] = ConcreteProgram(jitted, signature)
+            self._shared_keys.add(key)
+            self._built(signature)
+
+    def _traced_checks(self):
+        """A trace of the shared jit met a run-time check: its caller must wait for results."""
+        self.has_checks = True
+        if self.on_shared_change is not None:
+            self.on_shared_change()
+
+    def _retire_shared(self):
+        """Move the shared jit's programs into the table (under `_lock`); no new ones go to it.
+
+        They enter in the order they were traced, as the least recently used (jit does not tell
+        which it ran last), each an entry pointing at the retired jit, which still holds their
+        executables: nothing is traced again, and the retired jit is freed with its last entry.
+        """
+        retired = self.shared
+        moved = [key for key in self._programs if key in self._shared_keys]
+        for key in moved:
+            self.table[key] = retired
+        for key in reversed(moved):
+            self.table.move_to_end(key, last=False)
+        self._shared_keys.clear()
+        self.shared = None
+        log(1, "dy2st: %s: more than %d signatures: one jit per signature from now on, least recently used dropped",
+            self._name, self.max_programs)
+        if self.on_shared_change is not None:
+            self.on_shared_change()
+
     # -- introspection ------------------------------------------------------------------------
     @property
     def programs(self) -> list:
@@ -328,10 +413,15 @@ class ProgramCache:
             return list(self._programs.values())
 
     def clear(self):
-        """Drop every program (in place: `StaticFunction` holds `table`)."""
+        """Drop every program (in place: `StaticFunction` holds `table`); calls with positional
+        arrays share one jit again."""
         with self._lock:
             self.table.clear()
             self._programs.clear()
+            self._shared_keys.clear()
+            self.shared = self._new_shared()
+            if self.on_shared_change is not None:
+                self.on_shared_change()
 
 
 def _parameter_names(fn) -> list:

@@ -40,20 +40,42 @@ def test_least_recently_used_program_is_evicted():
         return x - 1
 
     g = dy2st.to_static(f, max_programs=3)
-    for n in (1, 2, 3):
+    for n in (1, 2, 3, 1, 2, 3):  # up to the bound: one jit shared by the signatures
         g(jnp.ones(n))
     assert _shapes(g) == [(1,), (2,), (3,)]
-    g(jnp.ones(1))  # 1 is now the most recently used; 2 the least
-    g(jnp.ones(4))
-    assert _shapes(g) == [(1,), (3,), (4,)]
+    assert len(traces) == 3
+    g(jnp.ones(4))  # beyond it: one entry per signature, the oldest traced dropped
+    assert _shapes(g) == [(2,), (3,), (4,)]
     assert len(traces) == 4
-    g(jnp.ones(1))
-    g(jnp.ones(3))
-    assert len(traces) == 4  # still cached: no retrace
-    g(jnp.ones(2))  # evicted before: traced again, evicting 4
+    g(jnp.ones(2))  # moved programs run without tracing again; 2 is now the most recent
+    g(jnp.ones(4))
+    assert len(traces) == 4
+    g(jnp.ones(1))  # least recently used from here on: 3 goes
+    assert _shapes(g) == [(1,), (2,), (4,)]
     assert len(traces) == 5
+    g(jnp.ones(2))
+    g(jnp.ones(3))  # evicted before: traced again, evicting 4
+    assert len(traces) == 6
     assert _shapes(g) == [(1,), (2,), (3,)]
+    g(jnp.ones(1))
+    g(jnp.ones(2))
+    assert len(traces) == 6
     np.testing.assert_allclose(g(-jnp.ones(2)), -2.0)
+
+
+def test_beyond_the_bound_the_shared_jit_is_freed_with_its_last_program():
+    g = dy2st.to_static(branchy, max_programs=2)
+    for n in (1, 2):
+        g(jnp.ones(n))
+    shared = g._cache.shared
+    assert shared is not None and len(g._table) == 0
+    g(jnp.ones(3))
+    assert g._cache.shared is None
+    assert [g._table[k] is shared for k in g._table] == [True, True]
+    for n in (4, 5):
+        g(jnp.ones(n))
+    assert all(jitted is not shared for jitted in g._table.values())
+    np.testing.assert_allclose(g(jnp.ones(5)), 2.0)
 
 
 def test_bound_covers_pytree_keyword_and_static_arguments():

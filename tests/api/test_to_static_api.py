@@ -195,6 +195,39 @@ def test_rollback_and_enable_switch():
         dy2st.enable_to_static(True)
 
 
+def test_hit_path_keeps_the_switch_the_cache_and_run_time_checks():
+    # Calls with positional arrays go straight to the jit shared by their signatures; the
+    # global switch, clear_cache and a check first traced for a new shape still take effect.
+    calls = []
+
+    def f(x):
+        calls.append(type(x).__name__)
+        if x.shape[0] > 3:
+            assert x.sum() > 0, "sum must be positive"
+        return x + 1
+
+    g = dy2st.to_static(f)
+    for _ in range(3):
+        np.testing.assert_allclose(g(jnp.ones(2)), 2.0)
+    assert len(calls) == 1 and g._fast is not None
+    dy2st.enable_to_static(False)
+    try:
+        np.testing.assert_allclose(g(jnp.ones(2)), 2.0)
+        assert calls[-1] == "ArrayImpl"  # ran eagerly
+    finally:
+        dy2st.enable_to_static(True)
+    g.clear_cache()
+    assert g._fast is None and g.programs == []
+    np.testing.assert_allclose(g(jnp.ones(2)), 2.0)
+    assert len(g.programs) == 1
+    np.testing.assert_allclose(g(jnp.ones(4)), 2.0)  # traces the check, on the hit path
+    with pytest.raises(AssertionError, match="sum must be positive"):
+        g(-jnp.ones(4))
+    with pytest.raises(AssertionError, match="sum must be positive"):
+        g(-jnp.ones(4))
+    np.testing.assert_allclose(g(-jnp.ones(2)), 0.0)
+
+
 def test_not_to_static_marks_function():
     @dy2st.not_to_static
     def helper(x):
