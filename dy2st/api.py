@@ -296,8 +296,10 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True, max_programs
       input_spec: optional list of `dy2st.InputSpec` describing the array arguments.
       full_graph: kept for API parity with paddle.jit.to_static; dy2st always converts the
         whole function and never falls back to eager execution silently.
-      max_programs: how many compiled programs (input signatures) to keep; beyond it the least
-        recently used is dropped, and rebuilt if its signature comes back.
+      max_programs: how many compiled programs (input signatures) to keep. Up to it, calls with
+        positional arrays share one `jax.jit` (the fastest dispatch); beyond it every program
+        gets its own, the least recently used is dropped, and rebuilt if its signature comes
+        back.
       in_shardings, out_shardings: as for `jax.jit`: pin where the array arguments (one entry
         per positional parameter, `self` included for methods) and the outputs live; see
         `dy2st.sharding`. Calls whose arguments carry model state do not take them.
