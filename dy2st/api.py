@@ -33,14 +33,67 @@ def is_not_to_static(fn) -> bool:
     return getattr(fn, _NOT_TO_STATIC_ATTR, False)
 
 
-class StaticFunction:
+def _dispatcher():
+    """The call path of one StaticFunction: `(dispatch, bind, use_jit)`.
+
+    `dispatch(*args, **kwargs)` is what a call runs. Positional jax arrays go straight to the
+    jit shared by their signatures (`use_jit` sets it; None sends every call the general way);
+    everything else goes to `owner._call_general` (`bind` sets the owner). A closure, so the hit
+    path reads cells rather than attributes.
+    """
+    owner = shared = None
+
+    def dispatch(*args, **kwargs):
+        try:  # free when nothing is raised: the hit path pays nothing for the boundary
+            jitted = shared
+            if jitted is not None and not kwargs and config.enable_to_static:
+                for a in args:
+                    if type(a) is not ARRAY_IMPL:
+                        break
+                else:
+                    out = jitted(*args)
+                    if shared is None:  # this call traced a run-time check, or the cache changed
+                        _wait_for(out)  # mode: wait as the general path does
+                    return out
+            return owner._call_general(args, kwargs)
+        except Exception as exc:
+            # Inline (not a helper): a bare `raise` here adds no frame of ours to the traceback.
+            __tracebackhide__ = True  # noqa: F841  (pytest and IPython hide this frame)
+            error = at_boundary(exc, config.traceback_filtering)
+            if error is exc:
+                raise
+            raise error from None
+
+    def bind(static_function):
+        nonlocal owner
+        owner = static_function
+
+    def use_jit(jitted):
+        nonlocal shared
+        shared = jitted
+
+    return dispatch, bind, use_jit
+
+
+class StaticFunction(functools.partial):
     """A function converted to run as compiled XLA programs, one per input signature.
 
     Called with concrete arrays it looks up (or traces and compiles) the program for their
     shapes/dtypes and the values of its non-array arguments, and runs it as one op. Called inside
     `jax.jit`/`grad`/`vmap` (any traced argument) it runs its converted Python instead, so the
     enclosing transformation inlines it.
+
+    A `functools.partial` subclass for speed only: calling a partial is C code that calls its
+    `func`, here this object's dispatcher closure (`_dispatcher`), where a class `__call__`
+    costs a Python-level method call more (measured: about 0.15 us of a 6 us call).
     """
+
+    def __new__(cls, *args, **kwargs):
+        dispatch, bind, use_jit = _dispatcher()
+        self = super().__new__(cls, dispatch)
+        bind(self)
+        self._use_jit = use_jit
+        return self
 
     def __init__(self, fn, input_spec=None, full_graph: bool = True, max_programs: int = DEFAULT_MAX_PROGRAMS,
                  shardings=None):
@@ -79,43 +132,28 @@ class StaticFunction:
         return self._converted_fn
 
     # -- calling ------------------------------------------------------------------------
-    def __call__(self, *args, **kwargs):
-        try:  # free when nothing is raised: the hot path pays nothing for the boundary
-            fast = self._fast
-            if fast is not None and not kwargs and config.enable_to_static:
-                # The hit path, a few bytecodes on top of jit's C++ dispatch: positional jax
-                # arrays go to the jit shared by their signatures (dy2st/program.py).
-                for a in args:
-                    if type(a) is not ARRAY_IMPL:
-                        break
-                else:
-                    out = fast(*args)
-                    if self._fast is None:  # this call traced a run-time check, or the cache
-                        _wait_for(out)      # changed mode: wait as the general path does
-                    return out
-            if self._input_spec is not None:
-                (self._checker or self._spec_checker).check(args, kwargs)
-            checks_before = RuntimeChecks.traced
-            out = self._run(args, kwargs)
-            if self._has_checks or RuntimeChecks.traced != checks_before:
-                self._has_checks = True  # this call traced a run-time check (an assert)
-                self._fast = None
-                _wait_for(out)  # a failed check raises here, inside this call
-            elif self._input_spec is None and self._converted_fn is not None:
-                self._fast = self._cache.shared  # None once the cache has retired it
-            return out
-        except Exception as exc:
-            # Inline (not a helper): a bare `raise` here adds no frame of ours to the traceback.
-            __tracebackhide__ = True  # noqa: F841  (pytest and IPython hide this frame)
-            error = at_boundary(exc, config.traceback_filtering)
-            if error is exc:
-                raise
-            raise error from None
+    def _call_general(self, args, kwargs):
+        """Every call the dispatcher does not send straight to the shared jit."""
+        if self._input_spec is not None:
+            (self._checker or self._spec_checker).check(args, kwargs)
+        checks_before = RuntimeChecks.traced
+        out = self._run(args, kwargs)
+        if self._has_checks or RuntimeChecks.traced != checks_before:
+            self._has_checks = True  # this call traced a run-time check (an assert)
+            self._set_fast(None)
+            _wait_for(out)  # a failed check raises here, inside this call
+        elif self._input_spec is None and self._converted_fn is not None:
+            self._set_fast(self._cache.shared)  # None once the cache has retired it
+        return out
+
+    def _set_fast(self, jitted):
+        self._fast = jitted
+        self._use_jit(jitted)
 
     def _drop_fast(self):
         """The cache replaced or retired its shared jit, or it traced a run-time check: the next
         call takes the general path."""
-        self._fast = None
+        self._set_fast(None)
         if self._cache.has_checks:
             self._has_checks = True
 

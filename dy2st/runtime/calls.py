@@ -83,7 +83,7 @@ def convert_call(fn):
             return fn
         converted = _convert_function(func)
         return fn if converted is func else types.MethodType(converted, fn.__self__)
-    if isinstance(fn, functools.partial):
+    if isinstance(fn, functools.partial) and type(fn).__module__ != "dy2st.api":  # StaticFunction is one
         converted = convert_call(fn.func)
         return fn if converted is fn.func else functools.partial(converted, *fn.args, **fn.keywords)
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, type)) or _is_static_function(fn):
