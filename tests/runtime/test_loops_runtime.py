@@ -160,3 +160,65 @@ def test_set_loop_options_outside_loops_is_a_no_op():
     set_loop_options(maximum_iterations=3)
     with pytest.raises(ValueError, match="non-negative"):
         set_loop_options(maximum_iterations=2.5)
+
+
+# -- how often user code is traced --------------------------------------------------------------
+def _traced_while(x, start, bounded=False):
+    """A staged `while` whose body counts its Python-side executions in `runs`."""
+    runs = []
+    s = Box(x=x, n=start)
+
+    def body():
+        runs.append(1)
+        if bounded:
+            set_loop_options(maximum_iterations=8)
+        s.x, s.n = s.x * 2, s.n + 1
+
+    convert_while(lambda: s.x.sum() < 50, body, s.get, s.set, s.names)
+    return runs
+
+
+def test_loop_with_settled_types_traces_its_body_once():
+    def f(x):
+        assert len(_traced_while(x, jnp.int32(0))) == 1
+        return x
+
+    jax.make_jaxpr(f)(jnp.ones(2))
+
+
+def test_loop_whose_types_change_is_traced_again():
+    def f(x):
+        assert len(_traced_while(x, 0)) == 2  # `n = 0` (Python) becomes a carried int32
+        assert len(_traced_while(x, jnp.int32(0), bounded=True)) == 2  # rebuilt as a masked scan
+        return x
+
+    jax.make_jaxpr(f)(jnp.ones(2))
+
+
+def test_traced_while_carries_no_iteration_counter():
+    def f(x):
+        s = Box(x=x)
+
+        def body():
+            s.x = s.x * 2
+
+        return convert_while(lambda: s.x.sum() < 50, body, s.get, s.set, s.names)[0]
+
+    (eqn,) = [e for e in jax.make_jaxpr(f)(jnp.ones(2)).eqns if e.primitive.name == "while"]
+    assert [str(v.aval) for v in eqn.outvars] == ["float32[2]"]
+
+
+def test_for_over_rows_traces_its_body_once():
+    runs = []
+
+    def f(xs):
+        s = Box(h=jnp.zeros(3))
+
+        def body(row):
+            runs.append(1)
+            s.h = s.h + row
+
+        return convert_for(xs, body, s.get, s.set, s.names, None)[0]
+
+    jax.make_jaxpr(f)(jnp.ones((4, 3)))
+    assert len(runs) == 1
