@@ -22,7 +22,18 @@ from dy2st.runtime.staging import is_traced
 
 def weak_int(i):
     """A traced index typed like a Python int (weakly typed int32), as eager code would see it."""
+    if is_traced(i) and i.dtype == np.int32 and i.weak_type:  # a staged loop's index already is
+        return i
     return _convert_element_type(jnp.asarray(i, jnp.int32), np.dtype(np.int32), weak_type=True)
+
+
+def _affine(start, i, step=1):
+    """`start + i * step`, without the ops a Python 0 start or 1 step would add to the program."""
+    if not (type(step) is int and step == 1):
+        i = i * step
+    if not (type(start) is int and start == 0):
+        i = start + i
+    return i
 
 
 class StagedIterable(abc.ABC):
@@ -48,12 +59,17 @@ class StagedRange(StagedIterable):
         self.start, self.stop, self.step = start, stop, step
         if not any(is_traced(v) for v in (start, stop, step)):
             self.length = len(builtins.range(start, stop, step))
+        elif type(step) is int:  # the usual `range(n)` / `range(a, b)`: no sign or division ops
+            span = stop if type(start) is int and start == 0 else stop - start
+            if step != 1:
+                span = (span + step - (1 if step > 0 else -1)) // step
+            self.length = jnp.maximum(0, span).astype(jnp.int32)
         else:
             sign = jnp.sign(step)
             self.length = jnp.maximum(0, (stop - start + step - sign) // step).astype(jnp.int32)
 
     def element(self, i):
-        return weak_int(self.start + i * self.step)
+        return weak_int(_affine(self.start, i, self.step))
 
 
 class StagedArray(StagedIterable):
@@ -75,7 +91,7 @@ class StagedEnumerate(StagedIterable):
         self.length = inner.length
 
     def element(self, i):
-        return (weak_int(self.start + i), self.inner.element(i))
+        return (weak_int(_affine(self.start, i)), self.inner.element(i))
 
 
 class StagedZip(StagedIterable):

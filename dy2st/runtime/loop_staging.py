@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax._src.lax.lax import _convert_element_type
 
 from dy2st.errors import LoopGradientError, LoopVariableError, OriginInfo
 from dy2st.runtime.staging import _cast, _static_equal, _weak_proxy, describe, is_traced, scalar_predicate
@@ -350,7 +351,7 @@ def _build(spec, init, loop: Loop, origin, check) -> list:
         return scalar_predicate(pred, origin) if is_traced(pred) else jnp.asarray(bool(pred))
 
     carried = initial_carry(spec, init)
-    index = jnp.int32(0) if loop.indexed else None
+    index = _weak_int32(0) if loop.indexed else None
     if loop.test is None:  # a static trip count: one scan
         (_, final), ys = lax.scan(lambda c, _: _step(body, *c), (index, carried), None, length=bound)
         return _final_values(final_spec, final, ys, bound)
@@ -376,7 +377,13 @@ def _build(spec, init, loop: Loop, origin, check) -> list:
 def _step(body, index, carried):
     """`((next index, new carry), appended items)`; a loop that reads no index carries None."""
     new, items = body(index, carried)
-    return (None if index is None else index + 1, new), items
+    return (None if index is None else lax.add(index, _weak_int32(1)), new), items
+
+
+def _weak_int32(value):
+    """The loop index is typed like a Python int (weak int32), as `range` items are, so the body
+    needs no convert ops; `lax.add` keeps it int32 where `+ 1` would widen it under x64."""
+    return _convert_element_type(value, np.dtype(np.int32), weak_type=True)
 
 
 def _refuse_lists(spec, origin):
