@@ -211,7 +211,16 @@ def _emit(branch: _Branch, arrays, merged: list, side: int) -> list:
 def _emitted_types(branch: _Branch, merged: list, side: int) -> list:
     """What `_emit` gives for the same side's leaves under `merged`: equal lists, equal outputs."""
     leaves = (l for var in branch.leaves for l in var)
-    return [(m.aval, m.fill_zeros[side], _is_aval(leaf)) for leaf, m in zip(leaves, merged)]
+    return [(_type_key(m.aval), m.fill_zeros[side], _is_aval(leaf)) for leaf, m in zip(leaves, merged)]
+
+
+def _own_types(branch: _Branch) -> list:
+    """`_emitted_types` of a side emitting its arrays as they are (what merging it with itself gives)."""
+    return [(_type_key(l), False, True) if _is_aval(l) else (None, False, False) for var in branch.leaves for l in var]
+
+
+def _type_key(aval):
+    return None if aval is None else (aval.shape, aval.dtype, aval.weak_type)
 
 
 def _cast(value, aval):
@@ -265,8 +274,10 @@ def _build_cond(pred, fns, branch_names, origin, merge, known) -> list:
 
     def first():
         branch, arrays = _run_branch_noting(fns[0], branch_names[0], origin)
-        # Until the other side is known, assume it has the same types (merging a side with itself).
-        filled, _, merged = merge(branch, known[1] if known is not None else branch)
+        if known is None:  # until the other side is known, assume it has the same types
+            first_seen[:] = [branch, _own_types(branch)]
+            return arrays
+        filled, _, merged = merge(branch, known[1])
         first_seen[:] = [branch, _emitted_types(filled, _flat(merged), 0)]
         return _emit(filled, arrays, _flat(merged), 0)
 
