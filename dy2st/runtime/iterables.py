@@ -37,13 +37,28 @@ def _affine(start, i, step=1):
 
 
 class StagedIterable(abc.ABC):
-    """Base of iterables a staged loop walks by index; `length` is set by each subclass."""
+    """Base of iterables a staged loop walks by index; each subclass sets `count`.
 
-    length = 0
+    `count` is the number of items as a Python int when it is static; else a traced int32
+    that may be negative for none (a traced `range(5, n)` with n < 5): the loop only asks
+    `within(i)`, and clamping the count would put one more op outside the loop, which XLA
+    compiles as a kernel of its own.
+    """
+
+    count = 0
 
     @property
     def static_length(self):
-        return self.length if isinstance(self.length, int) else None
+        return self.count if isinstance(self.count, int) else None
+
+    @property
+    def length(self):
+        """The number of items: a Python int, or a traced int32 >= 0."""
+        return self.count if isinstance(self.count, int) else lax.max(self.count, np.int32(0))
+
+    def within(self, i):
+        """Whether the traced index `i` is before the end (`i < length`)."""
+        return lax.lt(i, self.count)  # both int32: no convert of the weak index
 
     @abc.abstractmethod
     def element(self, i):
@@ -58,15 +73,15 @@ class StagedRange(StagedIterable):
             raise ValueError("range() arg 3 must not be zero")
         self.start, self.stop, self.step = start, stop, step
         if not any(is_traced(v) for v in (start, stop, step)):
-            self.length = len(builtins.range(start, stop, step))
+            self.count = len(builtins.range(start, stop, step))
         elif type(step) is int:  # the usual `range(n)` / `range(a, b)`: no sign or division ops
             span = stop if type(start) is int and start == 0 else stop - start
             if step != 1:
                 span = (span + step - (1 if step > 0 else -1)) // step
-            self.length = jnp.maximum(0, span).astype(jnp.int32)
+            self.count = span.astype(jnp.int32)
         else:
             sign = jnp.sign(step)
-            self.length = jnp.maximum(0, (stop - start + step - sign) // step).astype(jnp.int32)
+            self.count = ((stop - start + step - sign) // step).astype(jnp.int32)
 
     def element(self, i):
         return weak_int(_affine(self.start, i, self.step))
@@ -79,7 +94,7 @@ class StagedArray(StagedIterable):
         if not getattr(array, "shape", ()):
             raise TypeError("iteration over a 0-d array")
         self.array = array
-        self.length = int(array.shape[0])
+        self.count = int(array.shape[0])
 
     def element(self, i):
         return lax.dynamic_index_in_dim(self.array, i, keepdims=False)
@@ -88,7 +103,7 @@ class StagedArray(StagedIterable):
 class StagedEnumerate(StagedIterable):
     def __init__(self, inner: StagedIterable, start=0):
         self.inner, self.start = inner, start
-        self.length = inner.length
+        self.count = inner.count
 
     def element(self, i):
         return (weak_int(_affine(self.start, i)), self.inner.element(i))
@@ -97,11 +112,11 @@ class StagedEnumerate(StagedIterable):
 class StagedZip(StagedIterable):
     def __init__(self, parts):
         self.parts = parts
-        lengths = [p.length for p in parts]
-        if all(isinstance(n, int) for n in lengths):
-            self.length = min(lengths)
-        else:
-            self.length = jnp.min(jnp.stack([jnp.asarray(n, jnp.int32) for n in lengths]))
+        counts = [p.count for p in parts]
+        if all(isinstance(n, int) for n in counts):
+            self.count = min(counts)
+        else:  # the shortest part; a negative count (none) stays the smallest
+            self.count = jnp.min(jnp.stack([jnp.asarray(n, jnp.int32) for n in counts]))
 
     def element(self, i):
         return tuple(p.element(i) for p in self.parts)

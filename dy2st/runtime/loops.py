@@ -29,7 +29,6 @@ import dataclasses
 import threading
 
 import jax
-from jax import lax
 
 from dy2st.config import log
 from dy2st.errors import OriginInfo
@@ -183,7 +182,7 @@ def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin):
         go = extra_test() if extra_test is not None else True
         if length is not None:
             return go
-        within = lax.lt(index, iterable.length)  # the weak index needs no convert to compare
+        within = iterable.within(index)
         return within if go is True else jax.numpy.logical_and(within, scalar_predicate(go, origin) if is_traced(go) else go)
 
     needs_test = extra_test is not None or length is None

@@ -241,6 +241,8 @@ def test_range_index_needs_no_arithmetic_or_converts():
     jaxpr = jax.make_jaxpr(_range_sum)(xs, jnp.int32(4))
     (loop,) = [e for e in jaxpr.eqns if e.primitive.name == "while"]
     assert "sign" not in str(jaxpr) and "floor_divide" not in str(jaxpr)
+    # no clamping of n at 0 outside the loop either (XLA compiles such an op as a kernel of its own)
+    assert [e.primitive.name for e in jaxpr.eqns if e.primitive.name != "broadcast_in_dim"] == ["while"]
     assert "convert_element_type" not in str(loop.params["cond_jaxpr"])
     body_ops = [e.primitive.name for e in loop.params["body_jaxpr"].eqns]
     assert "mul" not in body_ops and body_ops.count("convert_element_type") == 1  # the one xs[t] makes
