@@ -2,9 +2,9 @@
 
 Generated code calls `loop_iter(range, a, b)` (likewise `enumerate`, `zip`) instead of the
 builtin, so a traced bound or a traced array reaches `convert_for` before Python would try to
-iterate it. Each staged iterable gives its `length` (a Python int when static, else a traced
-int) and `element(i)`, its item at a traced index. Python arguments give the builtin's own
-result, and the loop stays Python.
+iterate it. Each staged iterable gives its `static_length` (a Python int, or None when traced),
+`within(i)` (whether a traced index is before the end) and `element(i)`, its item at a traced
+index. Python arguments give the builtin's own result, and the loop stays Python.
 """
 
 from __future__ import annotations
