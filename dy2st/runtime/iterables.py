@@ -2,9 +2,9 @@
 
 Generated code calls `loop_iter(range, a, b)` (likewise `enumerate`, `zip`) instead of the
 builtin, so a traced bound or a traced array reaches `convert_for` before Python would try to
-iterate it. Each staged iterable gives its `length` (a Python int when static, else a traced
-int) and `element(i)`, its item at a traced index. Python arguments give the builtin's own
-result, and the loop stays Python.
+iterate it. Each staged iterable gives its `static_length` (a Python int, or None when traced),
+`within(i)` (whether a traced index is before the end) and `element(i)`, its item at a traced
+index. Python arguments give the builtin's own result, and the loop stays Python.
 """
 
 from __future__ import annotations
@@ -22,17 +22,43 @@ from dy2st.runtime.staging import is_traced
 
 def weak_int(i):
     """A traced index typed like a Python int (weakly typed int32), as eager code would see it."""
+    if is_traced(i) and i.dtype == np.int32 and i.weak_type:  # a staged loop's index already is
+        return i
     return _convert_element_type(jnp.asarray(i, jnp.int32), np.dtype(np.int32), weak_type=True)
 
 
-class StagedIterable(abc.ABC):
-    """Base of iterables a staged loop walks by index; `length` is set by each subclass."""
+def _affine(start, i, step=1):
+    """`start + i * step`, without the ops a Python 0 start or 1 step would add to the program."""
+    if not (type(step) is int and step == 1):
+        i = i * step
+    if not (type(start) is int and start == 0):
+        i = start + i
+    return i
 
-    length = 0
+
+class StagedIterable(abc.ABC):
+    """Base of iterables a staged loop walks by index; each subclass sets `count`.
+
+    `count` is the number of items as a Python int when it is static; else a traced int32
+    that may be negative for none (a traced `range(5, n)` with n < 5): the loop only asks
+    `within(i)`, and clamping the count would put one more op outside the loop, which XLA
+    compiles as a kernel of its own.
+    """
+
+    count = 0
 
     @property
     def static_length(self):
-        return self.length if isinstance(self.length, int) else None
+        return self.count if isinstance(self.count, int) else None
+
+    @property
+    def length(self):
+        """The number of items: a Python int, or a traced int32 >= 0."""
+        return self.count if isinstance(self.count, int) else lax.max(self.count, np.int32(0))
+
+    def within(self, i):
+        """Whether the traced index `i` is before the end (`i < length`)."""
+        return lax.lt(i, self.count)  # both int32: no convert of the weak index
 
     @abc.abstractmethod
     def element(self, i):
@@ -47,13 +73,18 @@ class StagedRange(StagedIterable):
             raise ValueError("range() arg 3 must not be zero")
         self.start, self.stop, self.step = start, stop, step
         if not any(is_traced(v) for v in (start, stop, step)):
-            self.length = len(builtins.range(start, stop, step))
+            self.count = len(builtins.range(start, stop, step))
+        elif type(step) is int:  # the usual `range(n)` / `range(a, b)`: no sign or division ops
+            span = stop if type(start) is int and start == 0 else stop - start
+            if step != 1:
+                span = (span + step - (1 if step > 0 else -1)) // step
+            self.count = span.astype(jnp.int32)
         else:
             sign = jnp.sign(step)
-            self.length = jnp.maximum(0, (stop - start + step - sign) // step).astype(jnp.int32)
+            self.count = ((stop - start + step - sign) // step).astype(jnp.int32)
 
     def element(self, i):
-        return weak_int(self.start + i * self.step)
+        return weak_int(_affine(self.start, i, self.step))
 
 
 class StagedArray(StagedIterable):
@@ -63,7 +94,7 @@ class StagedArray(StagedIterable):
         if not getattr(array, "shape", ()):
             raise TypeError("iteration over a 0-d array")
         self.array = array
-        self.length = int(array.shape[0])
+        self.count = int(array.shape[0])
 
     def element(self, i):
         return lax.dynamic_index_in_dim(self.array, i, keepdims=False)
@@ -72,20 +103,20 @@ class StagedArray(StagedIterable):
 class StagedEnumerate(StagedIterable):
     def __init__(self, inner: StagedIterable, start=0):
         self.inner, self.start = inner, start
-        self.length = inner.length
+        self.count = inner.count
 
     def element(self, i):
-        return (weak_int(self.start + i), self.inner.element(i))
+        return (weak_int(_affine(self.start, i)), self.inner.element(i))
 
 
 class StagedZip(StagedIterable):
     def __init__(self, parts):
         self.parts = parts
-        lengths = [p.length for p in parts]
-        if all(isinstance(n, int) for n in lengths):
-            self.length = min(lengths)
-        else:
-            self.length = jnp.min(jnp.stack([jnp.asarray(n, jnp.int32) for n in lengths]))
+        counts = [p.count for p in parts]
+        if all(isinstance(n, int) for n in counts):
+            self.count = min(counts)
+        else:  # the shortest part; a negative count (none) stays the smallest
+            self.count = jnp.min(jnp.stack([jnp.asarray(n, jnp.int32) for n in counts]))
 
     def element(self, i):
         return tuple(p.element(i) for p in self.parts)

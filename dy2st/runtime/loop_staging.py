@@ -1,8 +1,9 @@
 """Staging a loop: which state crosses iterations as arrays, and the lax loop carrying it.
 
-A staged loop's body is traced with `jax.make_jaxpr` on abstract values of the carried state,
-the way `staging.stage_cond` traces branches. Before the loop is built, that trace is repeated
-until the state's types stop changing (a fixed point, usually reached in one or two traces):
+A staged loop's body runs inside the `lax.scan` / `lax.while_loop` being built, on abstract
+values of the carried state. When the body's outputs need other types than it was given, the
+build is abandoned and repeated with the joined types until they stop changing (a fixed point;
+a loop whose types are right from the start is traced once, most others twice):
 
 * an array leaf is carried with its shape and dtype; a body that changes either is an error
   naming the variable (`LoopVariableError`), except that a Python scalar or weakly typed start
@@ -14,18 +15,21 @@ until the state's types stop changing (a fixed point, usually reached in one or 
 * a Python list the body only appends to (`xs = list_append(xs, v)`) is not carried: each
   iteration's appended values become stacked scan outputs, split back into a list afterwards.
 
-The last trace's jaxpr is then re-bound inside `lax.scan` (static trip count, or a bound from
-`set_loop_options`) or `lax.while_loop`, so user code runs once per trace round, not once more.
+The loop is a `lax.scan` (static trip count, or a bound from `set_loop_options`) or a
+`lax.while_loop`. Tracing the body where it is used, rather than to a jaxpr first that is then
+re-bound inside the loop, costs one trace of user code per round and nothing more.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax._src.lax.lax import _convert_element_type
 
 from dy2st.errors import LoopGradientError, LoopVariableError, OriginInfo
 from dy2st.runtime.staging import _cast, _static_equal, _weak_proxy, describe, is_traced, scalar_predicate
@@ -33,7 +37,6 @@ from dy2st.runtime.undefined import Undefined
 
 _PY_SCALARS = (bool, int, float, complex)
 _MAX_ROUNDS = 4
-_INDEX = jax.ShapeDtypeStruct((), jnp.int32)
 
 
 def _is_array(value) -> bool:
@@ -100,10 +103,6 @@ def assemble(spec, carried) -> list:
     return values
 
 
-def carried_avals(spec) -> list:
-    return [l.aval for var in spec if not var.is_list for l in var.leaves if l.carried]
-
-
 def initial_carry(spec, init) -> list:
     """The first carry: the loop's start values cast to the carried types (zeros if undefined)."""
     out = []
@@ -118,79 +117,58 @@ def initial_carry(spec, init) -> list:
                 continue
             if leaf.zeros or isinstance(start, Undefined):
                 out.append(jnp.zeros(leaf.aval.shape, leaf.aval.dtype))
-                continue
-            start = jnp.asarray(start) if not is_traced(start) else start
-            out.append(_cast(jnp.broadcast_to(start, leaf.aval.shape), leaf.aval))
+            else:
+                out.append(_as_carried(start, leaf.aval))
     return out
 
 
-# -- tracing rounds --------------------------------------------------------------------------
-@dataclasses.dataclass
-class Trace:
-    """One traced body: its jaxpr and, per variable, where each output comes from."""
+# -- one iteration's outputs -------------------------------------------------------------------
+def describe_outputs(spec, outs, origin: OriginInfo):
+    """Split one iteration's new values into arrays and, per variable, where each leaf comes from.
 
-    closed: object
-    outputs: list  # per var: ("tree", treedef, [("a", aval, pos) | ("s", value)]) or ("list", [(aval, pos)]) or ("badlist", value-desc)
+    Returns `(arrays, described)`; `described` holds per variable ("tree", treedef,
+    [("a", aval, pos) | ("s", value)]) or ("list", [(aval, pos)]) for an append-only list,
+    `pos` indexing `arrays`.
+    """
+    arrays, described = [], []
 
+    def output(value):
+        arrays.append(value)
+        return len(arrays) - 1
 
-def trace_body(spec, run, origin: OriginInfo) -> Trace:
-    """Trace `run(index, values) -> new values` on the spec's abstract carry."""
-    record = {}
-
-    def traced(index, carried):
-        outs = run(index, assemble(spec, carried))
-        arrays, described = [], []
-
-        def output(value):
-            arrays.append(value)
-            return len(arrays) - 1
-
-        for var, out in zip(spec, outs):
-            if var.is_list and type(out) is list and len(out) >= len(var.prefix) and all(
-                a is b for a, b in zip(out, var.prefix)
-            ):
-                new = out[len(var.prefix):]
-                for item in new:
-                    if not _is_array(item):
-                        raise LoopVariableError(
-                            f"'{var.name}' gets {describe(item)} appended in a staged loop; only arrays can be stacked.",
-                            origin,
-                            advice=f"append arrays to '{var.name}', or build it in a Python loop.",
-                        )
-                described.append(("list", [(scalar_aval(v), output(v)) for v in new]))
-                continue
-            leaves, treedef = _flatten(out)
-            desc = [("a", scalar_aval(l), output(l)) if _is_array(l) else ("s", l) for l in leaves]
-            described.append(("tree", treedef, desc))
-        record["outputs"] = described
-        return arrays
-
-    closed = jax.make_jaxpr(traced)(_INDEX, [jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in carried_avals(spec)])
-    return Trace(closed, record["outputs"])
+    for var, out in zip(spec, outs):
+        if var.is_list and type(out) is list and len(out) >= len(var.prefix) and all(
+            a is b for a, b in zip(out, var.prefix)
+        ):
+            new = out[len(var.prefix):]
+            for item in new:
+                if not _is_array(item):
+                    raise LoopVariableError(
+                        f"'{var.name}' gets {describe(item)} appended in a staged loop; only arrays can be stacked.",
+                        origin,
+                        advice=f"append arrays to '{var.name}', or build it in a Python loop.",
+                    )
+            described.append(("list", [(scalar_aval(v), output(v)) for v in new]))
+            continue
+        leaves, treedef = _flatten(out)
+        desc = [("a", scalar_aval(l), output(l)) if _is_array(l) else ("s", l) for l in leaves]
+        described.append(("tree", treedef, desc))
+    return arrays, described
 
 
-def trace_test(spec, run, origin: OriginInfo):
-    """The loop condition `run(index, values)` as a closed jaxpr giving a scalar bool."""
-
-    def traced(index, carried):
-        pred = run(index, assemble(spec, carried))
-        return scalar_predicate(pred, origin) if is_traced(pred) else jnp.asarray(bool(pred))
-
-    return jax.make_jaxpr(traced)(_INDEX, [jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in carried_avals(spec)])
+def join(spec, described, origin: OriginInfo) -> list:
+    """The spec once one iteration gave `described`: each variable's types joined with its output's."""
+    return [_join_var(var, out, origin) for var, out in zip(spec, described)]
 
 
-def discover(spec, run, origin: OriginInfo):
-    """Trace the body until the carried types stop changing; returns (spec, last trace)."""
-    for _ in range(_MAX_ROUNDS):
-        trace = trace_body(spec, run, origin)
-        new = [_join_var(var, out, origin) for var, out in zip(spec, trace.outputs)]
-        if all(_same_var(a, b) for a, b in zip(spec, new)):
-            return spec, trace
-        spec = new
-    raise LoopVariableError(
-        "the types of the loop's variables do not settle: each iteration changes them again.",
-        origin,
-        advice="give every variable the loop changes a fixed shape and dtype before the loop.",
+def settled(spec, new) -> bool:
+    """Whether `new` (joined after an iteration) carries what `spec` carried: no retrace needed.
+
+    An append-only list whose items were not known yet is settled: the body always sees the
+    list as it was before the loop, so knowing the items changes nothing it traced.
+    """
+    return all(
+        _same_var(a, b) or (a.is_list and b.is_list and a.items is None) for a, b in zip(spec, new)
     )
 
 
@@ -295,48 +273,121 @@ def merge_types(before, after, label, origin):
 
 
 # -- the lax loop ----------------------------------------------------------------------------
-def _body_from_trace(spec, trace: Trace):
-    """`(index, carry) -> (new carry, appended items)`, re-binding the traced body."""
+@dataclasses.dataclass
+class Loop:
+    """The user code of a staged loop, as functions of the state variables' values.
 
-    def body(i, carried):
-        outs = jax.core.eval_jaxpr(trace.closed.jaxpr, trace.closed.consts, i, *carried)
-        new, items = [], []
-        for var, out in zip(spec, trace.outputs):
-            if var.is_list:
-                items += [outs[pos] for _, pos in out[1]]
-                continue
-            for leaf, d in zip(var.leaves, out[2]):
-                if leaf.carried:
-                    value = outs[d[2]] if d[0] == "a" else jnp.asarray(d[1])
-                    new.append(_cast(jnp.broadcast_to(value, leaf.aval.shape), leaf.aval))
-        return new, items
+    body: `(index, values) -> new values`; test: `(index, values) -> condition` checked before
+    each iteration, or None when only `length` ends the loop; length: the static trip count,
+    or None; indexed: whether `body`/`test` read the index (a `while` does not: no counter is
+    carried); bound: `() -> int | None`, the `maximum_iterations` the body set last.
+    """
 
-    return body
+    body: Callable
+    test: Callable | None
+    length: int | None
+    indexed: bool
+    bound: Callable = lambda: None
 
 
-def _test_from_jaxpr(closed):
-    return lambda i, carried: jax.core.eval_jaxpr(closed.jaxpr, closed.consts, i, *carried)[0]
+class _Unsettled(Exception):
+    """Leaves a lax loop being built: the body changed the carried types (or set a bound)."""
+
+    def __init__(self, spec):
+        super().__init__("the loop is traced again with the types its body gave")
+        self.spec = spec
 
 
-def run_staged(spec, init, trace: Trace, test_closed, length, max_iters, origin: OriginInfo) -> list:
-    """Run the loop with lax and return the state's values after it.
+class Refused(Exception):
+    """A `check` of the settled spec refused staging; the message says why."""
+
+
+def stage(spec, init, loop: Loop, origin: OriginInfo, check=None) -> list:
+    """Run `loop` with lax from the state values `init`; returns the values after it.
+
+    The body runs inside the lax loop being built, on the carried types `spec` gives. When its
+    outputs need other types (a Python number becoming an array, a weak type turning strong, a
+    variable first defined in the loop), the build is abandoned and repeated with the joined
+    types, so a loop whose types are right from the start traces its body exactly once.
 
     Args:
-      length: the static trip count (an int), or None when only `test` ends the loop.
-      test_closed: the jaxpr of the condition checked before each iteration, or None.
-      max_iters: a static bound from `set_loop_options`, or None.
+      check: called with the settled spec before the loop is built; a reason (str) it returns
+        is raised as `Refused`.
     """
-    body = _body_from_trace(spec, trace)
-    test = _test_from_jaxpr(test_closed) if test_closed is not None else None
-    carry = (jnp.int32(0), initial_carry(spec, init))
-    lists = [var.name for var in spec if var.is_list]
-    if length is not None and test is None:
-        def step(c, _):
-            new, items = body(*c)
-            return (c[0] + 1, new), items
+    for _ in range(_MAX_ROUNDS):
+        try:
+            return _build(spec, init, loop, origin, check)
+        except _Unsettled as change:
+            spec = change.spec
+    raise LoopVariableError(
+        "the types of the loop's variables do not settle: each iteration changes them again.",
+        origin,
+        advice="give every variable the loop changes a fixed shape and dtype before the loop.",
+    )
 
-        (_, final), ys = lax.scan(step, carry, None, length=length)
-        return _final_values(spec, final, ys, length)
+
+def _build(spec, init, loop: Loop, origin, check) -> list:
+    bound = loop.length if loop.length is not None else loop.bound()
+    final_spec = []  # the settled spec, once the body has been traced (it knows appended items)
+
+    def body(index, carried):
+        """One iteration inside the lax loop: `(new carry, appended items)`."""
+        outs = loop.body(index, assemble(spec, carried))
+        arrays, described = describe_outputs(spec, outs, origin)
+        new = join(spec, described, origin)
+        if not settled(spec, new) or (loop.length is None and loop.bound() != bound):
+            raise _Unsettled(new)
+        reason = check(new) if check is not None else None
+        if reason is not None:
+            raise Refused(reason)
+        if loop.test is not None:
+            _refuse_lists(new, origin)
+        final_spec[:] = new
+        appended = [arrays[pos] for out in described if out[0] == "list" for _, pos in out[1]]
+        return _next_carry(spec, described, arrays), appended
+
+    def test(index, carried):
+        pred = loop.test(index, assemble(spec, carried))
+        return scalar_predicate(pred, origin) if is_traced(pred) else jnp.asarray(bool(pred))
+
+    carried = initial_carry(spec, init)
+    index = _weak_int32(0) if loop.indexed else None
+    if loop.test is None:  # a static trip count: one scan
+        (_, final), ys = lax.scan(lambda c, _: _step(body, *c), (index, carried), None, length=bound)
+        return _final_values(final_spec, final, ys, bound)
+    if bound is not None:  # a condition and a bound: a scan of masked steps (reverse-mode AD works)
+        def masked_step(c, _):
+            i, carried = c
+            return lax.cond(test(i, carried), lambda: _step(body, i, carried)[0], lambda: (i, list(carried))), None
+
+        (_, final), _ = lax.scan(masked_step, (index, carried), None, length=bound)
+    else:
+        _, final = lax.while_loop(lambda c: test(*c), lambda c: _step(body, *c)[0], (index, carried))
+        if _reverse_mode(carried + list(final)):
+            raise LoopGradientError(
+                "reverse-mode differentiation (jax.grad/vjp) through this staged loop: its number of "
+                "iterations is decided by traced values and has no bound, and XLA's while loop cannot run backwards.",
+                origin,
+                advice="call dy2st.set_loop_options(maximum_iterations=N) inside the loop body with an upper bound N; "
+                "the loop then becomes a scan of N masked steps, which jax.grad supports.",
+            )
+    return _final_values(final_spec, final, [], 0)
+
+
+def _step(body, index, carried):
+    """`((next index, new carry), appended items)`; a loop that reads no index carries None."""
+    new, items = body(index, carried)
+    return (None if index is None else lax.add(index, _weak_int32(1)), new), items
+
+
+def _weak_int32(value):
+    """The loop index is typed like a Python int (weak int32), as `range` items are, so the body
+    needs no convert ops; `lax.add` keeps it int32 where `+ 1` would widen it under x64."""
+    return _convert_element_type(value, np.dtype(np.int32), weak_type=True)
+
+
+def _refuse_lists(spec, origin):
+    lists = [var.name for var in spec if var.is_list]
     if lists:
         raise LoopVariableError(
             f"'{lists[0]}' is appended to in a staged loop whose number of iterations is not known "
@@ -345,24 +396,26 @@ def run_staged(spec, init, trace: Trace, test_closed, length, max_iters, origin:
             advice="preallocate an array and write row i with .at[i].set(value), "
             "or loop over a Python range / an array without `break`.",
         )
-    bound = length if length is not None else max_iters
-    if bound is not None:
-        def masked_step(c, _):
-            i, carried = c
-            return lax.cond(test(i, carried), lambda: (i + 1, body(i, carried)[0]), lambda: (i, list(carried))), None
 
-        (_, final), _ = lax.scan(masked_step, carry, None, length=bound)
-        return _final_values(spec, final, [], 0)
-    if _reverse_mode(carry[1] + list(trace.closed.consts)):
-        raise LoopGradientError(
-            "reverse-mode differentiation (jax.grad/vjp) through this staged loop: its number of "
-            "iterations is decided by traced values and has no bound, and XLA's while loop cannot run backwards.",
-            origin,
-            advice="call dy2st.set_loop_options(maximum_iterations=N) inside the loop body with an upper bound N; "
-            "the loop then becomes a scan of N masked steps, which jax.grad supports.",
-        )
-    _, final = lax.while_loop(lambda c: test(*c), lambda c: (c[0] + 1, body(*c)[0]), carry)
-    return _final_values(spec, final, [], 0)
+
+def _next_carry(spec, described, arrays) -> list:
+    """The carried leaves one iteration gives, cast to the carried types."""
+    new = []
+    for var, out in zip(spec, described):
+        if var.is_list:
+            continue
+        for leaf, d in zip(var.leaves, out[2]):
+            if leaf.carried:
+                new.append(_as_carried(arrays[d[2]] if d[0] == "a" else d[1], leaf.aval))
+    return new
+
+
+def _as_carried(value, aval):
+    """`value` (an array or a Python number) as an array of type `aval`, with no op if it is one."""
+    if is_traced(value) and jax.typeof(value) == aval:
+        return value
+    value = value if is_traced(value) else jnp.asarray(value)
+    return _cast(jnp.broadcast_to(value, aval.shape), aval)
 
 
 def _final_values(spec, final, ys, length) -> list:

@@ -124,22 +124,21 @@ def _lax_while(test, body, get_state, set_state, names, origin):
         set_state(tuple(values))
         return test()
 
-    return _stage(get_state, set_state, names, origin, run_body, run_test, None, "while")
+    return _stage(get_state, set_state, names, origin, run_body, run_test, None, "while", indexed=False)
 
 
-def _stage(get_state, set_state, names, origin, run_body, run_test, length, kind):
+def _stage(get_state, set_state, names, origin, run_body, run_test, length, kind, indexed=True):
     """Stage a loop from the current state; on any error the state is restored first."""
     init = get_state()
     options = LoopOptions()
+    loop = loop_staging.Loop(run_body, run_test, length, indexed, bound=lambda: options.maximum_iterations)
     try:
         with _options_scope(options):
-            spec, trace = loop_staging.discover(loop_staging.initial_spec(init, names), run_body, origin)
-        test_closed = loop_staging.trace_test(spec, run_test, origin) if run_test is not None else None
-        bound = options.maximum_iterations if length is None else None
-        values = loop_staging.run_staged(spec, init, trace, test_closed, length, bound, origin)
+            values = loop_staging.stage(loop_staging.initial_spec(init, names), init, loop, origin)
     except BaseException:
         set_state(init)
         raise
+    bound = options.maximum_iterations if length is None else None
     log(1, "dy2st: %s loop at %s:%d staged (%s)", kind, origin.filename, origin.lineno,
         "lax.scan" if length is not None or bound is not None else "lax.while_loop")
     set_state(tuple(values))
@@ -183,7 +182,7 @@ def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin):
         go = extra_test() if extra_test is not None else True
         if length is not None:
             return go
-        within = index < iterable.length
+        within = iterable.within(index)
         return within if go is True else jax.numpy.logical_and(within, scalar_predicate(go, origin) if is_traced(go) else go)
 
     needs_test = extra_test is not None or length is None
@@ -260,14 +259,15 @@ def _try_stage_range(rng, body, get_state, set_state, names, extra_test, origin)
         set_state(tuple(values))
         return extra_test()
 
-    options = LoopOptions()
+    loop = loop_staging.Loop(run_body, run_test if extra_test is not None else None, length, indexed=True)
+    reason = None
     try:
-        with _options_scope(options):
-            spec, trace = loop_staging.discover(loop_staging.initial_spec(init, names), run_body, origin)
-        reason = _python_values_needed(spec, init)
-        if reason is None:
-            test_closed = loop_staging.trace_test(spec, run_test, origin) if extra_test is not None else None
-            values = loop_staging.run_staged(spec, init, trace, test_closed, length, None, origin)
+        with _options_scope(LoopOptions()):
+            values = loop_staging.stage(
+                loop_staging.initial_spec(init, names), init, loop, origin, check=lambda spec: _python_values_needed(spec, init)
+            )
+    except loop_staging.Refused as refused:
+        reason = str(refused)
     except Exception as err:  # the body needs the index as a Python int, or Python state
         reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
     if reason is not None:

@@ -1,12 +1,13 @@
 """Staging a two-way choice as one `lax.cond`, with the values of both sides merged.
 
-Both branches are traced once each, to jaxprs (`jax.make_jaxpr`), before the `lax.cond` is
-built from them. That one trace per branch tells us, before committing to the cond's output
-types, which outputs are Python values equal on both sides (they stay Python, so later
-Python-only code keeps working), which need promotion (a Python scalar against an array, a weak
-type against a strong one, as `jnp.where` would), and which cannot be merged (an error naming
-the variable). Nested ifs cost one trace each: the cond re-binds the recorded jaxprs, it does
-not re-run user code.
+Each branch runs inside the `lax.cond` being built, where it is traced once. The side traced
+second sees both sides' values before the cond's output types are fixed, and merges them:
+which outputs are Python values equal on both sides (they stay Python, so later Python-only
+code keeps working), which need promotion (a Python scalar against an array, a weak type
+against a strong one, as `jnp.where` would), and which cannot be merged (an error naming the
+variable). The side traced first cannot wait for that merge: it emits its own types, and when
+the merge needs others (it gave a Python number or a weak type the other side's array
+overrides) the cond is built again with both sides' types known, tracing each side twice.
 """
 
 from __future__ import annotations
@@ -58,50 +59,47 @@ def scalar_predicate(pred, origin: OriginInfo):
             origin,
             advice="reduce it to one value, e.g. `(x > 0).all()` or `(x > 0).any()`.",
         )
-    pred = jnp.reshape(pred, ())
+    if shape != ():
+        pred = jnp.reshape(pred, ())  # a (1,)-shaped condition, say: no op for a scalar
     return pred if pred.dtype == jnp.bool_ else pred != 0
 
 
 @dataclasses.dataclass
 class _Branch:
-    """One traced side: its jaxpr and, per variable, its tree structure and leaves.
+    """One traced side: per variable, its tree structure and leaves.
 
     A leaf is a static Python value, an Undefined marker, or a jax.core.ShapedArray standing
-    for the next array output of the jaxpr.
+    for the next of the side's arrays.
     """
 
-    jaxpr: object
     structures: list
     leaves: list  # per variable, a list of leaves
+
+    def copy(self) -> "_Branch":
+        return _Branch(list(self.structures), [list(l) for l in self.leaves])
 
 
 def _flatten(value):
     return jax.tree_util.tree_flatten(value, is_leaf=lambda x: isinstance(x, Undefined))
 
 
-def _trace_branch(fn: Callable[[], Sequence]) -> _Branch:
-    record = {}
-
-    def traced():
-        structures, leaves, arrays = [], [], []
-        for value in fn():
-            var_leaves, structure = _flatten(value)
-            structures.append(structure)
-            leaves.append([jax.typeof(l) if is_traced(l) or _is_array(l) else l for l in var_leaves])
-            arrays += [l for l in var_leaves if is_traced(l) or _is_array(l)]
-        record["structures"], record["leaves"] = structures, leaves
-        return arrays
-
-    closed = jax.make_jaxpr(traced)()
-    return _Branch(closed, record["structures"], record["leaves"])
+def _run_branch(fn: Callable[[], Sequence]):
+    """Run one side: its `_Branch` and its array leaves, in order."""
+    structures, leaves, arrays = [], [], []
+    for value in fn():
+        var_leaves, structure = _flatten(value)
+        structures.append(structure)
+        leaves.append([jax.typeof(l) if is_traced(l) or _is_array(l) else l for l in var_leaves])
+        arrays += [l for l in var_leaves if is_traced(l) or _is_array(l)]
+    return _Branch(structures, leaves), arrays
 
 
-def _trace_branch_noting(fn, branch_name: str, origin: OriginInfo) -> _Branch:
-    """Trace one side; a user exception keeps its type and gains where and why it was traced."""
+def _run_branch_noting(fn, branch_name: str, origin: OriginInfo):
+    """Run one side; a user exception keeps its type and gains where and why it was traced."""
     try:
-        return _trace_branch(fn)
+        return _run_branch(fn)
     except Exception as err:
-        if not getattr(err, "_dy2st_noted", False) and not isinstance(err, BranchOutputError):
+        if not getattr(err, "_dy2st_noted", False) and not isinstance(err, (BranchOutputError, _Remerge)):
             err._dy2st_noted = True
             err.add_note(
                 f"(dy2st) raised while tracing the {branch_name} of a staged `if`:\n  {origin.as_header()}\n"
@@ -193,31 +191,50 @@ def _static_equal(a, b) -> bool:
         return a is b
 
 
-def _branch_outputs(branch: _Branch, merged: list, side: int):
-    """A function re-binding a traced branch and casting its outputs to the merged types."""
+def _emit(branch: _Branch, arrays, merged: list, side: int) -> list:
+    """A side's outputs of the cond: its staged leaves cast to the merged types."""
+    arrays = iter(arrays)
+    outs = []
+    for leaf, m in zip((l for var in branch.leaves for l in var), merged):
+        if m.aval is None:
+            continue
+        if m.fill_zeros[side]:
+            value = jnp.zeros(m.aval.shape, m.aval.dtype)
+        elif _is_aval(leaf):
+            value = next(arrays)
+        else:
+            value = jnp.asarray(leaf)
+        outs.append(_cast(value, m.aval))
+    return outs
 
-    def run():
-        arrays = iter(jax.core.eval_jaxpr(branch.jaxpr.jaxpr, branch.jaxpr.consts))
-        outs = []
-        for leaf, m in zip((l for var in branch.leaves for l in var), merged):
-            if m.aval is None:
-                continue
-            if m.fill_zeros[side]:
-                value = jnp.zeros(m.aval.shape, m.aval.dtype)
-            elif _is_aval(leaf):
-                value = next(arrays)
-            else:
-                value = jnp.asarray(leaf)
-            outs.append(_cast(value, m.aval))
-        return outs
 
-    return run
+def _emitted_types(branch: _Branch, merged: list, side: int) -> list:
+    """What `_emit` gives for the same side's leaves under `merged`: equal lists, equal outputs."""
+    leaves = (l for var in branch.leaves for l in var)
+    return [(_type_key(m.aval), m.fill_zeros[side], _is_aval(leaf)) for leaf, m in zip(leaves, merged)]
+
+
+def _own_types(branch: _Branch) -> list:
+    """`_emitted_types` of a side emitting its arrays as they are (what merging it with itself gives)."""
+    return [(_type_key(l), False, True) if _is_aval(l) else (None, False, False) for var in branch.leaves for l in var]
+
+
+def _type_key(aval):
+    return None if aval is None else (aval.shape, aval.dtype, aval.weak_type)
 
 
 def _cast(value, aval):
     if value.dtype == aval.dtype and getattr(jax.typeof(value), "weak_type", False) == aval.weak_type:
         return value
     return jax._src.lax.lax._convert_element_type(value, aval.dtype, aval.weak_type)
+
+
+class _Remerge(Exception):
+    """Leaves a lax.cond being built: the side traced first gave other types than the merge needs."""
+
+    def __init__(self, known):
+        super().__init__("the cond is built again with both sides' types known")
+        self.known = known
 
 
 def stage_cond(
@@ -235,8 +252,59 @@ def stage_cond(
     values (static where both sides agree on a Python value, arrays otherwise).
     """
     pred = scalar_predicate(pred, origin)
-    t = _trace_branch_noting(true_fn, branch_names[0], origin)
-    f = _trace_branch_noting(false_fn, branch_names[1], origin)
+    merge = lambda t, f: _merge(t, f, labels, origin, branch_names, promote)
+    known = None  # both sides' types, once a build has seen them
+    for _ in range(_MAX_BUILDS):
+        try:
+            return _build_cond(pred, (true_fn, false_fn), branch_names, origin, merge, known)
+        except _Remerge as remerge:
+            known = remerge.known
+    raise BranchOutputError(
+        "the branches give different types each time they are traced.",
+        origin,
+        advice="make what each branch assigns depend only on the types of its inputs.",
+    )
+
+
+_MAX_BUILDS = 3
+
+
+def _build_cond(pred, fns, branch_names, origin, merge, known) -> list:
+    first_seen, final = [], []
+
+    def first():
+        branch, arrays = _run_branch_noting(fns[0], branch_names[0], origin)
+        if known is None:  # until the other side is known, assume it has the same types
+            first_seen[:] = [branch, _own_types(branch)]
+            return arrays
+        filled, _, merged = merge(branch, known[1])
+        first_seen[:] = [branch, _emitted_types(filled, _flat(merged), 0)]
+        return _emit(filled, arrays, _flat(merged), 0)
+
+    def second():
+        branch, arrays = _run_branch_noting(fns[1], branch_names[1], origin)
+        t, f, merged = merge(first_seen[0], branch)
+        if _emitted_types(t, _flat(merged), 0) != first_seen[1]:
+            raise _Remerge((first_seen[0], branch))
+        final[:] = [t.structures, merged]
+        return _emit(f, arrays, _flat(merged), 1)
+
+    arrays = iter(lax.cond(pred, first, second))
+    structures, merged = final
+    values = []
+    for structure, var in zip(structures, merged):
+        leaves = [m.static if m.aval is None else next(arrays) for m in var]
+        values.append(jax.tree_util.tree_unflatten(structure, leaves))
+    return values
+
+
+def _flat(merged) -> list:
+    return [m for var in merged for m in var]
+
+
+def _merge(t: _Branch, f: _Branch, labels, origin, branch_names, promote):
+    """Both sides with undefined return values filled in, and per variable a `_Merged` per leaf."""
+    t, f = t.copy(), f.copy()
     _fill_undefined_returns(t, f)
     merged = []
     for label, ts, fs, t_leaves, f_leaves in zip(labels, t.structures, f.structures, t.leaves, f.leaves):
@@ -250,13 +318,7 @@ def stage_cond(
             )
         name = f"'{label}'" if len(t_leaves) == 1 else f"a part of '{label}'"
         merged.append([_merge_leaf(a, b, name, origin, branch_names, promote) for a, b in zip(t_leaves, f_leaves)])
-    flat_merged = [m for var in merged for m in var]
-    arrays = iter(lax.cond(pred, _branch_outputs(t, flat_merged, 0), _branch_outputs(f, flat_merged, 1)))
-    values = []
-    for structure, var in zip(t.structures, merged):
-        leaves = [m.static if m.aval is None else next(arrays) for m in var]
-        values.append(jax.tree_util.tree_unflatten(structure, leaves))
-    return values
+    return t, f, merged
 
 
 def _describe_var(structure, leaves) -> str:

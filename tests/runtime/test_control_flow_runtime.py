@@ -76,6 +76,58 @@ def test_mismatch_raises_branch_output_error():
         jax.jit(f)(jnp.ones(3))
 
 
+def _counted_if(cell, names, true_updates, false_updates, runs):
+    """`make_if` whose branches count their Python-side executions in `runs`."""
+    if_body, else_body, get_state, set_state = make_if(cell, names, true_updates, false_updates)
+
+    def counted(side, body):
+        def run():
+            runs.append(side)
+            body()
+
+        return run
+
+    return counted("if", if_body), counted("else", else_body), get_state, set_state
+
+
+def test_cond_with_agreeing_types_traces_each_branch_once():
+    runs = []
+
+    def f(x):
+        cell = Cell(y=x)
+        branches = _counted_if(cell, ("y",), {"y": lambda c: c.y * 2}, {"y": lambda c: c.y - 1.0}, runs)
+        return runtime.convert_ifelse(x.sum() > 0, *branches, ("y",), 1)[0]
+
+    x = jnp.arange(3.0)
+    np.testing.assert_allclose(jax.jit(f)(x), x * 2)
+    assert runs == ["if", "else"]
+    np.testing.assert_allclose(jax.jit(f)(-x - 1), -x - 2)
+
+
+def test_cond_whose_first_branch_needs_promotion_is_built_again():
+    runs = []
+
+    def f(x):
+        cell = Cell(y=x.sum())  # a Python 0 in the if branch against a float32 in the else branch
+        branches = _counted_if(cell, ("y",), {"y": lambda c: 0}, {"y": lambda c: c.y + 1}, runs)
+        return runtime.convert_ifelse(x.sum() > 0, *branches, ("y",), 1)[0]
+
+    x = jnp.arange(3.0, dtype=jnp.float32)
+    out = jax.jit(f)(x)
+    assert out.dtype == jnp.float32 and not out.weak_type and out == 0.0
+    assert runs == ["if", "else", "if", "else"]
+    assert jax.jit(f)(-x) == -2.0
+
+
+def test_scalar_condition_is_not_reshaped():
+    def f(x):
+        cell = Cell(y=x)
+        branches = make_if(cell, ("y",), {"y": lambda c: c.y * 2}, {})
+        return runtime.convert_ifelse(x.sum() > 0, *branches, ("y",), 1)[0]
+
+    assert "reshape" not in str(jax.make_jaxpr(f)(jnp.ones(3)))
+
+
 def test_and_or_short_circuit_python():
     evaluated = []
 

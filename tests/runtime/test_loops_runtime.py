@@ -160,3 +160,112 @@ def test_set_loop_options_outside_loops_is_a_no_op():
     set_loop_options(maximum_iterations=3)
     with pytest.raises(ValueError, match="non-negative"):
         set_loop_options(maximum_iterations=2.5)
+
+
+# -- how often user code is traced --------------------------------------------------------------
+def _traced_while(x, start, bounded=False):
+    """A staged `while` whose body counts its Python-side executions in `runs`."""
+    runs = []
+    s = Box(x=x, n=start)
+
+    def body():
+        runs.append(1)
+        if bounded:
+            set_loop_options(maximum_iterations=8)
+        s.x, s.n = s.x * 2, s.n + 1
+
+    convert_while(lambda: s.x.sum() < 50, body, s.get, s.set, s.names)
+    return runs
+
+
+def test_loop_with_settled_types_traces_its_body_once():
+    def f(x):
+        assert len(_traced_while(x, jnp.int32(0))) == 1
+        return x
+
+    jax.make_jaxpr(f)(jnp.ones(2))
+
+
+def test_loop_whose_types_change_is_traced_again():
+    def f(x):
+        assert len(_traced_while(x, 0)) == 2  # `n = 0` (Python) becomes a carried int32
+        assert len(_traced_while(x, jnp.int32(0), bounded=True)) == 2  # rebuilt as a masked scan
+        return x
+
+    jax.make_jaxpr(f)(jnp.ones(2))
+
+
+def test_traced_while_carries_no_iteration_counter():
+    def f(x):
+        s = Box(x=x)
+
+        def body():
+            s.x = s.x * 2
+
+        return convert_while(lambda: s.x.sum() < 50, body, s.get, s.set, s.names)[0]
+
+    (eqn,) = [e for e in jax.make_jaxpr(f)(jnp.ones(2)).eqns if e.primitive.name == "while"]
+    assert [str(v.aval) for v in eqn.outvars] == ["float32[2]"]
+
+
+def test_for_over_rows_traces_its_body_once():
+    runs = []
+
+    def f(xs):
+        s = Box(h=jnp.zeros(3))
+
+        def body(row):
+            runs.append(1)
+            s.h = s.h + row
+
+        return convert_for(xs, body, s.get, s.set, s.names, None)[0]
+
+    jax.make_jaxpr(f)(jnp.ones((4, 3)))
+    assert len(runs) == 1
+
+
+# -- what the staged loops add to the program -----------------------------------------------------
+def _range_sum(xs, n):
+    s = Box(h=jnp.zeros(xs.shape[1], xs.dtype))
+
+    def body(t):
+        assert t.dtype == jnp.int32 and t.weak_type  # like the Python int eager code gets
+        s.h = s.h + xs[t]
+
+    return convert_for(loop_iter(builtins.range, n), body, s.get, s.set, s.names, None)[0]
+
+
+def test_range_index_needs_no_arithmetic_or_converts():
+    """`for t in range(n)`: t is the loop index itself, typed like a Python int (weak int32)."""
+    xs = jnp.arange(12.0).reshape(4, 3)
+    jaxpr = jax.make_jaxpr(_range_sum)(xs, jnp.int32(4))
+    (loop,) = [e for e in jaxpr.eqns if e.primitive.name == "while"]
+    assert "sign" not in str(jaxpr) and "floor_divide" not in str(jaxpr)
+    # no clamping of n at 0 outside the loop either (XLA compiles such an op as a kernel of its own)
+    assert [e.primitive.name for e in jaxpr.eqns if e.primitive.name != "broadcast_in_dim"] == ["while"]
+    assert "convert_element_type" not in str(loop.params["cond_jaxpr"])
+    body_ops = [e.primitive.name for e in loop.params["body_jaxpr"].eqns]
+    assert "mul" not in body_ops and body_ops.count("convert_element_type") == 1  # the one xs[t] makes
+    np.testing.assert_allclose(jax.jit(_range_sum)(xs, jnp.int32(3)), xs[:3].sum(0))
+
+
+def test_staged_loops_under_x64_keep_an_int32_index():
+    xs = jnp.arange(12.0).reshape(4, 3)
+    with jax.enable_x64(True):
+        out = jax.jit(_range_sum)(jnp.asarray(xs, jnp.float64), jnp.asarray(4))
+    np.testing.assert_allclose(out, xs.sum(0))
+
+
+@pytest.mark.parametrize("args", [(0, 5, 1), (5, 0, 1), (1, 8, 3), (8, 1, -3), (3, 3, 2), (2, 9, -1), (9, 2, -2)])
+def test_staged_range_with_a_python_step(args):
+    expected = list(range(*args))
+    start, stop, step = args
+
+    def f(start, stop):
+        staged = StagedRange(start, stop, step)
+        return staged.length, jnp.stack([staged.element(jnp.int32(i)) for i in range(max(len(expected), 1))])
+
+    for bounds in [(jnp.array(start), jnp.array(stop)), (start, jnp.array(stop))]:
+        length, elements = jax.jit(f, static_argnums=[0] if type(bounds[0]) is int else [])(*bounds)
+        assert int(length) == len(expected)
+        np.testing.assert_array_equal(np.asarray(elements)[: len(expected)], expected)
