@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import linecache
+import re
 import textwrap
 import threading
 import types
@@ -101,10 +103,89 @@ def fetch_source(fn) -> tuple[str, int, str]:
     return textwrap.dedent("".join(lines)), max(first, 1), filename
 
 
-def _parse_function(fn, source: str, first_line: int, filename: str):
-    """The FunctionDef for `fn` (lambdas become a FunctionDef returning their body)."""
+# inspect.findsource's test for the line a function's source starts on.
+_DEF_LINE = re.compile(r"^(\s*def\s)|(\s*async\s+def\s)|(.*(?<!\w)lambda(:|\s))|^(\s*@)")
+
+
+def _quick_source(fn) -> tuple[str, int, str, ast.Module] | None:
+    """What fetch_source gives for a `def`, with its parse, or None where unsure.
+
+    inspect.getsourcelines tokenizes the function in Python to find where it ends (most of
+    the fetch's time). The code object already says where the body reaches; after that line
+    the block goes on while lines are indented deeper than the `def` (or are blank/comments).
+    A cut inside a bracket or string cannot parse, so a block that parses is the one inspect
+    finds; anything else (lambdas, wrappers, tabs, no file) takes the inspect path.
+    """
+    if not isinstance(fn, types.FunctionType) or fn.__name__ == "<lambda>" or hasattr(fn, "__wrapped__"):
+        return None
+    filename = inspect.getsourcefile(fn)
+    if not filename:
+        return None
+    linecache.checkcache(filename)
+    lines = linecache.getlines(filename)
+    first = fn.__code__.co_firstlineno
+    if not 1 <= first <= len(lines) or not _DEF_LINE.match(lines[first - 1]):
+        return None
+    block = _block_lines(lines, first, _last_code_line(fn.__code__))
+    if block is None:
+        return None
+    source = textwrap.dedent("".join(block))
     try:
-        module = gast.parse(source)
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    if not tree.body or not isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    return source, first, filename, tree
+
+
+def _last_code_line(code: types.CodeType) -> int:
+    """The last line any instruction of `code` or of the code nested in it comes from."""
+    last = max((end for _, end, _, _ in code.co_positions() if end is not None), default=code.co_firstlineno)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            last = max(last, _last_code_line(const))
+    return last
+
+
+def _block_lines(lines: list[str], first: int, last_code_line: int) -> list[str] | None:
+    """Lines `first`.. of a def whose body reaches at least `last_code_line` (1-based)."""
+    indent = _indentation(lines[first - 1])
+    end = max(first, min(last_code_line, len(lines)))
+    for index in range(end, len(lines)):
+        text = lines[index].lstrip()
+        if not text or text.startswith("#"):
+            continue
+        depth = _indentation(lines[index])
+        if depth is None or indent is None:
+            return None
+        if depth <= indent:
+            break
+        end = index + 1
+    return lines[first - 1 : end]
+
+
+def _indentation(line: str) -> int | None:
+    """Leading spaces of `line`; None for tabs or form feeds (left to the tokenizer)."""
+    rest = line.lstrip(" ")
+    return None if rest[:1] in ("\t", "\f") else len(line) - len(rest)
+
+
+def _read_function(fn) -> tuple[gast.FunctionDef, int, str]:
+    """`fn`'s FunctionDef (user line numbers), its first line and its file name."""
+    quick = _quick_source(fn)
+    if quick is not None:
+        source, first_line, filename, tree = quick
+        return _parse_function(fn, source, first_line, filename, tree), first_line, filename
+    source, first_line, filename = fetch_source(fn)
+    return _parse_function(fn, source, first_line, filename), first_line, filename
+
+
+def _parse_function(fn, source: str, first_line: int, filename: str, tree: ast.Module | None = None):
+    """The FunctionDef for `fn` (lambdas become a FunctionDef returning their body);
+    `tree`, when given, is `source` already parsed by `ast`."""
+    try:
+        module = gast.ast_to_gast(tree) if tree is not None else gast.parse(source)
     except SyntaxError:
         module = None
     if fn.__name__ != "<lambda>":
@@ -219,15 +300,13 @@ def to_source(node) -> str:
 
 def source_at_level(fn: types.FunctionType, level: int | None = None) -> str:
     """The source of `fn` after the first `level` transformer steps (all of them when None)."""
-    source, first_line, filename = fetch_source(fn)
-    node = _parse_function(fn, source, first_line, filename)
+    node, _, filename = _read_function(fn)
     node, _ = transform(node, filename, fn.__name__, stages=level)
     return to_source(node)
 
 
 def convert_code(fn: types.FunctionType) -> ConvertedCode:
-    source, first_line, filename = fetch_source(fn)
-    node = _parse_function(fn, source, first_line, filename)
+    node, first_line, filename = _read_function(fn)
     node, ctx = transform(node, filename, fn.__name__)
     tree = gast.gast_to_ast(node)  # once: printed (unparse needs no locations) and compiled
     printed = ast.unparse(tree)
