@@ -11,6 +11,7 @@ import dataclasses
 
 import gast
 
+from dy2st import ast_util
 from dy2st.analysis import qual_names
 from dy2st.analysis.anno import Fact, setanno
 from dy2st.analysis.qual_names import QualifiedName
@@ -46,7 +47,7 @@ class FunctionScope:
         return (self.params | self.bound) - self.globals - self.nonlocals
 
 
-class _ActivityVisitor(gast.NodeVisitor):
+class _ActivityVisitor(ast_util.NodeVisitor):
     """Collects reads/writes of one statement or expression without entering nested scopes."""
 
     def __init__(self):
@@ -207,7 +208,7 @@ def function_scope(func) -> FunctionScope:
     )
 
 
-class _Annotator(gast.NodeVisitor):
+class _Annotator(ast_util.NodeVisitor):
     def generic_visit(self, node):
         if isinstance(node, gast.stmt):
             setanno(node, Fact.ACTIVITY, activity_of(node))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gast
 
+from dy2st import ast_util
 from dy2st.analysis.activity import activity_of
 from dy2st.analysis.anno import Fact, getanno, setanno
 
@@ -102,7 +103,7 @@ def _walk_loop_body(stmts):
             stack.extend(getattr(node, field, []) or [])
 
 
-class _FunctionVisitor(gast.NodeVisitor):
+class _FunctionVisitor(ast_util.NodeVisitor):
     def visit_FunctionDef(self, node):
         scope = getanno(node, Fact.SCOPE)
         _Definitions().block(node.body, frozenset(scope.params))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gast
 
+from dy2st import ast_util
 from dy2st.analysis.anno import Fact, getanno, setanno
 from dy2st.analysis.qual_names import QualifiedName
 
@@ -130,7 +131,7 @@ class _Liveness:
         return self._simple(node, live_after)
 
 
-class _FunctionVisitor(gast.NodeVisitor):
+class _FunctionVisitor(ast_util.NodeVisitor):
     def visit_FunctionDef(self, node):
         scope = getanno(node, Fact.SCOPE)
         escaping = frozenset(QualifiedName(n) for n in scope.globals | scope.nonlocals)

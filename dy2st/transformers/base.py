@@ -6,6 +6,7 @@ import dataclasses
 
 import gast
 
+from dy2st import ast_util
 from dy2st.transformers.naming import Namer
 
 
@@ -45,7 +46,7 @@ def copy_location_recursive(new, origin) -> None:
                     node.col_offset = node.end_col_offset = getattr(origin, "col_offset", 0)
 
 
-class Transformer(gast.NodeTransformer):
+class Transformer(ast_util.NodeTransformer):
     """Base of the transformers: single use, locations copied onto replacements."""
 
     def __init__(self, ctx: ConversionContext):

@@ -20,6 +20,8 @@ import textwrap
 
 import gast
 
+from dy2st import ast_util
+
 _CTX_NODES = (gast.Name, gast.Attribute, gast.Subscript, gast.Tuple, gast.List, gast.Starred)
 _LOCATION_FIELDS = ("lineno", "col_offset", "end_lineno", "end_col_offset")
 
@@ -50,7 +52,7 @@ def _name(identifier: str, ctx):
     return gast.Name(id=identifier, ctx=ctx, annotation=None, type_comment=None)
 
 
-class _Replacer(gast.NodeTransformer):
+class _Replacer(ast_util.NodeTransformer):
     def __init__(self, replacements):
         self.replacements = replacements
         self.used = set()

@@ -1,0 +1,120 @@
+"""Tree plumbing shared by `analysis` and `transformers`: visitors with cached dispatch.
+
+A conversion walks the function's tree a dozen times (fence, analysis, each transformer), so
+`ast.NodeVisitor`'s per-node costs add up to a large part of it: building the method name
+and looking it up for every node, a generator over the fields, and a visit of every
+field-less node (`Load`, `Add`, ...). The classes here behave exactly like
+`gast.NodeVisitor` / `gast.NodeTransformer`; they only do the same work faster.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import gast
+
+_AST = gast.AST
+# ast.NodeVisitor.visit_Constant only re-dispatches to the deprecated visit_Num/visit_Str/...
+_DEPRECATED_CONSTANT_VISITS = ("visit_Num", "visit_Str", "visit_Bytes", "visit_NameConstant", "visit_Ellipsis")
+
+
+class _Dispatch:
+    """Per visitor class: node type -> the function that visits it (None: nothing to do)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._visit_functions = {}
+
+    @classmethod
+    def _visit_function(cls, node_type):
+        function = getattr(cls, "visit_" + node_type.__name__, None)
+        if function is ast.NodeVisitor.visit_Constant and not any(hasattr(cls, n) for n in _DEPRECATED_CONSTANT_VISITS):
+            function = None
+        if function is None:
+            function = cls.generic_visit
+            if not node_type._fields and function in _PLAIN_GENERIC_VISITS:
+                function = None  # a field-less node (Load, Add, ...): the generic visit is a no-op
+        cls._visit_functions[node_type] = function
+        return function
+
+
+class NodeVisitor(_Dispatch, gast.NodeVisitor):
+    """`gast.NodeVisitor` with cached dispatch and a loop-based generic visit."""
+
+    def visit(self, node):
+        kind = type(node)
+        try:
+            function = self._visit_functions[kind]
+        except KeyError:
+            function = self._visit_function(kind)
+        return None if function is None else function(self, node)
+
+    def generic_visit(self, node):
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, _AST):
+                        self.visit(item)
+            elif isinstance(value, _AST):
+                self.visit(value)
+
+
+class NodeTransformer(_Dispatch, gast.NodeTransformer):
+    """`gast.NodeTransformer` with cached dispatch; lists are rebuilt only when changed."""
+
+    def visit(self, node):
+        kind = type(node)
+        try:
+            function = self._visit_functions[kind]
+        except KeyError:
+            function = self._visit_function(kind)
+        return node if function is None else function(self, node)
+
+    def generic_visit(self, node):
+        for field in node._fields:
+            try:
+                old = getattr(node, field)
+            except AttributeError:
+                continue
+            if isinstance(old, list):
+                _visit_list(self, old)
+            elif isinstance(old, _AST):
+                new = self.visit(old)
+                if new is None:
+                    delattr(node, field)
+                elif new is not old:
+                    setattr(node, field, new)
+        return node
+
+
+def _visit_list(visitor, values: list) -> None:
+    """Visit the nodes of a list field in place, as ast.NodeTransformer does."""
+    for index, value in enumerate(values):
+        if isinstance(value, _AST):
+            new = visitor.visit(value)
+            if new is not value:
+                break
+    else:
+        return  # nothing replaced (the common case): no new list
+    rebuilt = values[:index]
+    _add(rebuilt, new)
+    for value in values[index + 1 :]:
+        if isinstance(value, _AST):
+            _add(rebuilt, visitor.visit(value))
+        else:
+            rebuilt.append(value)
+    values[:] = rebuilt
+
+
+def _add(values: list, new) -> None:
+    """Add a visit's result: None drops the node, a node replaces it, a list splices in."""
+    if new is None:
+        return
+    if isinstance(new, _AST):
+        values.append(new)
+    else:
+        values.extend(new)
+
+
+_PLAIN_GENERIC_VISITS = (NodeVisitor.generic_visit, NodeTransformer.generic_visit)

@@ -1,0 +1,68 @@
+"""dy2st.ast_util's visitors do what gast's do (only faster): same visits, same rewrites."""
+
+import gast
+
+from dy2st import ast_util
+
+SOURCE = '''
+def f(x, y=1):
+    global g
+    a = [x + 1 for x in y if x]
+    if a:
+        del a
+        pass
+    return g(a, *y, k=-x) if x else 3.0
+'''
+
+
+def _rewriters(base):
+    class Rewriter(base):
+        """Drops `pass`, splits `del` into two statements, negates constants, records names."""
+
+        def __init__(self):
+            self.seen = []
+
+        def visit_Name(self, node):
+            self.seen.append(node.id)
+            return node
+
+        def visit_Pass(self, node):
+            return None
+
+        def visit_Delete(self, node):
+            return [node, gast.Expr(value=gast.Constant(value=0, kind=None))]
+
+        def visit_Constant(self, node):
+            self.seen.append(node.value)
+            return gast.UnaryOp(op=gast.USub(), operand=node)
+
+    return Rewriter
+
+
+def test_transformer_matches_gast():
+    trees, seen = [], []
+    for base in (gast.NodeTransformer, ast_util.NodeTransformer):
+        tree = gast.parse(SOURCE)
+        rewriter = _rewriters(base)()
+        trees.append(gast.dump(rewriter.visit(tree), include_attributes=True))
+        seen.append(rewriter.seen)
+    assert trees[0] == trees[1]
+    assert seen[0] == seen[1]
+
+
+def test_visitor_matches_gast():
+    orders = []
+    for base in (gast.NodeVisitor, ast_util.NodeVisitor):
+        class Recorder(base):
+            def __init__(self):
+                self.order = []
+
+            def generic_visit(self, node):
+                self.order.append(type(node).__name__)
+                super().generic_visit(node)
+
+        recorder = Recorder()
+        recorder.visit(gast.parse(SOURCE))
+        orders.append(recorder.order)
+    assert orders[0] == orders[1]
+
