@@ -118,3 +118,38 @@ def _add(values: list, new) -> None:
 
 
 _PLAIN_GENERIC_VISITS = (NodeVisitor.generic_visit, NodeTransformer.generic_visit)
+
+
+def copy_tree(node):
+    """A deep copy of a gast tree, as `copy.deepcopy` makes but several times faster.
+
+    Nodes and lists are new; other values are shared, being immutable (identifiers,
+    constants, locations, and the analysis facts, whose dict is copied per node).
+    """
+    cls = type(node)
+    new = cls.__new__(cls)
+    state = new.__dict__
+    for key, value in node.__dict__.items():
+        if isinstance(value, _AST):
+            value = copy_tree(value)
+        elif isinstance(value, list):
+            value = [copy_tree(item) if isinstance(item, _AST) else item for item in value]
+        elif isinstance(value, dict):
+            value = dict(value)
+        state[key] = value
+    return new
+
+
+def walk(root):
+    """Every node under `root`, itself included, like `gast.walk` (depth first, not breadth
+    first: for callers that do not depend on the order) but about twice as fast."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                stack.extend([item for item in value if isinstance(item, _AST)])
+            elif isinstance(value, _AST):
+                stack.append(value)
