@@ -21,7 +21,7 @@ import types
 
 import gast
 
-from dy2st import analysis, runtime, transformers
+from dy2st import analysis, ast_util, runtime, transformers
 from dy2st.analysis import fence
 from dy2st.config import config, log, logger
 from dy2st.errors import ConversionError, OriginInfo, register_converted_code
@@ -232,7 +232,7 @@ def _lambda_as_function(fn, module, source):
 
 
 def _shift_lines(tree, offset: int) -> None:
-    for node in gast.walk(tree):
+    for node in ast_util.walk(tree):
         for field in _LOCATION_FIELDS:
             if getattr(node, field, None) is not None:
                 setattr(node, field, getattr(node, field) + offset)

@@ -37,7 +37,7 @@ def copy_location_recursive(new, origin) -> None:
         return
     nodes = new if isinstance(new, list) else [new]
     for root in nodes:
-        for node in gast.walk(root):
+        for node in ast_util.walk(root):
             if isinstance(node, (gast.expr, gast.stmt, gast.excepthandler, gast.keyword)):
                 if getattr(node, "lineno", None) is None:
                     # One-line spans: a generated call spanning the whole replaced `if` would
