@@ -259,21 +259,42 @@ def transform(node, filename: str, function_name: str,
     namer = Namer.for_tree(node)
     ctx = ConversionContext(filename, function_name, namer, namer.new_symbol("jst"))
     module = gast.Module(body=[node], type_ignores=[])
-    kinds = None  # node types and attribute names present, recomputed after a step runs
+    kinds = _TreeKinds(module)
     for index, step in enumerate(transformers.PIPELINE[:stages], start=1):
-        if step.triggers:
-            kinds = kinds or _node_kinds(module)
-            if kinds.isdisjoint(step.triggers):  # nothing for it to rewrite: skip it and its analysis
-                if config.code_level >= index:
-                    logger.info("dy2st: %s after %s: unchanged (nothing to rewrite)", function_name, step.name)
-                continue
+        if step.triggers and not kinds.holds_any(step.triggers):  # nothing to rewrite: skip it and its analysis
+            if config.code_level >= index:
+                logger.info("dy2st: %s after %s: unchanged (nothing to rewrite)", function_name, step.name)
+            continue
         if step.needs_analysis:
             analysis.resolve(module)
         module = step.module.transform(module, ctx)
-        kinds = None
+        kinds.step_ran(step, module)
         if config.code_level >= index:
             logger.info("dy2st: %s after %s:\n%s", function_name, step.name, to_source(module.body[0]))
     return module.body[0], ctx
+
+
+class _TreeKinds:
+    """Which node types and attribute names a tree holds, for skipping steps by `triggers`.
+
+    The tree is walked again only when a step that ran since the last walk may have added
+    (`Step.creates`) a trigger the tree was not known to hold: most steps add none, and most
+    that could did not, so a conversion walks two or three times instead of once per step.
+    """
+
+    def __init__(self, tree):
+        self._tree = tree
+        self._kinds = _node_kinds(tree)
+        self._maybe_added: set = set()
+
+    def holds_any(self, triggers) -> bool:
+        if self._kinds.isdisjoint(triggers) and not self._maybe_added.isdisjoint(triggers):
+            self._kinds, self._maybe_added = _node_kinds(self._tree), set()
+        return not self._kinds.isdisjoint(triggers)
+
+    def step_ran(self, step, tree) -> None:
+        self._tree = tree
+        self._maybe_added.update(step.creates)
 
 
 def _node_kinds(tree) -> set:
