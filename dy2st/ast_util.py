@@ -153,3 +153,24 @@ def walk(root):
                 stack.extend([item for item in value if isinstance(item, _AST)])
             elif isinstance(value, _AST):
                 stack.append(value)
+
+
+_BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+_FUNCTION_DEFS = (gast.FunctionDef, gast.AsyncFunctionDef)
+
+
+def function_defs(tree):
+    """Every `def` and `async def` in `tree`, outer before inner, in source order.
+
+    Defs are statements, so only statement blocks are searched (bodies, `else`s, handlers,
+    match cases), never expressions: a fraction of the nodes a full walk visits.
+    """
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _FUNCTION_DEFS):
+            yield node
+        for field in _BLOCK_FIELDS:
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                stack.extend(reversed(block))
