@@ -118,6 +118,22 @@ def _add(values: list, new) -> None:
 
 
 _PLAIN_GENERIC_VISITS = (NodeVisitor.generic_visit, NodeTransformer.generic_visit)
+_BLOCK_FIELD_NAMES = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
+_block_fields: dict = {}  # node type -> its statement-block fields, in _fields order
+
+
+def visit_blocks(transformer, node):
+    """A NodeTransformer's generic visit restricted to statement blocks (bodies, `else`s,
+    handlers, match cases), in field order. For steps that rewrite statements: expressions
+    hold no statements, and they make up most of a tree."""
+    fields = _block_fields.get(type(node))
+    if fields is None:
+        fields = _block_fields[type(node)] = tuple(f for f in node._fields if f in _BLOCK_FIELD_NAMES)
+    for field in fields:
+        block = getattr(node, field, None)
+        if isinstance(block, list):
+            _visit_list(transformer, block)
+    return node
 
 
 def copy_tree(node):

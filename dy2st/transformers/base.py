@@ -68,3 +68,10 @@ class Transformer(ast_util.NodeTransformer):
     def rt(self, attr: str) -> str:
         """Dotted reference to a runtime operator, for use inside templates."""
         return f"{self.ctx.runtime}.{attr}"
+
+
+class StatementTransformer(Transformer):
+    """A Transformer for steps whose rewrites are all of statements: its generic visit walks
+    statement blocks only and never enters an expression (no statement can be inside one)."""
+
+    generic_visit = ast_util.visit_blocks
