@@ -131,7 +131,8 @@ def _quick_source(fn) -> tuple[str, int, str, ast.Module] | None:
         return None
     source = textwrap.dedent("".join(block))
     try:
-        tree = ast.parse(source)
+        # Leading newlines number the lines as in the file, sparing a walk to shift them.
+        tree = ast.parse("\n" * (first - 1) + source)
     except SyntaxError:
         return None
     if not tree.body or not isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -183,7 +184,8 @@ def _read_function(fn) -> tuple[gast.FunctionDef, int, str]:
 
 def _parse_function(fn, source: str, first_line: int, filename: str, tree: ast.Module | None = None):
     """The FunctionDef for `fn` (lambdas become a FunctionDef returning their body);
-    `tree`, when given, is `source` already parsed by `ast`."""
+    `tree`, when given, is `source` already parsed by `ast`, its lines numbered from
+    `first_line`."""
     try:
         module = gast.ast_to_gast(tree) if tree is not None else gast.parse(source)
     except SyntaxError:
@@ -195,7 +197,8 @@ def _parse_function(fn, source: str, first_line: int, filename: str, tree: ast.M
         node.decorator_list = []
     else:
         node = _lambda_as_function(fn, module, source)
-    _shift_lines(node, first_line - 1)
+    if tree is None:
+        _shift_lines(node, first_line - 1)
     return node
 
 
