@@ -190,3 +190,46 @@ def function_defs(tree):
             block = getattr(node, field, None)
             if isinstance(block, list):
                 stack.extend(reversed(block))
+
+
+def fix_missing_locations(tree):
+    """`ast.fix_missing_locations(tree)`: each node lacking a location takes its parent's.
+
+    The same rules (a missing lineno/col_offset, or a None end_lineno/end_col_offset, is filled
+    in; a present one is handed down), with a stack instead of a recursive call and a
+    generator per node: the generated function is a few hundred nodes.
+    """
+    stack = [(tree, 1, 0, 1, 0)]
+    while stack:
+        node, lineno, col_offset, end_lineno, end_col_offset = stack.pop()
+        attributes = node._attributes
+        if attributes:
+            if "lineno" in attributes:
+                if hasattr(node, "lineno"):
+                    lineno = node.lineno
+                else:
+                    node.lineno = lineno
+            if "end_lineno" in attributes:
+                if getattr(node, "end_lineno", None) is None:
+                    node.end_lineno = end_lineno
+                else:
+                    end_lineno = node.end_lineno
+            if "col_offset" in attributes:
+                if hasattr(node, "col_offset"):
+                    col_offset = node.col_offset
+                else:
+                    node.col_offset = col_offset
+            if "end_col_offset" in attributes:
+                if getattr(node, "end_col_offset", None) is None:
+                    node.end_col_offset = end_col_offset
+                else:
+                    end_col_offset = node.end_col_offset
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, _AST):
+                        stack.append((item, lineno, col_offset, end_lineno, end_col_offset))
+            elif isinstance(value, _AST):
+                stack.append((value, lineno, col_offset, end_lineno, end_col_offset))
+    return tree

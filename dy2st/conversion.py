@@ -369,7 +369,7 @@ def _compile(inner: ast.FunctionDef, fn, runtime_name: str, filename: str) -> ty
     ast.copy_location(factory, inner)
     for stmt in declarations + body:
         ast.copy_location(stmt, inner)
-    ast.fix_missing_locations(module)
+    ast_util.fix_missing_locations(module)
     try:
         module_code = compile(module, filename, "exec", dont_inherit=True)
     except SyntaxError as err:
