@@ -1,4 +1,5 @@
-"""Tree plumbing shared by `analysis` and `transformers`: visitors with cached dispatch.
+"""Tree plumbing shared by `analysis` and `transformers`: visitors with cached dispatch,
+walks, copies, and faster gast <-> ast translation.
 
 A conversion walks the function's tree a dozen times (fence, analysis, each transformer), so
 `ast.NodeVisitor`'s per-node costs add up to a large part of it: building the method name
@@ -10,6 +11,7 @@ field-less node (`Load`, `Add`, ...). The classes here behave exactly like
 from __future__ import annotations
 
 import ast
+import sys
 
 import gast
 
@@ -233,3 +235,195 @@ def fix_missing_locations(tree):
             elif isinstance(value, _AST):
                 stack.append((value, lineno, col_offset, end_lineno, end_col_offset))
     return tree
+
+
+# -- gast <-> ast -------------------------------------------------------------------------
+# gast's converters (gast.ast_to_gast / gast.gast_to_ast) are NodeTransformers that build a
+# keyword dict per node through several Python calls each; conversion runs them over the
+# user's function and over the whole generated function. `to_gast`/`to_ast` build the very
+# same nodes (same fields, same locations, the same few special cases) from a plan cached
+# per node type. The special cases are gast 0.7's for Python 3.11, where they are checked
+# node for node against gast's (tests/transformers/test_ast_util.py); anywhere else gast's
+# own converters run.
+
+_FAST_TRANSLATION = sys.version_info[:2] == (3, 11) and gast.__version__.startswith("0.7.")
+_MISSING = object()
+
+
+class _Plans(dict):
+    """node type -> function translating a node of that type; built on first use."""
+
+    def __init__(self, translator):
+        super().__init__()
+        self._translator = translator
+
+    def __missing__(self, kind):
+        plan = self[kind] = self._translator.plan(kind)
+        return plan
+
+
+class _Translator:
+    """Converts a tree node by node into the classes of `target` (the `ast` or `gast` module).
+
+    `special` maps class names to functions `(translator, node) -> new node` for the nodes
+    whose shape differs between the two (names, arguments, handlers, function/class defs)."""
+
+    def __init__(self, target, special: dict):
+        self._target = target
+        self._special = special
+        self.plans = _Plans(self)
+
+    def __call__(self, node):
+        return self.plans[type(node)](node)
+
+    def value(self, value):
+        """A field's value converted: nodes and lists of nodes; anything else as is."""
+        if isinstance(value, _AST):
+            return self.plans[type(value)](value)
+        if isinstance(value, list):
+            return [self.value(item) for item in value]
+        return value
+
+    def plan(self, kind):
+        special = self._special.get(kind.__name__)
+        if special is not None:
+            return lambda node: special(self, node)
+        target = getattr(self._target, kind.__name__, None)
+        if target is None:
+            return lambda node: None  # not a node of the target's grammar
+        return _generic_plan(self, target, tuple(kind._fields) + tuple(kind._attributes))
+
+
+def _generic_plan(translator, target, names):
+    """gast's generic translation: the fields, then the locations, that the node has (its
+    `hasattr` test), given to the target's constructor (which stores them in that order)."""
+    plans, value_of = translator.plans, translator.value
+
+    def translate(node):
+        values = {}
+        for name in names:
+            value = getattr(node, name, _MISSING)
+            if value is _MISSING:
+                continue
+            if isinstance(value, list):
+                value = [plans[type(item)](item) if isinstance(item, _AST) else value_of(item) for item in value]
+            elif isinstance(value, _AST):
+                value = plans[type(value)](value)
+            values[name] = value
+        return make(values)
+
+    # gast's constructors only store their keyword arguments in the instance dict: do that
+    # directly (a Python call less per node); ast's C constructors take them as they are.
+    if target.__module__ == gast.Name.__module__:
+        def make(values):
+            new = target.__new__(target)
+            new.__dict__.update(values)
+            return new
+    else:
+        def make(values):
+            return target(**values)
+    return translate
+
+
+def _located(new, old):
+    """`ast.copy_location(new, old)` for classes that both have all four location attributes."""
+    for name in ("lineno", "col_offset"):
+        value = getattr(old, name, None)
+        if value is not None:
+            setattr(new, name, value)
+    for name in ("end_lineno", "end_col_offset"):  # copied even when None, as copy_location does
+        value = getattr(old, name, _MISSING)
+        if value is not _MISSING:
+            setattr(new, name, value)
+    return new
+
+
+def _gast_name(translator, node):
+    return _located(gast.Name(node.id, translator(node.ctx), None, None), node)
+
+
+def _gast_arg(translator, node):
+    annotation, type_comment = translator.value(node.annotation), translator.value(node.type_comment)
+    return _located(gast.Name(node.arg, gast.Param(), annotation, type_comment), node)
+
+
+def _gast_except_handler(translator, node):
+    if not node.name:
+        return _generic_plan(translator, gast.ExceptHandler, node._fields + node._attributes)(node)
+    name = gast.Name(node.name, gast.Store(), None, None)
+    return _located(gast.ExceptHandler(translator.value(node.type), name, translator.value(node.body)), node)
+
+
+def _gast_function(translator, node):
+    cls = getattr(gast, type(node).__name__)
+    fields = ("name", "args", "body", "decorator_list", "returns", "type_comment")
+    return _located(cls(*[translator.value(getattr(node, f)) for f in fields], []), node)
+
+
+def _gast_class(translator, node):
+    fields = ("name", "bases", "keywords", "body", "decorator_list")
+    return _located(gast.ClassDef(*[translator.value(getattr(node, f)) for f in fields], []), node)
+
+
+def _ast_name(translator, node):
+    return _located(ast.Name(node.id, translator(node.ctx)), node)
+
+
+def _ast_assign(translator, node):
+    return _located(ast.Assign(translator.value(node.targets), translator.value(node.value)), node)
+
+
+def _ast_except_handler(translator, node):
+    if not node.name:
+        return _generic_plan(translator, ast.ExceptHandler, node._fields + node._attributes)(node)
+    return _located(ast.ExceptHandler(translator.value(node.type), node.name.id, translator.value(node.body)), node)
+
+
+def _ast_function(translator, node):
+    cls = getattr(ast, type(node).__name__)
+    fields = ("name", "args", "body", "decorator_list", "returns", "type_comment")
+    return _located(cls(*[translator.value(getattr(node, f)) for f in fields]), node)
+
+
+def _ast_class(translator, node):
+    fields = ("name", "bases", "keywords", "body", "decorator_list")
+    return _located(ast.ClassDef(*[translator.value(getattr(node, f)) for f in fields]), node)
+
+
+def _ast_arg(translator, node):
+    if node is None:
+        return None
+    return _located(ast.arg(node.id, translator.value(node.annotation), translator.value(node.type_comment)), node)
+
+
+def _ast_arguments(translator, node):
+    return ast.arguments(
+        [_ast_arg(translator, a) for a in node.posonlyargs],
+        [_ast_arg(translator, a) for a in node.args],
+        _ast_arg(translator, node.vararg),
+        [_ast_arg(translator, a) for a in node.kwonlyargs],
+        translator.value(node.kw_defaults),
+        _ast_arg(translator, node.kwarg),
+        translator.value(node.defaults),
+    )
+
+
+_TO_GAST = _Translator(gast, {
+    "Name": _gast_name, "arg": _gast_arg, "ExceptHandler": _gast_except_handler,
+    "FunctionDef": _gast_function, "AsyncFunctionDef": _gast_function, "ClassDef": _gast_class,
+})
+_TO_AST = _Translator(ast, {
+    "Name": _ast_name, "Assign": _ast_assign, "ExceptHandler": _ast_except_handler,
+    "FunctionDef": _ast_function, "AsyncFunctionDef": _ast_function, "ClassDef": _ast_class,
+    "arguments": _ast_arguments,
+})
+
+
+def to_gast(node):
+    """`gast.ast_to_gast(node)`, faster."""
+    return _TO_GAST(node) if _FAST_TRANSLATION else gast.ast_to_gast(node)
+
+
+def to_ast(node):
+    """`gast.gast_to_ast(node)`, faster."""
+    return _TO_AST(node) if _FAST_TRANSLATION else gast.gast_to_ast(node)

@@ -187,7 +187,7 @@ def _parse_function(fn, source: str, first_line: int, filename: str, tree: ast.M
     `tree`, when given, is `source` already parsed by `ast`, its lines numbered from
     `first_line`."""
     try:
-        module = gast.ast_to_gast(tree) if tree is not None else gast.parse(source)
+        module = ast_util.to_gast(tree if tree is not None else ast.parse(source))
     except SyntaxError:
         module = None
     if fn.__name__ != "<lambda>":
@@ -319,7 +319,7 @@ def _node_kinds(tree) -> set:
 
 
 def to_source(node) -> str:
-    return ast.unparse(ast.fix_missing_locations(gast.gast_to_ast(node)))
+    return ast.unparse(ast.fix_missing_locations(ast_util.to_ast(node)))
 
 
 def source_at_level(fn: types.FunctionType, level: int | None = None) -> str:
@@ -332,7 +332,7 @@ def source_at_level(fn: types.FunctionType, level: int | None = None) -> str:
 def convert_code(fn: types.FunctionType) -> ConvertedCode:
     node, first_line, filename = _read_function(fn)
     node, ctx = transform(node, filename, fn.__name__)
-    tree = gast.gast_to_ast(node)  # once: printed (unparse needs no locations) and compiled
+    tree = ast_util.to_ast(node)  # once: printed (unparse needs no locations) and compiled
     printed = ast.unparse(tree)
     code = _compile(tree, fn, ctx.runtime, filename)
     if fn.__name__ == "<lambda>":
