@@ -177,21 +177,23 @@ _BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 _FUNCTION_DEFS = (gast.FunctionDef, gast.AsyncFunctionDef)
 
 
-def function_defs(tree):
-    """Every `def` and `async def` in `tree`, outer before inner, in source order.
-
-    Defs are statements, so only statement blocks are searched (bodies, `else`s, handlers,
-    match cases), never expressions: a fraction of the nodes a full walk visits.
-    """
+def walk_blocks(tree):
+    """`tree` and every statement in it (with handlers and match cases), outer before inner,
+    in source order: statement blocks only, never expressions, a fraction of a full walk."""
     stack = [tree]
     while stack:
         node = stack.pop()
-        if isinstance(node, _FUNCTION_DEFS):
-            yield node
+        yield node
         for field in _BLOCK_FIELDS:
             block = getattr(node, field, None)
             if isinstance(block, list):
                 stack.extend(reversed(block))
+
+
+def function_defs(tree):
+    """Every `def` and `async def` in `tree`, outer before inner, in source order (defs are
+    statements, so only statement blocks are searched)."""
+    return (node for node in walk_blocks(tree) if isinstance(node, _FUNCTION_DEFS))
 
 
 def fix_missing_locations(tree):

@@ -280,24 +280,42 @@ def transform(node, filename: str, function_name: str,
 class _TreeKinds:
     """Which node types and attribute names a tree holds, for skipping steps by `triggers`.
 
-    The tree is walked again only when a step that ran since the last walk may have added
-    (`Step.creates`) a trigger the tree was not known to hold: most steps add none, and most
-    that could did not, so a conversion walks two or three times instead of once per step.
+    The tree is walked once. A step that runs may add the kinds in its `Step.creates`; when a
+    later step's check hinges on one of those, the tree is searched for just those kinds,
+    stopping at the first found, and through statement blocks alone when they are statements.
     """
 
     def __init__(self, tree):
         self._tree = tree
         self._kinds = _node_kinds(tree)
-        self._maybe_added: set = set()
+        self._maybe_added: set = set()  # kinds steps that ran may have added, not yet looked for
 
     def holds_any(self, triggers) -> bool:
-        if self._kinds.isdisjoint(triggers) and not self._maybe_added.isdisjoint(triggers):
-            self._kinds, self._maybe_added = _node_kinds(self._tree), set()
-        return not self._kinds.isdisjoint(triggers)
+        if not self._kinds.isdisjoint(triggers):
+            return True
+        doubtful = self._maybe_added.intersection(triggers)
+        if not doubtful:
+            return False
+        found = _find_kind(self._tree, doubtful)
+        if found is None:
+            self._maybe_added -= doubtful
+            return False
+        self._maybe_added.discard(found)
+        self._kinds.add(found)
+        return True
 
     def step_ran(self, step, tree) -> None:
         self._tree = tree
         self._maybe_added.update(step.creates)
+
+
+def _find_kind(tree, kinds: set):
+    """One of `kinds` (node types or attribute names) that `tree` holds, or None."""
+    statements_only = all(isinstance(k, type) and issubclass(k, gast.stmt) for k in kinds)
+    for node in ast_util.walk_blocks(tree) if statements_only else ast_util.walk(tree):
+        if type(node) in kinds or (type(node) is gast.Attribute and node.attr in kinds):
+            return type(node) if type(node) in kinds else node.attr
+    return None
 
 
 def _node_kinds(tree) -> set:
