@@ -258,11 +258,12 @@ def _enclosing_class(fn) -> str | None:
 def transform(node, filename: str, function_name: str,
               stages: int | None = None) -> tuple[gast.FunctionDef, ConversionContext]:
     """Run the fence and the transformer pipeline (its first `stages` steps) over one FunctionDef."""
-    fence.verify(node, filename, function_name)
-    namer = Namer.for_tree(node)
-    ctx = ConversionContext(filename, function_name, namer, namer.new_symbol("jst"))
     module = gast.Module(body=[node], type_ignores=[])
     kinds = _TreeKinds(module)
+    if kinds.holds_any(fence.SCREENED):  # most functions hold none: no walk needed to pass them
+        fence.verify(node, filename, function_name)
+    namer = Namer.for_tree(node)
+    ctx = ConversionContext(filename, function_name, namer, namer.new_symbol("jst"))
     for index, step in enumerate(transformers.PIPELINE[:stages], start=1):
         if step.triggers and not kinds.holds_any(step.triggers):  # nothing to rewrite: skip it and its analysis
             if config.code_level >= index:

@@ -29,6 +29,8 @@ _REJECTED_IN_CONTROL_FLOW = {
     "instead, or move the `del` after the block",
 }
 _CONTROL_FLOW = (gast.If, gast.While, gast.For)
+# The node types the fence can reject: a tree holding none of them passes without a walk.
+SCREENED = frozenset(_REJECTED) | frozenset(_REJECTED_IN_CONTROL_FLOW)
 _NESTED_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
 
 
