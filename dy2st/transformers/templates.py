@@ -143,6 +143,11 @@ def name(identifier: str, store: bool = False):
     return _name(identifier, gast.Store() if store else gast.Load())
 
 
+def attribute(base: str, attr: str):
+    """A gast node reading `base.attr` (for the hottest templates, built without parsing)."""
+    return gast.Attribute(value=_name(base, gast.Load()), attr=attr, ctx=gast.Load())
+
+
 def thunk(body, params=()):
     """`lambda <params>: body` as a gast node (used to delay evaluation of an operand)."""
     args = [gast.Name(id=p, ctx=gast.Param(), annotation=None, type_comment=None) for p in params]
