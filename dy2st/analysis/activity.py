@@ -242,25 +242,23 @@ def function_scope(func, visitor: _ActivityVisitor | None = None) -> FunctionSco
     )
 
 
-class _Annotator(ast_util.NodeVisitor):
-    """Annotates bottom up: a statement's inner statements are summarised before it is, and
-    its own summary is built from theirs."""
+def resolve(tree) -> None:
+    """Attach ACTIVITY to every statement and SCOPE to every function in `tree`.
 
-    def __init__(self):
-        self._summaries: dict = {}  # id(statement) -> (Activity, declared globals, nonlocals)
-
-    def generic_visit(self, node):
-        super().generic_visit(node)
+    Bottom up: statements (found through statement blocks alone) come inner first, and each
+    statement's visitor adds the summaries of the statements inside it instead of walking
+    them again. Lambdas sit in expressions; a plain walk finds them.
+    """
+    summaries: dict = {}  # id(statement) -> (Activity, declared globals, declared nonlocals)
+    for node in reversed(list(ast_util.walk_blocks(tree))):
         if isinstance(node, gast.stmt):
-            visitor = _ReusingVisitor(self._summaries)
+            visitor = _ReusingVisitor(summaries)
             visitor.visit(node)
             activity = _activity(visitor)
-            self._summaries[id(node)] = (activity, visitor.declared_globals, visitor.declared_nonlocals)
+            summaries[id(node)] = (activity, visitor.declared_globals, visitor.declared_nonlocals)
             setanno(node, Fact.ACTIVITY, activity)
         if isinstance(node, _FUNCTION_NODES):
-            setanno(node, Fact.SCOPE, function_scope(node, _ReusingVisitor(self._summaries)))
-
-
-def resolve(tree) -> None:
-    """Attach ACTIVITY to every statement and SCOPE to every function in `tree`."""
-    _Annotator().visit(tree)
+            setanno(node, Fact.SCOPE, function_scope(node, _ReusingVisitor(summaries)))
+    for node in ast_util.walk(tree):
+        if type(node) is gast.Lambda:
+            setanno(node, Fact.SCOPE, function_scope(node, _ReusingVisitor(summaries)))
