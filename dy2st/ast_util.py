@@ -121,17 +121,21 @@ def _add(values: list, new) -> None:
 
 _PLAIN_GENERIC_VISITS = (NodeVisitor.generic_visit, NodeTransformer.generic_visit)
 _BLOCK_FIELD_NAMES = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
-_block_fields: dict = {}  # node type -> its statement-block fields, in _fields order
+_block_fields: dict = {}  # node type -> its statement-block fields, in _fields (source) order
+
+
+def _block_fields_of(kind) -> tuple:
+    """The fields of `kind` that hold statement blocks: bodies, `else`s, handlers, cases."""
+    fields = _block_fields.get(kind)
+    if fields is None:
+        fields = _block_fields[kind] = tuple(f for f in kind._fields if f in _BLOCK_FIELD_NAMES)
+    return fields
 
 
 def visit_blocks(transformer, node):
-    """A NodeTransformer's generic visit restricted to statement blocks (bodies, `else`s,
-    handlers, match cases), in field order. For steps that rewrite statements: expressions
-    hold no statements, and they make up most of a tree."""
-    fields = _block_fields.get(type(node))
-    if fields is None:
-        fields = _block_fields[type(node)] = tuple(f for f in node._fields if f in _BLOCK_FIELD_NAMES)
-    for field in fields:
+    """A NodeTransformer's generic visit restricted to statement blocks, in field order. For
+    steps that rewrite statements: expressions hold no statements, and are most of a tree."""
+    for field in _block_fields_of(type(node)):
         block = getattr(node, field, None)
         if isinstance(block, list):
             _visit_list(transformer, block)
@@ -159,8 +163,8 @@ def copy_tree(node):
 
 
 def walk(root):
-    """Every node under `root`, itself included, like `gast.walk` (depth first, not breadth
-    first: for callers that do not depend on the order) but about twice as fast."""
+    """Every node under `root`, itself included, like `gast.walk` but faster (depth first,
+    not breadth first: for callers that do not depend on the order)."""
     stack = [root]
     while stack:
         node = stack.pop()
@@ -173,7 +177,6 @@ def walk(root):
                 stack.append(value)
 
 
-_BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 _FUNCTION_DEFS = (gast.FunctionDef, gast.AsyncFunctionDef)
 
 
@@ -184,7 +187,7 @@ def walk_blocks(tree):
     while stack:
         node = stack.pop()
         yield node
-        for field in _BLOCK_FIELDS:
+        for field in reversed(_block_fields_of(type(node))):
             block = getattr(node, field, None)
             if isinstance(block, list):
                 stack.extend(reversed(block))
