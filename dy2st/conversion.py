@@ -13,13 +13,15 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import linecache
+import re
 import textwrap
 import threading
 import types
 
 import gast
 
-from dy2st import analysis, runtime, transformers
+from dy2st import analysis, ast_util, runtime, transformers
 from dy2st.analysis import fence
 from dy2st.config import config, log, logger
 from dy2st.errors import ConversionError, OriginInfo, register_converted_code
@@ -101,10 +103,91 @@ def fetch_source(fn) -> tuple[str, int, str]:
     return textwrap.dedent("".join(lines)), max(first, 1), filename
 
 
-def _parse_function(fn, source: str, first_line: int, filename: str):
-    """The FunctionDef for `fn` (lambdas become a FunctionDef returning their body)."""
+# inspect.findsource's test for the line a function's source starts on.
+_DEF_LINE = re.compile(r"^(\s*def\s)|(\s*async\s+def\s)|(.*(?<!\w)lambda(:|\s))|^(\s*@)")
+
+
+def _quick_source(fn) -> tuple[str, int, str, ast.Module] | None:
+    """What fetch_source gives for a `def`, with its parse, or None where unsure.
+
+    inspect.getsourcelines tokenizes the function in Python to find where it ends (most of
+    the fetch's time). The code object already says where the body reaches; after that line
+    the block goes on while lines are indented deeper than the `def` (or are blank/comments).
+    A cut inside a bracket or string cannot parse, so a block that parses is the one inspect
+    finds; anything else (lambdas, wrappers, tabs, no file) takes the inspect path.
+    """
+    if not isinstance(fn, types.FunctionType) or fn.__name__ == "<lambda>" or hasattr(fn, "__wrapped__"):
+        return None
+    filename = inspect.getsourcefile(fn)
+    if not filename:
+        return None
+    linecache.checkcache(filename)
+    lines = linecache.getlines(filename)
+    first = fn.__code__.co_firstlineno
+    if not 1 <= first <= len(lines) or not _DEF_LINE.match(lines[first - 1]):
+        return None
+    block = _block_lines(lines, first, _last_code_line(fn.__code__))
+    if block is None:
+        return None
+    source = textwrap.dedent("".join(block))
     try:
-        module = gast.parse(source)
+        # Leading newlines number the lines as in the file, sparing a walk to shift them.
+        tree = ast.parse("\n" * (first - 1) + source)
+    except SyntaxError:
+        return None
+    if not tree.body or not isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    return source, first, filename, tree
+
+
+def _last_code_line(code: types.CodeType) -> int:
+    """The last line any instruction of `code` or of the code nested in it comes from."""
+    last = max((end for _, end, _, _ in code.co_positions() if end is not None), default=code.co_firstlineno)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            last = max(last, _last_code_line(const))
+    return last
+
+
+def _block_lines(lines: list[str], first: int, last_code_line: int) -> list[str] | None:
+    """Lines `first`.. of a def whose body reaches at least `last_code_line` (1-based)."""
+    indent = _indentation(lines[first - 1])
+    end = max(first, min(last_code_line, len(lines)))
+    for index in range(end, len(lines)):
+        text = lines[index].lstrip()
+        if not text or text.startswith("#"):
+            continue
+        depth = _indentation(lines[index])
+        if depth is None or indent is None:
+            return None
+        if depth <= indent:
+            break
+        end = index + 1
+    return lines[first - 1 : end]
+
+
+def _indentation(line: str) -> int | None:
+    """Leading spaces of `line`; None for tabs or form feeds (left to the tokenizer)."""
+    rest = line.lstrip(" ")
+    return None if rest[:1] in ("\t", "\f") else len(line) - len(rest)
+
+
+def _read_function(fn) -> tuple[gast.FunctionDef, int, str]:
+    """`fn`'s FunctionDef (user line numbers), its first line and its file name."""
+    quick = _quick_source(fn)
+    if quick is not None:
+        source, first_line, filename, tree = quick
+        return _parse_function(fn, source, first_line, filename, tree), first_line, filename
+    source, first_line, filename = fetch_source(fn)
+    return _parse_function(fn, source, first_line, filename), first_line, filename
+
+
+def _parse_function(fn, source: str, first_line: int, filename: str, tree: ast.Module | None = None):
+    """The FunctionDef for `fn` (lambdas become a FunctionDef returning their body);
+    `tree`, when given, is `source` already parsed by `ast`, its lines numbered from
+    `first_line`."""
+    try:
+        module = ast_util.to_gast(tree if tree is not None else ast.parse(source))
     except SyntaxError:
         module = None
     if fn.__name__ != "<lambda>":
@@ -114,7 +197,8 @@ def _parse_function(fn, source: str, first_line: int, filename: str):
         node.decorator_list = []
     else:
         node = _lambda_as_function(fn, module, source)
-    _shift_lines(node, first_line - 1)
+    if tree is None:
+        _shift_lines(node, first_line - 1)
     return node
 
 
@@ -151,7 +235,7 @@ def _lambda_as_function(fn, module, source):
 
 
 def _shift_lines(tree, offset: int) -> None:
-    for node in gast.walk(tree):
+    for node in ast_util.walk(tree):
         for field in _LOCATION_FIELDS:
             if getattr(node, field, None) is not None:
                 setattr(node, field, getattr(node, field) + offset)
@@ -174,25 +258,65 @@ def _enclosing_class(fn) -> str | None:
 def transform(node, filename: str, function_name: str,
               stages: int | None = None) -> tuple[gast.FunctionDef, ConversionContext]:
     """Run the fence and the transformer pipeline (its first `stages` steps) over one FunctionDef."""
-    fence.verify(node, filename, function_name)
+    module = gast.Module(body=[node], type_ignores=[])
+    kinds = _TreeKinds(module)
+    if kinds.holds_any(fence.SCREENED):  # most functions hold none: no walk needed to pass them
+        fence.verify(node, filename, function_name)
     namer = Namer.for_tree(node)
     ctx = ConversionContext(filename, function_name, namer, namer.new_symbol("jst"))
-    module = gast.Module(body=[node], type_ignores=[])
-    kinds = None  # node types and attribute names present, recomputed after a step runs
     for index, step in enumerate(transformers.PIPELINE[:stages], start=1):
-        if step.triggers:
-            kinds = kinds or _node_kinds(module)
-            if kinds.isdisjoint(step.triggers):  # nothing for it to rewrite: skip it and its analysis
-                if config.code_level >= index:
-                    logger.info("dy2st: %s after %s: unchanged (nothing to rewrite)", function_name, step.name)
-                continue
+        if step.triggers and not kinds.holds_any(step.triggers):  # nothing to rewrite: skip it and its analysis
+            if config.code_level >= index:
+                logger.info("dy2st: %s after %s: unchanged (nothing to rewrite)", function_name, step.name)
+            continue
         if step.needs_analysis:
             analysis.resolve(module)
         module = step.module.transform(module, ctx)
-        kinds = None
+        kinds.step_ran(step, module)
         if config.code_level >= index:
             logger.info("dy2st: %s after %s:\n%s", function_name, step.name, to_source(module.body[0]))
     return module.body[0], ctx
+
+
+class _TreeKinds:
+    """Which node types and attribute names a tree holds, for skipping steps by `triggers`.
+
+    The tree is walked once. A step that runs may add the kinds in its `Step.creates`; when a
+    later step's check hinges on one of those, the tree is searched for just those kinds,
+    stopping at the first found, and through statement blocks alone when they are statements.
+    """
+
+    def __init__(self, tree):
+        self._tree = tree
+        self._kinds = _node_kinds(tree)
+        self._maybe_added: set = set()  # kinds steps that ran may have added, not yet looked for
+
+    def holds_any(self, triggers) -> bool:
+        if not self._kinds.isdisjoint(triggers):
+            return True
+        doubtful = self._maybe_added.intersection(triggers)
+        if not doubtful:
+            return False
+        found = _find_kind(self._tree, doubtful)
+        if found is None:
+            self._maybe_added -= doubtful
+            return False
+        self._maybe_added.discard(found)
+        self._kinds.add(found)
+        return True
+
+    def step_ran(self, step, tree) -> None:
+        self._tree = tree
+        self._maybe_added.update(step.creates)
+
+
+def _find_kind(tree, kinds: set):
+    """One of `kinds` (node types or attribute names) that `tree` holds, or None."""
+    statements_only = all(isinstance(k, type) and issubclass(k, gast.stmt) for k in kinds)
+    for node in ast_util.walk_blocks(tree) if statements_only else ast_util.walk(tree):
+        if type(node) in kinds or (type(node) is gast.Attribute and node.attr in kinds):
+            return type(node) if type(node) in kinds else node.attr
+    return None
 
 
 def _node_kinds(tree) -> set:
@@ -214,22 +338,20 @@ def _node_kinds(tree) -> set:
 
 
 def to_source(node) -> str:
-    return ast.unparse(ast.fix_missing_locations(gast.gast_to_ast(node)))
+    return ast.unparse(ast.fix_missing_locations(ast_util.to_ast(node)))
 
 
 def source_at_level(fn: types.FunctionType, level: int | None = None) -> str:
     """The source of `fn` after the first `level` transformer steps (all of them when None)."""
-    source, first_line, filename = fetch_source(fn)
-    node = _parse_function(fn, source, first_line, filename)
+    node, _, filename = _read_function(fn)
     node, _ = transform(node, filename, fn.__name__, stages=level)
     return to_source(node)
 
 
 def convert_code(fn: types.FunctionType) -> ConvertedCode:
-    source, first_line, filename = fetch_source(fn)
-    node = _parse_function(fn, source, first_line, filename)
+    node, first_line, filename = _read_function(fn)
     node, ctx = transform(node, filename, fn.__name__)
-    tree = gast.gast_to_ast(node)  # once: printed (unparse needs no locations) and compiled
+    tree = ast_util.to_ast(node)  # once: printed (unparse needs no locations) and compiled
     printed = ast.unparse(tree)
     code = _compile(tree, fn, ctx.runtime, filename)
     if fn.__name__ == "<lambda>":
@@ -266,7 +388,7 @@ def _compile(inner: ast.FunctionDef, fn, runtime_name: str, filename: str) -> ty
     ast.copy_location(factory, inner)
     for stmt in declarations + body:
         ast.copy_location(stmt, inner)
-    ast.fix_missing_locations(module)
+    ast_util.fix_missing_locations(module)
     try:
         module_code = compile(module, filename, "exec", dont_inherit=True)
     except SyntaxError as err:

@@ -11,6 +11,7 @@ import dataclasses
 
 import gast
 
+from dy2st import ast_util
 from dy2st.analysis import qual_names
 from dy2st.analysis.anno import Fact, setanno
 from dy2st.analysis.qual_names import QualifiedName
@@ -46,7 +47,7 @@ class FunctionScope:
         return (self.params | self.bound) - self.globals - self.nonlocals
 
 
-class _ActivityVisitor(gast.NodeVisitor):
+class _ActivityVisitor(ast_util.NodeVisitor):
     """Collects reads/writes of one statement or expression without entering nested scopes."""
 
     def __init__(self):
@@ -55,6 +56,10 @@ class _ActivityVisitor(gast.NodeVisitor):
         self.kills: set = set()
         self.declared_globals: set = set()
         self.declared_nonlocals: set = set()
+
+    def _inner(self) -> "_ActivityVisitor":
+        """A fresh visitor of the same kind, for a nested scope or a comprehension."""
+        return _ActivityVisitor()
 
     def _write(self, target, kill=True):
         symbol = qual_names.from_node(target)
@@ -125,7 +130,7 @@ class _ActivityVisitor(gast.NodeVisitor):
     def visit_FunctionDef(self, node):
         for expr in node.decorator_list + node.args.defaults + [d for d in node.args.kw_defaults if d]:
             self.visit(expr)
-        self.reads.update(free_reads(node))
+        self.reads.update(free_reads(node, self._inner()))
         self._write(gast.Name(id=node.name, ctx=gast.Store(), annotation=None, type_comment=None))
 
     visit_AsyncFunctionDef = visit_FunctionDef
@@ -133,7 +138,7 @@ class _ActivityVisitor(gast.NodeVisitor):
     def visit_ClassDef(self, node):
         for expr in node.bases + node.decorator_list + [k.value for k in node.keywords]:
             self.visit(expr)
-        inner = _ActivityVisitor()
+        inner = self._inner()
         for stmt in node.body:
             inner.visit(stmt)
         self.reads.update(inner.reads - inner.writes)
@@ -142,10 +147,10 @@ class _ActivityVisitor(gast.NodeVisitor):
     def visit_Lambda(self, node):
         for expr in node.args.defaults:
             self.visit(expr)
-        self.reads.update(free_reads(node))
+        self.reads.update(free_reads(node, self._inner()))
 
     def _visit_comprehension(self, node):
-        inner = _ActivityVisitor()
+        inner = self._inner()
         for gen in node.generators:
             inner.visit(gen)
         for field in ("elt", "key", "value"):
@@ -169,16 +174,46 @@ class _ActivityVisitor(gast.NodeVisitor):
             self.visit(stmt)
 
 
+class _ReusingVisitor(_ActivityVisitor):
+    """An _ActivityVisitor that, for a statement already summarised in this resolve, adds its
+    summary instead of walking it again (resolve goes bottom up, so each subtree is walked
+    once rather than once per enclosing statement)."""
+
+    def __init__(self, summaries: dict):
+        super().__init__()
+        self._summaries = summaries
+
+    def _inner(self) -> "_ActivityVisitor":
+        return _ReusingVisitor(self._summaries)
+
+    def visit(self, node):
+        summary = self._summaries.get(id(node))
+        if summary is None:
+            return super().visit(node)
+        activity, declared_globals, declared_nonlocals = summary
+        self.reads |= activity.reads
+        self.writes |= activity.writes
+        self.kills |= activity.kills
+        self.declared_globals |= declared_globals
+        self.declared_nonlocals |= declared_nonlocals
+        return None
+
+
+def _activity(visitor: _ActivityVisitor) -> Activity:
+    return Activity(frozenset(visitor.reads), frozenset(visitor.writes), frozenset(visitor.kills))
+
+
 def activity_of(nodes) -> Activity:
     visitor = _ActivityVisitor()
     for node in nodes if isinstance(nodes, list) else [nodes]:
         visitor.visit(node)
-    return Activity(frozenset(visitor.reads), frozenset(visitor.writes), frozenset(visitor.kills))
+    return _activity(visitor)
 
 
-def free_reads(func) -> set:
-    """Names a nested function or lambda reads from its enclosing scopes."""
-    visitor = _ActivityVisitor()
+def free_reads(func, visitor: _ActivityVisitor | None = None) -> set:
+    """Names a nested function or lambda reads from its enclosing scopes (`visitor`: a fresh
+    one to collect its body with)."""
+    visitor = visitor if visitor is not None else _ActivityVisitor()
     body = func.body if isinstance(func.body, list) else [func.body]
     for stmt in body:
         visitor.visit(stmt)
@@ -193,8 +228,8 @@ def _param_names(args) -> set:
     return {p.id for p in params}
 
 
-def function_scope(func) -> FunctionScope:
-    visitor = _ActivityVisitor()
+def function_scope(func, visitor: _ActivityVisitor | None = None) -> FunctionScope:
+    visitor = visitor if visitor is not None else _ActivityVisitor()
     body = func.body if isinstance(func.body, list) else [func.body]
     for stmt in body:
         visitor.visit(stmt)
@@ -207,15 +242,23 @@ def function_scope(func) -> FunctionScope:
     )
 
 
-class _Annotator(gast.NodeVisitor):
-    def generic_visit(self, node):
-        if isinstance(node, gast.stmt):
-            setanno(node, Fact.ACTIVITY, activity_of(node))
-        if isinstance(node, _FUNCTION_NODES):
-            setanno(node, Fact.SCOPE, function_scope(node))
-        super().generic_visit(node)
-
-
 def resolve(tree) -> None:
-    """Attach ACTIVITY to every statement and SCOPE to every function in `tree`."""
-    _Annotator().visit(tree)
+    """Attach ACTIVITY to every statement and SCOPE to every function in `tree`.
+
+    Bottom up: statements (found through statement blocks alone) come inner first, and each
+    statement's visitor adds the summaries of the statements inside it instead of walking
+    them again. Lambdas sit in expressions; a plain walk finds them.
+    """
+    summaries: dict = {}  # id(statement) -> (Activity, declared globals, declared nonlocals)
+    for node in reversed(list(ast_util.walk_blocks(tree))):
+        if isinstance(node, gast.stmt):
+            visitor = _ReusingVisitor(summaries)
+            visitor.visit(node)
+            activity = _activity(visitor)
+            summaries[id(node)] = (activity, visitor.declared_globals, visitor.declared_nonlocals)
+            setanno(node, Fact.ACTIVITY, activity)
+        if isinstance(node, _FUNCTION_NODES):
+            setanno(node, Fact.SCOPE, function_scope(node, _ReusingVisitor(summaries)))
+    for node in ast_util.walk(tree):
+        if type(node) is gast.Lambda:
+            setanno(node, Fact.SCOPE, function_scope(node, _ReusingVisitor(summaries)))

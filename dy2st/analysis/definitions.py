@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gast
 
+from dy2st import ast_util
 from dy2st.analysis.activity import activity_of
 from dy2st.analysis.anno import Fact, getanno, setanno
 
@@ -102,15 +103,8 @@ def _walk_loop_body(stmts):
             stack.extend(getattr(node, field, []) or [])
 
 
-class _FunctionVisitor(gast.NodeVisitor):
-    def visit_FunctionDef(self, node):
-        scope = getanno(node, Fact.SCOPE)
-        _Definitions().block(node.body, frozenset(scope.params))
-        self.generic_visit(node)
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-
-
 def resolve(tree) -> None:
     """Attach DEFINED_IN to the statements of every function in `tree` (needs activity)."""
-    _FunctionVisitor().visit(tree)
+    for func in ast_util.function_defs(tree):
+        scope = getanno(func, Fact.SCOPE)
+        _Definitions().block(func.body, frozenset(scope.params))

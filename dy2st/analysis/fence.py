@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gast
 
+from dy2st import ast_util
 from dy2st.errors import OriginInfo, UnsupportedSyntaxError
 
 _REJECTED = {
@@ -28,10 +29,12 @@ _REJECTED_IN_CONTROL_FLOW = {
     "instead, or move the `del` after the block",
 }
 _CONTROL_FLOW = (gast.If, gast.While, gast.For)
+# The node types the fence can reject: a tree holding none of them passes without a walk.
+SCREENED = frozenset(_REJECTED) | frozenset(_REJECTED_IN_CONTROL_FLOW)
 _NESTED_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
 
 
-class _Fence(gast.NodeVisitor):
+class _Fence(ast_util.NodeVisitor):
     def __init__(self, filename: str, function_name: str):
         self.filename = filename
         self.function_name = function_name

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gast
 
+from dy2st import ast_util
 from dy2st.analysis.anno import Fact, getanno, setanno
 from dy2st.analysis.qual_names import QualifiedName
 
@@ -130,19 +131,12 @@ class _Liveness:
         return self._simple(node, live_after)
 
 
-class _FunctionVisitor(gast.NodeVisitor):
-    def visit_FunctionDef(self, node):
-        scope = getanno(node, Fact.SCOPE)
-        escaping = frozenset(QualifiedName(n) for n in scope.globals | scope.nonlocals)
-        _Liveness(escaping).block(node.body, escaping)
-        self.generic_visit(node)
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-
-
 def resolve(tree) -> None:
     """Attach LIVE_IN/LIVE_OUT to the statements of every function in `tree`.
 
     Needs `activity.resolve` to have run on the same tree.
     """
-    _FunctionVisitor().visit(tree)
+    for func in ast_util.function_defs(tree):
+        scope = getanno(func, Fact.SCOPE)
+        escaping = frozenset(QualifiedName(n) for n in scope.globals | scope.nonlocals)
+        _Liveness(escaping).block(func.body, escaping)

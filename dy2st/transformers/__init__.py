@@ -31,12 +31,16 @@ from dy2st.transformers import (
 @dataclasses.dataclass(frozen=True)
 class Step:
     """One rewrite. `triggers`: node types (or attribute names, as strings) without which the
-    step has nothing to do; the pipeline then skips it and its analysis (empty: always runs)."""
+    step has nothing to do; the pipeline then skips it and its analysis (empty: always runs).
+    `creates`: the triggers of any step that this one may add to the tree, so the pipeline
+    knows what the tree holds without walking it again after each step (a test checks the
+    list against every step's output)."""
 
     module: ModuleType
     needs_analysis: bool
     why: str
     triggers: tuple = ()
+    creates: tuple = ()
 
     @property
     def name(self) -> str:
@@ -49,14 +53,17 @@ PIPELINE: tuple[Step, ...] = (
          "the user's conditions inside `try` as ones that must stay Python.",
          triggers=(gast.Try,)),
     Step(return_statements, False,
-         "First: early returns become flags and `break`s, so later steps see single-exit code."),
+         "First: early returns become flags and `break`s, so later steps see single-exit code.",
+         creates=(gast.If, gast.UnaryOp, gast.Break)),
     Step(break_statements, False,
          "After return (whose returns in loops became breaks): every break becomes a flag the loop "
          "condition checks, and loop `else` blocks move after their loop, before ifs become functions.",
-         triggers=(gast.Break, gast.For, gast.While)),
+         triggers=(gast.Break, gast.For, gast.While),
+         creates=(gast.If, gast.UnaryOp, gast.BoolOp)),
     Step(continue_statements, False,
          "Like break: a bare `continue` inside an `if` would not compile once the if is a function.",
-         triggers=(gast.Continue,)),
+         triggers=(gast.Continue,),
+         creates=(gast.If, gast.UnaryOp)),
     Step(lists, True,
          "Before if/loops: `xs.append(v)` becomes an assignment, so branches and loops see `xs` "
          "written and carry it (reads SCOPE to rewrite only local lists).",
@@ -70,11 +77,13 @@ PIPELINE: tuple[Step, ...] = (
          triggers=(gast.IfExp,)),
     Step(ifelse, True,
          "After the flags exist: reads liveness to choose the variables each branch carries.",
-         triggers=(gast.If,)),
+         triggers=(gast.If,),
+         creates=(gast.Nonlocal, gast.Global)),
     Step(loops, True,
          "After if/else, so a loop body's ifs are already functions and their state assignments "
          "count as writes; reads liveness to choose exactly the loop-carried variables.",
-         triggers=(gast.For, gast.While)),
+         triggers=(gast.For, gast.While),
+         creates=(gast.Nonlocal, gast.Global)),
     # -- calls, asserts, print and builtins come last (DESIGN): they rewrite expressions only.
     Step(scoped_writes, False,
          "After if/else (and loops) re-declared global/nonlocal names in branch functions: "

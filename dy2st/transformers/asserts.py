@@ -19,10 +19,10 @@ import sys
 import gast
 
 from dy2st.transformers import templates
-from dy2st.transformers.base import Transformer
+from dy2st.transformers.base import StatementTransformer
 
 
-class AssertTransformer(Transformer):
+class AssertTransformer(StatementTransformer):
     """See the module docstring."""
 
     def visit_Assert(self, node):

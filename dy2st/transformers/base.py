@@ -6,6 +6,7 @@ import dataclasses
 
 import gast
 
+from dy2st import ast_util
 from dy2st.transformers.naming import Namer
 
 
@@ -36,7 +37,7 @@ def copy_location_recursive(new, origin) -> None:
         return
     nodes = new if isinstance(new, list) else [new]
     for root in nodes:
-        for node in gast.walk(root):
+        for node in ast_util.walk(root):
             if isinstance(node, (gast.expr, gast.stmt, gast.excepthandler, gast.keyword)):
                 if getattr(node, "lineno", None) is None:
                     # One-line spans: a generated call spanning the whole replaced `if` would
@@ -45,7 +46,7 @@ def copy_location_recursive(new, origin) -> None:
                     node.col_offset = node.end_col_offset = getattr(origin, "col_offset", 0)
 
 
-class Transformer(gast.NodeTransformer):
+class Transformer(ast_util.NodeTransformer):
     """Base of the transformers: single use, locations copied onto replacements."""
 
     def __init__(self, ctx: ConversionContext):
@@ -67,3 +68,10 @@ class Transformer(gast.NodeTransformer):
     def rt(self, attr: str) -> str:
         """Dotted reference to a runtime operator, for use inside templates."""
         return f"{self.ctx.runtime}.{attr}"
+
+
+class StatementTransformer(Transformer):
+    """A Transformer for steps whose rewrites are all of statements: its generic visit walks
+    statement blocks only and never enters an expression (no statement can be inside one)."""
+
+    generic_visit = ast_util.visit_blocks

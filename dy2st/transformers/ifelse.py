@@ -36,14 +36,14 @@ import gast
 from dy2st.analysis import Fact, QualifiedName, getanno
 from dy2st.analysis.activity import activity_of
 from dy2st.transformers import templates
-from dy2st.transformers.base import Transformer
+from dy2st.transformers.base import StatementTransformer
 
 _IF_TEMPLATE = """
 jst.convert_ifelse(test, if_body, else_body, get_state, set_state, names, nouts)
 """
 
 
-class IfElseTransformer(Transformer):
+class IfElseTransformer(StatementTransformer):
     """See the module docstring."""
 
     def __init__(self, ctx):

@@ -24,10 +24,10 @@ import gast
 
 from dy2st.analysis import Fact, getanno
 from dy2st.transformers import templates
-from dy2st.transformers.base import Transformer
+from dy2st.transformers.base import StatementTransformer
 
 
-class ListAppendTransformer(Transformer):
+class ListAppendTransformer(StatementTransformer):
     """See the module docstring."""
 
     def __init__(self, ctx):

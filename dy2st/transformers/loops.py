@@ -46,7 +46,7 @@ import gast
 from dy2st.analysis import Fact, getanno, hasanno
 from dy2st.analysis.activity import activity_of
 from dy2st.transformers import templates
-from dy2st.transformers.base import Transformer, copy_location_recursive
+from dy2st.transformers.base import StatementTransformer, copy_location_recursive
 from dy2st.transformers.ifelse import IfElseTransformer
 
 _LOOP_ITERABLES = ("range", "enumerate", "zip")
@@ -55,7 +55,7 @@ _LOOP_ITERABLES = ("range", "enumerate", "zip")
 class LoopTransformer(IfElseTransformer):
     """See the module docstring. Inherits the scope stack and get/set_state builders."""
 
-    visit_If = Transformer.generic_visit  # ifs are already rewritten
+    visit_If = StatementTransformer.generic_visit  # ifs are already rewritten
 
     def _loop_state(self, node):
         writes = activity_of(node.body).writes

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gast
 
+from dy2st import ast_util
+
 
 class Namer:
     """Hands out fresh names (`if_body`, `if_body_1`, ...) and remembers which it made.
@@ -20,7 +22,7 @@ class Namer:
     @classmethod
     def for_tree(cls, tree) -> "Namer":
         names = set()
-        for node in gast.walk(tree):
+        for node in ast_util.walk(tree):
             if isinstance(node, gast.Name):
                 names.add(node.id)
             elif isinstance(node, (gast.FunctionDef, gast.ClassDef)):

@@ -34,7 +34,7 @@ from __future__ import annotations
 import gast
 
 from dy2st.transformers import templates
-from dy2st.transformers.base import Transformer, copy_location_recursive
+from dy2st.transformers.base import StatementTransformer, copy_location_recursive
 
 _LOOPS = (gast.For, gast.While)
 _SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef, gast.Lambda)
@@ -85,7 +85,7 @@ def _needs_rewrite(func) -> bool:
     )
 
 
-class ReturnTransformer(Transformer):
+class ReturnTransformer(StatementTransformer):
     """Rewrites each function with an early return; see the module docstring."""
 
     def visit_FunctionDef(self, node):

@@ -27,12 +27,12 @@ from __future__ import annotations
 import gast
 
 from dy2st.transformers import templates
-from dy2st.transformers.base import Transformer
+from dy2st.transformers.base import StatementTransformer
 
 _FUNCTIONS = (gast.FunctionDef, gast.AsyncFunctionDef)
 
 
-class ScopedWriteTransformer(Transformer):
+class ScopedWriteTransformer(StatementTransformer):
     """See the module docstring."""
 
     def __init__(self, ctx):

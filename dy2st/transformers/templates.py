@@ -1,8 +1,8 @@
 """Code templates over gast nodes: generated code is written as Python, never pasted as text.
 
 `replace("x = f(y)", x=node, y="name")` parses the template (our own fixed code, never user
-source), substitutes each placeholder with a deep copy of its replacement and fixes Load/Store
-contexts. A placeholder may become:
+source; parsed once, then copied per use), substitutes each placeholder with a deep copy of its
+replacement and fixes Load/Store contexts. A placeholder may become:
 
 * a `str`: a variable of that name;
 * a gast expression: inserted as is (copied), its context set to the placeholder's;
@@ -15,10 +15,11 @@ silently produce wrong code.
 
 from __future__ import annotations
 
-import copy
 import textwrap
 
 import gast
+
+from dy2st import ast_util
 
 _CTX_NODES = (gast.Name, gast.Attribute, gast.Subscript, gast.Tuple, gast.List, gast.Starred)
 _LOCATION_FIELDS = ("lineno", "col_offset", "end_lineno", "end_col_offset")
@@ -29,7 +30,7 @@ class TemplateError(ValueError):
 
 
 def _strip_locations(tree):
-    for node in gast.walk(tree):
+    for node in ast_util.walk(tree):
         for field in _LOCATION_FIELDS:
             if hasattr(node, field):
                 delattr(node, field)
@@ -50,10 +51,51 @@ def _name(identifier: str, ctx):
     return gast.Name(id=identifier, ctx=ctx, annotation=None, type_comment=None)
 
 
-class _Replacer(gast.NodeTransformer):
+class _Substitution:
+    """Copies a parsed template with its placeholders substituted, in one pass."""
+
     def __init__(self, replacements):
         self.replacements = replacements
         self.used = set()
+
+    def block(self, values: list) -> list:
+        """A copy of a list field: a statement placeholder splices in, a dropped node leaves."""
+        out = []
+        for value in values:
+            if not isinstance(value, gast.AST):
+                out.append(value)
+                continue
+            new = self.node(value)
+            if isinstance(new, list):
+                out.extend(new)
+            elif new is not None:
+                out.append(new)
+        return out
+
+    def node(self, node):
+        """A copy of `node` substituted: a node, a list of statements, or None (dropped)."""
+        kind = type(node)
+        if kind is gast.Name and node.id in self.replacements:
+            return self._expression(node.id, type(node.ctx)())
+        if kind is gast.Expr and type(node.value) is gast.Name:
+            value = self.replacements.get(node.value.id)
+            if isinstance(value, list):
+                self.used.add(node.value.id)
+                return [ast_util.copy_tree(s) for s in value]
+        if kind is gast.Global or kind is gast.Nonlocal:
+            return self._declaration(node)
+        new = kind.__new__(kind)
+        state = new.__dict__
+        for key, value in node.__dict__.items():
+            if isinstance(value, gast.AST):
+                value = self.node(value)
+            elif isinstance(value, list):
+                value = self.block(value)
+            state[key] = value
+        if kind is gast.FunctionDef and node.name in self.replacements:
+            self.used.add(node.name)
+            new.name = self.replacements[node.name]
+        return new
 
     def _expression(self, placeholder: str, ctx):
         value = self.replacements[placeholder]
@@ -61,32 +103,8 @@ class _Replacer(gast.NodeTransformer):
         if isinstance(value, str):
             return _name(value, ctx)
         if isinstance(value, gast.expr):
-            return _set_ctx(copy.deepcopy(value), ctx)
+            return _set_ctx(ast_util.copy_tree(value), ctx)
         raise TemplateError(f"placeholder {placeholder!r} is used as an expression; got {type(value).__name__}")
-
-    def visit_Name(self, node):
-        if node.id in self.replacements:
-            return self._expression(node.id, node.ctx)
-        return node
-
-    def visit_Expr(self, node):
-        if isinstance(node.value, gast.Name) and node.value.id in self.replacements:
-            value = self.replacements[node.value.id]
-            if isinstance(value, list):
-                self.used.add(node.value.id)
-                return [copy.deepcopy(s) for s in value]
-        return self.generic_visit(node)
-
-    def visit_FunctionDef(self, node):
-        if node.name in self.replacements:
-            self.used.add(node.name)
-            node.name = self.replacements[node.name]
-        return self.generic_visit(node)
-
-    def visit_Nonlocal(self, node):
-        return self._declaration(node)
-
-    visit_Global = visit_Nonlocal
 
     def _declaration(self, node):
         names = []
@@ -99,20 +117,33 @@ class _Replacer(gast.NodeTransformer):
             names.extend(value if isinstance(value, (list, tuple)) else [value])
         if not names:
             return None
-        node.names = names
-        return node
+        return type(node)(names=names)
+
+
+# Template text -> its statements without locations. Templates are a few dozen fixed strings
+# of dy2st's own: each is parsed once, and each use copies it (substituting as it goes),
+# several times faster than parsing it again.
+_parsed: dict[str, list] = {}
+
+
+def _statements(template: str) -> list:
+    """The parsed statements of `template` (shared: never to be changed)."""
+    body = _parsed.get(template)
+    if body is None:
+        tree = gast.parse(textwrap.dedent(template))
+        _strip_locations(tree)
+        body = _parsed[template] = tree.body
+    return body
 
 
 def replace(template: str, **replacements) -> list:
     """Statements of `template` with placeholders substituted; see the module docstring."""
-    tree = gast.parse(textwrap.dedent(template))
-    _strip_locations(tree)
-    replacer = _Replacer(replacements)
-    tree = replacer.visit(tree)
-    unknown = set(replacements) - replacer.used
+    substitution = _Substitution(replacements)
+    body = substitution.block(_statements(template))
+    unknown = set(replacements) - substitution.used
     if unknown:
         raise TemplateError(f"placeholders {sorted(unknown)} do not occur in template:\n{template}")
-    return tree.body
+    return body
 
 
 def replace_as_expression(template: str, **replacements):
@@ -126,6 +157,11 @@ def replace_as_expression(template: str, **replacements):
 def name(identifier: str, store: bool = False):
     """A gast Name node (hand-built nodes are kept to names and constants)."""
     return _name(identifier, gast.Store() if store else gast.Load())
+
+
+def attribute(base: str, attr: str):
+    """A gast node reading `base.attr` (for the hottest templates, built without parsing)."""
+    return gast.Attribute(value=_name(base, gast.Load()), attr=attr, ctx=gast.Load())
 
 
 def thunk(body, params=()):
@@ -143,4 +179,4 @@ def constant(value):
 
 def tuple_of(elts, store: bool = False):
     ctx = gast.Store() if store else gast.Load()
-    return gast.Tuple(elts=[_set_ctx(copy.deepcopy(e), ctx) for e in elts], ctx=ctx)
+    return gast.Tuple(elts=[_set_ctx(ast_util.copy_tree(e), ctx) for e in elts], ctx=ctx)

@@ -28,12 +28,12 @@ from __future__ import annotations
 import gast
 
 from dy2st.transformers import templates
-from dy2st.transformers.base import Transformer, copy_location_recursive
+from dy2st.transformers.base import StatementTransformer, copy_location_recursive
 
 _NESTED_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
 
 
-class TryBlockTransformer(Transformer):
+class TryBlockTransformer(StatementTransformer):
     """See the module docstring."""
 
     def __init__(self, ctx):

@@ -1,0 +1,434 @@
+"""Tree plumbing shared by `analysis` and `transformers`: visitors with cached dispatch,
+walks, copies, and faster gast <-> ast translation.
+
+A conversion walks the function's tree a dozen times (fence, analysis, each transformer), so
+`ast.NodeVisitor`'s per-node costs add up to a large part of it: building the method name
+and looking it up for every node, a generator over the fields, and a visit of every
+field-less node (`Load`, `Add`, ...). The classes here behave exactly like
+`gast.NodeVisitor` / `gast.NodeTransformer`; they only do the same work faster.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+
+import gast
+
+_AST = gast.AST
+# ast.NodeVisitor.visit_Constant only re-dispatches to the deprecated visit_Num/visit_Str/...
+_DEPRECATED_CONSTANT_VISITS = ("visit_Num", "visit_Str", "visit_Bytes", "visit_NameConstant", "visit_Ellipsis")
+
+
+class _Dispatch:
+    """Per visitor class: node type -> the function that visits it (None: nothing to do)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._visit_functions = {}
+
+    @classmethod
+    def _visit_function(cls, node_type):
+        function = getattr(cls, "visit_" + node_type.__name__, None)
+        if function is ast.NodeVisitor.visit_Constant and not any(hasattr(cls, n) for n in _DEPRECATED_CONSTANT_VISITS):
+            function = None
+        if function is None:
+            function = cls.generic_visit
+            if not node_type._fields and function in _PLAIN_GENERIC_VISITS:
+                function = None  # a field-less node (Load, Add, ...): the generic visit is a no-op
+        cls._visit_functions[node_type] = function
+        return function
+
+
+class NodeVisitor(_Dispatch, gast.NodeVisitor):
+    """`gast.NodeVisitor` with cached dispatch and a loop-based generic visit."""
+
+    def visit(self, node):
+        kind = type(node)
+        try:
+            function = self._visit_functions[kind]
+        except KeyError:
+            function = self._visit_function(kind)
+        return None if function is None else function(self, node)
+
+    def generic_visit(self, node):
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, _AST):
+                        self.visit(item)
+            elif isinstance(value, _AST):
+                self.visit(value)
+
+
+class NodeTransformer(_Dispatch, gast.NodeTransformer):
+    """`gast.NodeTransformer` with cached dispatch; lists are rebuilt only when changed."""
+
+    def visit(self, node):
+        kind = type(node)
+        try:
+            function = self._visit_functions[kind]
+        except KeyError:
+            function = self._visit_function(kind)
+        return node if function is None else function(self, node)
+
+    def generic_visit(self, node):
+        for field in node._fields:
+            try:
+                old = getattr(node, field)
+            except AttributeError:
+                continue
+            if isinstance(old, list):
+                _visit_list(self, old)
+            elif isinstance(old, _AST):
+                new = self.visit(old)
+                if new is None:
+                    delattr(node, field)
+                elif new is not old:
+                    setattr(node, field, new)
+        return node
+
+
+def _visit_list(visitor, values: list) -> None:
+    """Visit the nodes of a list field in place, as ast.NodeTransformer does."""
+    for index, value in enumerate(values):
+        if isinstance(value, _AST):
+            new = visitor.visit(value)
+            if new is not value:
+                break
+    else:
+        return  # nothing replaced (the common case): no new list
+    rebuilt = values[:index]
+    _add(rebuilt, new)
+    for value in values[index + 1 :]:
+        if isinstance(value, _AST):
+            _add(rebuilt, visitor.visit(value))
+        else:
+            rebuilt.append(value)
+    values[:] = rebuilt
+
+
+def _add(values: list, new) -> None:
+    """Add a visit's result: None drops the node, a node replaces it, a list splices in."""
+    if new is None:
+        return
+    if isinstance(new, _AST):
+        values.append(new)
+    else:
+        values.extend(new)
+
+
+_PLAIN_GENERIC_VISITS = (NodeVisitor.generic_visit, NodeTransformer.generic_visit)
+_BLOCK_FIELD_NAMES = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
+_block_fields: dict = {}  # node type -> its statement-block fields, in _fields (source) order
+
+
+def _block_fields_of(kind) -> tuple:
+    """The fields of `kind` that hold statement blocks: bodies, `else`s, handlers, cases."""
+    fields = _block_fields.get(kind)
+    if fields is None:
+        fields = _block_fields[kind] = tuple(f for f in kind._fields if f in _BLOCK_FIELD_NAMES)
+    return fields
+
+
+def visit_blocks(transformer, node):
+    """A NodeTransformer's generic visit restricted to statement blocks, in field order. For
+    steps that rewrite statements: expressions hold no statements, and are most of a tree."""
+    for field in _block_fields_of(type(node)):
+        block = getattr(node, field, None)
+        if isinstance(block, list):
+            _visit_list(transformer, block)
+    return node
+
+
+def copy_tree(node):
+    """A deep copy of a gast tree, as `copy.deepcopy` makes but several times faster.
+
+    Nodes and lists are new; other values are shared, being immutable (identifiers,
+    constants, locations, and the analysis facts, whose dict is copied per node).
+    """
+    cls = type(node)
+    new = cls.__new__(cls)
+    state = new.__dict__
+    for key, value in node.__dict__.items():
+        if isinstance(value, _AST):
+            value = copy_tree(value)
+        elif isinstance(value, list):
+            value = [copy_tree(item) if isinstance(item, _AST) else item for item in value]
+        elif isinstance(value, dict):
+            value = dict(value)
+        state[key] = value
+    return new
+
+
+def walk(root):
+    """Every node under `root`, itself included, like `gast.walk` but faster (depth first,
+    not breadth first: for callers that do not depend on the order)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                stack.extend([item for item in value if isinstance(item, _AST)])
+            elif isinstance(value, _AST):
+                stack.append(value)
+
+
+_FUNCTION_DEFS = (gast.FunctionDef, gast.AsyncFunctionDef)
+
+
+def walk_blocks(tree):
+    """`tree` and every statement in it (with handlers and match cases), outer before inner,
+    in source order: statement blocks only, never expressions, a fraction of a full walk."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for field in reversed(_block_fields_of(type(node))):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                stack.extend(reversed(block))
+
+
+def function_defs(tree):
+    """Every `def` and `async def` in `tree`, outer before inner, in source order (defs are
+    statements, so only statement blocks are searched)."""
+    return (node for node in walk_blocks(tree) if isinstance(node, _FUNCTION_DEFS))
+
+
+def fix_missing_locations(tree):
+    """`ast.fix_missing_locations(tree)`: each node lacking a location takes its parent's.
+
+    The same rules (a missing lineno/col_offset, or a None end_lineno/end_col_offset, is filled
+    in; a present one is handed down), with a stack instead of a recursive call and a
+    generator per node: the generated function is a few hundred nodes.
+    """
+    stack = [(tree, 1, 0, 1, 0)]
+    while stack:
+        node, lineno, col_offset, end_lineno, end_col_offset = stack.pop()
+        attributes = node._attributes
+        if attributes:
+            if "lineno" in attributes:
+                if hasattr(node, "lineno"):
+                    lineno = node.lineno
+                else:
+                    node.lineno = lineno
+            if "end_lineno" in attributes:
+                if getattr(node, "end_lineno", None) is None:
+                    node.end_lineno = end_lineno
+                else:
+                    end_lineno = node.end_lineno
+            if "col_offset" in attributes:
+                if hasattr(node, "col_offset"):
+                    col_offset = node.col_offset
+                else:
+                    node.col_offset = col_offset
+            if "end_col_offset" in attributes:
+                if getattr(node, "end_col_offset", None) is None:
+                    node.end_col_offset = end_col_offset
+                else:
+                    end_col_offset = node.end_col_offset
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, _AST):
+                        stack.append((item, lineno, col_offset, end_lineno, end_col_offset))
+            elif isinstance(value, _AST):
+                stack.append((value, lineno, col_offset, end_lineno, end_col_offset))
+    return tree
+
+
+# -- gast <-> ast -------------------------------------------------------------------------
+# gast's converters (gast.ast_to_gast / gast.gast_to_ast) are NodeTransformers that build a
+# keyword dict per node through several Python calls each; conversion runs them over the
+# user's function and over the whole generated function. `to_gast`/`to_ast` build the very
+# same nodes (same fields, same locations, the same few special cases) from a plan cached
+# per node type. The special cases are gast 0.7's for Python 3.11, where they are checked
+# node for node against gast's (tests/transformers/test_ast_util.py); anywhere else gast's
+# own converters run.
+
+_FAST_TRANSLATION = sys.version_info[:2] == (3, 11) and gast.__version__.startswith("0.7.")
+_MISSING = object()
+
+
+class _Plans(dict):
+    """node type -> function translating a node of that type; built on first use."""
+
+    def __init__(self, translator):
+        super().__init__()
+        self._translator = translator
+
+    def __missing__(self, kind):
+        plan = self[kind] = self._translator.plan(kind)
+        return plan
+
+
+class _Translator:
+    """Converts a tree node by node into the classes of `target` (the `ast` or `gast` module).
+
+    `special` maps class names to functions `(translator, node) -> new node` for the nodes
+    whose shape differs between the two (names, arguments, handlers, function/class defs)."""
+
+    def __init__(self, target, special: dict):
+        self._target = target
+        self._special = special
+        self.plans = _Plans(self)
+
+    def __call__(self, node):
+        return self.plans[type(node)](node)
+
+    def value(self, value):
+        """A field's value converted: nodes and lists of nodes; anything else as is."""
+        if isinstance(value, _AST):
+            return self.plans[type(value)](value)
+        if isinstance(value, list):
+            return [self.value(item) for item in value]
+        return value
+
+    def plan(self, kind):
+        special = self._special.get(kind.__name__)
+        if special is not None:
+            return lambda node: special(self, node)
+        target = getattr(self._target, kind.__name__, None)
+        if target is None:
+            return lambda node: None  # not a node of the target's grammar
+        return _generic_plan(self, target, tuple(kind._fields) + tuple(kind._attributes))
+
+
+def _generic_plan(translator, target, names):
+    """gast's generic translation: the fields, then the locations, that the node has (its
+    `hasattr` test), given to the target's constructor (which stores them in that order)."""
+    plans, value_of = translator.plans, translator.value
+
+    def translate(node):
+        values = {}
+        for name in names:
+            value = getattr(node, name, _MISSING)
+            if value is _MISSING:
+                continue
+            if isinstance(value, list):
+                value = [plans[type(item)](item) if isinstance(item, _AST) else value_of(item) for item in value]
+            elif isinstance(value, _AST):
+                value = plans[type(value)](value)
+            values[name] = value
+        return make(values)
+
+    # gast's constructors only store their keyword arguments in the instance dict: do that
+    # directly (a Python call less per node); ast's C constructors take them as they are.
+    if target.__module__ == gast.Name.__module__:
+        def make(values):
+            new = target.__new__(target)
+            new.__dict__.update(values)
+            return new
+    else:
+        def make(values):
+            return target(**values)
+    return translate
+
+
+def _located(new, old):
+    """`ast.copy_location(new, old)` for classes that both have all four location attributes."""
+    for name in ("lineno", "col_offset"):
+        value = getattr(old, name, None)
+        if value is not None:
+            setattr(new, name, value)
+    for name in ("end_lineno", "end_col_offset"):  # copied even when None, as copy_location does
+        value = getattr(old, name, _MISSING)
+        if value is not _MISSING:
+            setattr(new, name, value)
+    return new
+
+
+def _gast_name(translator, node):
+    return _located(gast.Name(node.id, translator(node.ctx), None, None), node)
+
+
+def _gast_arg(translator, node):
+    annotation, type_comment = translator.value(node.annotation), translator.value(node.type_comment)
+    return _located(gast.Name(node.arg, gast.Param(), annotation, type_comment), node)
+
+
+def _gast_except_handler(translator, node):
+    if not node.name:
+        return _generic_plan(translator, gast.ExceptHandler, node._fields + node._attributes)(node)
+    name = gast.Name(node.name, gast.Store(), None, None)
+    return _located(gast.ExceptHandler(translator.value(node.type), name, translator.value(node.body)), node)
+
+
+def _gast_function(translator, node):
+    cls = getattr(gast, type(node).__name__)
+    fields = ("name", "args", "body", "decorator_list", "returns", "type_comment")
+    return _located(cls(*[translator.value(getattr(node, f)) for f in fields], []), node)
+
+
+def _gast_class(translator, node):
+    fields = ("name", "bases", "keywords", "body", "decorator_list")
+    return _located(gast.ClassDef(*[translator.value(getattr(node, f)) for f in fields], []), node)
+
+
+def _ast_name(translator, node):
+    return _located(ast.Name(node.id, translator(node.ctx)), node)
+
+
+def _ast_assign(translator, node):
+    return _located(ast.Assign(translator.value(node.targets), translator.value(node.value)), node)
+
+
+def _ast_except_handler(translator, node):
+    if not node.name:
+        return _generic_plan(translator, ast.ExceptHandler, node._fields + node._attributes)(node)
+    return _located(ast.ExceptHandler(translator.value(node.type), node.name.id, translator.value(node.body)), node)
+
+
+def _ast_function(translator, node):
+    cls = getattr(ast, type(node).__name__)
+    fields = ("name", "args", "body", "decorator_list", "returns", "type_comment")
+    return _located(cls(*[translator.value(getattr(node, f)) for f in fields]), node)
+
+
+def _ast_class(translator, node):
+    fields = ("name", "bases", "keywords", "body", "decorator_list")
+    return _located(ast.ClassDef(*[translator.value(getattr(node, f)) for f in fields]), node)
+
+
+def _ast_arg(translator, node):
+    if node is None:
+        return None
+    return _located(ast.arg(node.id, translator.value(node.annotation), translator.value(node.type_comment)), node)
+
+
+def _ast_arguments(translator, node):
+    return ast.arguments(
+        [_ast_arg(translator, a) for a in node.posonlyargs],
+        [_ast_arg(translator, a) for a in node.args],
+        _ast_arg(translator, node.vararg),
+        [_ast_arg(translator, a) for a in node.kwonlyargs],
+        translator.value(node.kw_defaults),
+        _ast_arg(translator, node.kwarg),
+        translator.value(node.defaults),
+    )
+
+
+_TO_GAST = _Translator(gast, {
+    "Name": _gast_name, "arg": _gast_arg, "ExceptHandler": _gast_except_handler,
+    "FunctionDef": _gast_function, "AsyncFunctionDef": _gast_function, "ClassDef": _gast_class,
+})
+_TO_AST = _Translator(ast, {
+    "Name": _ast_name, "Assign": _ast_assign, "ExceptHandler": _ast_except_handler,
+    "FunctionDef": _ast_function, "AsyncFunctionDef": _ast_function, "ClassDef": _ast_class,
+    "arguments": _ast_arguments,
+})
+
+
+def to_gast(node):
+    """`gast.ast_to_gast(node)`, faster."""
+    return _TO_GAST(node) if _FAST_TRANSLATION else gast.ast_to_gast(node)
+
+
+def to_ast(node):
+    """`gast.gast_to_ast(node)`, faster."""
+    return _TO_AST(node) if _FAST_TRANSLATION else gast.gast_to_ast(node)

@@ -1,0 +1,130 @@
+"""The quick source read (linecache + the code's last line) gives what inspect gives, or
+stands aside: for every layout below the parsed function is the one `fetch_source` parses."""
+
+import ast
+import functools
+
+import pytest
+
+from dy2st import conversion
+
+
+def plain(x):
+    y = x + 1
+    return y
+
+
+def multi_line_header(
+    x,
+    y=(1,
+2),
+):
+    return x + y[0]
+
+
+def unreachable_tail(x):
+    return x
+    y = x * 2  # noqa: F841 - dead code the compiler drops: still part of the function
+    if y:
+        pass
+
+
+def trailing_pass(x):
+    if x:
+        x = 1
+    else:
+        pass
+    # a trailing comment, indented like the body
+
+
+def dedented_string(x):
+    text = """
+first
+second"""
+    return x, text
+
+
+def dedented_bracket(x):
+    return max(
+        x,
+0)
+
+
+def ends_in_docstring_like(x):
+    x = x + 1
+    """
+a string statement the compiler drops
+"""
+
+
+def one_liner(x): return x * 2  # noqa: E704
+
+
+def continued(x):
+    return x + \
+1
+
+
+@functools.lru_cache(
+    maxsize=None,
+)
+def decorated(x):
+    return x
+
+
+class Holder:
+    def method(self, x):
+        def nested(y):
+            return y + 1
+
+        return nested(x)
+
+    @staticmethod
+    def static(x):
+        return -x
+
+
+def with_nested_class(x):
+    class Inner:
+        value = 3
+
+    return x + Inner.value
+
+
+CASES = [
+    plain,
+    multi_line_header,
+    unreachable_tail,
+    trailing_pass,
+    dedented_string,
+    dedented_bracket,
+    ends_in_docstring_like,
+    one_liner,
+    continued,
+    decorated.__wrapped__,
+    Holder.method,
+    Holder.static,
+    with_nested_class,
+]
+
+
+@pytest.mark.parametrize("fn", CASES, ids=lambda f: f.__qualname__)
+def test_quick_source_parses_like_inspect(fn):
+    source, first, filename = conversion.fetch_source(fn)
+    quick = conversion._quick_source(fn)
+    if quick is None:
+        return  # it stood aside: conversion takes the inspect path
+    quick_source, quick_first, quick_filename, tree = quick
+    assert (quick_first, quick_filename) == (first, filename)
+    expected = ast.increment_lineno(ast.parse(source), first - 1)  # the quick parse numbers lines as the file
+    assert ast.dump(tree, include_attributes=True) == ast.dump(expected, include_attributes=True)
+
+
+@pytest.mark.parametrize("fn", [plain, multi_line_header, unreachable_tail, trailing_pass, Holder.method])
+def test_quick_source_taken_for_ordinary_layouts(fn):
+    assert conversion._quick_source(fn) is not None
+
+
+def test_quick_source_stands_aside_for_lambdas_and_wrappers():
+    assert conversion._quick_source(lambda x: x) is None
+    assert conversion._quick_source(decorated) is None
