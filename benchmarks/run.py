@@ -1,6 +1,6 @@
 """Time dy2st against eager JAX and hand-written `jax.jit` + `lax` (the reference).
 
-    python benchmarks/run.py            # full run, ~2-4 minutes on a 2-core CPU VM
+    python benchmarks/run.py            # full run, about 2 minutes on a 2-core CPU VM
     python benchmarks/run.py --quick    # smoke run, well under a minute
 
 Everything runs in one process. Steady state: after warm-up, rounds of timed batches, the
@@ -128,7 +128,7 @@ def conversion_time(fn, rounds: int) -> tuple[float, float]:
 
 
 def run(quick: bool = False, only=None) -> dict:
-    rounds, batch_s, first_rounds, conv_rounds = (3, 0.005, 1, 5) if quick else (21, 0.05, 5, 51)
+    rounds, batch_s, first_rounds, conv_rounds = (3, 0.005, 1, 5) if quick else (31, 0.1, 7, 51)
     rows = {}
     for work in wl.workloads():
         if only and work.name not in only:
