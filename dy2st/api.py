@@ -95,6 +95,11 @@ class StaticFunction(functools.partial):
         self._use_jit = use_jit
         return self
 
+    def __reduce__(self):
+        # As for functions: copies are the object itself, and pickle stores a reference to the
+        # module-level name (a partial would otherwise try to pickle its dispatcher closure).
+        return self.__qualname__
+
     def __init__(self, fn, input_spec=None, full_graph: bool = True, max_programs: int = DEFAULT_MAX_PROGRAMS,
                  shardings=None):
         if not callable(fn):

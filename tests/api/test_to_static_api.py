@@ -228,6 +228,23 @@ def test_hit_path_keeps_the_switch_the_cache_and_run_time_checks():
     np.testing.assert_allclose(g(-jnp.ones(2)), 0.0)
 
 
+@dy2st.to_static
+def module_level_static(x):
+    return x * 2 if x.sum() > 0 else x - 1
+
+
+def test_copies_and_pickles_like_a_function():
+    import copy
+    import pickle
+
+    assert copy.copy(module_level_static) is module_level_static
+    assert copy.deepcopy([module_level_static])[0] is module_level_static
+    assert pickle.loads(pickle.dumps(module_level_static)) is module_level_static
+    local = dy2st.to_static(lambda x: x + 1)
+    with pytest.raises((pickle.PicklingError, AttributeError)):
+        pickle.dumps(local)
+
+
 def test_not_to_static_marks_function():
     @dy2st.not_to_static
     def helper(x):
