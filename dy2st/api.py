@@ -11,7 +11,7 @@ import weakref
 import jax
 
 from dy2st import conversion, input_spec, stateful
-from dy2st.config import config
+from dy2st.config import _switch_listeners, config
 from dy2st.errors import ConversionError, OriginInfo, RuntimeChecks, at_boundary
 from dy2st.program import ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
 from dy2st.sharding import Shardings
@@ -46,7 +46,7 @@ def _dispatcher():
     def dispatch(*args, **kwargs):
         try:  # free when nothing is raised: the hit path pays nothing for the boundary
             jitted = shared
-            if jitted is not None and not kwargs and config.enable_to_static:
+            if jitted is not None and not kwargs:  # None while enable_to_static(False)
                 for a in args:
                     if type(a) is not ARRAY_IMPL:
                         break
@@ -75,6 +75,19 @@ def _dispatcher():
     return dispatch, bind, use_jit
 
 
+_LIVE: weakref.WeakSet = weakref.WeakSet()  # every StaticFunction, for the global switch
+
+
+def _switch_changed() -> None:
+    """enable_to_static was called: no StaticFunction may take its hit path until a general call
+    (which checks the switch) has re-armed it."""
+    for static_function in list(_LIVE):
+        static_function._set_fast(None)
+
+
+_switch_listeners.append(_switch_changed)
+
+
 class StaticFunction(functools.partial):
     """A function converted to run as compiled XLA programs, one per input signature.
 
@@ -93,6 +106,7 @@ class StaticFunction(functools.partial):
         self = super().__new__(cls, dispatch)
         bind(self)
         self._use_jit = use_jit
+        _LIVE.add(self)
         return self
 
     def __reduce__(self):
@@ -147,7 +161,7 @@ class StaticFunction(functools.partial):
             self._has_checks = True  # this call traced a run-time check (an assert)
             self._set_fast(None)
             _wait_for(out)  # a failed check raises here, inside this call
-        elif self._input_spec is None and self._converted_fn is not None:
+        elif self._input_spec is None and self._converted_fn is not None and config.enable_to_static:
             self._set_fast(self._cache.shared)  # None once the cache has retired it
         return out
 

@@ -54,9 +54,14 @@ class _Config:
 config = _Config()
 
 
+_switch_listeners: list = []  # called after enable_to_static changes the switch
+
+
 def enable_to_static(enable: bool = True) -> None:
     """Globally switch conversion on or off; off runs every StaticFunction eagerly (debugging)."""
     config.enable_to_static = bool(enable)
+    for listener in _switch_listeners:
+        listener()
 
 
 def set_code_level(level: int = 100) -> None:
