@@ -126,7 +126,6 @@ class StaticFunction(functools.partial):
         self._lock = threading.Lock()  # converts once when threads first call together
         name = getattr(fn, "__qualname__", repr(fn))
         self._cache = ProgramCache(None, name, max_programs, get_fn=lambda: self._converted, shardings=shardings)
-        self._table = self._cache.table
         self._fast = None  # the cache's shared jit, once a call has shown it may be used directly
         self._cache.on_shared_change = self._drop_fast
         self._stateful = None  # programs for calls whose self/arguments carry state (dy2st/state.py)
@@ -161,8 +160,9 @@ class StaticFunction(functools.partial):
             self._has_checks = True  # this call traced a run-time check (an assert)
             self._set_fast(None)
             _wait_for(out)  # a failed check raises here, inside this call
-        elif self._input_spec is None and self._converted_fn is not None and config.enable_to_static:
-            self._set_fast(self._cache.shared)  # None once the cache has retired it
+        elif (self._fast is None and self._input_spec is None and self._converted_fn is not None
+              and config.enable_to_static):
+            self._set_fast(self._cache.shared)  # arm the hit path (None once the cache retired it)
         return out
 
     def _set_fast(self, jitted):
@@ -266,28 +266,14 @@ class BoundStaticFunction(StaticFunction):
     values reuse the program, and only a new state structure (or shape) compiles another.
     """
 
+    def __new__(cls, owner: StaticFunction, instance):
+        # A partial of the owner with `instance` bound first: a call is C code into the owner's
+        # dispatcher, which takes its general path (the instance is not an array).
+        return functools.partial.__new__(cls, owner, instance)
+
     def __init__(self, owner: StaticFunction, instance):
         self._owner = owner
         self.__self__ = instance
-
-    def __call__(self, *args, **kwargs):
-        owner = self._owner
-        args = (self.__self__,) + args
-        if owner._input_spec is not None:
-            (owner._checker or owner._spec_checker).check(args, kwargs)
-        checks_before = RuntimeChecks.traced
-        try:
-            out = owner._run(args, kwargs)
-            if owner._has_checks or RuntimeChecks.traced != checks_before:
-                owner._has_checks = True  # see StaticFunction.__call__
-                _wait_for(out)
-            return out
-        except Exception as exc:
-            __tracebackhide__ = True  # noqa: F841
-            error = at_boundary(exc, config.traceback_filtering)
-            if error is exc:
-                raise
-            raise error from None
 
     def __getattr__(self, name):  # __name__, __qualname__, __wrapped__, ... of the method
         if name == "_owner":  # not yet set (copy, unpickling): no recursion

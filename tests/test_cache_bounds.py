@@ -68,13 +68,13 @@ def test_beyond_the_bound_the_shared_jit_is_freed_with_its_last_program():
     for n in (1, 2):
         g(jnp.ones(n))
     shared = g._cache.shared
-    assert shared is not None and len(g._table) == 0
+    assert shared is not None and len(g._cache.table) == 0
     g(jnp.ones(3))
     assert g._cache.shared is None
-    assert [g._table[k] is shared for k in g._table] == [True, True]
+    assert [g._cache.table[k] is shared for k in g._cache.table] == [True, True]
     for n in (4, 5):
         g(jnp.ones(n))
-    assert all(jitted is not shared for jitted in g._table.values())
+    assert all(jitted is not shared for jitted in g._cache.table.values())
     np.testing.assert_allclose(g(jnp.ones(5)), 2.0)
 
 
@@ -86,7 +86,7 @@ def test_bound_covers_pytree_keyword_and_static_arguments():
     for n in range(1, 5):
         np.testing.assert_allclose(g((jnp.ones(n),)), 1.0)
     assert len(g.programs) == 2
-    assert len(g._table) == 2
+    assert len(g._cache.table) == 2
 
 
 def test_bound_covers_arguments_with_state():

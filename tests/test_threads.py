@@ -109,7 +109,7 @@ def test_threads_sharing_a_small_bounded_cache():
     _run_threads(work)
     for out in outs:
         np.testing.assert_allclose(out, 2.0)
-    assert len(g.programs) <= 2 and len(g._table) == len(g.programs)
+    assert len(g.programs) <= 2 and len(g._cache.table) == len(g.programs)
 
 
 def test_conversion_cache_from_many_threads():

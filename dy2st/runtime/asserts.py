@@ -21,8 +21,8 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from dy2st.errors import OriginInfo, PredicateError, RuntimeChecks, record_runtime_failure
-from dy2st.runtime.staging import is_traced
+from dy2st.errors import OriginInfo, RuntimeChecks, record_runtime_failure
+from dy2st.runtime.staging import is_traced, scalar_predicate
 
 
 def convert_assert(test, message=None):
@@ -37,13 +37,7 @@ def convert_assert(test, message=None):
             raise AssertionError(message()) if message is not None else AssertionError()
         return
     origin = OriginInfo.of_caller()
-    if int(np.prod(np.shape(test))) != 1:
-        raise PredicateError(
-            f"The asserted condition is an array of shape {tuple(np.shape(test))}; its truth "
-            "value is ambiguous.",
-            origin,
-            advice="reduce it first, e.g. `assert (x > 0).all()`.",
-        )
+    test = scalar_predicate(test, origin, "The asserted condition", "reduce it first, e.g. `assert (x > 0).all()`.")
     text = message() if message is not None else None
     traced_text = is_traced(text)
 

@@ -167,15 +167,22 @@ def convert_for(iterable, body, get_state, set_state, names, extra_test):
     return _py_for(iterable, body, get_state, set_state, names, extra_test, origin)
 
 
+def _element_body(iterable, body, get_state, set_state):
+    """One iteration of a staged for loop: state in, the body on element `index`, state out."""
+    def run_body(index, values):
+        set_state(tuple(values))
+        body(iterable.element(index))
+        return get_state()
+
+    return run_body
+
+
 def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin):
     length = iterable.static_length
     if length == 0:  # nothing to trace: eagerly the body never runs
         return get_state()
 
-    def run_body(index, values):
-        set_state(tuple(values))
-        body(iterable.element(index))
-        return get_state()
+    run_body = _element_body(iterable, body, get_state, set_state)
 
     def run_test(index, values):
         set_state(tuple(values))
@@ -250,10 +257,7 @@ def _try_stage_range(rng, body, get_state, set_state, names, extra_test, origin)
     iterable = StagedRange(rng.start, rng.stop, rng.step)
     length = len(rng)
 
-    def run_body(index, values):
-        set_state(tuple(values))
-        body(iterable.element(index))
-        return get_state()
+    run_body = _element_body(iterable, body, get_state, set_state)
 
     def run_test(index, values):
         set_state(tuple(values))

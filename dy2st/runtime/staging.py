@@ -50,15 +50,13 @@ def describe(value) -> str:
     return type(value).__name__
 
 
-def scalar_predicate(pred, origin: OriginInfo):
+def scalar_predicate(pred, origin: OriginInfo, what: str = "The condition",
+                     advice: str = "reduce it to one value, e.g. `(x > 0).all()` or `(x > 0).any()`."):
     """A traced condition as a scalar bool, the way `bool(x)` would read it eagerly."""
     shape = np.shape(pred)
     if int(np.prod(shape)) != 1:
         raise PredicateError(
-            f"The condition is an array of shape {tuple(shape)}; its truth value is ambiguous.",
-            origin,
-            advice="reduce it to one value, e.g. `(x > 0).all()` or `(x > 0).any()`.",
-        )
+            f"{what} is an array of shape {tuple(shape)}; its truth value is ambiguous.", origin, advice=advice)
     if shape != ():
         pred = jnp.reshape(pred, ())  # a (1,)-shaped condition, say: no op for a scalar
     return pred if pred.dtype == jnp.bool_ else pred != 0

@@ -67,6 +67,11 @@ def vector_predicate(x):
     return x
 
 
+def vector_assert(x):
+    assert x > 0  # MARK-assert
+    return x
+
+
 def none_vs_array_return(x):
     if x.sum() > 0:  # MARK-none
         return x
@@ -105,6 +110,7 @@ def vector_and(x):
         (structure_mismatch, "MARK-struct", BranchOutputError, ["'y'", "structure"]),
         (ternary_shapes, "MARK-ternary", BranchOutputError, ["conditional expression", "float32[1]", "shapes differ"]),
         (vector_and, "MARK-and", PredicateError, ["ambiguous", ".all()"]),
+        (vector_assert, "MARK-assert", PredicateError, ["asserted condition", "shape (3,)", "ambiguous", "assert (x > 0).all()"]),
     ],
 )
 def test_staging_errors_point_at_user_line(fn, marker, error, keywords):
