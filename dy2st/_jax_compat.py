@@ -1,0 +1,100 @@
+"""The one place dy2st reaches into JAX's private modules (`jax._src`), each behind a function.
+
+JAX has no public API for these few needs; everything else dy2st does goes through `jax`,
+`jax.lax`, `jax.dtypes`, `jax.core` and `jax.extend`. When a JAX upgrade moves one of these,
+`tests/test_jax_compat.py` fails with the name of what moved, and only this file changes.
+The tested JAX range is pinned in `pyproject.toml`.
+
+    from dy2st import _jax_compat
+    _jax_compat.convert_element_type(x, np.dtype("int32"), weak_type=True)
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import jax
+
+
+class JaxInternalsMoved(ImportError):
+    """A private JAX name dy2st relies on is gone: this JAX is outside the tested range."""
+
+
+def _private(module: str, name: str) -> Any:
+    """`module.name`, or an error that says which private name moved and where to fix it."""
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise JaxInternalsMoved(
+            f"dy2st needs `{module}.{name}`, which jax {jax.__version__} does not have; this jax "
+            "is outside the range dy2st is tested with (see pyproject.toml). Install a jax in that "
+            "range, or update dy2st/_jax_compat.py for this one."
+        ) from err
+
+
+# -- dtypes ------------------------------------------------------------------------------------
+# `jax.lax.convert_element_type` always gives a strong type; staged branches and loop carries must
+# keep a weak-typed Python scalar weak, as eager's promotion does.
+_convert_element_type = _private("jax._src.lax.lax", "_convert_element_type")
+
+
+def convert_element_type(value, dtype, weak_type: bool):
+    """`value` cast to `dtype`, with JAX's weak-type flag set to `weak_type`."""
+    return _convert_element_type(value, dtype, weak_type=weak_type)
+
+
+def weak_result_type(*values) -> tuple:
+    """`(dtype, weak)`: what JAX's promotion gives for `values` (public since jax 0.4)."""
+    return jax.dtypes.result_type(*values, return_weak_type_flag=True)
+
+
+# -- tracers -----------------------------------------------------------------------------------
+# Print callbacks must be unordered under vmap (jax cannot batch ordered effects), and loop
+# staging must know whether reverse-mode AD is tracing a value; jax exposes neither tracer type.
+_BatchTracer = _private("jax._src.interpreters.batching", "BatchTracer")
+_ad = importlib.import_module("jax._src.interpreters.ad")
+
+
+def is_batch_tracer(value) -> bool:
+    """Whether `value` is being batched by `jax.vmap`."""
+    return isinstance(value, _BatchTracer)
+
+
+def is_linearize_tracer(value) -> bool:
+    """Whether `value` is traced by reverse-mode AD (jax.grad/vjp/linearize) in this jax.
+
+    Older jax versions linearize through JVP tracers and have no such class: then False."""
+    linearize_tracer = getattr(_ad, "LinearizeTracer", None)
+    return linearize_tracer is not None and isinstance(value, linearize_tracer)
+
+
+# -- tracebacks --------------------------------------------------------------------------------
+# JAX hides registered files' frames from tracebacks leaving its API boundaries, and reads
+# JAX_TRACEBACK_FILTERING; dy2st's error formatter follows the same switch.
+_register_exclusion = _private("jax._src.traceback_util", "register_exclusion")
+_filtering_mode = _private("jax._src.traceback_util", "_filtering_mode")
+_include_filename = _private("jax._src.traceback_util", "include_filename")
+
+
+def register_traceback_exclusion(path_prefix: str) -> None:
+    """Hide frames of files under `path_prefix` from the tracebacks jax filters."""
+    _register_exclusion(path_prefix)
+
+
+def traceback_filtering_mode() -> str:
+    """JAX_TRACEBACK_FILTERING's value as jax reads it ("off", "tracebackhide", ...)."""
+    return _filtering_mode()
+
+
+def traceback_shows(filename: str) -> bool:
+    """Whether jax's traceback filtering keeps frames of `filename`."""
+    return _include_filename(filename)
+
+
+# -- MLIR ----------------------------------------------------------------------------------------
+def make_ir_context():
+    """An MLIR context with JAX's dialects registered, to parse an exported module.
+
+    `jax.extend.mlir.ir.Context()` has no dialects; only jax's interpreter module builds one."""
+    return _private("jax._src.interpreters.mlir", "make_ir_context")()

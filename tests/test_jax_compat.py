@@ -1,0 +1,59 @@
+"""The private JAX names dy2st needs exist and behave as dy2st assumes (fails loudly on upgrade)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from dy2st import _jax_compat
+
+
+def test_convert_element_type_keeps_the_weak_flag():
+    weak = _jax_compat.convert_element_type(jnp.asarray(1, jnp.int32), np.dtype(np.int32), weak_type=True)
+    strong = _jax_compat.convert_element_type(jnp.asarray(1, jnp.int32), np.dtype(np.int32), weak_type=False)
+    assert jax.typeof(weak).weak_type and not jax.typeof(strong).weak_type
+
+
+def test_weak_result_type_follows_jax_promotion():
+    assert _jax_compat.weak_result_type(jnp.float32(1), 2.0) == (np.dtype(np.float32), False)
+    assert _jax_compat.weak_result_type(1.0, 2) == (jnp.result_type(float), True)
+
+
+def test_tracer_kinds_are_recognised():
+    seen = {}
+
+    def probe(x):
+        seen["batch"] = _jax_compat.is_batch_tracer(x)
+        return x
+
+    jax.vmap(probe)(jnp.ones(2))
+    assert seen["batch"] is True
+    jax.jit(probe)(jnp.ones(2))
+    assert seen["batch"] is False
+
+    def reverse(x):
+        seen["linearize"] = _jax_compat.is_linearize_tracer(x)
+        return x * 2.0
+
+    jax.grad(reverse)(1.0)
+    assert isinstance(seen["linearize"], bool)  # True where jax has LinearizeTracer
+
+
+def test_traceback_helpers_answer():
+    assert _jax_compat.traceback_filtering_mode() in {"off", "tracebackhide", "remove_frames",
+                                                      "quiet_remove_frames", "auto"}
+    assert _jax_compat.traceback_shows("/somewhere/user_model.py") is True
+
+
+def test_ir_context_parses_an_exported_module():
+    from jax.extend.mlir import ir
+
+    exported = jax.export.export(jax.jit(lambda x: x + 1))(jax.ShapeDtypeStruct((2,), np.float32))
+    with _jax_compat.make_ir_context() as ctx:
+        module = ir.Module.parse(exported.mlir_module(), context=ctx)
+    assert "func.func" in str(module)
+
+
+def test_a_moved_name_says_what_and_where():
+    with pytest.raises(_jax_compat.JaxInternalsMoved, match=r"jax\._src\.nowhere\.thing.*_jax_compat\.py"):
+        _jax_compat._private("jax._src.nowhere", "thing")
