@@ -22,7 +22,7 @@ import types
 import gast
 
 from dy2st import analysis, ast_util, runtime, transformers
-from dy2st.analysis import fence
+from dy2st.analysis import fence, loop_bodies
 from dy2st.config import config, log, logger
 from dy2st.errors import ConversionError, OriginInfo, register_converted_code
 from dy2st.transformers.base import ConversionContext
@@ -262,6 +262,8 @@ def transform(node, filename: str, function_name: str,
     kinds = _TreeKinds(module)
     if kinds.holds_any(fence.SCREENED):  # most functions hold none: no walk needed to pass them
         fence.verify(node, filename, function_name)
+    if kinds.holds_any((gast.For, gast.While)):
+        loop_bodies.mark(node)  # on the user's code, before rewrites add lambdas of their own
     namer = Namer.for_tree(node)
     ctx = ConversionContext(filename, function_name, namer, namer.new_symbol("jst"))
     for index, step in enumerate(transformers.PIPELINE[:stages], start=1):

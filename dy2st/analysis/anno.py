@@ -24,6 +24,10 @@ class Fact(enum.Enum):
     DEFINED_IN = "frozenset of names definitely bound on every path reaching a statement."
     BODY_LIVE_IN = "frozenset of symbols live at the start of a loop body (for loop-carried state)."
     ORIGIN = "OriginInfo of the user's code this node comes from."
+    PYTHON_BODY = (
+        "PythonBody on a user's `for`/`while` whose body has Python effects a staged loop would run "
+        "only once (set by analysis.loop_bodies before any rewrite)."
+    )
     BREAK_FLAG = (
         "str: on a `for` loop, the flag its `break`s set (set by transformers.break_statements); "
         "the loop stops before the next item once the flag is true."

@@ -64,6 +64,13 @@ class StagedIterable(abc.ABC):
     def element(self, i):
         """The item at traced index `i` (0 <= i < length)."""
 
+    def python_items(self) -> list:
+        """The items as eager iteration gives them, for a static length (an unrolled loop)."""
+        return [self.python_item(i) for i in range(self.count)]
+
+    def python_item(self, i: int):
+        return self.element(i)
+
 
 class StagedRange(StagedIterable):
     """`range(start, stop, step)`; any of them may be traced (a zero `step` raises eagerly)."""
@@ -86,6 +93,9 @@ class StagedRange(StagedIterable):
     def element(self, i):
         return weak_int(_affine(self.start, i, self.step))
 
+    def python_item(self, i: int):
+        return self.start + i * self.step  # a static count: start and step are Python ints
+
 
 class StagedArray(StagedIterable):
     """The rows of an array (its leading axis)."""
@@ -99,6 +109,9 @@ class StagedArray(StagedIterable):
     def element(self, i):
         return lax.dynamic_index_in_dim(self.array, i, keepdims=False)
 
+    def python_item(self, i: int):
+        return self.array[i]
+
 
 class StagedEnumerate(StagedIterable):
     def __init__(self, inner: StagedIterable, start=0):
@@ -107,6 +120,9 @@ class StagedEnumerate(StagedIterable):
 
     def element(self, i):
         return (weak_int(_affine(self.start, i)), self.inner.element(i))
+
+    def python_item(self, i: int):
+        return (self.start + i, self.inner.python_item(i))
 
 
 class StagedZip(StagedIterable):
@@ -120,6 +136,9 @@ class StagedZip(StagedIterable):
 
     def element(self, i):
         return tuple(p.element(i) for p in self.parts)
+
+    def python_item(self, i: int):
+        return tuple(p.python_item(i) if isinstance(p, StagedIterable) else p[i] for p in self.parts)
 
 
 def _stageable(value) -> bool:

@@ -31,7 +31,7 @@ import threading
 import jax
 
 from dy2st.config import log
-from dy2st.errors import OriginInfo
+from dy2st.errors import LoopVariableError, OriginInfo
 from dy2st.runtime import loop_staging
 from dy2st.runtime.iterables import StagedArray, StagedIterable, StagedRange
 from dy2st.runtime.staging import is_traced, scalar_predicate, stage_cond
@@ -94,7 +94,7 @@ def set_loop_options(maximum_iterations: int | None = None) -> None:
 
 
 # -- while -----------------------------------------------------------------------------------
-def convert_while(test, body, get_state, set_state, names):
+def convert_while(test, body, get_state, set_state, names, python_reason=None, refuse_staged=False):
     """Runs a `while` loop; returns the state variables' values after it.
 
     Args:
@@ -102,11 +102,16 @@ def convert_while(test, body, get_state, set_state, names):
       body: the loop body (writes state via `nonlocal`).
       get_state, set_state: read / write the state variables as a tuple.
       names: display names of the state variables, for errors.
+      python_reason: why the body has Python effects a staged loop would run only once (see
+        `dy2st.analysis.loop_bodies`), or None.
+      refuse_staged: whether those effects make staging wrong: a traced condition is refused.
     """
     options = LoopOptions()
     while True:
         pred = test()
         if is_traced(pred):
+            if refuse_staged:
+                raise _python_body_error(python_reason, "its condition is traced", OriginInfo.of_caller())
             return _lax_while(test, body, get_state, set_state, names, OriginInfo.of_caller())
         if not pred:
             return get_state()
@@ -146,7 +151,7 @@ def _stage(get_state, set_state, names, origin, run_body, run_test, length, kind
 
 
 # -- for -------------------------------------------------------------------------------------
-def convert_for(iterable, body, get_state, set_state, names, extra_test):
+def convert_for(iterable, body, get_state, set_state, names, extra_test, python_reason=None, refuse_staged=False):
     """Runs a `for` loop; returns the state variables' values after it.
 
     Args:
@@ -154,17 +159,37 @@ def convert_for(iterable, body, get_state, set_state, names, extra_test):
       body: the loop body as a function of the item (it assigns the loop target).
       get_state, set_state, names: as for `convert_while`.
       extra_test: None, or a function saying whether to go on (false once `break` ran).
+      python_reason, refuse_staged: as for `convert_while`. A loop with a static trip count and
+        a `python_reason` unrolls: its body runs once per item, as eagerly.
     """
     origin = OriginInfo.of_caller()
     if is_traced(iterable):
         iterable = StagedArray(iterable)
     if isinstance(iterable, StagedIterable):
+        if iterable.static_length is not None and python_reason is not None:
+            log(1, "dy2st: for loop at %s:%d unrolled: %s", origin.filename, origin.lineno, python_reason)
+            return _py_for(iterable.python_items(), body, get_state, set_state, names, extra_test, origin, python_reason, refuse_staged)
+        if refuse_staged:
+            raise _python_body_error(python_reason, "its number of iterations is traced", origin)
         return _lax_for(iterable, body, get_state, set_state, names, extra_test, origin)
-    if isinstance(iterable, range):
+    if isinstance(iterable, range) and python_reason is not None:
+        log(2, "dy2st: for-range loop at %s:%d unrolled: %s", origin.filename, origin.lineno, python_reason)
+    elif isinstance(iterable, range):
         staged = _try_stage_range(iterable, body, get_state, set_state, names, extra_test, origin)
         if staged is not None:
             return staged
-    return _py_for(iterable, body, get_state, set_state, names, extra_test, origin)
+    return _py_for(iterable, body, get_state, set_state, names, extra_test, origin, python_reason, refuse_staged)
+
+
+def _python_body_error(reason: str, why_staged: str, origin: OriginInfo) -> LoopVariableError:
+    return LoopVariableError(
+        f"this loop must be staged ({why_staged}), but {reason}: a staged loop runs its body once "
+        "while tracing, so that Python effect would happen once instead of once per iteration.",
+        origin,
+        advice="keep such effects out of loops with traced conditions or lengths: read values by index "
+        "(xs[i]) instead of next(), build new lists instead of changing outside objects in place, "
+        "or make the loop's condition or range a Python value so the loop unrolls.",
+    )
 
 
 def _element_body(iterable, body, get_state, set_state):
@@ -183,7 +208,19 @@ def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin):
         return get_state()
 
     run_body = _element_body(iterable, body, get_state, set_state)
+    if length is not None:  # rows of an array: unroll when a scan cannot carry what the body does
+        init = get_state()
+        try:
+            return _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length)
+        except (LoopVariableError, loop_staging.Refused) as why:
+            set_state(init)
+            log(1, "dy2st: for loop at %s:%d (%d items) unrolled: %s", origin.filename, origin.lineno, length,
+                str(why).splitlines()[0])
+            return _py_for(iterable.python_items(), body, get_state, set_state, names, extra_test, origin)
+    return _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length)
 
+
+def _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length):
     def run_test(index, values):
         set_state(tuple(values))
         go = extra_test() if extra_test is not None else True
@@ -196,19 +233,34 @@ def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin):
     return _stage(get_state, set_state, names, origin, run_body, run_test if needs_test else None, length, "for")
 
 
-def _py_for(iterable, body, get_state, set_state, names, extra_test, origin):
+def _py_for(iterable, body, get_state, set_state, names, extra_test, origin, python_reason=None, refuse_staged=False):
     options = LoopOptions()
     items = iter(iterable)
     for position, item in enumerate(items):
         if extra_test is not None:
             go = extra_test()
             if is_traced(go):
+                if items is iterable:
+                    raise _iterator_break_error(origin)
+                if refuse_staged:
+                    raise _python_body_error(python_reason, "a traced `break` decides where it stops", origin)
                 return _stage_rest(iterable, position, item, items, body, get_state, set_state, names, extra_test, origin)
             if not go:
                 break
         with _options_scope(options):
             body(item)
     return get_state()
+
+
+def _iterator_break_error(origin: OriginInfo) -> LoopVariableError:
+    return LoopVariableError(
+        "this loop iterates an iterator and its `break` depends on traced values, so how many items it "
+        "takes from the iterator is only known when the program runs; later reads of the iterator "
+        "(next(it), another loop) could not see what eager Python sees.",
+        origin,
+        advice="iterate a list or tuple (`for v in list(it):`) and keep the position in a variable, "
+        "or make the break condition a Python value.",
+    )
 
 
 def _stage_rest(iterable, position, item, items, body, get_state, set_state, names, extra_test, origin):

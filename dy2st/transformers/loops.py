@@ -62,6 +62,11 @@ class LoopTransformer(IfElseTransformer):
         if isinstance(node, gast.For):
             writes |= activity_of(node.target).writes
         live = getanno(node, Fact.LIVE_OUT) | getanno(node, Fact.LIVE_IN)  # LIVE_IN has the break flag
+        python_body = getanno(node, Fact.PYTHON_BODY, None)
+        if python_body is not None and python_body.makes_closures:
+            # Closures made in the body read its variables when called: they must see the cells
+            # of the enclosing function (the last iteration's values), not the body's locals.
+            live = live | {s for s in writes if not s.is_composite}
         plain = {s for s in writes if not s.is_composite and s in live}
         local_bases = {s.base for s in writes if not s.is_composite and s not in live}
         composites = {s for s in writes if s.is_composite and s.base not in local_bases}
@@ -112,6 +117,7 @@ class LoopTransformer(IfElseTransformer):
             set_state=set_state,
             names=names,
         )
+        _pass_python_body(node, call)
         return self._finish(node, [test, body] + accessors, call, state)
 
     def visit_For(self, node):
@@ -138,6 +144,7 @@ class LoopTransformer(IfElseTransformer):
             names=names,
             extra_test=extra_test,
         )
+        _pass_python_body(node, call)
         return self._finish(node, [body] + accessors, call, state)
 
     def _iterable(self, expr):
@@ -153,6 +160,17 @@ class LoopTransformer(IfElseTransformer):
             call.keywords = list(expr.keywords)
             return call
         return expr
+
+
+def _pass_python_body(node, call) -> None:
+    """`python_reason='...'` (and `refuse_staged=True`) on the runtime call of a loop whose body
+    only Python runs faithfully (`Fact.PYTHON_BODY`, see analysis.loop_bodies)."""
+    found = getanno(node, Fact.PYTHON_BODY, None)
+    if found is None:
+        return
+    call.keywords.append(gast.keyword(arg="python_reason", value=templates.constant(found.reason)))
+    if found.refuse_staged:
+        call.keywords.append(gast.keyword(arg="refuse_staged", value=templates.constant(True)))
 
 
 def transform(tree, ctx):
