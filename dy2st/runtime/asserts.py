@@ -53,6 +53,23 @@ def convert_assert(test, message=None):
     RuntimeChecks.record_traced()
 
 
+def check_when_run(ok, make_error) -> None:
+    """Raise `make_error()` when the program runs and the traced scalar bool `ok` is false.
+
+    The error keeps its own type (an `UnboundLocalError` stays one) and reaches the caller of
+    the StaticFunction as is (see `dy2st.errors.at_boundary`)."""
+
+    def check(ok_value):
+        if np.all(ok_value):
+            return
+        error = make_error()
+        record_runtime_failure(error)
+        raise error
+
+    jax.debug.callback(check, ok)
+    RuntimeChecks.record_traced()
+
+
 def _failure_message(message, origin: OriginInfo) -> str:
     first = str(message) if message is not None else "assertion failed"
     return f"{first}\n(dy2st) assert failed when the program ran, at:\n  {origin.as_header()}"

@@ -22,6 +22,8 @@ re-bound inside the loop, costs one trace of user code per round and nothing mor
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import dataclasses
 from typing import Callable
 
@@ -32,6 +34,7 @@ from jax import lax
 from jax._src.lax.lax import _convert_element_type
 
 from dy2st.errors import LoopGradientError, LoopVariableError, OriginInfo
+from dy2st.runtime.asserts import check_when_run
 from dy2st.runtime.staging import _cast, _static_equal, _weak_proxy, describe, is_traced, scalar_predicate
 from dy2st.runtime.undefined import Undefined
 
@@ -59,6 +62,7 @@ class Leaf:
     static: object = None
     aval: object = None
     zeros: bool = False  # undefined before the loop: the carry starts from zeros
+    python_start: object = None  # a Python number before the loop that the carry reshaped
 
     @property
     def carried(self) -> bool:
@@ -240,8 +244,9 @@ def _join_leaf(old: Leaf, out, label, origin) -> Leaf:
             )
         start = scalar_aval(old.static)
         start = jax.core.ShapedArray(new.shape, start.dtype, weak_type=start.weak_type)  # a scalar broadcasts
-        return Leaf(aval=merge_types(start, new, label, origin))
-    return Leaf(aval=merge_types(old.aval, new, label, origin), zeros=old.zeros)
+        reshaped = old.static if new.shape != () else None
+        return Leaf(aval=merge_types(start, new, label, origin), python_start=reshaped)
+    return Leaf(aval=merge_types(old.aval, new, label, origin), zeros=old.zeros, python_start=old.python_start)
 
 
 def merge_types(before, after, label, origin):
@@ -288,6 +293,7 @@ class Loop:
     length: int | None
     indexed: bool
     bound: Callable = lambda: None
+    unread_after: frozenset = frozenset()  # names only later iterations read (no zero-trip check)
 
 
 class _Unsettled(Exception):
@@ -352,17 +358,23 @@ def _build(spec, init, loop: Loop, origin, check) -> list:
 
     carried = initial_carry(spec, init)
     index = _weak_int32(0) if loop.indexed else None
-    if loop.test is None:  # a static trip count: one scan
+    if loop.test is None:  # a static trip count (never zero here): one scan
         (_, final), ys = lax.scan(lambda c, _: _step(body, *c), (index, carried), None, length=bound)
         return _final_values(final_spec, final, ys, bound)
+    # A loop that may run zero times carries whether it ran, when that decides what eager gives.
+    ran = jnp.asarray(False) if _zero_trip_checks(spec, loop.unread_after) else None
+
+    def step_noting_ran(i, carried, ran):
+        return (*_step(body, i, carried)[0], None if ran is None else jnp.asarray(True))
+
     if bound is not None:  # a condition and a bound: a scan of masked steps (reverse-mode AD works)
         def masked_step(c, _):
-            i, carried = c
-            return lax.cond(test(i, carried), lambda: _step(body, i, carried)[0], lambda: (i, list(carried))), None
+            i, carried, ran = c
+            return lax.cond(test(i, carried), lambda: step_noting_ran(i, carried, ran), lambda: (i, list(carried), ran)), None
 
-        (_, final), _ = lax.scan(masked_step, (index, carried), None, length=bound)
+        (_, final, ran), _ = lax.scan(masked_step, (index, carried, ran), None, length=bound)
     else:
-        _, final = lax.while_loop(lambda c: test(*c), lambda c: _step(body, *c)[0], (index, carried))
+        _, final, ran = lax.while_loop(lambda c: test(c[0], c[1]), lambda c: step_noting_ran(*c), (index, carried, ran))
         if _reverse_mode(carried + list(final)):
             raise LoopGradientError(
                 "reverse-mode differentiation (jax.grad/vjp) through this staged loop: its number of "
@@ -371,7 +383,46 @@ def _build(spec, init, loop: Loop, origin, check) -> list:
                 advice="call dy2st.set_loop_options(maximum_iterations=N) inside the loop body with an upper bound N; "
                 "the loop then becomes a scan of N masked steps, which jax.grad supports.",
             )
+    if ran is not None:
+        _check_zero_trips(spec, loop.unread_after, ran, origin)
     return _final_values(final_spec, final, [], 0)
+
+
+def _zero_trip_checks(spec, unread_after) -> list:
+    """`(var, leaf)` pairs whose value after zero iterations eager Python would not give."""
+    return [(var, leaf) for var in spec if not var.is_list and var.name not in unread_after for leaf in var.leaves
+            if leaf.carried and (leaf.zeros or leaf.python_start is not None)]
+
+
+def _check_zero_trips(spec, unread_after, ran, origin: OriginInfo) -> None:
+    """At run time, when the loop ran zero times: what eager Python raises (or a refusal)."""
+    var, leaf = _zero_trip_checks(spec, unread_after)[0]
+    if leaf.zeros:
+        check_when_run(ran, lambda: _unbound_after_loop(var.name, origin))
+    else:
+        check_when_run(ran, lambda: LoopVariableError(
+            f"the loop ran zero times, so eagerly '{var.name}' would still be the Python number "
+            f"{leaf.python_start!r} it was before the loop; its staged value is {describe(leaf.aval)}, "
+            "the type one iteration gives it.",
+            origin,
+            advice=f"give '{var.name}' its array shape before the loop (e.g. jnp.full(shape, {leaf.python_start!r})).",
+        ))
+
+
+def _unbound_after_loop(name: str, origin: OriginInfo) -> Exception:
+    """The error eager Python raises reading `name` that a loop which never ran would have set."""
+    if name.endswith("]") and "[" in name:
+        key = name[name.index("[") + 1:-1]
+        with contextlib.suppress(ValueError, SyntaxError):
+            key = ast.literal_eval(key)
+        error = KeyError(key)
+    elif "." in name:
+        base, attr = name.rsplit(".", 1)
+        error = AttributeError(f"'{base}' has no attribute '{attr}'")
+    else:
+        error = UnboundLocalError(f"cannot access local variable '{name}' where it is not associated with a value")
+    error.add_note(f"(dy2st) '{name}' is first set inside the loop at {origin.as_header()}\nwhich ran zero times.")
+    return error
 
 
 def _step(body, index, carried):

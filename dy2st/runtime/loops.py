@@ -94,7 +94,7 @@ def set_loop_options(maximum_iterations: int | None = None) -> None:
 
 
 # -- while -----------------------------------------------------------------------------------
-def convert_while(test, body, get_state, set_state, names, python_reason=None, refuse_staged=False):
+def convert_while(test, body, get_state, set_state, names, python_reason=None, refuse_staged=False, loop_only=()):
     """Runs a `while` loop; returns the state variables' values after it.
 
     Args:
@@ -105,6 +105,8 @@ def convert_while(test, body, get_state, set_state, names, python_reason=None, r
       python_reason: why the body has Python effects a staged loop would run only once (see
         `dy2st.analysis.loop_bodies`), or None.
       refuse_staged: whether those effects make staging wrong: a traced condition is refused.
+      loop_only: display names of state variables read only by later iterations, not after the
+        loop: a loop that runs zero times leaves them unbound without eager noticing.
     """
     options = LoopOptions()
     while True:
@@ -112,14 +114,14 @@ def convert_while(test, body, get_state, set_state, names, python_reason=None, r
         if is_traced(pred):
             if refuse_staged:
                 raise _python_body_error(python_reason, "its condition is traced", OriginInfo.of_caller())
-            return _lax_while(test, body, get_state, set_state, names, OriginInfo.of_caller())
+            return _lax_while(test, body, get_state, set_state, names, OriginInfo.of_caller(), loop_only)
         if not pred:
             return get_state()
         with _options_scope(options):
             body()
 
 
-def _lax_while(test, body, get_state, set_state, names, origin):
+def _lax_while(test, body, get_state, set_state, names, origin, loop_only=()):
     def run_body(index, values):
         set_state(tuple(values))
         body()
@@ -129,14 +131,16 @@ def _lax_while(test, body, get_state, set_state, names, origin):
         set_state(tuple(values))
         return test()
 
-    return _stage(get_state, set_state, names, origin, run_body, run_test, None, "while", indexed=False)
+    return _stage(get_state, set_state, names, origin, run_body, run_test, None, "while", indexed=False,
+                  loop_only=loop_only)
 
 
-def _stage(get_state, set_state, names, origin, run_body, run_test, length, kind, indexed=True):
+def _stage(get_state, set_state, names, origin, run_body, run_test, length, kind, indexed=True, loop_only=()):
     """Stage a loop from the current state; on any error the state is restored first."""
     init = get_state()
     options = LoopOptions()
-    loop = loop_staging.Loop(run_body, run_test, length, indexed, bound=lambda: options.maximum_iterations)
+    loop = loop_staging.Loop(run_body, run_test, length, indexed, bound=lambda: options.maximum_iterations,
+                             unread_after=frozenset(loop_only))
     try:
         with _options_scope(options):
             values = loop_staging.stage(loop_staging.initial_spec(init, names), init, loop, origin)
@@ -151,7 +155,8 @@ def _stage(get_state, set_state, names, origin, run_body, run_test, length, kind
 
 
 # -- for -------------------------------------------------------------------------------------
-def convert_for(iterable, body, get_state, set_state, names, extra_test, python_reason=None, refuse_staged=False):
+def convert_for(iterable, body, get_state, set_state, names, extra_test, python_reason=None, refuse_staged=False,
+                loop_only=()):
     """Runs a `for` loop; returns the state variables' values after it.
 
     Args:
@@ -159,7 +164,7 @@ def convert_for(iterable, body, get_state, set_state, names, extra_test, python_
       body: the loop body as a function of the item (it assigns the loop target).
       get_state, set_state, names: as for `convert_while`.
       extra_test: None, or a function saying whether to go on (false once `break` ran).
-      python_reason, refuse_staged: as for `convert_while`. A loop with a static trip count and
+      python_reason, refuse_staged, loop_only: as for `convert_while`. A loop with a static trip count and
         a `python_reason` unrolls: its body runs once per item, as eagerly.
     """
     origin = OriginInfo.of_caller()
@@ -171,7 +176,7 @@ def convert_for(iterable, body, get_state, set_state, names, extra_test, python_
             return _py_for(iterable.python_items(), body, get_state, set_state, names, extra_test, origin, python_reason, refuse_staged)
         if refuse_staged:
             raise _python_body_error(python_reason, "its number of iterations is traced", origin)
-        return _lax_for(iterable, body, get_state, set_state, names, extra_test, origin)
+        return _lax_for(iterable, body, get_state, set_state, names, extra_test, origin, loop_only)
     if isinstance(iterable, range) and python_reason is not None:
         log(2, "dy2st: for-range loop at %s:%d unrolled: %s", origin.filename, origin.lineno, python_reason)
     elif isinstance(iterable, range):
@@ -202,7 +207,7 @@ def _element_body(iterable, body, get_state, set_state):
     return run_body
 
 
-def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin):
+def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin, loop_only=()):
     length = iterable.static_length
     if length == 0:  # nothing to trace: eagerly the body never runs
         return get_state()
@@ -217,10 +222,10 @@ def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin):
             log(1, "dy2st: for loop at %s:%d (%d items) unrolled: %s", origin.filename, origin.lineno, length,
                 str(why).splitlines()[0])
             return _py_for(iterable.python_items(), body, get_state, set_state, names, extra_test, origin)
-    return _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length)
+    return _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length, loop_only)
 
 
-def _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length):
+def _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length, loop_only=()):
     def run_test(index, values):
         set_state(tuple(values))
         go = extra_test() if extra_test is not None else True
@@ -230,7 +235,8 @@ def _stage_for(iterable, run_body, get_state, set_state, names, extra_test, orig
         return within if go is True else jax.numpy.logical_and(within, scalar_predicate(go, origin) if is_traced(go) else go)
 
     needs_test = extra_test is not None or length is None
-    return _stage(get_state, set_state, names, origin, run_body, run_test if needs_test else None, length, "for")
+    return _stage(get_state, set_state, names, origin, run_body, run_test if needs_test else None, length, "for",
+                  loop_only=loop_only)
 
 
 def _py_for(iterable, body, get_state, set_state, names, extra_test, origin, python_reason=None, refuse_staged=False):

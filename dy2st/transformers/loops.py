@@ -118,6 +118,7 @@ class LoopTransformer(IfElseTransformer):
             names=names,
         )
         _pass_python_body(node, call)
+        self._pass_loop_only(node, call, state)
         return self._finish(node, [test, body] + accessors, call, state)
 
     def visit_For(self, node):
@@ -145,7 +146,17 @@ class LoopTransformer(IfElseTransformer):
             extra_test=extra_test,
         )
         _pass_python_body(node, call)
+        self._pass_loop_only(node, call, state)
         return self._finish(node, [body] + accessors, call, state)
+
+    def _pass_loop_only(self, node, call, state) -> None:
+        """`loop_only=(...)`: state that only later iterations read (never after the loop), so
+        the runtime's zero-trip check does not raise for it as eager Python would not."""
+        after = getanno(node, Fact.LIVE_OUT)
+        loop_only = [s for s in state if not s.is_composite and s not in after]
+        if loop_only:
+            names = templates.tuple_of([templates.constant(self._display(s)) for s in loop_only])
+            call.keywords.append(gast.keyword(arg="loop_only", value=names))
 
     def _iterable(self, expr):
         """`range(a, b)` -> `jst.loop_iter(range, a, b)`, likewise enumerate/zip; else as is."""
