@@ -1,6 +1,7 @@
 """What a `for` loop iterates when the loop must be staged: traced ranges and arrays.
 
-Generated code calls `loop_iter(range, a, b)` (likewise `enumerate`, `zip`) instead of the
+Generated code calls `loop_iter(range, a, b)` (likewise `enumerate`, `zip`, and any other
+function called in a `for` header, which may be `range` under another name) instead of the
 builtin, so a traced bound or a traced array reaches `convert_for` before Python would try to
 iterate it. Each staged iterable gives its `static_length` (a Python int, or None when traced),
 `within(i)` (whether a traced index is before the end) and `element(i)`, its item at a traced
@@ -12,11 +13,13 @@ from __future__ import annotations
 import abc
 import builtins
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax._src.lax.lax import _convert_element_type
 
+from dy2st.runtime.calls import convert_call
 from dy2st.runtime.staging import is_traced
 
 
@@ -149,9 +152,19 @@ def _as_staged(value) -> StagedIterable:
     return value if isinstance(value, StagedIterable) else StagedArray(value)
 
 
+def is_symbolic_dim(value) -> bool:
+    """A `None` dimension of an InputSpec while `dy2st.save` exports: known only at run time."""
+    return jax.export.is_symbolic_dim(value)
+
+
+def _dimension_as_value(value):
+    return jnp.asarray(value) if is_symbolic_dim(value) else value
+
+
 def loop_iter(fn, *args, **kwargs):
     """`fn(*args, **kwargs)` for a `for` header, staged when a bound or an iterated array is traced."""
-    if fn is builtins.range and not kwargs and any(is_traced(a) for a in args):
+    if fn is builtins.range and not kwargs and any(is_traced(a) or is_symbolic_dim(a) for a in args):
+        args = [_dimension_as_value(a) for a in args]
         return StagedRange(*args) if len(args) > 1 else StagedRange(0, args[0])
     if fn is builtins.enumerate and args and _stageable(args[0]):
         start = args[1] if len(args) > 1 else kwargs.get("start", 0)
@@ -159,4 +172,9 @@ def loop_iter(fn, *args, **kwargs):
     if fn is builtins.zip and args and not kwargs and any(_stageable(a) for a in args):
         if all(_stageable(a) or hasattr(a, "shape") for a in args):
             return StagedZip([_as_staged(a) for a in args])
-    return fn(*args, **kwargs)
+    if fn in _LOOP_BUILTINS:
+        return fn(*args, **kwargs)
+    return convert_call(fn)(*args, **kwargs)  # any other header call, converted as call_trees would
+
+
+_LOOP_BUILTINS = (builtins.range, builtins.enumerate, builtins.zip)

@@ -34,9 +34,10 @@ from jax import lax
 from jax._src.lax.lax import _convert_element_type
 
 from dy2st.errors import LoopGradientError, LoopVariableError, OriginInfo
+from dy2st.runtime import ad_context
 from dy2st.runtime.asserts import check_when_run
 from dy2st.runtime.staging import _cast, _static_equal, _weak_proxy, describe, is_traced, scalar_predicate
-from dy2st.runtime.undefined import Undefined
+from dy2st.runtime.undefined import Undefined, UndefinedReturn
 
 _PY_SCALARS = (bool, int, float, complex)
 _MAX_ROUNDS = 4
@@ -63,6 +64,8 @@ class Leaf:
     aval: object = None
     zeros: bool = False  # undefined before the loop: the carry starts from zeros
     python_start: object = None  # a Python number before the loop that the carry reshaped
+    # A user variable unbound before the loop (not dy2st's return value, read only when set).
+    unbound_before: bool = False
 
     @property
     def carried(self) -> bool:
@@ -90,9 +93,14 @@ def initial_spec(init, names) -> list:
         if type(value) is list:
             spec.append(Var(name, prefix=list(value)))
             continue
-        leaves, treedef = _flatten(value)
-        spec.append(Var(name, treedef, tuple(Leaf(aval=scalar_aval(l)) if _is_array(l) else Leaf(static=l) for l in leaves)))
+        spec.append(_tree_var(name, value))
     return spec
+
+
+def _tree_var(name: str, value) -> Var:
+    """`value` carried as a pytree: its arrays carried, its other leaves kept as they are."""
+    leaves, treedef = _flatten(value)
+    return Var(name, treedef, tuple(Leaf(aval=scalar_aval(l)) if _is_array(l) else Leaf(static=l) for l in leaves))
 
 
 def assemble(spec, carried) -> list:
@@ -202,7 +210,7 @@ def _join_var(var: Var, out, origin) -> Var:
         return Var(var.name, prefix=var.prefix, items=items)
     _, treedef, desc = out
     if var.is_list:  # not append-only after all: carry the list as a pytree of arrays
-        return _join_var(initial_spec([var.prefix], [var.name])[0], out, origin)
+        return _join_var(_tree_var(var.name, var.prefix), out, origin)
     if treedef != var.treedef:
         if all(not l.carried and isinstance(l.static, Undefined) for l in var.leaves):
             var = Var(var.name, treedef, tuple(Leaf(static=var.leaves[0].static) for _ in desc))
@@ -235,7 +243,7 @@ def _join_leaf(old: Leaf, out, label, origin) -> Leaf:
         new = out[1]
     if not old.carried:
         if isinstance(old.static, Undefined):
-            return Leaf(aval=new, zeros=True)
+            return Leaf(aval=new, zeros=True, unbound_before=not isinstance(old.static, UndefinedReturn))
         if not isinstance(old.static, _PY_SCALARS):
             raise LoopVariableError(
                 f"{label} is {describe(old.static)} before an iteration of the loop but {describe(new)} after it.",
@@ -246,7 +254,8 @@ def _join_leaf(old: Leaf, out, label, origin) -> Leaf:
         start = jax.core.ShapedArray(new.shape, start.dtype, weak_type=start.weak_type)  # a scalar broadcasts
         reshaped = old.static if new.shape != () else None
         return Leaf(aval=merge_types(start, new, label, origin), python_start=reshaped)
-    return Leaf(aval=merge_types(old.aval, new, label, origin), zeros=old.zeros, python_start=old.python_start)
+    return Leaf(aval=merge_types(old.aval, new, label, origin), zeros=old.zeros, python_start=old.python_start,
+                unbound_before=old.unbound_before)
 
 
 def merge_types(before, after, label, origin):
@@ -357,6 +366,11 @@ def _build(spec, init, loop: Loop, origin, check) -> list:
         return scalar_predicate(pred, origin) if is_traced(pred) else jnp.asarray(bool(pred))
 
     carried = initial_carry(spec, init)
+    with ad_context.scope(carried):
+        return _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin)
+
+
+def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin) -> list:
     index = _weak_int32(0) if loop.indexed else None
     if loop.test is None:  # a static trip count (never zero here): one scan
         (_, final), ys = lax.scan(lambda c, _: _step(body, *c), (index, carried), None, length=bound)
@@ -375,7 +389,7 @@ def _build(spec, init, loop: Loop, origin, check) -> list:
         (_, final, ran), _ = lax.scan(masked_step, (index, carried, ran), None, length=bound)
     else:
         _, final, ran = lax.while_loop(lambda c: test(c[0], c[1]), lambda c: step_noting_ran(*c), (index, carried, ran))
-        if _reverse_mode(carried + list(final)):
+        if ad_context.active(carried + list(final)):
             raise LoopGradientError(
                 "reverse-mode differentiation (jax.grad/vjp) through this staged loop: its number of "
                 "iterations is decided by traced values and has no bound, and XLA's while loop cannot run backwards.",
@@ -391,13 +405,13 @@ def _build(spec, init, loop: Loop, origin, check) -> list:
 def _zero_trip_checks(spec, unread_after) -> list:
     """`(var, leaf)` pairs whose value after zero iterations eager Python would not give."""
     return [(var, leaf) for var in spec if not var.is_list and var.name not in unread_after for leaf in var.leaves
-            if leaf.carried and (leaf.zeros or leaf.python_start is not None)]
+            if leaf.carried and (leaf.unbound_before or leaf.python_start is not None)]
 
 
 def _check_zero_trips(spec, unread_after, ran, origin: OriginInfo) -> None:
     """At run time, when the loop ran zero times: what eager Python raises (or a refusal)."""
     var, leaf = _zero_trip_checks(spec, unread_after)[0]
-    if leaf.zeros:
+    if leaf.unbound_before:
         check_when_run(ran, lambda: _unbound_after_loop(var.name, origin))
     else:
         check_when_run(ran, lambda: LoopVariableError(
@@ -479,16 +493,3 @@ def _final_values(spec, final, ys, length) -> list:
         else:
             values.append(jax.tree_util.tree_unflatten(var.treedef, [next(carried) if l.carried else l.static for l in var.leaves]))
     return values
-
-
-def _reverse_mode(values) -> bool:
-    """Whether reverse-mode AD (jax.grad/vjp/linearize) is tracing any floating value here."""
-    linearize_tracer = getattr(jax._src.interpreters.ad, "LinearizeTracer", None)
-    for value in values:
-        while is_traced(value):
-            if linearize_tracer is not None and isinstance(value, linearize_tracer):
-                if jnp.issubdtype(jax.typeof(value).dtype, jnp.inexact):
-                    return True
-                break
-            value = getattr(value, "val", None)  # a vmap tracer wraps the value it batches
-    return False

@@ -49,9 +49,6 @@ from dy2st.transformers import templates
 from dy2st.transformers.base import StatementTransformer, copy_location_recursive
 from dy2st.transformers.ifelse import IfElseTransformer
 
-_LOOP_ITERABLES = ("range", "enumerate", "zip")
-
-
 class LoopTransformer(IfElseTransformer):
     """See the module docstring. Inherits the scope stack and get/set_state builders."""
 
@@ -152,18 +149,19 @@ class LoopTransformer(IfElseTransformer):
     def _pass_loop_only(self, node, call, state) -> None:
         """`loop_only=(...)`: state that only later iterations read (never after the loop), so
         the runtime's zero-trip check does not raise for it as eager Python would not."""
-        after = getanno(node, Fact.LIVE_OUT)
-        loop_only = [s for s in state if not s.is_composite and s not in after]
+        after, defined = getanno(node, Fact.LIVE_OUT), getanno(node, Fact.DEFINED_IN)
+        loop_only = [s for s in state if not s.is_composite and s not in after and s.base not in defined
+                     and not self.ctx.namer.is_generated(s.base)]
         if loop_only:
             names = templates.tuple_of([templates.constant(self._display(s)) for s in loop_only])
             call.keywords.append(gast.keyword(arg="loop_only", value=names))
 
     def _iterable(self, expr):
-        """`range(a, b)` -> `jst.loop_iter(range, a, b)`, likewise enumerate/zip; else as is."""
+        """`range(a, b)` -> `jst.loop_iter(range, a, b)`, likewise any call of a plain name (it may
+        be `range` by another name, `rng = range`); else as is."""
         if (
             isinstance(expr, gast.Call)
             and isinstance(expr.func, gast.Name)
-            and expr.func.id in _LOOP_ITERABLES
             and not any(isinstance(a, gast.Starred) for a in expr.args)
         ):
             call = templates.replace_as_expression("jst.loop_iter(fn)", jst=self.ctx.runtime, fn=expr.func)

@@ -16,8 +16,8 @@ After::
     except ValueError:
         y = x
 
-A traced condition would stage both branches, so `except` would catch errors of the branch
-that never runs (and no error raised when the program runs); `python_condition` refuses it at
+Only a `try` with `except` handlers is marked (a `try`/`finally` catches nothing). A traced
+condition would stage both branches, so `except` would catch errors of the branch that never runs (and no error raised when the program runs); `python_condition` refuses it at
 the user's line with `StagedInTryError`, and passes a Python condition through unchanged.
 Runs first, before other steps add `if`s of their own (their flags are safe) and turn the
 user's `if`s into branch functions.
@@ -41,8 +41,9 @@ class TryBlockTransformer(StatementTransformer):
         self._marked: set = set()
 
     def visit_Try(self, node):
-        for stmt in node.body:
-            self._mark(stmt)
+        if node.handlers:  # `try`/`finally` alone catches nothing: staging inside it is safe
+            for stmt in node.body:
+                self._mark(stmt)
         return self.generic_visit(node)
 
     visit_TryStar = visit_Try

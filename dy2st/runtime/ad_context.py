@@ -1,0 +1,48 @@
+"""Whether reverse-mode AD (jax.grad/vjp) differentiates the code being traced, nested loops included.
+
+XLA's while loop cannot run backwards, so a staged `while` with no bound must be refused when
+reverse-mode AD will differentiate it. The values a loop gets say so directly (they are
+linearize tracers) — except inside the body of another staged loop or branch, where they are
+that loop's own tracers. Staging code therefore traces bodies inside `scope(values)`, and
+`active(values)` answers for the innermost loop from its own values or any enclosing scope.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import jax
+import jax.numpy as jnp
+
+from dy2st import _jax_compat
+from dy2st.runtime.staging import is_traced
+
+_state = threading.local()
+
+
+def active(values) -> bool:
+    """Whether reverse-mode AD is tracing any floating value of `values`, or an enclosing loop's."""
+    return getattr(_state, "depth", 0) > 0 or _differentiated(values)
+
+
+@contextlib.contextmanager
+def scope(values):
+    """Trace a loop's or branch's body inside this: nested loops then know about reverse mode."""
+    reverse = active(values)
+    _state.depth = getattr(_state, "depth", 0) + reverse
+    try:
+        yield
+    finally:
+        _state.depth -= reverse
+
+
+def _differentiated(values) -> bool:
+    for value in jax.tree_util.tree_leaves(values):
+        while is_traced(value):
+            if _jax_compat.is_linearize_tracer(value):
+                if jnp.issubdtype(jax.typeof(value).dtype, jnp.inexact):
+                    return True
+                break
+            value = getattr(value, "val", None)  # a vmap tracer wraps the value it batches
+    return False
