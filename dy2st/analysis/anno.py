@@ -28,6 +28,9 @@ class Fact(enum.Enum):
         "PythonBody on a user's `for`/`while` whose body has Python effects a staged loop would run "
         "only once (set by analysis.loop_bodies before any rewrite)."
     )
+    SETTLED_BY_ELSE = (
+        "frozenset of names a loop's `else` block always assigns (set by transformers.break_statements)."
+    )
     BREAK_FLAG = (
         "str: on a `for` loop, the flag its `break`s set (set by transformers.break_statements); "
         "the loop stops before the next item once the flag is true."

@@ -242,20 +242,32 @@ def _stage_for(iterable, run_body, get_state, set_state, names, extra_test, orig
 def _py_for(iterable, body, get_state, set_state, names, extra_test, origin, python_reason=None, refuse_staged=False):
     options = LoopOptions()
     items = iter(iterable)
-    for position, item in enumerate(items):
-        if extra_test is not None:
-            go = extra_test()
-            if is_traced(go):
-                if items is iterable:
-                    raise _iterator_break_error(origin)
-                if refuse_staged:
-                    raise _python_body_error(python_reason, "a traced `break` decides where it stops", origin)
-                return _stage_rest(iterable, position, item, items, body, get_state, set_state, names, extra_test, origin)
-            if not go:
+    position = 0
+    while True:
+        # The break flag is checked before the next item is taken, as a Python `break` leaves
+        # the rest of an iterator untouched.
+        go = extra_test() if extra_test is not None else True
+        if is_traced(go):
+            if items is iterable:
+                raise _iterator_break_error(origin)
+            if refuse_staged:
+                raise _python_body_error(python_reason, "a traced `break` decides where it stops", origin)
+            item = next(items, _END)
+            if item is _END:
                 break
+            return _stage_rest(iterable, position, item, items, body, get_state, set_state, names, extra_test, origin)
+        if not go:
+            break
+        item = next(items, _END)
+        if item is _END:
+            break
         with _options_scope(options):
             body(item)
+        position += 1
     return get_state()
+
+
+_END = object()  # no item left
 
 
 def _iterator_break_error(origin: OriginInfo) -> LoopVariableError:

@@ -20,7 +20,8 @@ After::
     if not break_:
         found = False
 
-(with `found = jst.ldu_dead(lambda: found, 'found')` before the loop, see `_settled_by_else`).
+(The names the `else` always assigns go on the loop as `Fact.SETTLED_BY_ELSE`, see the loops
+transformer.)
 A `for` loop cannot take the flag into its header, so the flag's name is attached to the loop
 as `Fact.BREAK_FLAG`; the loops transformer makes the runtime check it before each item. The
 statements after a `break` (in its block and in every enclosing block of the same loop body)
@@ -63,31 +64,24 @@ class BreakTransformer(JumpFlagTransformer):
         else:
             setanno(node, Fact.BREAK_FLAG, loop.flag)
         before = templates.replace("flag = False", flag=loop.flag)
-        before += self._settled_by_else(orelse)
+        setanno(node, Fact.SETTLED_BY_ELSE, _assigned_by(orelse))
         after = templates.replace("if not flag:\n    orelse", flag=loop.flag, orelse=orelse) if orelse else []
         copy_location_recursive(before + after, node)
         return before + [node] + after
 
     visit_While = visit_For = _visit_loop
 
-    def _settled_by_else(self, orelse: list) -> list:
-        """`found = jst.ldu_dead(lambda: found, 'found')` for each name the `else` block always
-        assigns. A search loop sets such a name on its `break` path and in its `else`: on an
-        iteration that does not break it may still be unbound, yet it is never read so (a later
-        iteration breaks and sets it, or the `else` does). Bound before the loop, it keeps its
-        value; unbound, it becomes a `DeadValue`, which a staged `if` may fill with zeros.
-        """
-        names = []
-        for stmt in orelse:
-            if not isinstance(stmt, (gast.Assign, gast.AnnAssign, gast.AugAssign)):
-                break  # a later assignment may be skipped (return, raise, a nested block)
-            targets = stmt.targets if isinstance(stmt, gast.Assign) else [stmt.target]
-            names += [t.id for t in targets if isinstance(t, gast.Name) and isinstance(stmt, gast.Assign)]
-        return [
-            templates.replace("name = jst.ldu_dead(lambda: name, display)", name=name, jst=self.ctx.runtime,
-                              display=templates.constant(name))[0]
-            for name in dict.fromkeys(names)
-        ]
+
+def _assigned_by(orelse: list) -> frozenset:
+    """Names the statements of a loop's `else` block always assign (before anything that may
+    skip the rest of it)."""
+    names = set()
+    for stmt in orelse:
+        if not isinstance(stmt, (gast.Assign, gast.AugAssign, gast.AnnAssign, gast.Expr)):
+            break  # a later assignment may be skipped (return, raise, a nested block)
+        if isinstance(stmt, gast.Assign):
+            names.update(t.id for t in stmt.targets if isinstance(t, gast.Name))
+    return frozenset(names)
 
 
 def transform(tree, ctx):

@@ -76,6 +76,21 @@ class LoopTransformer(IfElseTransformer):
         func.body = self._declarations([s for s in state if s in written]) + body
         return func
 
+    def _settled_by_else(self, node) -> list:
+        """`found = jst.ldu_dead(lambda: found, 'found')` before a search loop, for each name its
+        `else` always assigns that may be unbound before the loop. Such a name is set on the
+        `break` path; on an iteration that does not break it is still unbound, yet never read
+        so (a later iteration breaks and sets it, or the `else` does). As a `DeadValue` a staged
+        `if` may fill it with zeros there instead of refusing a branch that leaves it unbound.
+        """
+        settled = getanno(node, Fact.SETTLED_BY_ELSE, frozenset())
+        defined = getanno(node, Fact.DEFINED_IN)
+        return [
+            templates.replace("name = jst.ldu_dead(lambda: name, display)", name=name, jst=self.ctx.runtime,
+                              display=templates.constant(name))[0]
+            for name in sorted(settled - set(defined))
+        ]
+
     def _finish(self, node, stmts, call, state):
         if state:
             target = templates.tuple_of([s.to_node() for s in state], store=True)
@@ -116,7 +131,7 @@ class LoopTransformer(IfElseTransformer):
         )
         _pass_python_body(node, call)
         self._pass_loop_only(node, call, state)
-        return self._finish(node, [test, body] + accessors, call, state)
+        return self._finish(node, self._settled_by_else(node) + [test, body] + accessors, call, state)
 
     def visit_For(self, node):
         flag = getanno(node, Fact.BREAK_FLAG) if hasanno(node, Fact.BREAK_FLAG) else None
@@ -144,7 +159,7 @@ class LoopTransformer(IfElseTransformer):
         )
         _pass_python_body(node, call)
         self._pass_loop_only(node, call, state)
-        return self._finish(node, [body] + accessors, call, state)
+        return self._finish(node, self._settled_by_else(node) + [body] + accessors, call, state)
 
     def _pass_loop_only(self, node, call, state) -> None:
         """`loop_only=(...)`: state that only later iterations read (never after the loop), so
