@@ -72,7 +72,7 @@ class Signature:
     tree: object = None
 
     def describe(self) -> str:
-        arrays = ", ".join(f"{np.dtype(a.dtype).name}{list(a.shape)}" for a in self.avals)
+        arrays = ", ".join(f"{a.dtype.name}{list(a.shape)}" for a in self.avals)
         return f"arrays=({arrays}) static={self.static_key[1]!r}"
 
 
@@ -458,7 +458,7 @@ def _argument_label(position: int, names: list) -> str:
 
 
 def _describe_aval(aval) -> str:
-    return f"{np.dtype(aval.dtype).name}{list(aval.shape)}"
+    return f"{aval.dtype.name}{list(aval.shape)}"
 
 
 def _what_changes(signatures: list, names: list = ()) -> str:

@@ -31,6 +31,8 @@ import sys
 import types
 import weakref
 
+import jax
+
 from dy2st.config import log
 from dy2st.errors import ConversionError, UnsupportedSyntaxError
 
@@ -89,6 +91,55 @@ def convert_call(fn):
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, type)) or _is_static_function(fn):
         return fn
     return _convert_callable_object(fn)
+
+
+def top_level_target(fn):
+    """What `to_static(fn)` runs: `fn` converted, or `fn` itself where nothing of it is the user's.
+
+    Library code (jax, numpy, flax, equinox, ... functions, C functions and ufuncs, jax's
+    `custom_jvp`/`custom_vjp` objects, whose derivative rule converting the primal would drop)
+    runs as it is, exactly as eagerly. A `functools.partial` converts its function and keeps
+    its arguments. Wrappers (`functools.wraps`, `jax.jit`) of a user function convert the
+    wrapped function. A function whose source cannot be read is a ConversionError, as is a
+    callable with no Python function to convert.
+    """
+    if isinstance(fn, types.FunctionType):
+        return fn if _top_package(fn.__module__) in _SKIPPED_PACKAGES else _converter(fn)
+    if isinstance(fn, functools.partial):
+        return functools.partial(top_level_target(fn.func), *fn.args, **fn.keywords)
+    if _is_library_callable(fn):
+        return fn
+    unwrapped = inspect.unwrap(fn)
+    if isinstance(unwrapped, types.FunctionType):
+        return top_level_target(unwrapped)
+    raise ConversionError(
+        f"Cannot convert {fn!r}: it is not a Python function.",
+        advice="decorate a plain function or method with dy2st.to_static.",
+    )
+
+
+def _is_library_callable(fn) -> bool:
+    if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, jax.custom_jvp, jax.custom_vjp)):
+        return True
+    if _top_package(type(fn).__module__) not in _SKIPPED_PACKAGES - {"builtins", "jaxlib"}:
+        return False  # a user's class (or jax.jit's C wrapper, which unwraps to the user's function)
+    wrapped = inspect.unwrap(fn)
+    return not isinstance(wrapped, types.FunctionType) or _top_package(wrapped.__module__) in _SKIPPED_PACKAGES
+
+
+_JAX_AWARE_PACKAGES = frozenset({"jax", "jaxlib", "flax", "equinox", "optax", "chex", "dy2st"})
+
+
+def runs_eagerly(fn) -> bool:
+    """Whether `to_static(fn)` should just call `fn`: library code that cannot take traced
+    arrays at all (numpy ufuncs, `math`, builtins such as `len`), so tracing it could only fail
+    where the eager call works."""
+    if not _is_library_callable(fn) and not (
+            isinstance(fn, types.FunctionType) and _top_package(fn.__module__) in _SKIPPED_PACKAGES):
+        return False
+    wrapped = inspect.unwrap(fn) if not isinstance(fn, types.BuiltinFunctionType) else fn
+    module = getattr(wrapped, "__module__", None) or type(wrapped).__module__
+    return _top_package(module) not in _JAX_AWARE_PACKAGES and _top_package(type(fn).__module__) not in _JAX_AWARE_PACKAGES
 
 
 def _is_static_function(fn) -> bool:
