@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dy2st.errors import OriginInfo
 from dy2st.runtime.staging import is_traced, stage_cond
+from dy2st.runtime.undefined import Undefined
 
 
 def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts):
@@ -53,7 +54,14 @@ def _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, or
 
         return run
 
-    outputs = stage_cond(pred, branch(if_body), branch(else_body), names[:nouts], origin)
+    try:
+        outputs = stage_cond(pred, branch(if_body), branch(else_body), names[:nouts], origin)
+    except BaseException:
+        # Tracing a side wrote its tracers into the state (attributes, items, nonlocals): put
+        # back what was there, so no object the caller holds keeps a tracer after the error.
+        if set_state is not None:
+            set_state(initial)
+        raise
     final = tuple(outputs) + tuple(initial[nouts:])
     if set_state is not None:
         set_state(final)
@@ -75,3 +83,31 @@ def convert_ifexp(pred, true_fn, false_fn):
     )
     return value
 
+
+
+def write_composite(parent, step, value) -> None:
+    """`parent.step = value` (`step` a str) or `parent[key] = value` (`step` is `(key,)`).
+
+    An `Undefined` value means the attribute or key was unbound before the `if`/loop and is
+    unbound on the path taken: it is removed (a staged branch may have set it while being
+    traced), never left holding the marker.
+    """
+    if isinstance(step, str):
+        if not isinstance(value, Undefined):
+            setattr(parent, step, value)
+        elif hasattr(parent, step):
+            delattr(parent, step)
+        return
+    (key,) = step
+    if not isinstance(value, Undefined):
+        parent[key] = value
+    elif _has_key(parent, key):
+        del parent[key]
+
+
+def _has_key(container, key) -> bool:
+    try:
+        container[key]
+    except (KeyError, IndexError, TypeError):
+        return False
+    return True
