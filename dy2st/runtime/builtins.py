@@ -30,6 +30,7 @@ from jax._src.interpreters.batching import BatchTracer as _BatchTracer
 
 from dy2st.errors import BuiltinError, OriginInfo
 from dy2st.runtime.calls import register_builtin
+from dy2st.runtime.formatting import bind_traced, convert_repr, convert_str, has_traced
 from dy2st.runtime.staging import is_traced
 
 
@@ -54,39 +55,20 @@ def _one_element(x, what: str, origin: OriginInfo):
 
 
 # -- print -------------------------------------------------------------------------------------
-class _JaxRepr:
-    """A value that prints like a jax Array when it sits inside a container being printed."""
-
-    def __init__(self, array):
-        self.array = array
-
-    def __repr__(self):
-        return "Array" + repr(self.array)[len("array"):]
-
-    __str__ = __repr__
-
-
 def convert_print(*values, sep=" ", end="\n", file=None, flush=False):
-    """`print(*values, ...)`; with traced values, prints when the program runs."""
-    if not _any_traced(values):
+    """`print(*values, ...)`; with traced values (or strings formatted from them, see
+    `dy2st.runtime.formatting`), prints when the program runs."""
+    if not has_traced(values):
         return builtins.print(*values, sep=sep, end=end, file=file, flush=flush)
-    leaves, treedef = jax.tree_util.tree_flatten(list(values))
-    positions = [i for i, leaf in enumerate(leaves) if is_traced(leaf)]
-    statics = [leaf for leaf in leaves if not is_traced(leaf)]
-    top_level = {id(v) for v in values}
+    traced, fill = bind_traced(values, {})
+    top_level = [is_traced(v) for v in values]
 
     def callback(*arrays):
-        merged, arrays_it, statics_it = [], iter(arrays), iter(statics)
-        for i, leaf in enumerate(leaves):
-            if i in positions:
-                array = np.asarray(next(arrays_it))
-                merged.append(array if id(leaf) in top_level else _JaxRepr(array))
-            else:
-                merged.append(next(statics_it))
-        builtins.print(*jax.tree_util.tree_unflatten(treedef, merged), sep=sep, end=end,
-                       file=file if file is not None else sys.stdout, flush=flush)
+        printed, _ = fill(list(arrays))
+        # a top-level array prints as str() does; inside a container it shows as jax's repr
+        printed = [str(v) if top else v for v, top in zip(printed, top_level)]
+        builtins.print(*printed, sep=sep, end=end, file=file if file is not None else sys.stdout, flush=flush)
 
-    traced = [leaves[i] for i in positions]
     # Ordered, so prints come out in program order; jax cannot batch ordered effects, so
     # under vmap they are unordered (as jax.debug.print is by default).
     jax.debug.callback(callback, *traced, ordered=not any(isinstance(t, _BatchTracer) for t in traced))
@@ -192,5 +174,7 @@ for _builtin, _replacement in (
     (builtins.max, convert_max),
     (builtins.min, convert_min),
     (builtins.range, convert_range),
+    (builtins.str, convert_str),
+    (builtins.repr, convert_repr),
 ):
     register_builtin(_builtin, _replacement)

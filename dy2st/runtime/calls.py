@@ -35,6 +35,7 @@ import jax
 
 from dy2st.config import log
 from dy2st.errors import ConversionError, UnsupportedSyntaxError
+from dy2st.runtime.formatting import convert_format, is_format_method
 
 _SKIPPED_PACKAGES = frozenset(
     {"jax", "jaxlib", "numpy", "flax", "equinox", "optax", "dy2st", "scipy", "ml_dtypes", "chex", "opt_einsum"}
@@ -89,6 +90,8 @@ def convert_call(fn):
         converted = convert_call(fn.func)
         return fn if converted is fn.func else functools.partial(converted, *fn.args, **fn.keywords)
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, type)) or _is_static_function(fn):
+        if is_format_method(fn):  # 'v: {}'.format(x): formatted when the program runs
+            return functools.partial(convert_format, fn.__self__)
         return fn
     return _convert_callable_object(fn)
 
