@@ -8,7 +8,8 @@ one is exactly the builtin. With a traced argument:
   prints inside staged branches and loops), formatted by Python's own `print`;
 * `int(x)`, `float(x)` cast a one-element array to a scalar of the default int/float dtype
   (`int` truncates toward zero, as Python does); `bool(x)` is `x != 0`;
-* `min`/`max` of one-element arrays, or of a 1-D array, reduce with `jnp.minimum`/`jnp.min`;
+* `min`/`max`/`sorted`/`any`/`all` make Python's own choice (`dy2st.runtime.ordering`);
+* f-strings, `str()`, `repr()` of traced values format at run time (`dy2st.runtime.formatting`);
 * `range(n)` with a traced bound is refused: only a `for` header can run over it, and the
   loops step sends those to `loop_iter` without calling `range`.
 
@@ -30,6 +31,7 @@ from jax._src.interpreters.batching import BatchTracer as _BatchTracer
 
 from dy2st.errors import BuiltinError, OriginInfo
 from dy2st.runtime.calls import register_builtin
+from dy2st.runtime.ordering import convert_all, convert_any, convert_max, convert_min, convert_sorted
 from dy2st.runtime.formatting import bind_traced, convert_repr, convert_str, has_traced
 from dy2st.runtime.staging import is_traced
 
@@ -99,46 +101,6 @@ def convert_bool(x=False):
     return value if value.dtype == jnp.bool_ else value != 0
 
 
-# -- min / max -------------------------------------------------------------------------------
-def _reduce(builtin, pairwise, whole, name, args, kwargs, origin):
-    if not _any_traced(args):
-        return builtin(*args, **kwargs)
-    if kwargs:
-        raise BuiltinError(
-            f"{name}() with {', '.join(sorted(kwargs))}= cannot compare traced values.",
-            origin,
-            advice=f"compute the {name} with jnp.{name}/jnp.arg{name} on an array instead.",
-        )
-    if len(args) == 1:
-        (items,) = args
-        if is_traced(items):
-            if np.ndim(items) != 1:
-                raise BuiltinError(
-                    f"{name}() over an array of shape {tuple(np.shape(items))} compares its rows, "
-                    "whose truth value is ambiguous.",
-                    origin,
-                    advice=f"use jnp.{name}(x, axis=...) for arrays of more than one dimension.",
-                )
-            if items.shape[0] == 0:
-                raise ValueError(f"{name}() arg is an empty sequence")
-            return whole(items)
-        args = tuple(items)
-        if not args:
-            raise ValueError(f"{name}() arg is an empty sequence")
-    values = [_one_element(a, f"{name}()", origin) if is_traced(a) else a for a in args]
-    return functools.reduce(pairwise, values)
-
-
-def convert_max(*args, **kwargs):
-    """`max(...)`; traced one-element values reduce with `jnp.maximum`, a 1-D array with `jnp.max`."""
-    return _reduce(builtins.max, jnp.maximum, jnp.max, "max", args, kwargs, OriginInfo.of_caller())
-
-
-def convert_min(*args, **kwargs):
-    """`min(...)`; traced one-element values reduce with `jnp.minimum`, a 1-D array with `jnp.min`."""
-    return _reduce(builtins.min, jnp.minimum, jnp.min, "min", args, kwargs, OriginInfo.of_caller())
-
-
 # -- range -----------------------------------------------------------------------------------
 def convert_range(*args):
     """`range(...)`; a traced bound is refused outside a `for` loop's header.
@@ -173,6 +135,9 @@ for _builtin, _replacement in (
     (builtins.bool, convert_bool),
     (builtins.max, convert_max),
     (builtins.min, convert_min),
+    (builtins.sorted, convert_sorted),
+    (builtins.any, convert_any),
+    (builtins.all, convert_all),
     (builtins.range, convert_range),
     (builtins.str, convert_str),
     (builtins.repr, convert_repr),
