@@ -36,6 +36,7 @@ import jax
 from dy2st.config import log
 from dy2st.errors import ConversionError, UnsupportedSyntaxError
 from dy2st.runtime.formatting import convert_format, is_format_method
+from dy2st.runtime.writes import note_receiver
 
 _SKIPPED_PACKAGES = frozenset(
     {"jax", "jaxlib", "numpy", "flax", "equinox", "optax", "dy2st", "scipy", "ml_dtypes", "chex", "opt_einsum"}
@@ -81,6 +82,7 @@ def convert_call(fn):
     if isinstance(fn, types.FunctionType):
         return _convert_function(fn)
     if isinstance(fn, types.MethodType):
+        _note_user_receiver(fn.__self__)  # a staged branch being traced carries what it changes
         func = fn.__func__
         if not isinstance(func, types.FunctionType):
             return fn
@@ -149,7 +151,13 @@ def _is_static_function(fn) -> bool:
     return type(fn).__name__ == "StaticFunction" and type(fn).__module__ == "dy2st.api"
 
 
+def _note_user_receiver(obj) -> None:
+    if _top_package(type(obj).__module__) not in _SKIPPED_PACKAGES:
+        note_receiver(obj)
+
+
 def _convert_callable_object(obj):
+    _note_user_receiver(obj)
     # flax wraps a Module's __call__ (the wrapper carries __wrapped__, so it is kept as is);
     # equinox and plain classes keep the user's function, which is converted and re-bound.
     call = getattr(type(obj), "__call__", None)

@@ -34,6 +34,7 @@ from jax._src.lax.lax import _convert_element_type
 from dy2st.errors import LoopGradientError, LoopVariableError, OriginInfo
 from dy2st.runtime.staging import _cast, _static_equal, _weak_proxy, describe, is_traced, scalar_predicate
 from dy2st.runtime.undefined import Undefined
+from dy2st.runtime.writes import WriteTracker, refuse_loop_writes
 
 _PY_SCALARS = (bool, int, float, complex)
 _MAX_ROUNDS = 4
@@ -332,7 +333,9 @@ def _build(spec, init, loop: Loop, origin, check) -> list:
 
     def body(index, carried):
         """One iteration inside the lax loop: `(new carry, appended items)`."""
-        outs = loop.body(index, assemble(spec, carried))
+        with WriteTracker() as tracker:  # attributes changed by called methods are refused
+            outs = loop.body(index, assemble(spec, carried))
+        refuse_loop_writes(tracker, origin)
         arrays, described = describe_outputs(spec, outs, origin)
         new = join(spec, described, origin)
         if not settled(spec, new) or (loop.length is None and loop.bound() != bound):
