@@ -173,7 +173,8 @@ class ProgramCache:
                 break
             key += (leaf.aval,)
         else:  # every leaf a jax array: the program takes the arguments as they are
-            if not kwargs and len(leaves) == len(args):
+            # (a one-leaf container, `((x,),)`, has as many leaves as arguments but more nodes)
+            if not kwargs and len(leaves) == len(args) and treedef.num_nodes == len(args) + 3:
                 shared = self.shared
                 if shared is not None:
                     return shared(*args)

@@ -112,7 +112,10 @@ class IfElseTransformer(StatementTransformer):
         local_bases = {s.base for s in plain if s not in live_out and s not in live_in}
         composites = {s for s in writes if s.is_composite and s.base not in local_bases}
         outputs = sorted((s for s in plain if s in live_out), key=str) + sorted(composites, key=str)
-        carried = sorted((s for s in plain if s in live_in and s not in live_out), key=str)
+        # A name a branch deletes (`del y`) must be the enclosing function's (nonlocal) even
+        # when nothing reads it, or the branch function would delete a local of its own.
+        deleted = _deleted_names(node.body) | _deleted_names(node.orelse)
+        carried = sorted((s for s in plain if (s in live_in or s.base in deleted) and s not in live_out), key=str)
         return outputs, carried
 
     def _display(self, symbol) -> str:
@@ -231,6 +234,11 @@ class IfElseTransformer(StatementTransformer):
             )
         target = templates.tuple_of(targets, store=True)
         return [gast.Assign(targets=[target], value=value, type_comment=None)] + writes
+
+
+def _deleted_names(body) -> set:
+    return {target.id for stmt in body for node in gast.walk(stmt) if isinstance(node, gast.Delete)
+            for target in node.targets if isinstance(target, gast.Name)}
 
 
 def transform(tree, ctx):
