@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+import sysconfig
 import types
 import weakref
 
@@ -109,7 +110,7 @@ def top_level_target(fn):
     callable with no Python function to convert.
     """
     if isinstance(fn, types.FunctionType):
-        return fn if _top_package(fn.__module__) in _SKIPPED_PACKAGES else _converter(fn)
+        return fn if _is_library_function(fn) else _converter(fn)
     if isinstance(fn, functools.partial):
         return functools.partial(top_level_target(fn.func), *fn.args, **fn.keywords)
     if _is_library_callable(fn):
@@ -123,13 +124,25 @@ def top_level_target(fn):
     )
 
 
+_STDLIB_DIR = sysconfig.get_paths()["stdlib"]
+
+
+def _is_library_function(fn: types.FunctionType) -> bool:
+    """A function of jax, numpy, ... or of the standard library itself (by its file: a user's
+    package may share a name with a standard module, such as `test`)."""
+    package = _top_package(fn.__module__)
+    if package in _SKIPPED_PACKAGES - sys.stdlib_module_names:
+        return True
+    return package in sys.stdlib_module_names and fn.__code__.co_filename.startswith(_STDLIB_DIR)
+
+
 def _is_library_callable(fn) -> bool:
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, jax.custom_jvp, jax.custom_vjp)):
         return True
     if _top_package(type(fn).__module__) not in _SKIPPED_PACKAGES - {"builtins", "jaxlib"}:
         return False  # a user's class (or jax.jit's C wrapper, which unwraps to the user's function)
     wrapped = inspect.unwrap(fn)
-    return not isinstance(wrapped, types.FunctionType) or _top_package(wrapped.__module__) in _SKIPPED_PACKAGES
+    return not isinstance(wrapped, types.FunctionType) or _is_library_function(wrapped)
 
 
 _JAX_AWARE_PACKAGES = frozenset({"jax", "jaxlib", "flax", "equinox", "optax", "chex", "dy2st"})
@@ -139,8 +152,7 @@ def runs_eagerly(fn) -> bool:
     """Whether `to_static(fn)` should just call `fn`: library code that cannot take traced
     arrays at all (numpy ufuncs, `math`, builtins such as `len`), so tracing it could only fail
     where the eager call works."""
-    if not _is_library_callable(fn) and not (
-            isinstance(fn, types.FunctionType) and _top_package(fn.__module__) in _SKIPPED_PACKAGES):
+    if not _is_library_callable(fn) and not (isinstance(fn, types.FunctionType) and _is_library_function(fn)):
         return False
     wrapped = inspect.unwrap(fn) if not isinstance(fn, types.BuiltinFunctionType) else fn
     module = getattr(wrapped, "__module__", None) or type(wrapped).__module__

@@ -125,9 +125,14 @@ class WriteTracker:
         return changes
 
     def restore(self) -> None:
-        """Put every object seen on any side back as it was before the first side."""
+        """Put every object seen on any side back as it was before the first side (touching
+        only changed attributes: some objects, such as NNX modules, refuse writes here)."""
         for key, original in self.originals.items():
-            _put_back(original, key.attr)
+            current = vars(original.obj).get(key.attr, _MISSING)
+            if current is _MISSING and original.value is _MISSING:
+                continue
+            if current is _MISSING or original.value is _MISSING or _changed(original, current):
+                _put_back(original, key.attr)
 
     def original_value(self, key: AttributeKey):
         original = self.originals[key]

@@ -154,3 +154,30 @@ def test_dict_key_in_one_python_branch():
             eager, static = f(x, flag), dy2st.to_static(f)(x, flag)
             assert eager[0].keys() == static[0].keys()
             np.testing.assert_allclose(static[1], eager[1])
+
+
+def test_nnx_submodule_called_in_staged_branches():
+    nnx = pytest.importorskip("flax.nnx")
+
+    class Block(nnx.Module):
+        def __init__(self, rngs):
+            self.linear = nnx.Linear(2, 2, rngs=rngs)
+            self.scale = 2.0
+
+        def __call__(self, x):
+            return self.linear(x) * self.scale
+
+    class Net(nnx.Module):
+        def __init__(self):
+            self.block = Block(nnx.Rngs(0))
+
+        def __call__(self, x):
+            if x.sum() > 0:
+                x = self.block(x)
+            else:
+                x = -self.block(x)
+            return x
+
+    for value in (1.0, -1.0):
+        x = jnp.full((1, 2), value)
+        np.testing.assert_allclose(dy2st.to_static(Net())(x), Net()(x), rtol=1e-6)
