@@ -79,7 +79,7 @@ class IfElseTransformer(StatementTransformer):
         if node.orelse:
             else_body = self._branch(namer.new_symbol("else_body"), node.orelse, state, outputs)
             stmts.append(else_body)
-        elif self._is_return_guard(node.test):
+        elif self._is_return_guard(node.test) and self._dead_loads([], outputs, returned=True):
             # `if not do_return: ...` (made by the return step): its missing else is the path
             # that has returned already, where nothing the body assigns is read again.
             else_body = self._branch(namer.new_symbol("else_body"), [], state, outputs, returned=True)
