@@ -65,3 +65,18 @@ def test_formatted_text_used_as_str_is_refused():
     assert text.startswith('File "') and "test_misc_format.py" in text
     assert 'label = f"value {x}"' in text
     assert "only exists when the" in text and "jax.debug.print" in text
+
+
+def asserts_with_formatted_message(x):
+    assert x.sum() > 0, f"bad sum {x.sum():.1f} of {x}"
+    return x
+
+
+def test_assert_message_formatted_at_run_time():
+    np_ones = jnp.ones(2)
+    assert (dy2st.to_static(asserts_with_formatted_message)(np_ones) == np_ones).all()
+    with pytest.raises(AssertionError) as eager:
+        asserts_with_formatted_message(-np_ones)
+    with pytest.raises(AssertionError) as static:
+        dy2st.to_static(asserts_with_formatted_message)(-np_ones)
+    assert str(static.value).splitlines()[0] == str(eager.value).splitlines()[0] == "bad sum -2.0 of [-1. -1.]"
