@@ -181,3 +181,26 @@ def test_nnx_submodule_called_in_staged_branches():
     for value in (1.0, -1.0):
         x = jnp.full((1, 2), value)
         np.testing.assert_allclose(dy2st.to_static(Net())(x), Net()(x), rtol=1e-6)
+
+
+def sets_attribute_in_python_for(obj, x, n):
+    for i in range(n):
+        obj.y = x * i
+    return x
+
+
+def sets_attribute_in_python_while(obj, x, n):
+    i = 0
+    while i < n:
+        obj.z = x
+        i += 1
+    return x
+
+
+@pytest.mark.parametrize("fn", [sets_attribute_in_python_for, sets_attribute_in_python_while])
+@pytest.mark.parametrize("n", [0, 2])
+def test_no_undefined_marker_left_by_zero_trip_loops(fn, n):
+    eager_obj, static_obj = Plain(), Plain()
+    fn(eager_obj, jnp.ones(2), n)
+    dy2st.to_static(fn)(static_obj, jnp.ones(2), n)
+    assert vars(static_obj).keys() == vars(eager_obj).keys()
