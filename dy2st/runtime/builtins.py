@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jax._src.interpreters.batching import BatchTracer as _BatchTracer
+from jax._src.lax.lax import _convert_element_type
 
 from dy2st.errors import BuiltinError, OriginInfo
 from dy2st.runtime.calls import register_builtin
@@ -83,14 +84,21 @@ def convert_int(x=0, *args, **kwargs):
     if not is_traced(x) or args or kwargs:
         return builtins.int(x, *args, **kwargs)
     value = _one_element(x, "int()", OriginInfo.of_caller())
-    return jnp.trunc(value).astype(_default(int)) if jnp.issubdtype(value.dtype, jnp.inexact) else value.astype(_default(int))
+    return _python_scalar(jnp.trunc(value) if jnp.issubdtype(value.dtype, jnp.inexact) else value, int)
 
 
 def convert_float(x=0.0):
     """`float(x)`; a traced one-element array becomes a default-float scalar."""
     if not is_traced(x):
         return builtins.float(x)
-    return _one_element(x, "float()", OriginInfo.of_caller()).astype(_default(float))
+    return _python_scalar(_one_element(x, "float()", OriginInfo.of_caller()), float)
+
+
+def _python_scalar(value, kind):
+    """`value` as the default int/float dtype, weakly typed as a Python number is, so that
+    `x_int8 * int(y)` stays int8 as it does eagerly. (jax has no public way to make a weak
+    type: this is the conversion jnp uses for Python scalars.)"""
+    return _convert_element_type(value, _default(kind), weak_type=True)
 
 
 def convert_bool(x=False):

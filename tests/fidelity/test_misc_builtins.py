@@ -228,3 +228,17 @@ def test_max_of_matrix_is_refused():
 
     with pytest.raises(BuiltinError, match="compares its rows"):
         dy2st.to_static(f)(jnp.ones((2, 2)))
+
+
+def casts_mixed_with_small_dtypes(x, y):
+    return x * int(y.sum()), x * float(y[0]), x + True, x * bool(y[0]), x * max(1, int(y[0])), x * sum([1, int(y[1])])
+
+
+def test_python_scalar_casts_keep_eager_dtypes():
+    x, y = jnp.array([1, 2], jnp.int8), jnp.array([1.5, 2.0], jnp.float16)
+    expected = casts_mixed_with_small_dtypes(x, y)
+    static = dy2st.to_static(casts_mixed_with_small_dtypes)
+    for out in (static(x, y), jax.jit(static)(x, y)):
+        for e, a in zip(expected, out):
+            assert (a.dtype, a.weak_type) == (e.dtype, e.weak_type)
+            np.testing.assert_array_equal(a, e)
