@@ -10,7 +10,9 @@ is, for a Python `pred`, exactly::
     if pred: if_body()
     else: else_body()
 
-and for a traced `pred`, `y = lax.cond(pred, <if_body's y>, <else_body's y>)`.
+and for a traced `pred`, `y = lax.cond(pred, <if_body's y>, <else_body's y>)`. Attributes that
+methods called inside a traced branch change (`self.total = ...` in `self.bump(x)`) are
+found by `dy2st.runtime.writes` and carried through the same cond, then written back.
 """
 
 from __future__ import annotations

@@ -25,8 +25,13 @@ After::
 The state is every symbol a branch writes that is live after the `if` (the first `nouts`,
 whose two branch values must agree when staged) or read by a branch before it is written
 (carried so `nonlocal` finds it). Attribute and item writes (`self.n`, `d['k']`) escape the
-function and are always outputs. Facts come from `dy2st.analysis` (liveness, definitions);
-nested `if`s are rewritten first.
+function and are always outputs; they are written back with `jst.write_composite(obj,
+'attr', value)`, which removes an attribute/key that is unbound on the path taken instead of
+leaving an `Undefined` marker on the user's object. A name a branch `del`s is carried so the
+branch deletes the enclosing function's variable. The guard `if not do_return:` that the
+return step adds gets an else branch where what the body would assign is dead (the function
+has returned), so a variable first assigned after a nested early return is not refused.
+Facts come from `dy2st.analysis` (liveness, definitions); nested `if`s are rewritten first.
 """
 
 from __future__ import annotations
