@@ -17,7 +17,7 @@ found by `dy2st.runtime.writes` and carried through the same cond, then written 
 
 from __future__ import annotations
 
-from dy2st.errors import OriginInfo
+from dy2st.errors import BranchOutputError, OriginInfo
 from dy2st.runtime.staging import is_traced, stage_cond
 from dy2st.runtime.undefined import Undefined
 from dy2st.runtime.writes import WriteTracker
@@ -74,7 +74,11 @@ def _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, or
             # carrying them (the discarded cond has no effects; jit drops it).
             carried_writes += [k for k in found if k not in carried_writes]
         else:
-            raise AssertionError("the attributes written by called methods did not settle")
+            raise BranchOutputError(
+                "the methods called in the branches change different attributes each time they are traced.",
+                origin,
+                advice="make what each method assigns depend only on the types of its inputs.",
+            )
     except BaseException:
         # Tracing a side wrote its tracers into the state (attributes, items, nonlocals): put
         # back what was there, so no object the caller holds keeps a tracer after the error.

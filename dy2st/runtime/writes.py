@@ -66,9 +66,12 @@ def _put_back(original: _Original, attr: str) -> None:
         if attr in vars(obj):
             delattr(obj, attr)
         return
-    if original.contents is not None:
+    if original.contents is not None:  # a list/dict changed in place: its contents go back
         original.value.clear()
-        original.value.update(original.contents) if isinstance(original.value, dict) else original.value.extend(original.contents)
+        if isinstance(original.value, dict):
+            original.value.update(original.contents)
+        else:
+            original.value.extend(original.contents)
     setattr(obj, attr, original.value)
 
 
