@@ -125,3 +125,29 @@ def test_equinox_mlp_object():
     out = dy2st.to_static(mlp)(x)
     np.testing.assert_allclose(out, mlp(x), rtol=1e-6)
     _same_dtypes(mlp(x), out)
+
+
+@jax.custom_jvp
+def clipped_log(x):
+    return jnp.log(x)
+
+
+clipped_log.defjvp(lambda primals, tangents: (jnp.log(primals[0]), tangents[0] / jnp.maximum(primals[0], 0.5)))
+
+
+def test_custom_jvp_object_keeps_its_rule():
+    x = jnp.array([0.25, 2.0])
+    static = dy2st.to_static(clipped_log)
+    np.testing.assert_allclose(static(x), clipped_log(x))
+    grad = jax.grad(lambda v: static(v).sum())(x)
+    np.testing.assert_allclose(grad, jax.grad(lambda v: clipped_log(v).sum())(x))
+
+
+def test_jit_wrapped_user_function_still_converts():
+    def f(x):
+        if x.sum() > 0:
+            return x * 2
+        return -x
+
+    for x in (jnp.ones(2), -jnp.ones(2)):
+        np.testing.assert_allclose(dy2st.to_static(jax.jit(f))(x), f(x))
