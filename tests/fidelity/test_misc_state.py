@@ -204,3 +204,39 @@ def test_no_undefined_marker_left_by_zero_trip_loops(fn, n):
     fn(eager_obj, jnp.ones(2), n)
     dy2st.to_static(fn)(static_obj, jnp.ones(2), n)
     assert vars(static_obj).keys() == vars(eager_obj).keys()
+
+
+def writes_then_fails(obj, x):
+    if x.sum() > 0:
+        x = obj.bump(x)
+        y = jnp.ones(3)
+    else:
+        y = jnp.ones(2)
+    return x, y
+
+
+def test_no_tracer_left_after_a_failed_staged_if():
+    obj = Counter()
+    before = {k: v for k, v in vars(obj).items()}
+    with pytest.raises(BranchOutputError, match="'y'"):
+        dy2st.to_static(writes_then_fails)(obj, jnp.ones(2))
+    assert not _holds_tracer(obj)
+    assert all(vars(obj)[k] is before[k] for k in before)
+
+
+GLOBAL_COUNTER = Counter()
+
+
+def global_method_then_fails(x):
+    if x.sum() > 0:
+        x = GLOBAL_COUNTER.bump(x)
+        y = jnp.ones(3)
+    else:
+        y = jnp.ones(2)
+    return x, y
+
+
+def test_global_object_clean_after_error():
+    with pytest.raises(BranchOutputError):
+        dy2st.to_static(global_method_then_fails)(jnp.ones(2))
+    assert not _holds_tracer(GLOBAL_COUNTER)
