@@ -146,3 +146,36 @@ def test_del_in_if(x):
     check_equivalent(deletes_in_staged_if, x)
     for flag in (True, False):
         check_equivalent(deletes_then_rebinds, x, flag)
+
+
+def deeper_nested_return(x):
+    if x.sum() > 0:
+        if x[0] > 5:
+            if x[1] > 5:
+                return x
+            z = x - 1
+        else:
+            z = x + 1
+        y = z * 2
+    else:
+        y = x
+    return y + 1
+
+
+def two_nested_returns(x):
+    if x.sum() > 0:
+        if x[0] > 5:
+            return x
+        y = x * 2
+        if y[1] > 3:
+            return y
+        q = y + 1
+    else:
+        q = x
+    return q * 3
+
+
+@pytest.mark.parametrize("fn", [deeper_nested_return, two_nested_returns])
+@pytest.mark.parametrize("values", [[6.0, 6.0], [6.0, 1.0], [1.0, 2.0], [1.0, 1.0], [-3.0, 1.0]])
+def test_assigned_after_deeper_returns(fn, values):
+    check_equivalent(fn, jnp.array(values), grad_argnums=0)
