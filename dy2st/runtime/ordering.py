@@ -66,19 +66,26 @@ def _scan_choice(items, larger: bool):
     return items[jnp.where(jnp.isnan(items[0]), 0, index)]
 
 
+_NO_DEFAULT = object()
+
+
 def _choose(builtin, larger: bool, name: str, args, kwargs, origin: OriginInfo):
     if len(args) == 1 and is_traced(args[0]):
+        kwargs = dict(kwargs)
+        default = kwargs.pop("default", _NO_DEFAULT)
         _refuse_keywords(name, kwargs, origin)
         items = _rows_of(args[0], name, origin)
         if items.shape[0] == 0:
+            if default is not _NO_DEFAULT:
+                return default
             raise ValueError(f"{name}() arg is an empty sequence")
         return _scan_choice(items, larger)
     values = tuple(args[0]) if len(args) == 1 else args
     if not _any_traced(values):
-        return builtin(*args, **kwargs)
+        return builtin(values, **kwargs) if len(args) == 1 else builtin(*args, **kwargs)
+    kwargs = dict(kwargs)
+    kwargs.pop("default", None)  # only used when there are no items, and there are traced ones
     _refuse_keywords(name, kwargs, origin)
-    if not values:
-        raise ValueError(f"{name}() arg is an empty sequence")
     compare = (lambda b, a: b > a) if larger else (lambda b, a: b < a)
     kept = values[0]
     for later in values[1:]:

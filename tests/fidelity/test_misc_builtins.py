@@ -242,3 +242,12 @@ def test_python_scalar_casts_keep_eager_dtypes():
         for e, a in zip(expected, out):
             assert (a.dtype, a.weak_type) == (e.dtype, e.weak_type)
             np.testing.assert_array_equal(a, e)
+
+
+def max_min_with_defaults_and_iterators(x):
+    items = (v for v in [x[0], x[1]])
+    return max([x[0], x[1]], default=0.0), min(x, default=5.0), max(items), max(iter([3, 1])) + x[0]
+
+
+def test_max_min_defaults_and_iterators():
+    _check(max_min_with_defaults_and_iterators, jnp.array([1.0, 2.0]))
