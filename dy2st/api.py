@@ -15,6 +15,7 @@ from dy2st.config import _switch_listeners, config
 from dy2st.errors import ConversionError, OriginInfo, RuntimeChecks, at_boundary
 from dy2st.program import ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
 from dy2st.sharding import Shardings
+from dy2st.runtime.calls import runs_eagerly, top_level_target
 from dy2st.runtime.undefined import check_defined
 
 _NOT_TO_STATIC_ATTR = "__dy2st_not_to_static__"
@@ -132,6 +133,7 @@ class StaticFunction(functools.partial):
         self._bound = weakref.WeakValueDictionary()  # id(instance) -> BoundStaticFunction
         self._checker = None
         self._has_checks = False  # programs contain run-time checks: wait for their results
+        self._eager_only = runs_eagerly(fn)  # numpy/builtin callables: nothing to convert or trace
         functools.update_wrapper(self, fn)
 
     # -- conversion ---------------------------------------------------------------------
@@ -140,13 +142,7 @@ class StaticFunction(functools.partial):
         if self._converted_fn is None:
             with self._lock:
                 if self._converted_fn is None:
-                    fn = inspect.unwrap(self._fn) if not isinstance(self._fn, types.FunctionType) else self._fn
-                    if not isinstance(fn, types.FunctionType):
-                        raise ConversionError(
-                            f"Cannot convert {fn!r}: it is not a Python function.",
-                            advice="decorate a plain function or method with dy2st.to_static.",
-                        )
-                    self._converted_fn = conversion.convert(fn)
+                    self._converted_fn = top_level_target(self._fn)
         return self._converted_fn
 
     # -- calling ------------------------------------------------------------------------
@@ -181,7 +177,7 @@ class StaticFunction(functools.partial):
         return check_defined(self._converted(*args, **kwargs))
 
     def _run(self, args, kwargs):
-        if not config.enable_to_static:
+        if not config.enable_to_static or self._eager_only:
             return self._fn(*args, **kwargs)
         positions = stateful.root_positions(args, kwargs)
         if positions:
@@ -306,14 +302,22 @@ class BoundStaticFunction(StaticFunction):
         return f"<BoundStaticFunction {getattr(self._owner._fn, '__qualname__', '?')!r} of {type(self.__self__).__name__}>"
 
 
+_LIBRARY_PACKAGES = ("flax", "equinox", "builtins", "jax", "jaxlib", "numpy")
+
+
 def _model_method(model):
     """The forward a model object runs: a user-defined `__call__`, else `forward`."""
     cls = type(model)
     for name in ("__call__", "forward"):
         for klass in cls.__mro__[:-1]:
             fn = klass.__dict__.get(name)
-            if fn is not None and klass.__module__.split(".")[0] not in ("flax", "equinox", "builtins"):
+            if fn is not None and klass.__module__.split(".")[0] not in _LIBRARY_PACKAGES:
                 return fn
+    # A library module (nnx.Linear, eqx.nn.MLP): its own __call__ runs as is, with the module's
+    # arrays lifted to program inputs like any model's.
+    call = getattr(cls, "__call__", None)
+    if isinstance(call, types.FunctionType) and call.__module__.split(".")[0] in ("flax", "equinox"):
+        return call
     return None
 
 

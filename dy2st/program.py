@@ -72,7 +72,7 @@ class Signature:
     tree: object = None
 
     def describe(self) -> str:
-        arrays = ", ".join(f"{np.dtype(a.dtype).name}{list(a.shape)}" for a in self.avals)
+        arrays = ", ".join(f"{a.dtype.name}{list(a.shape)}" for a in self.avals)
         return f"arrays=({arrays}) static={self.static_key[1]!r}"
 
 
@@ -173,7 +173,8 @@ class ProgramCache:
                 break
             key += (leaf.aval,)
         else:  # every leaf a jax array: the program takes the arguments as they are
-            if not kwargs and len(leaves) == len(args):
+            # (a one-leaf container, `((x,),)`, has as many leaves as arguments but more nodes)
+            if not kwargs and len(leaves) == len(args) and treedef.num_nodes == len(args) + 3:
                 shared = self.shared
                 if shared is not None:
                     return shared(*args)
@@ -458,7 +459,7 @@ def _argument_label(position: int, names: list) -> str:
 
 
 def _describe_aval(aval) -> str:
-    return f"{np.dtype(aval.dtype).name}{list(aval.shape)}"
+    return f"{aval.dtype.name}{list(aval.shape)}"
 
 
 def _what_changes(signatures: list, names: list = ()) -> str:

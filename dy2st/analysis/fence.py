@@ -24,11 +24,12 @@ _REJECTED = {
 
 # Rejected only inside the body of an `if`/`while`/`for` (which may be staged).
 _REJECTED_IN_CONTROL_FLOW = {
-    gast.Delete: "`del` of a variable inside an `if` or loop cannot be converted: a staged branch or "
-    "loop must leave every variable it carries defined. Assign it a placeholder (`x = None`) "
+    gast.Delete: "`del` of a variable inside a loop cannot be converted: a staged loop must leave "
+    "every variable it carries defined. Assign it a placeholder (`x = None`) "
     "instead, or move the `del` after the block",
 }
-_CONTROL_FLOW = (gast.If, gast.While, gast.For)
+# (`del x` in an `if` converts: the branch leaves `x` unbound, as eagerly.)
+_CONTROL_FLOW = (gast.While, gast.For)
 # The node types the fence can reject: a tree holding none of them passes without a walk.
 SCREENED = frozenset(_REJECTED) | frozenset(_REJECTED_IN_CONTROL_FLOW)
 _NESTED_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)

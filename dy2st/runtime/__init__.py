@@ -8,7 +8,8 @@ from dy2st.runtime import builtins as _builtins  # registers the staged builtins
 from dy2st.runtime.asserts import convert_assert
 from dy2st.runtime.calls import convert_call
 from dy2st.runtime.checks import check_scoped_write, python_condition
-from dy2st.runtime.control_flow import convert_ifelse, convert_ifexp
+from dy2st.runtime.control_flow import convert_ifelse, convert_ifexp, write_composite
+from dy2st.runtime.formatting import convert_format, convert_percent
 from dy2st.runtime.iterables import loop_iter
 from dy2st.runtime.lists import list_append
 from dy2st.runtime.logical import convert_and, convert_compare_chain, convert_not, convert_or
@@ -27,6 +28,8 @@ __all__ = [
     "convert_and",
     "convert_compare_chain",
     "convert_for",
+    "convert_format",
+    "convert_percent",
     "convert_ifelse",
     "convert_ifexp",
     "convert_not",
@@ -38,4 +41,5 @@ __all__ = [
     "list_append",
     "loop_iter",
     "set_loop_options",
+    "write_composite",
 ]

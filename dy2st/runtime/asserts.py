@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from dy2st.errors import OriginInfo, RuntimeChecks, record_runtime_failure
+from dy2st.runtime.formatting import TracedString
 from dy2st.runtime.staging import is_traced, scalar_predicate
 
 
@@ -40,16 +41,17 @@ def convert_assert(test, message=None):
     test = scalar_predicate(test, origin, "The asserted condition", "reduce it first, e.g. `assert (x > 0).all()`.")
     text = message() if message is not None else None
     traced_text = is_traced(text)
+    formatted = isinstance(text, TracedString)  # f"bad {x}": its text exists at run time
 
     def check(ok, *value):
         if np.all(ok):
             return
-        shown = str(np.asarray(value[0])) if traced_text else text
+        shown = text.render(list(value)) if formatted else str(np.asarray(value[0])) if traced_text else text
         error = AssertionError(_failure_message(shown, origin))
         record_runtime_failure(error)
         raise error
 
-    jax.debug.callback(check, test, *((text,) if traced_text else ()))
+    jax.debug.callback(check, test, *(text.arrays if formatted else (text,) if traced_text else ()))
     RuntimeChecks.record_traced()
 
 

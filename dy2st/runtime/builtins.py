@@ -8,7 +8,8 @@ one is exactly the builtin. With a traced argument:
   prints inside staged branches and loops), formatted by Python's own `print`;
 * `int(x)`, `float(x)` cast a one-element array to a scalar of the default int/float dtype
   (`int` truncates toward zero, as Python does); `bool(x)` is `x != 0`;
-* `min`/`max` of one-element arrays, or of a 1-D array, reduce with `jnp.minimum`/`jnp.min`;
+* `min`/`max`/`sorted`/`any`/`all` make Python's own choice (`dy2st.runtime.ordering`);
+* f-strings, `str()`, `repr()` of traced values format at run time (`dy2st.runtime.formatting`);
 * `range(n)` with a traced bound is refused: only a `for` header can run over it, and the
   loops step sends those to `loop_iter` without calling `range`.
 
@@ -27,9 +28,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jax._src.interpreters.batching import BatchTracer as _BatchTracer
+from jax._src.lax.lax import _convert_element_type
 
 from dy2st.errors import BuiltinError, OriginInfo
 from dy2st.runtime.calls import register_builtin
+from dy2st.runtime.ordering import convert_all, convert_any, convert_max, convert_min, convert_sorted
+from dy2st.runtime.formatting import bind_traced, convert_repr, convert_str, has_traced
 from dy2st.runtime.staging import is_traced
 
 
@@ -54,39 +58,20 @@ def _one_element(x, what: str, origin: OriginInfo):
 
 
 # -- print -------------------------------------------------------------------------------------
-class _JaxRepr:
-    """A value that prints like a jax Array when it sits inside a container being printed."""
-
-    def __init__(self, array):
-        self.array = array
-
-    def __repr__(self):
-        return "Array" + repr(self.array)[len("array"):]
-
-    __str__ = __repr__
-
-
 def convert_print(*values, sep=" ", end="\n", file=None, flush=False):
-    """`print(*values, ...)`; with traced values, prints when the program runs."""
-    if not _any_traced(values):
+    """`print(*values, ...)`; with traced values (or strings formatted from them, see
+    `dy2st.runtime.formatting`), prints when the program runs."""
+    if not has_traced(values):
         return builtins.print(*values, sep=sep, end=end, file=file, flush=flush)
-    leaves, treedef = jax.tree_util.tree_flatten(list(values))
-    positions = [i for i, leaf in enumerate(leaves) if is_traced(leaf)]
-    statics = [leaf for leaf in leaves if not is_traced(leaf)]
-    top_level = {id(v) for v in values}
+    traced, fill = bind_traced(values, {})
+    top_level = [is_traced(v) for v in values]
 
     def callback(*arrays):
-        merged, arrays_it, statics_it = [], iter(arrays), iter(statics)
-        for i, leaf in enumerate(leaves):
-            if i in positions:
-                array = np.asarray(next(arrays_it))
-                merged.append(array if id(leaf) in top_level else _JaxRepr(array))
-            else:
-                merged.append(next(statics_it))
-        builtins.print(*jax.tree_util.tree_unflatten(treedef, merged), sep=sep, end=end,
-                       file=file if file is not None else sys.stdout, flush=flush)
+        printed, _ = fill(list(arrays))
+        # a top-level array prints as str() does; inside a container it shows as jax's repr
+        printed = [str(v) if top else v for v, top in zip(printed, top_level)]
+        builtins.print(*printed, sep=sep, end=end, file=file if file is not None else sys.stdout, flush=flush)
 
-    traced = [leaves[i] for i in positions]
     # Ordered, so prints come out in program order; jax cannot batch ordered effects, so
     # under vmap they are unordered (as jax.debug.print is by default).
     jax.debug.callback(callback, *traced, ordered=not any(isinstance(t, _BatchTracer) for t in traced))
@@ -99,14 +84,21 @@ def convert_int(x=0, *args, **kwargs):
     if not is_traced(x) or args or kwargs:
         return builtins.int(x, *args, **kwargs)
     value = _one_element(x, "int()", OriginInfo.of_caller())
-    return jnp.trunc(value).astype(_default(int)) if jnp.issubdtype(value.dtype, jnp.inexact) else value.astype(_default(int))
+    return _python_scalar(jnp.trunc(value) if jnp.issubdtype(value.dtype, jnp.inexact) else value, int)
 
 
 def convert_float(x=0.0):
     """`float(x)`; a traced one-element array becomes a default-float scalar."""
     if not is_traced(x):
         return builtins.float(x)
-    return _one_element(x, "float()", OriginInfo.of_caller()).astype(_default(float))
+    return _python_scalar(_one_element(x, "float()", OriginInfo.of_caller()), float)
+
+
+def _python_scalar(value, kind):
+    """`value` as the default int/float dtype, weakly typed as a Python number is, so that
+    `x_int8 * int(y)` stays int8 as it does eagerly. (jax has no public way to make a weak
+    type: this is the conversion jnp uses for Python scalars.)"""
+    return _convert_element_type(value, _default(kind), weak_type=True)
 
 
 def convert_bool(x=False):
@@ -115,46 +107,6 @@ def convert_bool(x=False):
         return builtins.bool(x)
     value = _one_element(x, "bool()", OriginInfo.of_caller())
     return value if value.dtype == jnp.bool_ else value != 0
-
-
-# -- min / max -------------------------------------------------------------------------------
-def _reduce(builtin, pairwise, whole, name, args, kwargs, origin):
-    if not _any_traced(args):
-        return builtin(*args, **kwargs)
-    if kwargs:
-        raise BuiltinError(
-            f"{name}() with {', '.join(sorted(kwargs))}= cannot compare traced values.",
-            origin,
-            advice=f"compute the {name} with jnp.{name}/jnp.arg{name} on an array instead.",
-        )
-    if len(args) == 1:
-        (items,) = args
-        if is_traced(items):
-            if np.ndim(items) != 1:
-                raise BuiltinError(
-                    f"{name}() over an array of shape {tuple(np.shape(items))} compares its rows, "
-                    "whose truth value is ambiguous.",
-                    origin,
-                    advice=f"use jnp.{name}(x, axis=...) for arrays of more than one dimension.",
-                )
-            if items.shape[0] == 0:
-                raise ValueError(f"{name}() arg is an empty sequence")
-            return whole(items)
-        args = tuple(items)
-        if not args:
-            raise ValueError(f"{name}() arg is an empty sequence")
-    values = [_one_element(a, f"{name}()", origin) if is_traced(a) else a for a in args]
-    return functools.reduce(pairwise, values)
-
-
-def convert_max(*args, **kwargs):
-    """`max(...)`; traced one-element values reduce with `jnp.maximum`, a 1-D array with `jnp.max`."""
-    return _reduce(builtins.max, jnp.maximum, jnp.max, "max", args, kwargs, OriginInfo.of_caller())
-
-
-def convert_min(*args, **kwargs):
-    """`min(...)`; traced one-element values reduce with `jnp.minimum`, a 1-D array with `jnp.min`."""
-    return _reduce(builtins.min, jnp.minimum, jnp.min, "min", args, kwargs, OriginInfo.of_caller())
 
 
 # -- range -----------------------------------------------------------------------------------
@@ -191,6 +143,11 @@ for _builtin, _replacement in (
     (builtins.bool, convert_bool),
     (builtins.max, convert_max),
     (builtins.min, convert_min),
+    (builtins.sorted, convert_sorted),
+    (builtins.any, convert_any),
+    (builtins.all, convert_all),
     (builtins.range, convert_range),
+    (builtins.str, convert_str),
+    (builtins.repr, convert_repr),
 ):
     register_builtin(_builtin, _replacement)

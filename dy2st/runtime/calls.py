@@ -28,11 +28,16 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+import sysconfig
 import types
 import weakref
 
+import jax
+
 from dy2st.config import log
 from dy2st.errors import ConversionError, UnsupportedSyntaxError
+from dy2st.runtime.formatting import convert_format, is_format_method
+from dy2st.runtime.writes import note_receiver
 
 _SKIPPED_PACKAGES = frozenset(
     {"jax", "jaxlib", "numpy", "flax", "equinox", "optax", "dy2st", "scipy", "ml_dtypes", "chex", "opt_einsum"}
@@ -78,6 +83,7 @@ def convert_call(fn):
     if isinstance(fn, types.FunctionType):
         return _convert_function(fn)
     if isinstance(fn, types.MethodType):
+        _note_user_receiver(fn.__self__)  # a staged branch being traced carries what it changes
         func = fn.__func__
         if not isinstance(func, types.FunctionType):
             return fn
@@ -87,15 +93,83 @@ def convert_call(fn):
         converted = convert_call(fn.func)
         return fn if converted is fn.func else functools.partial(converted, *fn.args, **fn.keywords)
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, type)) or _is_static_function(fn):
+        if is_format_method(fn):  # 'v: {}'.format(x): formatted when the program runs
+            return functools.partial(convert_format, fn.__self__)
         return fn
     return _convert_callable_object(fn)
+
+
+def top_level_target(fn):
+    """What `to_static(fn)` runs: `fn` converted, or `fn` itself where nothing of it is the user's.
+
+    Library code (jax, numpy, flax, equinox, ... functions, C functions and ufuncs, jax's
+    `custom_jvp`/`custom_vjp` objects, whose derivative rule converting the primal would drop)
+    runs as it is, exactly as eagerly. A `functools.partial` converts its function and keeps
+    its arguments. Wrappers (`functools.wraps`, `jax.jit`) of a user function convert the
+    wrapped function. A function whose source cannot be read is a ConversionError, as is a
+    callable with no Python function to convert.
+    """
+    if isinstance(fn, types.FunctionType):
+        return fn if _is_library_function(fn) else _converter(fn)
+    if isinstance(fn, functools.partial):
+        return functools.partial(top_level_target(fn.func), *fn.args, **fn.keywords)
+    if _is_library_callable(fn):
+        return fn
+    unwrapped = inspect.unwrap(fn)
+    if isinstance(unwrapped, types.FunctionType):
+        return top_level_target(unwrapped)
+    raise ConversionError(
+        f"Cannot convert {fn!r}: it is not a Python function.",
+        advice="decorate a plain function or method with dy2st.to_static.",
+    )
+
+
+_STDLIB_DIR = sysconfig.get_paths()["stdlib"]
+
+
+def _is_library_function(fn: types.FunctionType) -> bool:
+    """A function of jax, numpy, ... or of the standard library itself (by its file: a user's
+    package may share a name with a standard module, such as `test`)."""
+    package = _top_package(fn.__module__)
+    if package in _SKIPPED_PACKAGES - sys.stdlib_module_names:
+        return True
+    return package in sys.stdlib_module_names and fn.__code__.co_filename.startswith(_STDLIB_DIR)
+
+
+def _is_library_callable(fn) -> bool:
+    if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, jax.custom_jvp, jax.custom_vjp)):
+        return True
+    if _top_package(type(fn).__module__) not in _SKIPPED_PACKAGES - {"builtins", "jaxlib"}:
+        return False  # a user's class (or jax.jit's C wrapper, which unwraps to the user's function)
+    wrapped = inspect.unwrap(fn)
+    return not isinstance(wrapped, types.FunctionType) or _is_library_function(wrapped)
+
+
+_JAX_AWARE_PACKAGES = frozenset({"jax", "jaxlib", "flax", "equinox", "optax", "chex", "dy2st"})
+
+
+def runs_eagerly(fn) -> bool:
+    """Whether `to_static(fn)` should just call `fn`: library code that cannot take traced
+    arrays at all (numpy ufuncs, `math`, builtins such as `len`), so tracing it could only fail
+    where the eager call works."""
+    if not _is_library_callable(fn) and not (isinstance(fn, types.FunctionType) and _is_library_function(fn)):
+        return False
+    wrapped = inspect.unwrap(fn) if not isinstance(fn, types.BuiltinFunctionType) else fn
+    module = getattr(wrapped, "__module__", None) or type(wrapped).__module__
+    return _top_package(module) not in _JAX_AWARE_PACKAGES and _top_package(type(fn).__module__) not in _JAX_AWARE_PACKAGES
 
 
 def _is_static_function(fn) -> bool:
     return type(fn).__name__ == "StaticFunction" and type(fn).__module__ == "dy2st.api"
 
 
+def _note_user_receiver(obj) -> None:
+    if _top_package(type(obj).__module__) not in _SKIPPED_PACKAGES:
+        note_receiver(obj)
+
+
 def _convert_callable_object(obj):
+    _note_user_receiver(obj)
     # flax wraps a Module's __call__ (the wrapper carries __wrapped__, so it is kept as is);
     # equinox and plain classes keep the user's function, which is converted and re-bound.
     call = getattr(type(obj), "__call__", None)

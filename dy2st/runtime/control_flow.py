@@ -10,13 +10,17 @@ is, for a Python `pred`, exactly::
     if pred: if_body()
     else: else_body()
 
-and for a traced `pred`, `y = lax.cond(pred, <if_body's y>, <else_body's y>)`.
+and for a traced `pred`, `y = lax.cond(pred, <if_body's y>, <else_body's y>)`. Attributes that
+methods called inside a traced branch change (`self.total = ...` in `self.bump(x)`) are
+found by `dy2st.runtime.writes` and carried through the same cond, then written back.
 """
 
 from __future__ import annotations
 
-from dy2st.errors import OriginInfo
+from dy2st.errors import BranchOutputError, OriginInfo
 from dy2st.runtime.staging import is_traced, stage_cond
+from dy2st.runtime.undefined import Undefined
+from dy2st.runtime.writes import WriteTracker
 
 
 def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts):
@@ -42,22 +46,56 @@ def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts)
 
 def _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, origin):
     initial = get_state() if get_state is not None else ()
+    tracker = WriteTracker()
+    carried_writes: list = []  # attributes called methods change, carried as extra outputs
 
     def branch(body):
         def run():
             if set_state is not None:
                 set_state(initial)
-            if body is not None:
-                body()
-            return get_state()[:nouts] if get_state is not None else ()
+            with tracker:
+                if body is not None:
+                    body()
+            outs = get_state()[:nouts] if get_state is not None else ()
+            changes = tracker.take()
+            found.update(changes)
+            return tuple(outs) + tuple(changes.get(k, tracker.original_value(k)) for k in carried_writes)
 
         return run
 
-    outputs = stage_cond(pred, branch(if_body), branch(else_body), names[:nouts], origin)
-    final = tuple(outputs) + tuple(initial[nouts:])
+    try:
+        for _ in range(_MAX_WRITE_ROUNDS):
+            found: dict = {}
+            labels = tuple(names[:nouts]) + tuple(tracker.label(k) for k in carried_writes)
+            outputs = stage_cond(pred, branch(if_body), branch(else_body), labels, origin)
+            if set(found) <= set(carried_writes):
+                break
+            # A called method changed attributes this build did not carry: build it again
+            # carrying them (the discarded cond has no effects; jit drops it).
+            carried_writes += [k for k in found if k not in carried_writes]
+        else:
+            raise BranchOutputError(
+                "the methods called in the branches change different attributes each time they are traced.",
+                origin,
+                advice="make what each method assigns depend only on the types of its inputs.",
+            )
+    except BaseException:
+        # Tracing a side wrote its tracers into the state (attributes, items, nonlocals): put
+        # back what was there, so no object the caller holds keeps a tracer after the error.
+        tracker.restore()
+        if set_state is not None:
+            set_state(initial)
+        raise
+    for key, value in zip(carried_writes, outputs[nouts:]):
+        tracker.write(key, value)
+    final = tuple(outputs[:nouts]) + tuple(initial[nouts:])
     if set_state is not None:
         set_state(final)
     return final
+
+
+# Each round can only add attributes, and the second sees every one either side writes.
+_MAX_WRITE_ROUNDS = 3
 
 
 def convert_ifexp(pred, true_fn, false_fn):
@@ -75,3 +113,31 @@ def convert_ifexp(pred, true_fn, false_fn):
     )
     return value
 
+
+
+def write_composite(parent, step, value) -> None:
+    """`parent.step = value` (`step` a str) or `parent[key] = value` (`step` is `(key,)`).
+
+    An `Undefined` value means the attribute or key was unbound before the `if`/loop and is
+    unbound on the path taken: it is removed (a staged branch may have set it while being
+    traced), never left holding the marker.
+    """
+    if isinstance(step, str):
+        if not isinstance(value, Undefined):
+            setattr(parent, step, value)
+        elif hasattr(parent, step):
+            delattr(parent, step)
+        return
+    (key,) = step
+    if not isinstance(value, Undefined):
+        parent[key] = value
+    elif _has_key(parent, key):
+        del parent[key]
+
+
+def _has_key(container, key) -> bool:
+    try:
+        container[key]
+    except (KeyError, IndexError, TypeError):
+        return False
+    return True

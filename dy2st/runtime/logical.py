@@ -13,20 +13,37 @@ from dy2st.errors import OriginInfo
 from dy2st.runtime.staging import is_traced, scalar_predicate, stage_cond
 
 
-def convert_and(left_fn, right_fn):
-    """`left and right` with `left` and `right` given as thunks."""
+def convert_and(left_fn, right_fn, as_test: bool = False):
+    """`left and right` with `left` and `right` given as thunks.
+
+    With `as_test` (the value is only tested for truth, e.g. an `if` test) a traced `left`
+    gives a scalar bool: the truth of `right` where `left` is true, else False.
+    """
     left = left_fn()
     if not is_traced(left):
         return right_fn() if left else left
+    if as_test:
+        origin = OriginInfo.of_caller()
+        return _lax_choose(_truth(left, origin), lambda: _truth(right_fn(), origin), lambda: False, "`and`")
     return _lax_choose(left, right_fn, lambda: left, "`and`")
 
 
-def convert_or(left_fn, right_fn):
-    """`left or right` with `left` and `right` given as thunks."""
+def convert_or(left_fn, right_fn, as_test: bool = False):
+    """`left or right` with `left` and `right` given as thunks (`as_test`: see `convert_and`)."""
     left = left_fn()
     if not is_traced(left):
         return left if left else right_fn()
+    if as_test:
+        origin = OriginInfo.of_caller()
+        return _lax_choose(_truth(left, origin), lambda: True, lambda: _truth(right_fn(), origin), "`or`")
     return _lax_choose(left, lambda: left, right_fn, "`or`")
+
+
+def _truth(value, origin: OriginInfo):
+    """What `bool(value)` would be: a scalar bool array for a traced value, else a Python bool."""
+    if is_traced(value):
+        return scalar_predicate(value, origin)
+    return bool(value)
 
 
 def _lax_choose(pred, true_fn, false_fn, what: str):

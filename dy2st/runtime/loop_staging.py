@@ -38,6 +38,7 @@ from dy2st.runtime import ad_context
 from dy2st.runtime.asserts import check_when_run
 from dy2st.runtime.staging import _cast, _static_equal, _weak_proxy, describe, is_traced, scalar_predicate
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
+from dy2st.runtime.writes import WriteTracker, refuse_loop_writes
 
 _PY_SCALARS = (bool, int, float, complex)
 _MAX_ROUNDS = 4
@@ -347,7 +348,9 @@ def _build(spec, init, loop: Loop, origin, check) -> list:
 
     def body(index, carried):
         """One iteration inside the lax loop: `(new carry, appended items)`."""
-        outs = loop.body(index, assemble(spec, carried))
+        with WriteTracker() as tracker:  # attributes changed by called methods are refused
+            outs = loop.body(index, assemble(spec, carried))
+        refuse_loop_writes(tracker, origin)
         arrays, described = describe_outputs(spec, outs, origin)
         new = join(spec, described, origin)
         if not settled(spec, new) or (loop.length is None and loop.bound() != bound):

@@ -44,7 +44,7 @@ def describe(value) -> str:
     if hasattr(value, "shape") and hasattr(value, "dtype"):
         shape = ",".join(str(d) for d in value.shape)
         weak = " (weak)" if getattr(value, "weak_type", False) else ""
-        return f"{np.dtype(value.dtype).name}[{shape}]{weak}"
+        return f"{value.dtype.name}[{shape}]{weak}"
     if isinstance(value, _PY_SCALARS):
         return f"Python {type(value).__name__} {value!r}"
     return type(value).__name__
@@ -175,11 +175,25 @@ def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: boo
             "shapes differ, and XLA needs one shape.",
             f"make {label} the same shape in both branches (pad, slice or broadcast it explicitly).",
         )
+    if any(_is_aval(l) and jax.dtypes.issubdtype(l.dtype, jax.dtypes.extended) for l in (a, b)):
+        return _merge_extended(a, b, label, origin, branch_names)
     dtype, weak = jax._src.dtypes.result_type(_weak_proxy(a), _weak_proxy(b), return_weak_type_flag=True)
     strong = [l.dtype for l in (a, b) if _is_aval(l) and not l.weak_type]
     if not promote and len(strong) == 2 and strong[0] != strong[1]:
         raise mismatch("dtypes differ.", f"cast {label} to one dtype in both branches, e.g. with .astype(...).")
     return _Merged(aval=jax.core.ShapedArray(shape_a, dtype, weak_type=weak))
+
+
+def _merge_extended(a, b, label, origin, branch_names) -> _Merged:
+    """Typed PRNG keys (extended dtypes) promote with nothing: both sides must hold the same kind."""
+    if not (_is_aval(a) and _is_aval(b) and a.dtype == b.dtype):
+        raise BranchOutputError(
+            f"{label} is {describe(a)} in the {branch_names[0]} but {describe(b)} in the {branch_names[1]}: "
+            "a PRNG key cannot be merged with another type.",
+            origin,
+            advice=f"give {label} a key of the same kind in both branches.",
+        )
+    return _Merged(aval=a)
 
 
 def _static_equal(a, b) -> bool:

@@ -16,6 +16,12 @@ read like the original. Left alone: calls of the runtime (`jst.*`), of functions
 earlier steps (`if_body()`, `get_state()`), and `super()` (its zero-argument form reads the
 calling frame, which must stay the user's).
 
+F-strings and `'...' % x` are rewritten here too, so a traced value in them is formatted when
+the program runs (see `dy2st.runtime.formatting`)::
+
+    f"v: {x:.2f}"  ->  jst.convert_format('v: {:.2f}', x)
+    "v: %s" % x    ->  jst.convert_percent('v: %s', x)
+
 Runs after every control-flow step, so the calls it wraps include those the user wrote inside
 branches and loops (now nested functions) and none of the operators those steps generated.
 """
@@ -41,6 +47,53 @@ class CallTreeTransformer(Transformer):
         # the function), and the callee can move into it instead of being copied.
         node.func = gast.Call(func=templates.attribute(self.ctx.runtime, "convert_call"), args=[node.func], keywords=[])
         return node
+
+    def visit_JoinedStr(self, node):
+        self._visit_fields(node)
+        template, args = [], []
+        if not self._format_template(node, template, args):
+            return node  # a construct str.format has no spelling for: stays an f-string
+        call = templates.replace_as_expression(
+            "jst.convert_format(text)", jst=self.ctx.runtime, text=templates.constant("".join(template)))
+        call.args += args
+        return call
+
+    def _visit_fields(self, node) -> None:
+        """Visit the expressions inside `{...}` fields, never a format spec on its own (an
+        f-string nested in a field stays one expression of the outer template)."""
+        for part in node.values:
+            if isinstance(part, gast.FormattedValue):
+                part.value = self.visit(part.value)
+                if isinstance(part.format_spec, gast.JoinedStr):
+                    self._visit_fields(part.format_spec)
+
+    def _format_template(self, node, template: list, args: list) -> bool:
+        """Append `node`'s str.format spelling to `template` and its values to `args`."""
+        for part in node.values:
+            if isinstance(part, gast.Constant) and isinstance(part.value, str):
+                template.append(part.value.replace("{", "{{").replace("}", "}}"))
+                continue
+            if not isinstance(part, gast.FormattedValue):
+                return False
+            template.append("{")
+            args.append(part.value)
+            if part.conversion not in (-1, None):
+                template.append("!" + chr(part.conversion))
+            if part.format_spec is not None:
+                template.append(":")
+                if not isinstance(part.format_spec, gast.JoinedStr):
+                    return False
+                if not self._format_template(part.format_spec, template, args):
+                    return False
+            template.append("}")
+        return True
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        if not (isinstance(node.op, gast.Mod) and isinstance(node.left, gast.Constant) and isinstance(node.left.value, str)):
+            return node
+        return templates.replace_as_expression(
+            "jst.convert_percent(text, values)", jst=self.ctx.runtime, text=node.left, values=node.right)
 
     def _left_alone(self, func) -> bool:
         if isinstance(func, gast.Name):

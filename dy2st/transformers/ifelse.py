@@ -25,8 +25,13 @@ After::
 The state is every symbol a branch writes that is live after the `if` (the first `nouts`,
 whose two branch values must agree when staged) or read by a branch before it is written
 (carried so `nonlocal` finds it). Attribute and item writes (`self.n`, `d['k']`) escape the
-function and are always outputs. Facts come from `dy2st.analysis` (liveness, definitions);
-nested `if`s are rewritten first.
+function and are always outputs; they are written back with `jst.write_composite(obj,
+'attr', value)`, which removes an attribute/key that is unbound on the path taken instead of
+leaving an `Undefined` marker on the user's object. A name a branch `del`s is carried so the
+branch deletes the enclosing function's variable. The guard `if not do_return:` that the
+return step adds gets an else branch where what the body would assign is dead (the function
+has returned), so a variable first assigned after a nested early return is not refused.
+Facts come from `dy2st.analysis` (liveness, definitions); nested `if`s are rewritten first.
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ from dy2st.analysis import Fact, QualifiedName, getanno
 from dy2st.analysis.activity import activity_of
 from dy2st.transformers import templates
 from dy2st.transformers.base import StatementTransformer
+
+# How the return step names its flag (dy2st.transformers.return_statements).
+RETURN_FLAG_DISPLAY = "the early-return flag"
 
 _IF_TEMPLATE = """
 jst.convert_ifelse(test, if_body, else_body, get_state, set_state, names, nouts)
@@ -76,6 +84,11 @@ class IfElseTransformer(StatementTransformer):
         if node.orelse:
             else_body = self._branch(namer.new_symbol("else_body"), node.orelse, state, outputs)
             stmts.append(else_body)
+        elif self._is_return_guard(node.test) and self._dead_loads([], outputs, returned=True):
+            # `if not do_return: ...` (made by the return step): its missing else is the path
+            # that has returned already, where nothing the body assigns is read again.
+            else_body = self._branch(namer.new_symbol("else_body"), [], state, outputs, returned=True)
+            stmts.append(else_body)
         get_state = set_state = None
         if state:
             get_state, set_state = namer.new_symbol("get_state"), namer.new_symbol("set_state")
@@ -92,8 +105,7 @@ class IfElseTransformer(StatementTransformer):
             nouts=templates.constant(len(outputs)),
         )
         if state:
-            target = templates.tuple_of([s.to_node() for s in state], store=True)
-            stmts.append(gast.Assign(targets=[target], value=call, type_comment=None))
+            stmts += self.assign_state(state, call)
         else:
             stmts.append(gast.Expr(value=call))
         return stmts
@@ -105,7 +117,10 @@ class IfElseTransformer(StatementTransformer):
         local_bases = {s.base for s in plain if s not in live_out and s not in live_in}
         composites = {s for s in writes if s.is_composite and s.base not in local_bases}
         outputs = sorted((s for s in plain if s in live_out), key=str) + sorted(composites, key=str)
-        carried = sorted((s for s in plain if s in live_in and s not in live_out), key=str)
+        # A name a branch deletes (`del y`) must be the enclosing function's (nonlocal) even
+        # when nothing reads it, or the branch function would delete a local of its own.
+        deleted = _deleted_names(node.body) | _deleted_names(node.orelse)
+        carried = sorted((s for s in plain if (s in live_in or s.base in deleted) and s not in live_out), key=str)
         return outputs, carried
 
     def _display(self, symbol) -> str:
@@ -133,10 +148,18 @@ class IfElseTransformer(StatementTransformer):
                 return True
         return False
 
-    def _dead_loads(self, body, outputs):
+    def _is_return_guard(self, test) -> bool:
+        """Is `test` `jst.convert_not(<early-return flag>)`?"""
+        return (isinstance(test, gast.Call) and isinstance(test.func, gast.Attribute)
+                and test.func.attr == "convert_not" and isinstance(test.func.value, gast.Name)
+                and test.func.value.id == self.ctx.runtime and len(test.args) == 1
+                and isinstance(test.args[0], gast.Name) and self.ctx.namer.is_exit_flag(test.args[0].id)
+                and self.ctx.namer.display_name(test.args[0].id) == RETURN_FLAG_DISPLAY)
+
+    def _dead_loads(self, body, outputs, returned=False):
         """In a branch that exits, outputs it leaves unbound are dead on its path: load them
         with `ldu_dead`, whose marker a staged merge fills with zeros instead of an error."""
-        if not self._exits(body):
+        if not returned and not self._exits(body):
             return []
         assigned = activity_of(body).kills
         return [
@@ -148,8 +171,8 @@ class IfElseTransformer(StatementTransformer):
             for s in outputs if not s.is_composite and s not in assigned
         ]
 
-    def _branch(self, name, body, state, outputs=()):
-        body = body + self._dead_loads(body, outputs)
+    def _branch(self, name, body, state, outputs=(), returned=False):
+        body = body + self._dead_loads(body, outputs, returned)
         written = activity_of(body).writes
         decls = self._declarations([s for s in state if s in written])
         return gast.FunctionDef(
@@ -187,13 +210,40 @@ class IfElseTransformer(StatementTransformer):
         )[0]
         state_param = self.ctx.namer.new_symbol("state")
         set_state = templates.replace(
-            "def set_state(param):\n    decls\n    targets = param",
+            "def set_state(param):\n    decls\n    assignments",
             set_state=set_name,
             param=state_param,
             decls=self._declarations(state),
-            targets=templates.tuple_of([s.to_node() for s in state], store=True),
+            assignments=self.assign_state(state, templates.name(state_param)),
         )[0]
         return [get_state, set_state]
+
+    def assign_state(self, state, value) -> list:
+        """`(a, o.y) = value` as statements: plain names directly; attributes and items through
+        `jst.write_composite`, which deletes instead of writing an `Undefined` marker (the
+        attribute or key was unbound before the statement and stays so on this path)."""
+        targets, writes = [], []
+        for symbol in state:
+            if not symbol.is_composite:
+                targets.append(symbol.to_node())
+                continue
+            temp = self.ctx.namer.new_symbol("new_value")
+            targets.append(templates.name(temp))
+            step = symbol.path[-1]
+            writes += templates.replace(
+                "jst.write_composite(parent, step, temp)",
+                jst=self.ctx.runtime,
+                parent=symbol.parent.to_node(),
+                step=templates.constant(step) if isinstance(step, str) else templates.tuple_of([templates.constant(step[0])]),
+                temp=temp,
+            )
+        target = templates.tuple_of(targets, store=True)
+        return [gast.Assign(targets=[target], value=value, type_comment=None)] + writes
+
+
+def _deleted_names(body) -> set:
+    return {target.id for stmt in body for node in gast.walk(stmt) if isinstance(node, gast.Delete)
+            for target in node.targets if isinstance(target, gast.Name)}
 
 
 def transform(tree, ctx):

@@ -18,6 +18,12 @@ After::
 Operands become thunks so the runtime can keep Python's short-circuit: a Python left operand
 decides in Python and the right one is evaluated only when needed; a traced left operand is
 staged lazily with `lax.cond`, giving the value eager Python would.
+
+An `and`/`or` whose value is only tested for truth (the test of an `if`, `while`, ternary,
+`assert` or comprehension filter, an operand of `not`, or an operand of such an `and`/`or`)
+gets `as_test=True`: the runtime then combines truth values, so a shape-(1,) array beside a
+Python bool or a scalar flag (`not break_ and x[:1] > 0`) works as it does eagerly, although
+the two values `and` could give have different shapes.
 """
 
 from __future__ import annotations
@@ -31,17 +37,47 @@ from dy2st.transformers.base import Transformer
 class LogicalTransformer(Transformer):
     """See the module docstring."""
 
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self._tested = set()  # ids of expressions whose value is only tested for truth
+
+    def _mark_tested(self, node) -> None:
+        if node is not None:
+            self._tested.add(id(node))
+
+    def visit_If(self, node):
+        self._mark_tested(node.test)
+        return self.generic_visit(node)
+
+    visit_While = visit_IfExp = visit_If
+
+    def visit_Assert(self, node):
+        self._mark_tested(node.test)
+        return self.generic_visit(node)
+
+    def visit_comprehension(self, node):
+        for test in node.ifs:
+            self._mark_tested(test)
+        return self.generic_visit(node)
+
     def visit_BoolOp(self, node):
+        as_test = id(node) in self._tested
+        if as_test:
+            for value in node.values:
+                self._mark_tested(value)
         self.generic_visit(node)
         operator = "convert_and" if isinstance(node.op, gast.And) else "convert_or"
+        template = f"jst.{operator}(left, right, as_test=True)" if as_test else f"jst.{operator}(left, right)"
         result = node.values[-1]
         for value in reversed(node.values[:-1]):
             result = templates.replace_as_expression(
-                f"jst.{operator}(left, right)", jst=self.ctx.runtime, left=templates.thunk(value), right=templates.thunk(result)
+                template, jst=self.ctx.runtime, left=templates.thunk(value), right=templates.thunk(result)
             )
         return result
 
     def visit_UnaryOp(self, node):
+        if isinstance(node.op, gast.Not):
+            self._mark_tested(node.operand)
         self.generic_visit(node)
         if not isinstance(node.op, gast.Not):
             return node

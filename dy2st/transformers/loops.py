@@ -93,8 +93,7 @@ class LoopTransformer(IfElseTransformer):
 
     def _finish(self, node, stmts, call, state):
         if state:
-            target = templates.tuple_of([s.to_node() for s in state], store=True)
-            stmts.append(gast.Assign(targets=[target], value=call, type_comment=None))
+            stmts += self.assign_state(state, call)  # attributes/items: never an Undefined marker
         else:
             stmts.append(gast.Expr(value=call))
         # Generated code gets the header's line only: spanning the body's lines would make

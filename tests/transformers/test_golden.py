@@ -235,5 +235,6 @@ def test_ifelse_attribute_write_is_output():
         ifelse,
     )
     assert "jst.ldu(lambda: self.count, 'self.count')" in out
-    assert "self.count, = state" in out
+    # attributes are written through write_composite, which never leaves an Undefined marker
+    assert "new_value, = state" in out and "jst.write_composite(self, 'count', new_value)" in out
     assert "('self.count',), 1)" in out

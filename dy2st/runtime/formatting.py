@@ -1,0 +1,191 @@
+"""Strings formatted from traced values: f-strings, `str.format`, `%`, `str()` and `repr()`.
+
+Eagerly, `print(f"loss: {loss:.3f}")` prints the loss. While a program is traced the loss is
+a tracer, and formatting it would print `JitTracer(float32[])` (or fail on a format spec).
+Generated code therefore formats through these operators::
+
+    f"v: {x!r:.2f}"      ->  jst.convert_format('v: {!r:.2f}', x)
+    '{} {}'.format(a, b) ->  jst.convert_call('{} {}'.format)(a, b)   # -> convert_format
+    '%s' % x             ->  jst.convert_percent('%s', x)
+
+With no traced value they return exactly the Python string. With one, they return a
+`TracedString`: the text as it will be once the program runs. `print` (see
+`dy2st.runtime.builtins`) prints it at run time, with the arrays formatted as eager jax arrays
+would be; `+` with other strings keeps it deferred. Any other use (comparing it, hashing it,
+passing it to code that needs a real `str`) raises a `BuiltinError` naming the line, since the
+text does not exist while the program is traced.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import numpy as np
+
+from dy2st.errors import BuiltinError, OriginInfo
+
+_ADVICE = ("print it (print and f-strings in print run when the program runs), use "
+           "jax.debug.print, or format the value after the converted function returns.")
+
+
+class _ArrayText:
+    """A run-time array value that formats like the jax Array eager code would hold."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = np.asarray(value)
+
+    def __str__(self):
+        return str(self.value)
+
+    def __repr__(self):
+        text = repr(self.value)
+        return "Array" + text[len("array"):] if text.startswith("array") else f"Array({text}, dtype={self.value.dtype})"
+
+    def __float__(self):  # '%.3f' % x
+        return float(self.value)
+
+    def __int__(self):
+        return int(self.value)
+
+    def __index__(self):  # '%d' % x, as jax.Array allows for integer scalars
+        return self.value.__index__()
+
+    def __format__(self, spec):
+        # as jax.Array.__format__: a scalar formats as its Python value, others as numpy does
+        return format(self.value[()] if self.value.ndim == 0 else self.value, spec)
+
+
+class TracedString:
+    """Text made from traced values; it exists once the program runs (see the module docstring).
+
+    Attributes:
+      arrays: the traced arrays the text is made from, in order.
+      render: builds the text from the run-time values of `arrays` (numpy arrays).
+      origin: the line that formatted it, for errors.
+    """
+
+    __slots__ = ("arrays", "render", "origin")
+
+    def __init__(self, arrays: list, render: Callable[[list], str], origin: OriginInfo):
+        self.arrays = arrays
+        self.render = render
+        self.origin = origin
+
+    def _refuse(self, *args, **kwargs):
+        raise BuiltinError(
+            "this string is formatted from a traced value, so its text only exists when the "
+            "program runs; it can be printed, not used as a Python str while tracing.",
+            self.origin,
+            advice=_ADVICE,
+        )
+
+    __str__ = __repr__ = __format__ = __len__ = __iter__ = __getitem__ = __contains__ = _refuse
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __hash__ = __bool__ = __mul__ = _refuse
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        self._refuse()
+
+    def __add__(self, other):
+        return _concat(self, other, self.origin)
+
+    def __radd__(self, other):
+        return _concat(other, self, self.origin)
+
+
+def _concat(left, right, origin):
+    if not isinstance(left, (str, TracedString)) or not isinstance(right, (str, TracedString)):
+        return NotImplemented
+    return _deferred(lambda a, b: a + b, (left, right), {}, origin)
+
+
+def _is_traced(value) -> bool:
+    return isinstance(value, jax.core.Tracer)
+
+
+def _has_traced(values) -> bool:
+    leaves = jax.tree_util.tree_leaves(values, is_leaf=lambda v: isinstance(v, TracedString))
+    return any(isinstance(l, TracedString) or _is_traced(l) for l in leaves)
+
+
+def bind_traced(args, kwargs):
+    """(the traced arrays in `args`/`kwargs`, a function giving `(args, kwargs)` back from their
+    run-time values): arrays then format like eager jax arrays, TracedStrings become text."""
+    leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=lambda v: isinstance(v, TracedString))
+    arrays, counts = [], []
+    for leaf in leaves:
+        if isinstance(leaf, TracedString):
+            arrays += leaf.arrays
+            counts.append(len(leaf.arrays))
+        elif _is_traced(leaf):
+            arrays.append(leaf)
+            counts.append(1)
+        else:
+            counts.append(0)
+
+    def fill(values: list):
+        values, filled = iter(values), []
+        for leaf, count in zip(leaves, counts):
+            mine = [next(values) for _ in range(count)]
+            if isinstance(leaf, TracedString):
+                filled.append(leaf.render(mine))
+            elif count:
+                filled.append(_ArrayText(mine[0]))
+            else:
+                filled.append(leaf)
+        return jax.tree_util.tree_unflatten(treedef, filled)
+
+    return arrays, fill
+
+
+def _deferred(format_fn, args, kwargs, origin: OriginInfo) -> TracedString:
+    """`format_fn(*args, **kwargs)` once the traced leaves of the arguments have values."""
+    arrays, fill = bind_traced(args, kwargs)
+
+    def render(values: list) -> str:
+        args_, kwargs_ = fill(values)
+        return format_fn(*args_, **kwargs_)
+
+    return TracedString(arrays, render, origin)
+
+
+def has_traced(values) -> bool:
+    """Whether `values` hold a tracer or a TracedString."""
+    return _has_traced(values)
+
+
+def convert_format(template: str, *args, **kwargs):
+    """`template.format(*args, **kwargs)`; deferred to run time when an argument is traced."""
+    if not _has_traced((args, kwargs)):
+        return template.format(*args, **kwargs)
+    return _deferred(template.format, args, kwargs, OriginInfo.of_caller())
+
+
+def convert_percent(template, values):
+    """`template % values` (printf-style); deferred to run time when a value is traced."""
+    if not isinstance(template, str) or not _has_traced(values):
+        return template % values
+    return _deferred(lambda v: template % v, (values,), {}, OriginInfo.of_caller())
+
+
+def convert_str(*args, **kwargs):
+    """`str(x)`; a traced `x` gives its text at run time."""
+    if len(args) == 1 and not kwargs and _has_traced(args[0]):
+        return _deferred(str, args, {}, OriginInfo.of_caller())
+    return str(*args, **kwargs)
+
+
+def convert_repr(value):
+    """`repr(x)`; a traced `x` gives its text at run time."""
+    if _has_traced(value):
+        return _deferred(repr, (value,), {}, OriginInfo.of_caller())
+    return repr(value)
+
+
+def is_format_method(fn) -> bool:
+    """Whether `fn` is `some_str.format` (bound), which `convert_call` sends to convert_format."""
+    return getattr(fn, "__name__", None) == "format" and type(getattr(fn, "__self__", None)) is str

@@ -1,0 +1,181 @@
+"""Attributes that called methods change inside a staged branch or loop body.
+
+`if x.sum() > 0: x = self.bump(x)` where `bump` does `self.total = self.total + x.sum()`:
+the `if` statement itself writes nothing the transformer can see, but eagerly `self.total`
+changes when the branch runs. While a side is traced, `convert_call` tells the active
+`WriteTracker`s about every object whose method (or `__call__`) is called; the tracker
+records that object's attributes the first time it sees it (before the call runs). After
+the side is traced, `take()` gives the attributes that changed and puts the objects back as
+they were, so the other side (and the caller, if anything fails) never sees the traced
+values. The staged `if` then carries those attributes as extra outputs of its `lax.cond` and
+writes the merged values back (see `dy2st.runtime.control_flow`); a staged loop refuses them
+with a clear error.
+
+A list or dict attribute changed in place (`self.cache.append(x)`) counts as changed; its
+contents are carried and written back in place.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import NamedTuple
+
+from dy2st.errors import LoopVariableError, OriginInfo
+from dy2st.runtime.undefined import Undefined
+
+_MISSING = object()
+_active = threading.local()  # .trackers: the WriteTrackers of the sides being traced, innermost last
+
+
+class AttributeKey(NamedTuple):
+    """One attribute of one object (held by id: objects need not be hashable)."""
+
+    object_id: int
+    attr: str
+
+
+class _Original(NamedTuple):
+    obj: object
+    value: object  # the attribute's value, or _MISSING
+    contents: object  # a copy of a list's/dict's contents, or None
+
+
+def _contents(value):
+    if type(value) is list:
+        return list(value)
+    if type(value) is dict:
+        return dict(value)
+    return None
+
+
+def _changed(original: _Original, current) -> bool:
+    if current is not original.value:
+        return True
+    return original.contents is not None and (
+        len(current) != len(original.contents)
+        or any(a is not b for a, b in zip(_items(current), _items(original.contents))))
+
+
+def _items(container):
+    return list(container.items()) if isinstance(container, dict) else list(container)
+
+
+def _put_back(original: _Original, attr: str) -> None:
+    obj = original.obj
+    if original.value is _MISSING:
+        if attr in vars(obj):
+            delattr(obj, attr)
+        return
+    if original.contents is not None:  # a list/dict changed in place: its contents go back
+        original.value.clear()
+        if isinstance(original.value, dict):
+            original.value.update(original.contents)
+        else:
+            original.value.extend(original.contents)
+    setattr(obj, attr, original.value)
+
+
+class WriteTracker:
+    """Records objects whose methods run while one staged side is traced; see the module docstring."""
+
+    def __init__(self):
+        self.originals: dict = {}  # AttributeKey -> _Original, kept across sides
+        self._seen: dict = {}  # id -> object, of this side
+        self._objects: dict = {}  # id -> object, of every side
+
+    def __enter__(self):
+        stack = getattr(_active, "trackers", None)
+        if stack is None:
+            stack = _active.trackers = []
+        stack.append(self)
+        self._seen = {}
+        return self
+
+    def __exit__(self, *exc):
+        _active.trackers.pop()
+        return False
+
+    def see(self, obj) -> None:
+        if id(obj) in self._seen:
+            return
+        self._seen[id(obj)] = obj
+        self._objects[id(obj)] = obj
+        for attr, value in list(vars(obj).items()):
+            if attr.startswith("__"):
+                continue
+            self.originals.setdefault(AttributeKey(id(obj), attr), _Original(obj, value, _contents(value)))
+
+    def take(self) -> dict:
+        """The attributes this side changed (AttributeKey -> new value, lists as their contents),
+        with every seen object put back as it was before the side."""
+        changes = {}
+        for obj_id, obj in self._seen.items():
+            current = vars(obj)
+            for attr in set(current) | {k.attr for k in self.originals if k.object_id == obj_id}:
+                if attr.startswith("__"):
+                    continue
+                key = AttributeKey(obj_id, attr)
+                original = self.originals.get(key)
+                if original is None:  # an attribute the side added
+                    original = self.originals[key] = _Original(obj, _MISSING, None)
+                value = current.get(attr, _MISSING)
+                if value is _MISSING and original.value is _MISSING:
+                    continue
+                if original.value is _MISSING or value is _MISSING or _changed(original, value):
+                    changes[key] = Undefined(self.label(key)) if value is _MISSING else (
+                        _contents(value) if _contents(value) is not None and value is original.value else value)
+        self.restore()
+        return changes
+
+    def restore(self) -> None:
+        """Put every object seen on any side back as it was before the first side (touching
+        only changed attributes: some objects, such as NNX modules, refuse writes here)."""
+        for key, original in self.originals.items():
+            current = vars(original.obj).get(key.attr, _MISSING)
+            if current is _MISSING and original.value is _MISSING:
+                continue
+            if current is _MISSING or original.value is _MISSING or _changed(original, current):
+                _put_back(original, key.attr)
+
+    def original_value(self, key: AttributeKey):
+        original = self.originals[key]
+        if original.value is _MISSING:
+            return Undefined(self.label(key))
+        return original.contents if original.contents is not None else original.value
+
+    def write(self, key: AttributeKey, value) -> None:
+        """Set the attribute to its value after the staged statement."""
+        original = self.originals[key]
+        if isinstance(value, Undefined):
+            _put_back(_Original(original.obj, _MISSING, None), key.attr)
+        elif original.contents is not None and type(value) is type(original.value):  # contents, in place
+            _put_back(_Original(original.obj, original.value, value), key.attr)
+        else:
+            setattr(original.obj, key.attr, value)
+
+    def label(self, key: AttributeKey) -> str:
+        obj = self._objects.get(key.object_id) or self.originals[key].obj
+        return f"{type(obj).__name__}.{key.attr} (set by a method called here)"
+
+
+def note_receiver(obj) -> None:
+    """Called by `convert_call` for a method's object: the active trackers record it."""
+    for tracker in getattr(_active, "trackers", ()) or ():
+        if hasattr(obj, "__dict__") and not isinstance(obj, type):
+            tracker.see(obj)
+
+
+def refuse_loop_writes(tracker: WriteTracker, origin: OriginInfo) -> None:
+    """After tracing a staged loop body: methods it called must not have changed attributes
+    (the loop carries what the body assigns itself, not what callees change)."""
+    changes = tracker.take()
+    if not changes:
+        return
+    names = ", ".join(sorted(tracker.label(k).split(" ")[0] for k in changes))
+    raise LoopVariableError(
+        f"a method called in this staged loop changes {names}; dy2st carries the attributes "
+        "a loop body assigns itself, not those changed inside the functions it calls.",
+        origin,
+        advice="return the new value from the method and assign it in the loop body "
+        "(`out, h = self.step(x, self.h)` then `self.h = h`), or make the loop run in Python.",
+    )

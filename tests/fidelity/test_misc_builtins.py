@@ -1,0 +1,253 @@
+"""issue 13, class 8: builtins keep Python's choice, values, dtypes and gradients."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dy2st
+from dy2st.errors import BuiltinError
+
+
+def _loss(fn):
+    return lambda x: sum(jnp.sum(jnp.asarray(l, jnp.float32)) for l in jax.tree_util.tree_leaves(fn(x)))
+
+
+def _check(fn, x, grad=True):
+    expected = fn(x)
+    static = dy2st.to_static(fn)
+    for out in (static(x), jax.jit(static)(x)):
+        e_leaves, a_leaves = jax.tree_util.tree_leaves(expected), jax.tree_util.tree_leaves(out)
+        assert jax.tree_util.tree_structure(expected) == jax.tree_util.tree_structure(out)
+        for e, a in zip(e_leaves, a_leaves):
+            assert jnp.asarray(a).dtype == jnp.asarray(e).dtype
+            np.testing.assert_allclose(np.asarray(a), np.asarray(e), equal_nan=True)
+    if grad:
+        np.testing.assert_allclose(jax.grad(_loss(static))(x), jax.grad(_loss(fn))(x), equal_nan=True)
+
+
+def cases_max_tie(x):
+    return max(x[1], x[2])
+
+
+def cases_max_tie_scaled(x):
+    return max(x[1], x[2] * 1.0) * 3.0
+
+
+def cases_min_tie(x):
+    return min(x[1], x[2])
+
+
+def cases_max_pair(x):
+    return max(x[0], x[1])
+
+
+def cases_max_three(x):
+    return max(x[2], x[1], x[3])
+
+
+def cases_max_list(x):
+    return max([x[2], x[1], x[0]])
+
+
+def cases_min_list(x):
+    return min([x[3], x[0], x[0]])
+
+
+def cases_max_array(x):
+    return max(x)
+
+
+def cases_min_array(x):
+    return min(x)
+
+
+def cases_max_python_float(x):
+    return max(x[0], 2.0)
+
+
+def cases_max_python_int_first(x):
+    return max(0.0, x[0])
+
+
+def cases_max_first_nan(x):
+    return max(x[0] * jnp.nan, x[1])
+
+
+def cases_sorted(x):
+    return sorted(x)
+
+
+def cases_sorted_reverse(x):
+    return sorted(x, reverse=True)
+
+
+def cases_sorted_list(x):
+    return sorted([x[3], x[1], x[2]])
+
+
+def cases_abs(x):
+    return abs(x[0] - 1.0)
+
+
+def cases_round_digits(x):
+    return round(x[0] * 1.55, 1)
+
+
+def cases_sum(x):
+    return sum(x)
+
+
+def cases_sum_start(x):
+    return sum([x[0], x[1]], 10.0)
+
+
+def cases_divmod(x):
+    return divmod(x[1], 2.0)
+
+
+def cases_pow(x):
+    return pow(x[1], 2)
+
+
+def cases_true_plus_array(x):
+    return True + x
+
+
+CASES = {
+    "max tie": cases_max_tie,
+    "max tie scaled": cases_max_tie_scaled,
+    "min tie": cases_min_tie,
+    "max pair": cases_max_pair,
+    "max three": cases_max_three,
+    "max list": cases_max_list,
+    "min list": cases_min_list,
+    "max array": cases_max_array,
+    "min array": cases_min_array,
+    "max python float": cases_max_python_float,
+    "max python int first": cases_max_python_int_first,
+    "max first nan": cases_max_first_nan,
+    "sorted": cases_sorted,
+    "sorted reverse": cases_sorted_reverse,
+    "sorted list": cases_sorted_list,
+    "abs": cases_abs,
+    "round digits": cases_round_digits,
+    "sum": cases_sum,
+    "sum start": cases_sum_start,
+    "divmod": cases_divmod,
+    "pow": cases_pow,
+    "true plus array": cases_true_plus_array,
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("values", [[1.0, 3.0, 3.0, 2.0], [-1.0, 0.0, 0.0, 5.0], [2.0, 2.0, 2.0, 2.0]])
+def test_builtin_choices(name, values):
+    _check(CASES[name], jnp.array(values))
+
+
+def no_grad_any(x):
+    return any(x > 2)
+
+
+def no_grad_all(x):
+    return all(x > 0)
+
+
+def no_grad_any_list(x):
+    return any([x[0] > 2, x[1] > 2])
+
+
+def no_grad_all_list_with_python(x):
+    return all([True, x[1] > 0])
+
+
+def no_grad_any_python_decides(x):
+    return any([x[0] > 2, True])
+
+
+def no_grad_round(x):
+    return round(x[0] * 1.5)
+
+
+def no_grad_max_bools(x):
+    return max(x[0] > 0, x[1] > 5)
+
+
+def no_grad_max_int_array(x):
+    return max(jnp.array([1, 3, 3], jnp.int32) * x.astype(jnp.int32)[:3])
+
+
+def no_grad_one_times_bool(x):
+    return 1 * (x > 1)
+
+
+NO_GRAD = {
+    "any": no_grad_any,
+    "all": no_grad_all,
+    "any list": no_grad_any_list,
+    "all list with python": no_grad_all_list_with_python,
+    "any python decides": no_grad_any_python_decides,
+    "round": no_grad_round,
+    "max bools": no_grad_max_bools,
+    "max int array": no_grad_max_int_array,
+    "one times bool": no_grad_one_times_bool,
+}
+
+
+@pytest.mark.parametrize("name", sorted(NO_GRAD))
+@pytest.mark.parametrize("values", [[1.0, 3.0, 3.0, 2.0], [-1.0, 0.0, 0.0, 5.0]])
+def test_builtin_truths(name, values):
+    _check(NO_GRAD[name], jnp.array(values), grad=False)
+
+
+def test_any_all_of_traced_values_used_in_if():
+    def f(x):
+        if any(x > 2) and all(x > -5):
+            return x * 2
+        return x
+
+    for values in ([1.0, 3.0], [0.0, 1.0], [-6.0, 3.0]):
+        _check(f, jnp.array(values))
+
+
+def max_with_key(x):
+    return max([x[0], x[1]], key=lambda v: -v)  # E:key
+
+
+def test_max_with_key_is_refused():
+    with pytest.raises(BuiltinError) as info:
+        dy2st.to_static(max_with_key)(jnp.ones(2))
+    text = str(info.value)
+    assert "max_with_key" in text and "key=" in text and "jnp.max" in text
+
+
+def test_max_of_matrix_is_refused():
+    def f(x):
+        return max(x)
+
+    with pytest.raises(BuiltinError, match="compares its rows"):
+        dy2st.to_static(f)(jnp.ones((2, 2)))
+
+
+def casts_mixed_with_small_dtypes(x, y):
+    return x * int(y.sum()), x * float(y[0]), x + True, x * bool(y[0]), x * max(1, int(y[0])), x * sum([1, int(y[1])])
+
+
+def test_python_scalar_casts_keep_eager_dtypes():
+    x, y = jnp.array([1, 2], jnp.int8), jnp.array([1.5, 2.0], jnp.float16)
+    expected = casts_mixed_with_small_dtypes(x, y)
+    static = dy2st.to_static(casts_mixed_with_small_dtypes)
+    for out in (static(x, y), jax.jit(static)(x, y)):
+        for e, a in zip(expected, out):
+            assert (a.dtype, a.weak_type) == (e.dtype, e.weak_type)
+            np.testing.assert_array_equal(a, e)
+
+
+def max_min_with_defaults_and_iterators(x):
+    items = (v for v in [x[0], x[1]])
+    return max([x[0], x[1]], default=0.0), min(x, default=5.0), max(items), max(iter([3, 1])) + x[0]
+
+
+def test_max_min_defaults_and_iterators():
+    _check(max_min_with_defaults_and_iterators, jnp.array([1.0, 2.0]))

@@ -1,0 +1,82 @@
+"""issue 13, class 10 (b): f-strings, str.format, % and str()/repr() of traced values."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import dy2st
+from dy2st.errors import BuiltinError
+
+
+def prints_formatted(x, width):
+    print(f"v: {x}")
+    print(f"r: {x!r} first {x[0]:.2f} second {x[1]:>{width}.1f} {{literal}} {width}")
+    print("{} and {:.3f} {k}".format(x, x[0], k=width))
+    print("%s|%.3f|%d" % (x, x[0], width))
+    print("s:", str(x), repr(x), [x, 1], (x[0],))
+    print("a" + f"{x[0]}" + "b")
+    if x.sum() > 0:
+        print(f"positive {x.sum()}")
+    else:
+        print(f"not positive {x.sum()}")
+    for i in range(2):
+        print(f"step {i}: {x[i] * 2}")
+    return x
+
+
+@pytest.mark.parametrize("values", [[1.0, 2.0], [-1.0, 0.5]])
+def test_formatting_prints_runtime_values(values, capsys):
+    x = jnp.array(values)
+    prints_formatted(x, 8)
+    eager = capsys.readouterr().out
+    static = dy2st.to_static(prints_formatted)
+    static(x, 8)
+    jax.effects_barrier()
+    assert capsys.readouterr().out == eager
+    jax.jit(static, static_argnums=1)(x, 8)
+    jax.effects_barrier()
+    assert capsys.readouterr().out == eager
+
+
+def test_python_values_format_as_python(capsys):
+    def f(x, n):
+        s = f"{n:03d}-{n!r}" + "%s" % (n,) + "{}".format(n)
+        print(s, len(s))
+        return x + len(s)
+
+    expected = f(jnp.ones(1), 7)
+    eager = capsys.readouterr().out
+    out = dy2st.to_static(f)(jnp.ones(1), 7)
+    jax.effects_barrier()
+    assert capsys.readouterr().out == eager
+    assert float(out[0]) == float(expected[0])
+
+
+def uses_formatted_text(x):
+    label = f"value {x}"  # E:format
+    table = {label: 1}
+    return x, table
+
+
+def test_formatted_text_used_as_str_is_refused():
+    with pytest.raises(BuiltinError) as info:
+        dy2st.to_static(uses_formatted_text)(jnp.ones(2))
+    text = str(info.value)
+    assert text.startswith('File "') and "test_misc_format.py" in text
+    assert 'label = f"value {x}"' in text
+    assert "only exists when the" in text and "jax.debug.print" in text
+
+
+def asserts_with_formatted_message(x):
+    assert x.sum() > 0, f"bad sum {x.sum():.1f} of {x}"
+    return x
+
+
+def test_assert_message_formatted_at_run_time():
+    np_ones = jnp.ones(2)
+    assert (dy2st.to_static(asserts_with_formatted_message)(np_ones) == np_ones).all()
+    with pytest.raises(AssertionError) as eager:
+        asserts_with_formatted_message(-np_ones)
+    with pytest.raises(AssertionError) as static:
+        dy2st.to_static(asserts_with_formatted_message)(-np_ones)
+    assert str(static.value).splitlines()[0] == str(eager.value).splitlines()[0] == "bad sum -2.0 of [-1. -1.]"

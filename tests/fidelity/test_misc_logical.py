@@ -1,0 +1,181 @@
+"""issue 13, class 10 (d, g) and class 9: and/or with shape-(1,) conditions, early returns,
+and the false refusals of nested returns, tuple arguments and `del`."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dy2st
+from dy2st.testing import check_equivalent
+
+INPUTS = [jnp.array([2.0, 1.0]), jnp.array([0.5, 1.0]), jnp.array([-2.0, 1.0]), jnp.array([-2.0, -1.0])]
+
+
+def one_elem_and_flag(x, flag):
+    if x[:1] > 0 and flag:
+        return x
+    return -x
+
+
+def flag_or_one_elem(x, flag):
+    if flag or x[:1] > 0:
+        return x * 2
+    return x
+
+
+def not_of_and(x, flag):
+    if not (x[:1] > 0 and flag):
+        x = x + 1
+    return x
+
+
+def ternary_with_and(x, flag):
+    return x * 2 if x.sum(keepdims=True) > 0 and flag else x
+
+
+@pytest.mark.parametrize("fn", [one_elem_and_flag, flag_or_one_elem, not_of_and, ternary_with_and])
+@pytest.mark.parametrize("flag", [True, False])
+@pytest.mark.parametrize("x", INPUTS)
+def test_shape_one_conditions_beside_python_bools(fn, flag, x):
+    check_equivalent(fn, x, flag, grad_argnums=0)
+
+
+def return_in_while_with_shape_one_test(x):
+    while x[:1] > 0:
+        x = x - 1
+        if x[:1] < 0.5:
+            return x
+    return x
+
+
+def break_in_for_with_shape_one_test(x):
+    for _ in range(4):
+        if x[:1] > 3:
+            break
+        x = x + 1
+    return x
+
+
+@pytest.mark.parametrize("fn", [return_in_while_with_shape_one_test, break_in_for_with_shape_one_test])
+@pytest.mark.parametrize("x", [jnp.array([3.0, 1.0]), jnp.array([-1.0, 1.0]), jnp.array([1.2, 0.0])])
+def test_generated_and_for_break_and_return(fn, x):
+    check_equivalent(fn, x)
+
+
+def test_and_value_keeps_eager_value():
+    def f(x, flag):
+        return flag or x[:1] > 0
+
+    check_equivalent(f, jnp.ones(2), False)
+
+
+def assigned_after_nested_return(x):
+    if x.sum() > 0:
+        if x[0] > 1:
+            return x
+        y = x * 2
+    else:
+        y = x
+    return y + 1
+
+
+def nested_mixed_returns(x):
+    if x.sum() > 0:
+        if x[0] > 1:
+            return 1
+        else:
+            return x.sum()
+    else:
+        if x[1] > 0:
+            return 2.0
+        return 0
+
+
+def nested_mixed_tuple_returns(x):
+    if x.sum() > 0:
+        if x[0] > 1:
+            return 1, x
+        return 2.5, x * 2
+    return x.sum(), x
+
+
+@pytest.mark.parametrize("fn", [assigned_after_nested_return, nested_mixed_returns, nested_mixed_tuple_returns])
+@pytest.mark.parametrize("x", INPUTS)
+def test_nested_returns(fn, x):
+    expected = fn(x)
+    static = dy2st.to_static(fn)
+    for out in (static(x), jax.jit(static)(x)):
+        for e, a in zip(jax.tree_util.tree_leaves(expected), jax.tree_util.tree_leaves(out)):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(e), rtol=1e-6)
+
+
+def unpacks_one_element_tuple(t):
+    (a,) = t
+    if a.sum() > 0:
+        return a
+    return -a
+
+
+@pytest.mark.parametrize("x", [jnp.ones(2), -jnp.ones(2)])
+def test_one_element_tuple_argument(x):
+    for arg in ((x,), [x]):
+        np.testing.assert_allclose(dy2st.to_static(unpacks_one_element_tuple)(arg), unpacks_one_element_tuple(arg))
+
+
+def deletes_in_staged_if(x):
+    y = x * 2
+    if x.sum() > 0:
+        del y
+        z = x
+    else:
+        z = -x
+    return z
+
+
+def deletes_then_rebinds(x, flag):
+    y = x * 2
+    if flag:
+        del y
+        y = x
+    return y
+
+
+@pytest.mark.parametrize("x", [jnp.ones(2), -jnp.ones(2)])
+def test_del_in_if(x):
+    check_equivalent(deletes_in_staged_if, x)
+    for flag in (True, False):
+        check_equivalent(deletes_then_rebinds, x, flag)
+
+
+def deeper_nested_return(x):
+    if x.sum() > 0:
+        if x[0] > 5:
+            if x[1] > 5:
+                return x
+            z = x - 1
+        else:
+            z = x + 1
+        y = z * 2
+    else:
+        y = x
+    return y + 1
+
+
+def two_nested_returns(x):
+    if x.sum() > 0:
+        if x[0] > 5:
+            return x
+        y = x * 2
+        if y[1] > 3:
+            return y
+        q = y + 1
+    else:
+        q = x
+    return q * 3
+
+
+@pytest.mark.parametrize("fn", [deeper_nested_return, two_nested_returns])
+@pytest.mark.parametrize("values", [[6.0, 6.0], [6.0, 1.0], [1.0, 2.0], [1.0, 1.0], [-3.0, 1.0]])
+def test_assigned_after_deeper_returns(fn, values):
+    check_equivalent(fn, jnp.array(values), grad_argnums=0)
