@@ -30,6 +30,7 @@ from jax._src.interpreters.batching import BatchTracer as _BatchTracer
 
 from dy2st.errors import BuiltinError, OriginInfo
 from dy2st.runtime.calls import register_builtin
+from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.staging import is_traced
 
 
@@ -70,6 +71,8 @@ def convert_print(*values, sep=" ", end="\n", file=None, flush=False):
     """`print(*values, ...)`; with traced values, prints when the program runs."""
     if not _any_traced(values):
         return builtins.print(*values, sep=sep, end=end, file=file, flush=flush)
+    if debug_effects_dropped():  # dy2st.save(..., debug_effects="drop")
+        return None
     leaves, treedef = jax.tree_util.tree_flatten(list(values))
     positions = [i for i, leaf in enumerate(leaves) if is_traced(leaf)]
     statics = [leaf for leaf in leaves if not is_traced(leaf)]

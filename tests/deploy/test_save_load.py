@@ -304,8 +304,14 @@ def _garbage_program(path):
 
 
 def _pickled_weights(path):
-    np.savez(path / "weights.npz", w=np.array([{"evil": 1}], dtype=object))  # needs pickle to read
-    _edit_manifest(path, weights={"file": "weights.npz", "format": "npz", "tensors": []})
+    """A consistent npz artifact whose weight w1 is an object array: reading it needs pickle."""
+    manifest = json.loads((path / MANIFEST).read_text())
+    (path / WEIGHTS).unlink()
+    del manifest["files"][WEIGHTS]
+    manifest["weights"].update(file="weights.npz", format="npz")
+    (path / MANIFEST).write_text(json.dumps(manifest))
+    np.savez(path / "weights.npz", w1=np.array([{"evil": 1}], dtype=object), b1=np.zeros(8, np.float32),
+             w2=np.zeros((8, 3), np.float32))
     _rehash(path, "weights.npz")
 
 
