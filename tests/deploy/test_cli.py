@@ -95,7 +95,7 @@ def test_code_prints_translated_source_and_levels(workdir, capsys, monkeypatch):
     code, out, _ = _main(["code", "cli_model.py:double", "--level", str(ternary)], workdir, capsys, monkeypatch)
     assert code == 0 and "jst.convert_ifexp" in out
     code, _, err = _main(["code", "cli_model.py:double", "--level", "99"], workdir, capsys, monkeypatch)
-    assert code == 1 and "--level must be between 0 and" in err
+    assert code == 2 and "--level must be between 0 and" in err and err.startswith("usage: dy2st code")
     code, _, err = _main(["code", "cli_model.py:nope"], workdir, capsys, monkeypatch)
     assert code == 1 and "has no attribute 'nope'" in err
 
@@ -126,10 +126,10 @@ def test_errors_are_reported_not_raised(workdir, tmp_path, capsys, monkeypatch):
     assert code == 1 and "dy2st run: error:" in err and "no such directory" in err
     code, _, err = _main(["save", "cli_model:double", "--input-spec", "x=float32", "-o", str(tmp_path / "a")],
                          workdir, capsys, monkeypatch)
-    assert code == 1 and "Cannot read the input spec 'x=float32'" in err
+    assert code == 2 and "Cannot read the input spec 'x=float32'" in err and "--input-spec #1" in err
     _main(["save", "cli_model:double", "--input-spec", "x:float32[None,4]", "-o", str(tmp_path / "a")],
           workdir, capsys, monkeypatch)
     code, _, err = _main(["run", str(tmp_path / "a"), "--input", "x=x_bad.npy"], workdir, capsys, monkeypatch)
     assert code == 1 and "input 'x' does not match its InputSpec x:float32[None,4]: dimension 1 is 5" in err
     code, _, err = _main(["run", str(tmp_path / "a"), "--input", "x"], workdir, capsys, monkeypatch)
-    assert code == 1 and "--input expects NAME=FILE.npy" in err
+    assert code == 2 and "--input expects NAME=FILE.npy" in err and err.startswith("usage: dy2st run")
