@@ -99,11 +99,16 @@ def save(fn_or_model, path: str | os.PathLike, input_spec: Sequence | None = Non
         raise ExportError(f"weights_format {weights_format!r} is not one of {sorted(WEIGHT_FILES)}.")
     values = [_canonical(v) for v in lifted.values]
 
-    def program(weights, *arrays):
-        it = iter(arrays)
-        return lifted.call(weights, *[next(it) if isinstance(e, InputSpec) else e for e in entries])
+    _check_weight_names(lifted.names)
 
-    traced = _Traced(program, [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in values], abstract(specs),
+    def program(weights: dict, inputs: dict):
+        # Weights and inputs go in by name: the program's own signature (its in_tree) then
+        # holds every name, and `load` checks the manifest against it.
+        return lifted.call([weights[n] for n in lifted.names],
+                           *[inputs[e.name] if isinstance(e, InputSpec) else e for e in entries])
+
+    weight_structs = {n: jax.ShapeDtypeStruct(v.shape, v.dtype) for n, v in zip(lifted.names, values)}
+    traced = _Traced(program, weight_structs, dict(zip([s.name for s in specs], abstract(specs))),
                      lifted.static_fn.__qualname__, specs)
     with debug_effects_mode(debug_effects):
         _refuse_host_callbacks(traced, debug_effects)
@@ -127,13 +132,13 @@ class _Traced:
     """What `save` traces: `program(weights, *inputs)` on these abstract values."""
 
     program: Any
-    weight_structs: list
-    input_structs: list
+    weight_structs: dict
+    input_structs: dict
     qualname: str
     specs: list[InputSpec]
 
     def args(self) -> tuple:
-        return (self.weight_structs, *self.input_structs)
+        return (self.weight_structs, self.input_structs)
 
 
 def debug_effects_mode(mode: str) -> contextlib.AbstractContextManager:
@@ -196,6 +201,12 @@ def _check_dtype_is_enabled(spec: InputSpec, index: int) -> None:
                              f"64-bit mode on; it is off, so the program would take {canonical.name} instead.",
                              advice=f"use {canonical.name!r} in the InputSpec, or turn 64-bit mode on before "
                              "saving: jax.config.update('jax_enable_x64', True).")
+
+
+def _check_weight_names(names: list[str]) -> None:
+    duplicates = sorted(n for n, c in collections.Counter(names).items() if c > 1)
+    if duplicates:
+        raise ExportError(f"Several weights are named {duplicates}.", advice="give each array of the model its own name.")
 
 
 def _canonical(value: np.ndarray) -> np.ndarray:
@@ -415,7 +426,7 @@ class LoadedProgram:
         _ProgramCheck(self.exported, self.checked_manifest, self._error).run()
         self.weights = _read_weights(self.checked_manifest, weights_bytes, self._error)
         self.input_spec = list(self.checked_manifest.inputs)
-        self._weight_list = [jax.device_put(self.weights[t.name]) for t in self.checked_manifest.tensors]
+        self._device_weights = {name: jax.device_put(array) for name, array in self.weights.items()}
         self._run = jax.jit(self.exported.call)
 
     @property
@@ -428,7 +439,7 @@ class LoadedProgram:
 
     def __call__(self, *args, **kwargs):
         arrays = self._bind(args, kwargs)
-        return self._run(self._weight_list, *arrays)
+        return self._run(self._device_weights, dict(zip(self.input_names, arrays)))
 
     def _bind(self, args, kwargs) -> list:
         names = self.input_names
@@ -537,23 +548,37 @@ class _ProgramCheck:
         if tuple(self.exported.platforms) != self.manifest.platforms:
             raise self.fail(f"it is lowered for {list(self.exported.platforms)}, the manifest's platforms are "
                             f"{list(self.manifest.platforms)}.")
-        tensors, inputs = self.manifest.tensors, self.manifest.inputs
-        expected_tree = jax.tree_util.tree_structure((([0] * len(tensors), *[0] * len(inputs)), {}))
-        avals = self.exported.in_avals
-        if self.exported.in_tree != expected_tree or len(avals) != len(tensors) + len(inputs):
-            raise self.fail(f"it takes {len(avals)} arrays as {self.exported.in_tree}, but the manifest describes "
-                            f"{len(tensors)} weights and {len(inputs)} inputs.")
-        for i, (tensor, aval) in enumerate(zip(tensors, avals)):
-            self._check_weight(i, tensor, aval)
-        self._check_inputs(avals[len(tensors):])
+        weights, inputs = self._signature()
+        for i, tensor in enumerate(self.manifest.tensors):
+            self._check_weight(i, tensor, weights[tensor.name])
+        self._check_inputs([inputs[spec.name] for spec in self.manifest.inputs])
         self._check_outputs()
+
+    def _signature(self) -> tuple[dict, dict]:
+        """The program's weights and inputs by name, from its own calling structure; the names
+        must be exactly the manifest's."""
+        tensors, inputs = self.manifest.tensors, self.manifest.inputs
+        expected = jax.tree_util.tree_structure((({t.name: 0 for t in tensors}, {s.name: 0 for s in inputs}), {}))
+        avals, tree = self.exported.in_avals, self.exported.in_tree
+        if tree == expected:
+            (weights, named_inputs), _ = jax.tree_util.tree_unflatten(tree, avals)
+            return weights, named_inputs
+        found = jax.tree_util.tree_unflatten(tree, [0] * tree.num_leaves)
+        if not (isinstance(found, tuple) and len(found) == 2 and isinstance(found[0], tuple) and len(found[0]) == 2
+                and all(isinstance(d, dict) for d in found[0])):
+            raise self.fail(f"it takes its arguments as {str(tree)[:200]}, not as (weights by name, inputs by name).")
+        (program_weights, program_inputs), _ = found
+        if list(sorted(program_weights)) != sorted(t.name for t in tensors):
+            raise self.fail(f"its weights are named {_short(sorted(program_weights))}, weights.tensors lists "
+                            f"{_short([t.name for t in tensors])}.")
+        raise self.fail(f"its inputs are named {_short(sorted(program_inputs))}, the manifest's inputs are "
+                        f"{_short([s.name for s in inputs])}.")
 
     def _check_weight(self, i: int, tensor, aval) -> None:
         shape = tuple(aval.shape)
         if not all(isinstance(d, int) for d in shape) or shape != tensor.shape or aval.dtype != tensor.dtype:
-            raise self.fail(f"its input {i} is {_aval_text(aval)}, but weights.tensors[{i}] ({tensor.name!r}) is "
-                            f"{tensor.dtype.name}{list(tensor.shape)} (a weight missing, added, reordered or "
-                            "reshaped).")
+            raise self.fail(f"its weight {tensor.name!r} is {_aval_text(aval)}, but weights.tensors[{i}] says "
+                            f"{tensor.dtype.name}{list(tensor.shape)}.")
 
     def _check_inputs(self, avals) -> None:
         symbols: dict[object, str] = {}
@@ -584,6 +609,11 @@ class _ProgramCheck:
             if aval.dtype != output.dtype or tuple(_dims(aval.shape)) != tuple(output.dims):
                 raise self.fail(f"output {output.name!r} is {_aval_text(aval)}, outputs[{k}] says "
                                 f"{output.dtype.name}{list(output.dims)}.")
+
+
+def _short(names: list[str]) -> str:
+    text = repr(names)
+    return text if len(text) <= 200 else text[:200] + "...]"
 
 
 def _aval_text(aval) -> str:
