@@ -31,6 +31,7 @@ import hashlib
 import inspect
 import io
 import json
+import math
 import os
 import zipfile
 from typing import Any, Iterator, Sequence
@@ -101,14 +102,16 @@ def save(fn_or_model, path: str | os.PathLike, input_spec: Sequence | None = Non
 
     _check_weight_names(lifted.names)
 
-    def program(weights: dict, inputs: dict):
-        # Weights and inputs go in by name: the program's own signature (its in_tree) then
-        # holds every name, and `load` checks the manifest against it.
+    def program(weights: dict, inputs: list):
+        # Weights go in by name and inputs as a list of one-entry dicts ({name: array}, in
+        # order): the program's own signature (its in_tree) then holds every name and the
+        # inputs' order, and `load` checks the manifest against it.
+        it = (value for (value,) in (d.values() for d in inputs))
         return lifted.call([weights[n] for n in lifted.names],
-                           *[inputs[e.name] if isinstance(e, InputSpec) else e for e in entries])
+                           *[next(it) if isinstance(e, InputSpec) else e for e in entries])
 
     weight_structs = {n: jax.ShapeDtypeStruct(v.shape, v.dtype) for n, v in zip(lifted.names, values)}
-    traced = _Traced(program, weight_structs, dict(zip([s.name for s in specs], abstract(specs))),
+    traced = _Traced(program, weight_structs, _by_name([s.name for s in specs], abstract(specs)),
                      lifted.static_fn.__qualname__, specs)
     with debug_effects_mode(debug_effects):
         _refuse_host_callbacks(traced, debug_effects)
@@ -133,12 +136,17 @@ class _Traced:
 
     program: Any
     weight_structs: dict
-    input_structs: dict
+    input_structs: list
     qualname: str
     specs: list[InputSpec]
 
     def args(self) -> tuple:
         return (self.weight_structs, self.input_structs)
+
+
+def _by_name(names: list[str], values: list) -> list[dict]:
+    """The program's input argument: `[{name: value}, ...]` in input order."""
+    return [{name: value} for name, value in zip(names, values)]
 
 
 def debug_effects_mode(mode: str) -> contextlib.AbstractContextManager:
@@ -418,12 +426,14 @@ class LoadedProgram:
         self.path = path
         with ArtifactDir(path, self._error) as directory:
             self.checked_manifest = _read_manifest(directory, self._field_error)
-            program_bytes = _read_checked(directory, self.checked_manifest, self.checked_manifest.program_file)
-            weights_bytes = _read_checked(directory, self.checked_manifest, self.checked_manifest.weights_file)
+            manifest = self.checked_manifest
+            program_bytes = _read_checked(directory, manifest, manifest.program_file, MAX_PROGRAM_BYTES)
+            weights_bytes = _read_checked(directory, manifest, manifest.weights_file, _weights_size_limit(manifest))
         self.manifest = self.checked_manifest.raw
         self.exported = self._deserialize(program_bytes)
         self._check_platform()
         _ProgramCheck(self.exported, self.checked_manifest, self._error).run()
+        self._check_lowers()
         self.weights = _read_weights(self.checked_manifest, weights_bytes, self._error)
         self.input_spec = list(self.checked_manifest.inputs)
         self._device_weights = {name: jax.device_put(array) for name, array in self.weights.items()}
@@ -439,7 +449,7 @@ class LoadedProgram:
 
     def __call__(self, *args, **kwargs):
         arrays = self._bind(args, kwargs)
-        return self._run(self._device_weights, dict(zip(self.input_names, arrays)))
+        return self._run(self._device_weights, _by_name(self.input_names, arrays))
 
     def _bind(self, args, kwargs) -> list:
         names = self.input_names
@@ -475,6 +485,20 @@ class LoadedProgram:
                               f"({type(err).__name__}: {str(err)[:200]}); it was written by jax "
                               f"{self.checked_manifest.jax_version}.") from None
 
+    def _check_lowers(self) -> None:
+        """Lower the program once, for its own symbolic shapes, so that a module jax cannot
+        read or verify (bytes altered with the checksums updated) fails here, not at a call."""
+        structs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
+                                         jax.tree_util.tree_unflatten(self.exported.in_tree, self.exported.in_avals))
+        args, kwargs = structs
+        try:
+            jax.export.export(jax.jit(self.exported.call), platforms=self.exported.platforms)(*args, **kwargs)
+        # MLIR's reader and verifier report malformed modules as ValueError or JaxRuntimeError.
+        except (ValueError, jax.errors.JaxRuntimeError) as err:
+            raise self._error(PROGRAM, f"its StableHLO module cannot be read or verified by jax {jax.__version__} "
+                              f"({type(err).__name__}: {_first_lines(err, 2)[:300]}); it was written by jax "
+                              f"{self.checked_manifest.jax_version}.") from None
+
     def _check_platform(self) -> None:
         backend = jax.default_backend()
         platforms = list(self.exported.platforms)
@@ -499,7 +523,7 @@ class LoadedProgram:
             "outputs": [f"{o.name}:{o.dtype.name}[{','.join(str(d) for d in o.dims)}]"
                         for o in self.checked_manifest.outputs],
             "weights": len(tensors),
-            "weight_elements": int(sum(np.prod(t.shape, dtype=np.int64) for t in tensors)),
+            "weight_elements": sum(math.prod(t.shape) for t in tensors),
             "weight_bytes": int(sum(v.nbytes for v in self.weights.values())),
             "platforms": list(self.exported.platforms),
             "ops": _op_counts(self.exported),
@@ -521,16 +545,28 @@ def _read_manifest(directory: ArtifactDir, field_error) -> Manifest:
     return parse_manifest(raw, field_error)
 
 
-def _read_checked(directory: ArtifactDir, manifest: Manifest, name: str) -> bytes:
+def _read_checked(directory: ArtifactDir, manifest: Manifest, name: str, limit: int) -> bytes:
     """The bytes of `name`: a regular file of the manifest's size (checked by stat before
-    reading) with the manifest's sha256."""
+    reading), at most `limit` bytes, with the manifest's sha256."""
     entry = manifest.files[name]
-    data = directory.read(name, entry.size)
+    if entry.size > limit:
+        raise directory.error(name, f"the manifest says it has {entry.size} bytes, more than the {limit} a file "
+                              "of its kind can need; it is not read.")
+    data = directory.read(name, entry.size, limit)
     digest = hashlib.sha256(data).hexdigest()
     if digest != entry.sha256:
         raise directory.error(name, f"the file was altered or corrupted: its sha256 is {digest[:16]}..., the "
                                f"manifest says {entry.sha256[:16]}....")
     return data
+
+
+# A jax.export program is one flatbuffer, which cannot exceed 2 GiB.
+MAX_PROGRAM_BYTES = 1 << 31
+
+
+def _weights_size_limit(manifest: Manifest) -> int:
+    """The most bytes a weights file holding the manifest's tensors can need (data + headers)."""
+    return sum(t.nbytes for t in manifest.tensors) + 65536 + 1024 * len(manifest.tensors)
 
 
 class _ProgramCheck:
@@ -551,28 +587,30 @@ class _ProgramCheck:
         weights, inputs = self._signature()
         for i, tensor in enumerate(self.manifest.tensors):
             self._check_weight(i, tensor, weights[tensor.name])
-        self._check_inputs([inputs[spec.name] for spec in self.manifest.inputs])
+        self._check_inputs(inputs)
         self._check_outputs()
 
-    def _signature(self) -> tuple[dict, dict]:
-        """The program's weights and inputs by name, from its own calling structure; the names
-        must be exactly the manifest's."""
+    def _signature(self) -> tuple[dict, list]:
+        """The program's weights by name and its inputs in order, from its own calling
+        structure; the names (and the inputs' order) must be exactly the manifest's."""
         tensors, inputs = self.manifest.tensors, self.manifest.inputs
-        expected = jax.tree_util.tree_structure((({t.name: 0 for t in tensors}, {s.name: 0 for s in inputs}), {}))
+        expected = jax.tree_util.tree_structure((({t.name: 0 for t in tensors}, _by_name([s.name for s in inputs],
+                                                                                          [0] * len(inputs))), {}))
         avals, tree = self.exported.in_avals, self.exported.in_tree
         if tree == expected:
             (weights, named_inputs), _ = jax.tree_util.tree_unflatten(tree, avals)
-            return weights, named_inputs
+            return weights, [aval for d in named_inputs for aval in d.values()]
         found = jax.tree_util.tree_unflatten(tree, [0] * tree.num_leaves)
         if not (isinstance(found, tuple) and len(found) == 2 and isinstance(found[0], tuple) and len(found[0]) == 2
-                and all(isinstance(d, dict) for d in found[0])):
-            raise self.fail(f"it takes its arguments as {str(tree)[:200]}, not as (weights by name, inputs by name).")
+                and isinstance(found[0][0], dict) and isinstance(found[0][1], list)
+                and all(isinstance(d, dict) and len(d) == 1 for d in found[0][1])):
+            raise self.fail(f"it takes its arguments as {str(tree)[:200]}, not as (weights by name, inputs in order).")
         (program_weights, program_inputs), _ = found
-        if list(sorted(program_weights)) != sorted(t.name for t in tensors):
+        if sorted(program_weights) != sorted(t.name for t in tensors):
             raise self.fail(f"its weights are named {_short(sorted(program_weights))}, weights.tensors lists "
                             f"{_short([t.name for t in tensors])}.")
-        raise self.fail(f"its inputs are named {_short(sorted(program_inputs))}, the manifest's inputs are "
-                        f"{_short([s.name for s in inputs])}.")
+        raise self.fail(f"its inputs are {_short([name for d in program_inputs for name in d])} in this order, the "
+                        f"manifest's inputs are {_short([s.name for s in inputs])}.")
 
     def _check_weight(self, i: int, tensor, aval) -> None:
         shape = tuple(aval.shape)
@@ -660,8 +698,7 @@ def _load_npz(data: bytes, manifest: Manifest, error) -> dict:
     """The arrays of an .npz, without pickle; each member's size is checked before it is read
     (a small compressed member could unpack to any size)."""
     name = manifest.weights_file
-    limits = {f"{t.name}.npy": t.dtype.itemsize * int(np.prod(t.shape, dtype=np.int64)) + 65536
-              for t in manifest.tensors}
+    limits = {f"{t.name}.npy": t.nbytes + 65536 for t in manifest.tensors}
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             for info in archive.infolist():

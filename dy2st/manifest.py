@@ -14,6 +14,7 @@ the deserialized program itself live in `dy2st.export`.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from typing import Any, Callable
 
@@ -55,6 +56,10 @@ class TensorEntry:
     name: str
     shape: tuple[int, ...]
     dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return self.dtype.itemsize * math.prod(self.shape)  # Python ints: no overflow
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,8 +189,18 @@ def parse_manifest(data: Any, error: FieldError) -> Manifest:
         source=top.text("source"),
         raw=data,
     )
+    top.integer("calling_convention_version", 0, 1 << 20)
+    _static_arguments(top)
     _check_consistency(manifest, program, error)
     return manifest
+
+
+def _static_arguments(top: _Fields) -> None:
+    """Informational (the values fixed in the program), but still of the schema's types."""
+    for i in range(len(top.items("static_arguments"))):
+        entry = top.element("static_arguments", i)
+        entry.integer("position", 0, 1 << 20)
+        entry.text("repr")
 
 
 def _platforms(top: _Fields) -> tuple[str, ...]:
