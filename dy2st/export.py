@@ -646,7 +646,7 @@ class _ProgramCheck:
         for k, (output, aval) in enumerate(zip(outputs, avals)):
             if aval.dtype != output.dtype or tuple(_dims(aval.shape)) != tuple(output.dims):
                 raise self.fail(f"output {output.name!r} is {_aval_text(aval)}, outputs[{k}] says "
-                                f"{output.dtype.name}{list(output.dims)}.")
+                                f"{output.dtype.name}{_shape_text(output.dims)}.")
 
 
 def _short(names: list[str]) -> str:
@@ -655,7 +655,11 @@ def _short(names: list[str]) -> str:
 
 
 def _aval_text(aval) -> str:
-    return f"{np.dtype(aval.dtype).name}{_dims(aval.shape)}"
+    return f"{np.dtype(aval.dtype).name}{_shape_text(aval.shape)}"
+
+
+def _shape_text(dims) -> str:
+    return "[" + ", ".join(str(d) for d in dims) + "]"
 
 
 def _read_weights(manifest: Manifest, data: bytes, error) -> dict:
