@@ -283,9 +283,12 @@ def _refuse_host_callbacks(traced: _Traced, mode: str) -> None:
                       advice=advice)
 
 
+_HOST_PRIMITIVES = ("debug_print",)  # jax.debug.print; the others are named *callback
+
+
 def _host_callbacks(jaxpr) -> Iterator[_HostCallback]:
     for eqn in jaxpr.eqns:
-        if "callback" in eqn.primitive.name:
+        if "callback" in eqn.primitive.name or eqn.primitive.name in _HOST_PRIMITIVES:
             yield _HostCallback(eqn.primitive.name, _user_origin_of(eqn))
         for param in eqn.params.values():
             for sub in param if isinstance(param, (tuple, list)) else (param,):
