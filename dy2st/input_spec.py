@@ -190,7 +190,7 @@ def _normalize_dim(d, shape) -> Dim:
         return None
     if isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0:
         return int(d)
-    if isinstance(d, str) and _NAME_RE.match(d):
+    if isinstance(d, str) and _NAME_RE.fullmatch(d):
         return d
     raise InputSpecError(f"InputSpec dimension {d!r} in shape {tuple(shape)!r} is not valid.",
                          advice="use an int >= 0, None or -1 for any size, or a name such as 'batch'.")
@@ -234,7 +234,7 @@ def abstract(tree):
     counter = iter(range(1 << 30))
 
     def fresh(spec, axis):
-        symbol = f"{spec.name}_{axis}" if spec.name else f"_d{next(counter)}"
+        symbol = f"{spec.name}_{axis}" if spec.name and _NAME_RE.fullmatch(spec.name) else f"_d{next(counter)}"
         while symbol in taken:
             symbol = f"_d{next(counter)}"
         taken.add(symbol)

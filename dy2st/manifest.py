@@ -34,6 +34,7 @@ WEIGHT_FILES = {"safetensors": "weights.safetensors", "npz": "weights.npz"}
 _FILE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_INPUT_NAME_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
 MAX_RANK = 64
 MAX_DIM = 1 << 40
 
@@ -121,7 +122,7 @@ class _Fields:
 
     def text(self, key: str, pattern: re.Pattern | None = None, expected: str = "a string") -> str:
         value = self.get(key, str, expected)
-        if pattern is not None and not pattern.match(value):
+        if pattern is not None and not pattern.fullmatch(value):
             raise self.error(self.field(key), f"{expected}, got {value[:80]!r}")
         return value
 
@@ -205,14 +206,14 @@ def _static_arguments(top: _Fields) -> None:
 
 def _platforms(top: _Fields) -> tuple[str, ...]:
     platforms = top.items("platforms")
-    if not platforms or not all(isinstance(p, str) and _IDENTIFIER_RE.match(p) for p in platforms):
+    if not platforms or not all(isinstance(p, str) and _IDENTIFIER_RE.fullmatch(p) for p in platforms):
         raise top.error("platforms", f"a non-empty list of platform names such as 'cpu', got {platforms!r:.80}")
     return tuple(platforms)
 
 
 def _member_name(fields: _Fields, key: str, expected_name: str) -> str:
     name = fields.get(key, str, f"the file name {expected_name!r}")
-    if not _FILE_NAME_RE.match(name):
+    if not _FILE_NAME_RE.fullmatch(name):
         raise fields.error(fields.field(key), f"a plain file name inside the artifact ({expected_name!r}); "
                            f"{name[:80]!r} would reach outside it or is not a plain name")
     if name != expected_name:
@@ -223,7 +224,7 @@ def _member_name(fields: _Fields, key: str, expected_name: str) -> str:
 def _files(files: _Fields) -> dict[str, FileEntry]:
     entries = {}
     for name in files.data:
-        if not _FILE_NAME_RE.match(name):
+        if not _FILE_NAME_RE.fullmatch(name):
             raise files.error(f"files[{name[:80]!r}]", "a plain file name inside the artifact; this one would "
                               "reach outside it or is not a plain name")
         entry = files.child(name)
@@ -260,7 +261,7 @@ def _tensor(fields: _Fields) -> TensorEntry:
 
 
 def _input_spec(fields: _Fields) -> InputSpec:
-    name = fields.text("name", _IDENTIFIER_RE, "an input name (a Python identifier)")
+    name = fields.text("name", _INPUT_NAME_RE, "an input name (1 to 200 printable characters)")
     shape = _shape(fields, "shape", (type(None),), "a list of integers >= 0 and nulls")
     dims = _shape(fields, "dims", (type(None), str), "a list of integers >= 0, nulls and dim names")
     if len(dims) != len(shape) or any(s != d for s, d in zip(shape, dims) if isinstance(d, int) or d is None) or \

@@ -255,3 +255,10 @@ def test_shape_that_cannot_match_names_the_specs_and_the_line(tmp_path):
     assert message.startswith(f'File "{__file__}", line {_line_of(f, "x @ jnp.ones")}')
     assert "with input_spec [x:float32[None,3]] failed while tracing: TypeError" in message
     assert "make the InputSpecs' shapes and dtypes those the function works with" in message
+
+
+def test_any_input_name_save_writes_loads(tmp_path):
+    dy2st.save(double, tmp_path / "art", [dy2st.InputSpec((None, 3), "float32", "my input-1")])
+    loaded = dy2st.load(tmp_path / "art")
+    assert loaded.input_names == ["my input-1"]
+    np.testing.assert_array_equal(loaded(**{"my input-1": XS}), XS * 2)
