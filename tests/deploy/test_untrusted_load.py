@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
