@@ -113,7 +113,7 @@ def save(fn_or_model, path: str | os.PathLike, input_spec: Sequence | None = Non
     weight_structs = {n: jax.ShapeDtypeStruct(v.shape, v.dtype) for n, v in zip(lifted.names, values)}
     traced = _Traced(program, weight_structs, _by_name([s.name for s in specs], abstract(specs)),
                      lifted.static_fn.__qualname__, specs)
-    with debug_effects_mode(debug_effects):
+    with _debug_effects_mode(debug_effects):
         _refuse_host_callbacks(traced, debug_effects)
         exported = _export(traced, platforms)
     try:
@@ -149,7 +149,7 @@ def _by_name(names: list[str], values: list) -> list[dict]:
     return [{name: value} for name, value in zip(names, values)]
 
 
-def debug_effects_mode(mode: str) -> contextlib.AbstractContextManager:
+def _debug_effects_mode(mode: str) -> contextlib.AbstractContextManager:
     return debug_effects.dropped() if mode == "drop" else contextlib.nullcontext()
 
 
@@ -452,7 +452,15 @@ class LoadedProgram:
 
     def __call__(self, *args, **kwargs):
         arrays = self._bind(args, kwargs)
-        return self._run(self._device_weights, _by_name(self.input_names, arrays))
+        try:
+            return self._run(self._device_weights, _by_name(self.input_names, arrays))
+        # The program is specialized to these inputs' shapes and compiled on a call's first use
+        # of them; a module that is malformed only then (bytes altered with the checksums
+        # updated) fails in MLIR's parser or jax's lowering. Errors while it runs are XLA's.
+        except (ValueError, _mlir_error()) as err:
+            raise self._error(PROGRAM, f"jax cannot compile it for inputs "
+                              f"{[f'{np.dtype(a.dtype).name}{list(np.shape(a))}' for a in arrays]} "
+                              f"({type(err).__name__}: {_first_lines(err, 2)[:300]}).") from None
 
     def _bind(self, args, kwargs) -> list:
         names = self.input_names
@@ -497,7 +505,7 @@ class LoadedProgram:
         try:
             jax.export.export(jax.jit(self.exported.call), platforms=self.exported.platforms)(*args, **kwargs)
         # MLIR's reader and verifier report malformed modules as ValueError or JaxRuntimeError.
-        except (ValueError, jax.errors.JaxRuntimeError) as err:
+        except (ValueError, jax.errors.JaxRuntimeError, _mlir_error()) as err:
             raise self._error(PROGRAM, f"its StableHLO module cannot be read or verified by jax {jax.__version__} "
                               f"({type(err).__name__}: {_first_lines(err, 2)[:300]}); it was written by jax "
                               f"{self.checked_manifest.jax_version}.") from None
@@ -537,6 +545,15 @@ class LoadedProgram:
 
 
 _MISSING = object()
+
+
+def _mlir_error() -> type:
+    """MLIR's parse/verify error type (jax.extend.mlir is imported only when needed)."""
+    try:
+        from jax.extend.mlir import ir
+    except ImportError:
+        return ValueError
+    return ir.MLIRError
 
 
 def _read_manifest(directory: ArtifactDir, field_error) -> Manifest:

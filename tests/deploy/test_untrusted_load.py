@@ -340,3 +340,19 @@ def test_inspect_and_run_refuse_a_hostile_artifact(art, command, capsys):
     err = capsys.readouterr().err
     assert code == 1 and f"dy2st {command}: error: Artifact" in err and "a symbolic link" in err
     assert "Traceback" not in err
+
+
+def test_a_program_that_fails_to_compile_for_a_shape_is_an_artifact_error(art):
+    """Some altered modules lower symbolically but fail once specialized to a call's shapes
+    (found by the fuzzer: MLIR's 'invalid tensor dimension size'): reported at the call."""
+    from jax.extend.mlir import ir
+
+    loaded = dy2st.load(art)
+
+    def broken(*args):
+        raise ir.MLIRError("Unable to parse module assembly", [])
+
+    loaded._run = broken
+    with pytest.raises(ArtifactError, match=r"program.jaxexport: jax cannot compile it for inputs "
+                                            r"\['float32\[2, 2\]', 'float32\[2, 3\]'\] \(MLIRError"):
+        loaded(X, Y)
