@@ -525,11 +525,11 @@ class Report:
     def text(self) -> str:
         outcomes = ["identical", "refused", "valid-different", "raw-exception", "wrong-output", "hang", "wrote"]
         lines = [f"{len(self.results)} cases in {self.seconds:.1f} s", f"{'kind':24}" +
-                 "".join(f"{o:>15}" for o in outcomes)]
+                 "".join(f"{o:>17}" for o in outcomes)]
         for kind, counter in sorted(self.counts().items()):
-            lines.append(f"{kind:24}" + "".join(f"{counter[o]:>15}" for o in outcomes))
+            lines.append(f"{kind:24}" + "".join(f"{counter[o]:>17}" for o in outcomes))
         total = collections.Counter(r.outcome for r in self.results)
-        lines.append(f"{'total':24}" + "".join(f"{total[o]:>15}" for o in outcomes))
+        lines.append(f"{'total':24}" + "".join(f"{total[o]:>17}" for o in outcomes))
         for r in self.failures()[:20]:
             lines.append(f"FAIL case {r.index} {r.kind} ({r.detail}): {r.outcome}: {r.message}")
         return "\n".join(lines)
