@@ -25,8 +25,10 @@ from dy2st.errors import ArtifactError, InputSpecError
 from dy2st.input_spec import InputSpec
 
 FORMAT = "dy2st.artifact"
-FORMAT_VERSION = 1
-SUPPORTED_FORMAT_VERSIONS = (1,)
+# Version 2: the program takes (weights by name, [{input name: array}, ...]), so its signature
+# records names and order; version 1 programs took positional arrays and are not read.
+FORMAT_VERSION = 2
+SUPPORTED_FORMAT_VERSIONS = (2,)
 MANIFEST = "manifest.json"
 PROGRAM = "program.jaxexport"
 WEIGHT_FILES = {"safetensors": "weights.safetensors", "npz": "weights.npz"}

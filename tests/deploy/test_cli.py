@@ -108,7 +108,7 @@ def test_save_inspect_run_through_main(workdir, tmp_path, capsys, monkeypatch):
     assert code == 0, err
     code, out, _ = _main(["inspect", art], workdir, capsys, monkeypatch)
     assert code == 0
-    assert '"format_version": 1' in out and "inputs:    x:float32[None,4]" in out
+    assert '"format_version": 2' in out and "inputs:    x:float32[None,4]" in out
     assert "outputs:   output:float32[x_0,3]" in out and "weights:   1 tensors, 12 elements, 48 bytes" in out
     assert "platforms: cpu, cuda" in out and "stablehlo.dot_general" in out and "stablehlo.case" in out
     assert "def forward" not in out

@@ -323,7 +323,7 @@ def _pickled_weights(path):
     (lambda p: _truncate(p, WEIGHTS), [WEIGHTS, "truncated"]),
     (lambda p: _flip_byte(p, WEIGHTS), [WEIGHTS, "altered or corrupted", "sha256"]),
     (lambda p: _flip_byte(p, PROGRAM), [PROGRAM, "altered or corrupted", "sha256"]),
-    (lambda p: _edit_manifest(p, format_version=99), [MANIFEST, "incompatible format version 99", "reads versions [1]"]),
+    (lambda p: _edit_manifest(p, format_version=99), [MANIFEST, "incompatible format version 99", "reads versions [2]"]),
     (lambda p: _edit_manifest(p, format="something.else"), [MANIFEST, "not a dy2st artifact manifest"]),
     (lambda p: (p / MANIFEST).write_text("{not json"), [MANIFEST, "not valid JSON"]),
     (lambda p: _edit_manifest(p, outputs=None) or _drop_key(p, "inputs"), [MANIFEST, "the key 'inputs' is missing"]),

@@ -356,3 +356,10 @@ def test_a_program_that_fails_to_compile_for_a_shape_is_an_artifact_error(art):
     with pytest.raises(ArtifactError, match=r"program.jaxexport: jax cannot compile it for inputs "
                                             r"\['float32\[2, 2\]', 'float32\[2, 3\]'\] \(MLIRError"):
         loaded(X, Y)
+
+
+def test_a_version_1_artifact_is_refused_with_the_versions_read(art):
+    manifest = _manifest(art)
+    manifest["format_version"] = 1
+    _write_manifest(art, manifest)
+    _refused(art, "incompatible format version 1", "it reads versions [2]")
