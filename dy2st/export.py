@@ -4,57 +4,79 @@ An artifact is a directory of three files:
 
     manifest.json          format version, dy2st/jax versions, platforms, inputs/outputs (null
                            for a dynamic dim), weight names and their program inputs, the
-                           translated source (for reference only), the sha256 of each file
+                           translated source (for reference only), the size and sha256 of each file
     program.jaxexport      `jax.export` serialization (StableHLO + calling convention), lowered
                            for every platform in the manifest (default cpu and cuda)
     weights.safetensors    the weights by name (or weights.npz, read with allow_pickle=False)
 
 `save` traces the converted function once with `jax.export`; `None` dims of the InputSpecs
 become symbolic, so one artifact serves every batch size. Weights are inputs of the program,
-not constants baked into it. `load` checks every file against the manifest (present, size,
-sha256), the format version and the platform, deserializes the program with jax (a flatbuffer:
-no pickle, no exec), and returns a callable that checks its inputs against the manifest.
+not constants baked into it. The files are written to a temporary directory beside the target
+and renamed into place (`dy2st.artifact_files`).
+
+An artifact is untrusted data. `load` validates the manifest against its schema
+(`dy2st.manifest`), opens only plain regular files inside the directory whose `stat` size is
+the manifest's, checks their sha256, deserializes the program with jax (a flatbuffer: no
+pickle, no exec), checks the program's signature against the manifest (every weight's name
+position, shape and dtype; every input; every output), and returns a callable that checks its
+inputs. Every failure is an `ArtifactError` naming the file or manifest field.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import dataclasses
 import hashlib
+import inspect
+import io
 import json
+import math
 import os
-from typing import Any, Sequence
+import zipfile
+from typing import Any, Iterator, Sequence
 
 import jax
 import numpy as np
 
 from dy2st import _lift
-from dy2st.errors import ArtifactError, ExportError, InputSpecError
+from dy2st.artifact_files import MAX_MANIFEST_BYTES, ArtifactDir, write_artifact
+from dy2st.errors import ArtifactError, Dy2StaticError, ExportError, InputSpecError, OriginInfo, \
+    innermost_user_frame
 from dy2st.input_spec import InputSpec, abstract, as_spec, user_origin
+from dy2st.manifest import FORMAT, FORMAT_VERSION, MANIFEST, PROGRAM, SUPPORTED_FORMAT_VERSIONS, WEIGHT_FILES, \
+    Manifest, parse_manifest
+from dy2st.runtime import debug_effects
 
-FORMAT = "dy2st.artifact"
-FORMAT_VERSION = 1
-SUPPORTED_FORMAT_VERSIONS = (1,)
-MANIFEST = "manifest.json"
-PROGRAM = "program.jaxexport"
-WEIGHT_FILES = {"safetensors": "weights.safetensors", "npz": "weights.npz"}
+__all__ = ["save", "load", "LoadedProgram", "FORMAT", "FORMAT_VERSION", "SUPPORTED_FORMAT_VERSIONS", "MANIFEST",
+           "PROGRAM", "WEIGHT_FILES", "DEFAULT_PLATFORMS", "DEBUG_EFFECTS"]
+
 DEFAULT_PLATFORMS = ("cpu", "cuda")
+DEBUG_EFFECTS = ("error", "drop")
 
 
 def save(fn_or_model, path: str | os.PathLike, input_spec: Sequence | None = None, *, params: Any = None,
-         platforms: Sequence[str] = DEFAULT_PLATFORMS, weights_format: str | None = None) -> str:
-    """Export `fn_or_model` to the directory `path` (created if needed; its files replaced).
+         platforms: Sequence[str] = DEFAULT_PLATFORMS, weights_format: str | None = None,
+         overwrite: bool = False, debug_effects: str = "error") -> str:
+    """Export `fn_or_model` to the directory `path`, replacing it as a whole.
 
     Args:
       fn_or_model: a function or StaticFunction, a bound method, or a model object with a
         Python `__call__` (Equinox / Flax NNX modules, plain objects holding arrays). A model's
         arrays are stored as weights.
-      path: the artifact directory.
+      path: the artifact directory. It is written beside itself and renamed into place, so an
+        earlier artifact there survives a failed save. A symlink is never followed.
       input_spec: one entry per positional input: an InputSpec (`None` dims: any size), a
         ShapeDtypeStruct or array (fixed shape), or any other value, which is passed as is
         and fixed in the program. Default: the `input_spec` given to `to_static`.
       params: a pytree of weights passed as the first argument: `fn(params, *inputs)`.
       platforms: lowering platforms; the default runs on CPU and CUDA GPUs.
       weights_format: "safetensors" (default when installed) or "npz".
+      overwrite: replace `path` even when it is not a dy2st artifact (a non-empty directory of
+        other files, a file, a symlink). An existing artifact is always replaced.
+      debug_effects: what to do with `print` and `assert` of traced values, which run on the
+        host and cannot be stored: "error" (default) refuses and names their lines; "drop"
+        saves the program without them (the saved program prints nothing and checks nothing).
 
     Returns:
       The artifact directory, as a string.
@@ -64,46 +86,82 @@ def save(fn_or_model, path: str | os.PathLike, input_spec: Sequence | None = Non
         dy2st.save(forward, "artifact", [dy2st.InputSpec((None, 784), "float32", "x")], params=params)
         loaded = dy2st.load("artifact"); loaded(x)
     """
+    if debug_effects not in DEBUG_EFFECTS:
+        raise ExportError(f"debug_effects={debug_effects!r} is not one of {list(DEBUG_EFFECTS)}.")
     lifted = _lift.lift(fn_or_model, params)
     input_spec = input_spec if input_spec is not None else lifted.declared_spec
     if input_spec is None:
         raise ExportError("dy2st.save needs input_spec: the shape and dtype of every input.",
                           advice="pass input_spec=[dy2st.InputSpec((None, 784), 'float32', name='x')].")
-    entries = _input_entries(input_spec, lifted.input_names)
+    entries = _input_entries(input_spec, lifted)
     specs = [e for e in entries if isinstance(e, InputSpec)]
     weights_format = weights_format or ("safetensors" if _has_safetensors() else "npz")
     if weights_format not in WEIGHT_FILES:
         raise ExportError(f"weights_format {weights_format!r} is not one of {sorted(WEIGHT_FILES)}.")
+    values = [_canonical(v) for v in lifted.values]
 
-    def program(weights, *arrays):
-        it = iter(arrays)
-        return lifted.call(weights, *[next(it) if isinstance(e, InputSpec) else e for e in entries])
+    _check_weight_names(lifted.names)
 
-    weight_structs = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in lifted.values]
-    exported = _export(program, platforms, weight_structs, abstract(specs), lifted.static_fn)
+    def program(weights: dict, inputs: list):
+        # Weights go in by name and inputs as a list of one-entry dicts ({name: array}, in
+        # order): the program's own signature (its in_tree) then holds every name and the
+        # inputs' order, and `load` checks the manifest against it.
+        it = (value for (value,) in (d.values() for d in inputs))
+        return lifted.call([weights[n] for n in lifted.names],
+                           *[next(it) if isinstance(e, InputSpec) else e for e in entries])
+
+    weight_structs = {n: jax.ShapeDtypeStruct(v.shape, v.dtype) for n, v in zip(lifted.names, values)}
+    traced = _Traced(program, weight_structs, _by_name([s.name for s in specs], abstract(specs)),
+                     lifted.static_fn.__qualname__, specs)
+    with _debug_effects_mode(debug_effects):
+        _refuse_host_callbacks(traced, debug_effects)
+        exported = _export(traced, platforms)
     try:
         program_bytes = bytes(exported.serialize())
     except ValueError as err:
         raise ExportError(f"The outputs cannot be stored: {err}",
                           advice="return arrays in tuples, lists or dicts (not a custom class).") from None
-
-    os.makedirs(path, exist_ok=True)
-    for stale in (MANIFEST, *WEIGHT_FILES.values()):  # the manifest first: a half-written save never loads
-        if os.path.isfile(os.path.join(path, stale)):
-            os.remove(os.path.join(path, stale))
-    _write(path, PROGRAM, program_bytes)
     weights_file = WEIGHT_FILES[weights_format]
-    _write(path, weights_file, _weights_bytes(lifted.names, lifted.values, weights_format))
-    manifest = _manifest(lifted, entries, specs, exported, weights_format)
-    manifest["files"] = {name: _file_info(os.path.join(path, name)) for name in (PROGRAM, weights_file)}
-    _write(path, MANIFEST, json.dumps(manifest, indent=2).encode())  # last: no manifest, no artifact
+    files = {PROGRAM: program_bytes, weights_file: _weights_bytes(lifted.names, values, weights_format)}
+    manifest = _manifest(lifted, values, entries, specs, exported, weights_format)
+    manifest["files"] = {name: _file_info(data) for name, data in files.items()}
+    files[MANIFEST] = json.dumps(manifest, indent=2).encode()
+    write_artifact(os.fspath(path), files, overwrite, _is_artifact)
     return os.fspath(path)
 
 
-def _input_entries(input_spec, param_names) -> list:
+@dataclasses.dataclass(frozen=True)
+class _Traced:
+    """What `save` traces: `program(weights, *inputs)` on these abstract values."""
+
+    program: Any
+    weight_structs: dict
+    input_structs: list
+    qualname: str
+    specs: list[InputSpec]
+
+    def args(self) -> tuple:
+        return (self.weight_structs, self.input_structs)
+
+
+def _by_name(names: list[str], values: list) -> list[dict]:
+    """The program's input argument: `[{name: value}, ...]` in input order."""
+    return [{name: value} for name, value in zip(names, values)]
+
+
+def _debug_effects_mode(mode: str) -> contextlib.AbstractContextManager:
+    return debug_effects.dropped() if mode == "drop" else contextlib.nullcontext()
+
+
+# -- input specs -----------------------------------------------------------------------------
+def _input_entries(input_spec, lifted) -> list:
+    if isinstance(input_spec, (InputSpec, str, bytes)) or not isinstance(input_spec, Sequence):
+        raise InputSpecError(f"input_spec must be a list with one entry per input, got {input_spec!r:.80}.",
+                             advice="wrap it in a list: input_spec=[dy2st.InputSpec(...)].")
+    _check_spec_count(len(input_spec), lifted)
     entries = []
     for i, entry in enumerate(input_spec):
-        name = param_names[i] if i < len(param_names) else f"input{i}"
+        name = lifted.input_names[i] if i < len(lifted.input_names) else f"input{i}"
         entry = as_spec(entry, name)
         if not isinstance(entry, InputSpec) and any(
                 isinstance(l, (InputSpec, jax.ShapeDtypeStruct, jax.Array, np.ndarray))
@@ -111,40 +169,148 @@ def _input_entries(input_spec, param_names) -> list:
             raise ExportError(f"input_spec entry {i} ({name!r}) is a container of arrays; dy2st.save takes "
                               "one InputSpec per array input.",
                               advice="pass the arrays as separate arguments, or as params= for weights.")
+        if isinstance(entry, InputSpec):
+            _check_dtype_is_enabled(entry, i)
         entries.append(entry)
     names = [e.name for e in entries if isinstance(e, InputSpec)]
     duplicates = sorted(n for n, c in collections.Counter(names).items() if c > 1)
     if duplicates:
-        raise ExportError(f"Several inputs are named {duplicates}.", advice="give each InputSpec its own name.")
+        raise InputSpecError(f"Several InputSpecs are named {duplicates}.", advice="give each InputSpec its own name.")
     return entries
 
 
-def _export(program, platforms, weight_structs, input_structs, static_fn):
+def _check_spec_count(count: int, lifted) -> None:
+    """As many entries as the function takes inputs: all required ones, at most all of them."""
+    params = list(inspect.signature(lifted.static_fn._fn).parameters.values())
+    params = params[len(params) - len(lifted.input_names):]
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    keyword_required = [p.name for p in params if p.kind == p.KEYWORD_ONLY and p.default is p.empty]
+    varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
+    signature = f"{lifted.static_fn.__qualname__}({', '.join(p.name for p in positional)})"
+    if keyword_required:
+        raise InputSpecError(f"{signature} has keyword-only inputs without defaults {keyword_required}; "
+                             "dy2st.save passes inputs by position.", advice="give them defaults or make them positional.")
+    if count < len(required):
+        missing = [p.name for p in required[count:]]
+        raise InputSpecError(f"input_spec has {count} entries, but {signature} needs {len(required)} inputs: "
+                             f"no InputSpec for {missing}.",
+                             advice="give one InputSpec (or a fixed value) per input, in order.")
+    if count > len(positional) and not varargs:
+        raise InputSpecError(f"input_spec has {count} entries, but {signature} takes only {len(positional)} "
+                             f"inputs: entries {list(range(len(positional), count))} have no parameter.",
+                             advice="remove the extra InputSpecs, or add the parameters.")
+
+
+def _check_dtype_is_enabled(spec: InputSpec, index: int) -> None:
+    canonical = np.dtype(jax.dtypes.canonicalize_dtype(spec.dtype))
+    if canonical != spec.dtype:
+        raise InputSpecError(f"InputSpec {index} ({spec}) has dtype {spec.dtype.name}, which jax computes only with "
+                             f"64-bit mode on; it is off, so the program would take {canonical.name} instead.",
+                             advice=f"use {canonical.name!r} in the InputSpec, or turn 64-bit mode on before "
+                             "saving: jax.config.update('jax_enable_x64', True).")
+
+
+def _check_weight_names(names: list[str]) -> None:
+    duplicates = sorted(n for n, c in collections.Counter(names).items() if c > 1)
+    if duplicates:
+        raise ExportError(f"Several weights are named {duplicates}.", advice="give each array of the model its own name.")
+
+
+def _canonical(value: np.ndarray) -> np.ndarray:
+    """A weight as jax computes with it (float64 is float32 unless 64-bit mode is on), as eager
+    use of the model would."""
+    dtype = np.dtype(jax.dtypes.canonicalize_dtype(value.dtype))
+    return value if dtype == value.dtype else value.astype(dtype)
+
+
+# -- tracing -----------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _trace_errors(traced: _Traced) -> Iterator[None]:
+    """Tracing failures as ExportErrors that name the specs and the user's line."""
+    specs = ", ".join(str(s) for s in traced.specs)
     try:
-        return jax.export.export(jax.jit(program), platforms=tuple(platforms))(weight_structs, *input_structs)
+        yield
+    except Dy2StaticError:
+        raise
     except jax.errors.InconclusiveDimensionOperation as err:
-        raise ExportError(f"Saving {static_fn.__qualname__!r} needs the value of a dynamic dimension: "
-                          f"{str(err).splitlines()[0]}",
+        raise ExportError(f"Saving {traced.qualname!r} needs the value of a dynamic dimension: "
+                          f"{str(err).splitlines()[0]}", innermost_user_frame(err.__traceback__),
                           advice="give that dimension a fixed size in its InputSpec, or compute with it "
                           "only through array operations.") from err
-    except TypeError as err:
-        if "incompatible shapes" not in str(err):
-            raise
-        raise ExportError(f"Saving {static_fn.__qualname__!r}: {err}",
-                          advice="dims that must be equal need the same name, e.g. "
-                          "InputSpec(('batch', 784)) for each input (None gives each dim its own symbol).") from err
+    except (TypeError, ValueError) as err:
+        advice = ("dims that must be equal need the same name, e.g. InputSpec(('batch', 784)) for each input "
+                  "(None gives each dim its own symbol)." if "incompatible shapes" in str(err) else
+                  "make the InputSpecs' shapes and dtypes those the function works with.")
+        raise ExportError(f"Saving {traced.qualname!r} with input_spec [{specs}] failed while tracing: "
+                          f"{type(err).__name__}: {_first_lines(err)}", innermost_user_frame(err.__traceback__),
+                          advice=advice) from err
 
 
-def _manifest(lifted, entries, specs, exported, weights_format) -> dict:
+def _first_lines(err: BaseException, count: int = 3) -> str:
+    return "\n".join(str(err).strip().splitlines()[:count])
+
+
+def _export(traced: _Traced, platforms):
+    with _trace_errors(traced):
+        return jax.export.export(jax.jit(traced.program), platforms=tuple(platforms))(*traced.args())
+
+
+@dataclasses.dataclass(frozen=True)
+class _HostCallback:
+    primitive: str
+    origin: OriginInfo | None
+
+
+def _refuse_host_callbacks(traced: _Traced, mode: str) -> None:
+    """`jax.export` cannot store a host callback (a traced `print`/`assert`, `jax.debug.*`):
+    name each one's line before export fails with jax's own error."""
+    with _trace_errors(traced):
+        closed = jax.make_jaxpr(traced.program)(*traced.args())
+    found = list(_host_callbacks(closed.jaxpr))
+    if not found:
+        return
+    lines = "\n".join(f"  {c.origin.as_header() if c.origin else '(line unknown)'}  [{c.primitive}]"
+                      for c in found[:10])
+    if mode == "drop":
+        advice = "remove those calls (jax.debug.print, jax.debug.callback, pure_callback), or save a function without them."
+        problem = "calls the host in ways that debug_effects='drop' does not remove"
+    else:
+        advice = ("remove the print/assert from the function, or pass debug_effects='drop' to save without "
+                  "them (`dy2st save --drop-debug-effects`): the saved program then prints and checks nothing.")
+        problem = "prints or asserts on traced values (host callbacks), which jax.export cannot store"
+    raise ExportError(f"Saving {traced.qualname!r}: the function {problem}:\n{lines}", found[0].origin,
+                      advice=advice)
+
+
+_HOST_PRIMITIVES = ("debug_print",)  # jax.debug.print; the others are named *callback
+
+
+def _host_callbacks(jaxpr) -> Iterator[_HostCallback]:
+    for eqn in jaxpr.eqns:
+        if "callback" in eqn.primitive.name or eqn.primitive.name in _HOST_PRIMITIVES:
+            yield _HostCallback(eqn.primitive.name, _user_origin_of(eqn))
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (tuple, list)) else (param,):
+                inner = getattr(sub, "jaxpr", sub)  # ClosedJaxpr -> Jaxpr
+                if hasattr(inner, "eqns"):
+                    yield from _host_callbacks(inner)
+
+
+def _user_origin_of(eqn) -> OriginInfo | None:
+    """The user's line that made `eqn`: the innermost traceback frame outside the libraries."""
+    from dy2st.errors import _is_library  # the one test of "library file" every error message uses
+
+    traceback = getattr(eqn.source_info, "traceback", None)
+    for frame in getattr(traceback, "frames", ()):  # innermost first
+        if not _is_library(frame.file_name):
+            return OriginInfo(frame.file_name, frame.line_num, frame.function_name)
+    return None
+
+
+# -- manifest and files ------------------------------------------------------------------------
+def _manifest(lifted, values, entries, specs, exported, weights_format) -> dict:
     n_weights = len(lifted.names)
-    out_leaves = jax.tree_util.tree_flatten_with_path(
-        jax.tree_util.tree_unflatten(exported.out_tree, range(len(exported.out_avals))))[0]
-    outputs = []
-    for (path, index), aval in zip(out_leaves, exported.out_avals):
-        suffix = jax.tree_util.keystr(path)
-        outputs.append({"name": "output" + suffix if suffix else "output", "shape": _json_shape(aval.shape),
-                        "dims": [d if isinstance(d, int) else str(d) for d in aval.shape],
-                        "dtype": np.dtype(aval.dtype).name})
     program_inputs = [{"kind": "weight", "name": n} for n in lifted.names] + \
                      [{"kind": "input", "name": s.name} for s in specs]
     return {
@@ -158,13 +324,29 @@ def _manifest(lifted, entries, specs, exported, weights_format) -> dict:
         "inputs": [s.to_json() for s in specs],
         "static_arguments": [{"position": i, "repr": repr(e)} for i, e in enumerate(entries)
                              if not isinstance(e, InputSpec)],
-        "outputs": outputs,
+        "outputs": [{"name": name, "shape": _json_shape(aval.shape), "dims": _dims(aval.shape),
+                     "dtype": np.dtype(aval.dtype).name} for name, aval in zip(_output_names(exported),
+                                                                                exported.out_avals)],
         "program": {"file": PROGRAM, "inputs": program_inputs, "num_weights": n_weights},
         "weights": {"file": WEIGHT_FILES[weights_format], "format": weights_format,
                     "tensors": [{"name": n, "shape": list(v.shape), "dtype": v.dtype.name}
-                                for n, v in zip(lifted.names, lifted.values)]},
+                                for n, v in zip(lifted.names, values)]},
         "source": lifted.static_fn.code,
     }
+
+
+def _output_names(exported) -> list[str]:
+    leaves = jax.tree_util.tree_flatten_with_path(
+        jax.tree_util.tree_unflatten(exported.out_tree, range(len(exported.out_avals))))[0]
+    names = []
+    for path, _ in leaves:
+        suffix = jax.tree_util.keystr(path)
+        names.append("output" + suffix if suffix else "output")
+    return names
+
+
+def _dims(shape) -> list:
+    return [d if isinstance(d, int) else str(d) for d in shape]
 
 
 def _json_shape(shape) -> list:
@@ -198,27 +380,35 @@ def _weights_bytes(names, values, weights_format) -> bytes:
     return buffer.getvalue()
 
 
-def _write(directory, name, data: bytes) -> None:
-    target = os.path.join(directory, name)
-    tmp = target + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, target)
-
-
-def _file_info(path) -> dict:
-    with open(path, "rb") as f:
-        data = f.read()
+def _file_info(data: bytes) -> dict:
     return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+
+
+def _is_artifact(path: str) -> bool:
+    """Whether `path` holds only a dy2st artifact's files, with a dy2st manifest."""
+    known = {MANIFEST, PROGRAM, *WEIGHT_FILES.values()}
+    if not set(os.listdir(path)) <= known:
+        return False
+    try:
+        with ArtifactDir(path, lambda name, problem: ArtifactError(problem)) as directory:
+            data = json.loads(directory.read(MANIFEST, None, MAX_MANIFEST_BYTES))
+    except (ArtifactError, ValueError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return False
+    return isinstance(data, dict) and data.get("format") == FORMAT
 
 
 # -- load ------------------------------------------------------------------------------------
 def load(path: str | os.PathLike) -> "LoadedProgram":
     """Load an artifact written by `dy2st.save`; see `LoadedProgram`.
 
+    The artifact is treated as untrusted data: nothing outside its directory is read, nothing
+    stored is executed as Python, and every check listed in this module's docstring is made
+    before the program can run.
+
     Raises:
-      ArtifactError: a file is missing, truncated or altered, or the artifact was written in
-        a format, for a platform, or by a jax this installation cannot run.
+      ArtifactError: a file is missing, not a regular file, truncated or altered; a manifest
+        field is malformed or disagrees with the program; or the artifact was written in a
+        format, for a platform, or by a jax this installation cannot run.
     """
     return LoadedProgram(os.fspath(path))
 
@@ -227,7 +417,8 @@ class LoadedProgram:
     """A loaded artifact: call it like the saved function (inputs by position or by name).
 
     Attributes:
-      manifest: the manifest (a dict).
+      manifest: the manifest as read (a dict), after validation.
+      checked_manifest: the same, typed (`dy2st.manifest.Manifest`).
       input_spec: the InputSpecs of the inputs, in order.
       code: the translated source the artifact was made from (for reading only; never run).
       exported: the `jax.export.Exported` program.
@@ -236,28 +427,24 @@ class LoadedProgram:
 
     def __init__(self, path: str):
         self.path = path
-        self.manifest = _read_manifest(path)
-        program_bytes = self._read_file("program")
-        weights_bytes = self._read_file("weights")
-        try:
-            self.exported = jax.export.deserialize(bytearray(program_bytes))
-        except Exception as err:  # jax raises struct.error, ValueError, ... for unreadable bytes
-            raise self._error(PROGRAM, f"jax {jax.__version__} cannot deserialize it "
-                              f"({type(err).__name__}: {err}); it was written by jax "
-                              f"{self.manifest['jax_version']}.") from None
+        with ArtifactDir(path, self._error) as directory:
+            self.checked_manifest = _read_manifest(directory, self._field_error)
+            manifest = self.checked_manifest
+            program_bytes = _read_checked(directory, manifest, manifest.program_file, MAX_PROGRAM_BYTES)
+            weights_bytes = _read_checked(directory, manifest, manifest.weights_file, _weights_size_limit(manifest))
+        self.manifest = self.checked_manifest.raw
+        self.exported = self._deserialize(program_bytes)
         self._check_platform()
-        self.weights = _read_weights(self, weights_bytes)
-        self.input_spec = [InputSpec.from_json(s) for s in self.manifest["inputs"]]
-        expected = len(self.weights) + len(self.input_spec)
-        if len(self.exported.in_avals) != expected:
-            raise self._error(PROGRAM, f"it takes {len(self.exported.in_avals)} inputs but the manifest "
-                              f"describes {expected} (weights and inputs).")
-        self._weight_list = [jax.device_put(self.weights[t["name"]]) for t in self.manifest["weights"]["tensors"]]
+        _ProgramCheck(self.exported, self.checked_manifest, self._error).run()
+        self._check_lowers()
+        self.weights = _read_weights(self.checked_manifest, weights_bytes, self._error)
+        self.input_spec = list(self.checked_manifest.inputs)
+        self._device_weights = {name: jax.device_put(array) for name, array in self.weights.items()}
         self._run = jax.jit(self.exported.call)
 
     @property
     def code(self) -> str:
-        return self.manifest["source"]
+        return self.checked_manifest.source
 
     @property
     def input_names(self) -> list[str]:
@@ -265,7 +452,15 @@ class LoadedProgram:
 
     def __call__(self, *args, **kwargs):
         arrays = self._bind(args, kwargs)
-        return self._run(self._weight_list, *arrays)
+        try:
+            return self._run(self._device_weights, _by_name(self.input_names, arrays))
+        # The program is specialized to these inputs' shapes and compiled on a call's first use
+        # of them; a module that is malformed only then (bytes altered with the checksums
+        # updated) fails in MLIR's parser or jax's lowering. Errors while it runs are XLA's.
+        except (ValueError, _mlir_error()) as err:
+            raise self._error(PROGRAM, f"jax cannot compile it for inputs "
+                              f"{[f'{np.dtype(a.dtype).name}{list(np.shape(a))}' for a in arrays]} "
+                              f"({type(err).__name__}: {_first_lines(err, 2)[:300]}).") from None
 
     def _bind(self, args, kwargs) -> list:
         names = self.input_names
@@ -291,24 +486,29 @@ class LoadedProgram:
             arrays.append(value)
         return arrays
 
-    def _read_file(self, key) -> bytes:
-        name = self.manifest[key]["file"]
-        info = self.manifest["files"].get(name)
-        if not isinstance(info, dict) or "sha256" not in info or "bytes" not in info:
-            raise self._error(MANIFEST, f"it lists no size and sha256 for {name}.")
-        full = os.path.join(self.path, name)
-        if not os.path.isfile(full):
-            raise self._error(name, "the file is missing.")
-        with open(full, "rb") as f:
-            data = f.read()
-        if len(data) != info["bytes"]:
-            raise self._error(name, f"the file is truncated or extended: {len(data)} bytes, the manifest says "
-                              f"{info['bytes']}.")
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != info["sha256"]:
-            raise self._error(name, f"the file was altered or corrupted: its sha256 is {digest[:16]}..., the "
-                              f"manifest says {info['sha256'][:16]}....")
-        return data
+    def _deserialize(self, program_bytes: bytes):
+        try:
+            return jax.export.deserialize(bytearray(program_bytes))
+        # An untrusted flatbuffer: jax's reader raises struct.error, ValueError, IndexError, ...
+        # for bytes it cannot read; each is a property of the file, reported as such.
+        except Exception as err:  # noqa: BLE001 (the boundary around a parser of untrusted bytes)
+            raise self._error(PROGRAM, f"jax {jax.__version__} cannot deserialize it "
+                              f"({type(err).__name__}: {str(err)[:200]}); it was written by jax "
+                              f"{self.checked_manifest.jax_version}.") from None
+
+    def _check_lowers(self) -> None:
+        """Lower the program once, for its own symbolic shapes, so that a module jax cannot
+        read or verify (bytes altered with the checksums updated) fails here, not at a call."""
+        structs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
+                                         jax.tree_util.tree_unflatten(self.exported.in_tree, self.exported.in_avals))
+        args, kwargs = structs
+        try:
+            jax.export.export(jax.jit(self.exported.call), platforms=self.exported.platforms)(*args, **kwargs)
+        # MLIR's reader and verifier report malformed modules as ValueError or JaxRuntimeError.
+        except (ValueError, jax.errors.JaxRuntimeError, _mlir_error()) as err:
+            raise self._error(PROGRAM, f"its StableHLO module cannot be read or verified by jax {jax.__version__} "
+                              f"({type(err).__name__}: {_first_lines(err, 2)[:300]}); it was written by jax "
+                              f"{self.checked_manifest.jax_version}.") from None
 
     def _check_platform(self) -> None:
         backend = jax.default_backend()
@@ -318,95 +518,223 @@ class LoadedProgram:
             raise self._error(PROGRAM, f"it was lowered for {platforms}, but jax runs on {backend!r} here.",
                               advice="save it again with dy2st.save(..., platforms=[...]) including this platform.")
 
-    def _error(self, name, problem, advice=None) -> ArtifactError:
-        return ArtifactError(f"Artifact {self.path!r}: {name}: {problem}",
+    def _error(self, name: str, problem: str, advice: str | None = None) -> ArtifactError:
+        where = f"{name}: " if name else ""
+        return ArtifactError(f"Artifact {self.path!r}: {where}{problem}",
                              advice=advice or "save the artifact again with dy2st.save (or `dy2st save`).")
+
+    def _field_error(self, field: str, expected: str) -> ArtifactError:
+        return self._error(MANIFEST, f"field {field!r}: expected {expected}.")
 
     def summary(self) -> dict:
         """Inputs, outputs, weight count and size, and StableHLO op counts of the program."""
-        tensors = self.manifest["weights"]["tensors"]
+        tensors = self.checked_manifest.tensors
         return {
             "inputs": [str(s) for s in self.input_spec],
-            "outputs": [f"{o['name']}:{o['dtype']}[{','.join(str(d) for d in o['dims'])}]"
-                        for o in self.manifest["outputs"]],
+            "outputs": [f"{o.name}:{o.dtype.name}[{','.join(str(d) for d in o.dims)}]"
+                        for o in self.checked_manifest.outputs],
             "weights": len(tensors),
-            "weight_elements": int(sum(np.prod(t["shape"], dtype=np.int64) for t in tensors)),
+            "weight_elements": sum(math.prod(t.shape) for t in tensors),
             "weight_bytes": int(sum(v.nbytes for v in self.weights.values())),
             "platforms": list(self.exported.platforms),
             "ops": _op_counts(self.exported),
         }
 
     def __repr__(self):
-        return f"<LoadedProgram {self.manifest['function']!r} from {self.path!r}: {self.input_spec}>"
+        return f"<LoadedProgram {self.checked_manifest.function!r} from {self.path!r}: {self.input_spec}>"
 
 
 _MISSING = object()
 
 
-def _read_manifest(path: str) -> dict:
-    def error(problem, advice="save the artifact again with dy2st.save (or `dy2st save`)."):
-        return ArtifactError(f"Artifact {path!r}: {problem}", advice=advice)
-
-    full = os.path.join(path, MANIFEST)
-    if not os.path.isdir(path):
-        raise error("no such directory.", advice="pass the directory written by dy2st.save.")
-    if not os.path.isfile(full):
-        raise error(f"{MANIFEST}: the file is missing (an unfinished save, or not an artifact).")
+def _mlir_error() -> type:
+    """MLIR's parse/verify error type (jax.extend.mlir is imported only when needed)."""
     try:
-        with open(full, "rb") as f:
-            manifest = json.loads(f.read().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise error(f"{MANIFEST}: not valid JSON ({err}).") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        found = manifest.get("format") if isinstance(manifest, dict) else None
-        raise error(f"{MANIFEST}: not a dy2st artifact manifest (format is {found!r}, expected {FORMAT!r}).")
-    version = manifest.get("format_version")
-    if version not in SUPPORTED_FORMAT_VERSIONS:
-        raise error(f"{MANIFEST}: incompatible format version {version!r}; this dy2st ({_dy2st_version()}) "
-                    f"reads versions {list(SUPPORTED_FORMAT_VERSIONS)}.",
-                    advice=f"load it with the dy2st that saved it ({manifest.get('dy2st_version')}), "
-                    "or save it again with this one.")
-    for key in ("jax_version", "platforms", "function", "inputs", "outputs", "program", "weights", "files", "source"):
-        if key not in manifest:
-            raise error(f"{MANIFEST}: the key {key!r} is missing.")
-    if not isinstance(manifest["weights"], dict) or manifest["weights"].get("format") not in WEIGHT_FILES:
-        raise error(f"{MANIFEST}: unknown weights format in {manifest['weights']!r}.")
-    return manifest
+        from jax.extend.mlir import ir
+    except ImportError:
+        return ValueError
+    return ir.MLIRError
 
 
-def _read_weights(loaded: LoadedProgram, data: bytes) -> dict:
-    manifest = loaded.manifest["weights"]
-    name = manifest["file"]
+def _read_manifest(directory: ArtifactDir, field_error) -> Manifest:
+    data = directory.read(MANIFEST, None, MAX_MANIFEST_BYTES)
     try:
-        if manifest["format"] == "safetensors":
-            try:
-                from safetensors.numpy import load as load_safetensors
-            except ImportError:
-                raise loaded._error(name, "reading it needs the safetensors package.",
-                                    advice="pip install 'dy2st[deploy]' (or safetensors).") from None
-            arrays = load_safetensors(data)
-        else:
-            import io
+        raw = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        raise directory.error(MANIFEST, f"not valid JSON ({str(err)[:200]}).") from None
+    return parse_manifest(raw, field_error)
 
-            with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
+
+def _read_checked(directory: ArtifactDir, manifest: Manifest, name: str, limit: int) -> bytes:
+    """The bytes of `name`: a regular file of the manifest's size (checked by stat before
+    reading), at most `limit` bytes, with the manifest's sha256."""
+    entry = manifest.files[name]
+    if entry.size > limit:
+        raise directory.error(name, f"the manifest says it has {entry.size} bytes, more than the {limit} a file "
+                              "of its kind can need; it is not read.")
+    data = directory.read(name, entry.size, limit)
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != entry.sha256:
+        raise directory.error(name, f"the file was altered or corrupted: its sha256 is {digest[:16]}..., the "
+                               f"manifest says {entry.sha256[:16]}....")
+    return data
+
+
+# A jax.export program is one flatbuffer, which cannot exceed 2 GiB.
+MAX_PROGRAM_BYTES = 1 << 31
+
+
+def _weights_size_limit(manifest: Manifest) -> int:
+    """The most bytes a weights file holding the manifest's tensors can need (data + headers)."""
+    return sum(t.nbytes for t in manifest.tensors) + 65536 + 1024 * len(manifest.tensors)
+
+
+class _ProgramCheck:
+    """The deserialized program against the manifest: platforms, the calling structure, every
+    weight (position, shape, dtype), every input (rank, dtype, fixed and named dims) and every
+    output. A disagreement means the manifest describes another program: refused."""
+
+    def __init__(self, exported, manifest: Manifest, error):
+        self.exported, self.manifest, self._error = exported, manifest, error
+
+    def fail(self, problem: str) -> ArtifactError:
+        return self._error(PROGRAM, f"the program disagrees with {MANIFEST}: {problem}")
+
+    def run(self) -> None:
+        if tuple(self.exported.platforms) != self.manifest.platforms:
+            raise self.fail(f"it is lowered for {list(self.exported.platforms)}, the manifest's platforms are "
+                            f"{list(self.manifest.platforms)}.")
+        weights, inputs = self._signature()
+        for i, tensor in enumerate(self.manifest.tensors):
+            self._check_weight(i, tensor, weights[tensor.name])
+        self._check_inputs(inputs)
+        self._check_outputs()
+
+    def _signature(self) -> tuple[dict, list]:
+        """The program's weights by name and its inputs in order, from its own calling
+        structure; the names (and the inputs' order) must be exactly the manifest's."""
+        tensors, inputs = self.manifest.tensors, self.manifest.inputs
+        expected = jax.tree_util.tree_structure((({t.name: 0 for t in tensors}, _by_name([s.name for s in inputs],
+                                                                                          [0] * len(inputs))), {}))
+        avals, tree = self.exported.in_avals, self.exported.in_tree
+        if tree == expected:
+            (weights, named_inputs), _ = jax.tree_util.tree_unflatten(tree, avals)
+            return weights, [aval for d in named_inputs for aval in d.values()]
+        found = jax.tree_util.tree_unflatten(tree, [0] * tree.num_leaves)
+        if not (isinstance(found, tuple) and len(found) == 2 and isinstance(found[0], tuple) and len(found[0]) == 2
+                and isinstance(found[0][0], dict) and isinstance(found[0][1], list)
+                and all(isinstance(d, dict) and len(d) == 1 for d in found[0][1])):
+            raise self.fail(f"it takes its arguments as {str(tree)[:200]}, not as (weights by name, inputs in order).")
+        (program_weights, program_inputs), _ = found
+        if sorted(program_weights) != sorted(t.name for t in tensors):
+            raise self.fail(f"its weights are named {_short(sorted(program_weights))}, weights.tensors lists "
+                            f"{_short([t.name for t in tensors])}.")
+        raise self.fail(f"its inputs are {_short([name for d in program_inputs for name in d])} in this order, the "
+                        f"manifest's inputs are {_short([s.name for s in inputs])}.")
+
+    def _check_weight(self, i: int, tensor, aval) -> None:
+        shape = tuple(aval.shape)
+        if not all(isinstance(d, int) for d in shape) or shape != tensor.shape or aval.dtype != tensor.dtype:
+            raise self.fail(f"its weight {tensor.name!r} is {_aval_text(aval)}, but weights.tensors[{i}] says "
+                            f"{tensor.dtype.name}{list(tensor.shape)}.")
+
+    def _check_inputs(self, avals) -> None:
+        symbols: dict[object, str] = {}
+        for j, (spec, aval) in enumerate(zip(self.manifest.inputs, avals)):
+            where = f"inputs[{j}] ({spec})"
+            if aval.dtype != spec.dtype or len(aval.shape) != len(spec.shape):
+                raise self.fail(f"its input for {where} is {_aval_text(aval)}.")
+            for axis, (want, got) in enumerate(zip(spec.shape, aval.shape)):
+                fixed = isinstance(got, int)
+                if isinstance(want, int) != fixed or (fixed and want != got):
+                    raise self.fail(f"dimension {axis} of {where} is {got} in the program.")
+                if not fixed:
+                    key = want if isinstance(want, str) else (j, axis)  # None: a symbol of its own
+                    symbols.setdefault(key, str(got))
+                    if symbols[key] != str(got):
+                        raise self.fail(f"dimension {axis} of {where} is {got} in the program, but the same "
+                                        f"named dimension is {symbols[key]} elsewhere.")
+        if len(set(symbols.values())) != len(symbols):
+            raise self.fail("dimensions the manifest gives separate sizes share one size in the program "
+                            f"({symbols}).")
+
+    def _check_outputs(self) -> None:
+        outputs, avals = self.manifest.outputs, self.exported.out_avals
+        names = _output_names(self.exported)
+        if len(outputs) != len(avals) or [o.name for o in outputs] != names:
+            raise self.fail(f"its outputs are {names}, the manifest lists {[o.name for o in outputs]}.")
+        for k, (output, aval) in enumerate(zip(outputs, avals)):
+            if aval.dtype != output.dtype or tuple(_dims(aval.shape)) != tuple(output.dims):
+                raise self.fail(f"output {output.name!r} is {_aval_text(aval)}, outputs[{k}] says "
+                                f"{output.dtype.name}{_shape_text(output.dims)}.")
+
+
+def _short(names: list[str]) -> str:
+    text = repr(names)
+    return text if len(text) <= 200 else text[:200] + "...]"
+
+
+def _aval_text(aval) -> str:
+    return f"{np.dtype(aval.dtype).name}{_shape_text(aval.shape)}"
+
+
+def _shape_text(dims) -> str:
+    return "[" + ", ".join(str(d) for d in dims) + "]"
+
+
+def _read_weights(manifest: Manifest, data: bytes, error) -> dict:
+    """The weights by name, exactly the manifest's tensors (names, shapes, dtypes)."""
+    name = manifest.weights_file
+    if manifest.weights_format == "safetensors":
+        arrays = _load_safetensors(data, name, error)
+    else:
+        arrays = _load_npz(data, manifest, error)
+    expected = {t.name for t in manifest.tensors}
+    if set(arrays) != expected:
+        extra, missing = sorted(set(arrays) - expected), sorted(expected - set(arrays))
+        raise error(name, f"its weights do not match weights.tensors: missing {missing[:10]}, not listed "
+                    f"{extra[:10]}.")
+    weights = {}
+    for tensor in manifest.tensors:
+        array = arrays[tensor.name]
+        if array.dtype != tensor.dtype and array.dtype.kind == "V" and array.dtype.itemsize == tensor.dtype.itemsize:
+            array = array.view(tensor.dtype)  # npz stores bfloat16 and friends as raw bytes
+        if array.shape != tensor.shape or array.dtype != tensor.dtype:
+            raise error(name, f"the weight {tensor.name!r} is {array.dtype.name}{list(array.shape)}, the manifest "
+                        f"says {tensor.dtype.name}{list(tensor.shape)}.")
+        weights[tensor.name] = array
+    return weights
+
+
+def _load_safetensors(data: bytes, name: str, error) -> dict:
+    try:
+        from safetensors.numpy import load as load_safetensors
+    except ImportError:
+        raise error(name, "reading it needs the safetensors package.",
+                    advice="pip install 'dy2st[deploy]' (or safetensors).") from None
+    try:
+        return load_safetensors(data)
+    except Exception as err:  # noqa: BLE001 (safetensors raises its own SafetensorError, and numpy errors)
+        raise error(name, f"cannot be read ({type(err).__name__}: {str(err)[:200]}).") from None
+
+
+def _load_npz(data: bytes, manifest: Manifest, error) -> dict:
+    """The arrays of an .npz, without pickle; each member's size is checked before it is read
+    (a small compressed member could unpack to any size)."""
+    name = manifest.weights_file
+    limits = {f"{t.name}.npy": t.nbytes + 65536 for t in manifest.tensors}
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            for info in archive.infolist():
+                if info.file_size > limits.get(info.filename, 65536):
+                    raise error(name, f"its member {info.filename[:80]!r} unpacks to {info.file_size} bytes, more "
+                                "than the manifest's shape allows.")
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            return {k: npz[k] for k in npz.files}
     except ArtifactError:
         raise
-    except Exception as err:  # both readers raise their own types for malformed files
-        raise loaded._error(name, f"cannot be read ({type(err).__name__}: {err}).") from None
-    weights = {}
-    for tensor in manifest["tensors"]:
-        array = arrays.get(tensor["name"])
-        if array is None:
-            raise loaded._error(name, f"the weight {tensor['name']!r} is missing.")
-        dtype = np.dtype(jax.numpy.dtype(tensor["dtype"]))
-        if array.dtype != dtype and array.dtype.kind == "V" and array.dtype.itemsize == dtype.itemsize:
-            array = array.view(dtype)  # npz stores bfloat16 and friends as raw bytes
-        if list(array.shape) != tensor["shape"] or array.dtype != dtype:
-            raise loaded._error(name, f"the weight {tensor['name']!r} is {array.dtype.name}{list(array.shape)}, "
-                                f"the manifest says {tensor['dtype']}{tensor['shape']}.")
-        weights[tensor["name"]] = array
-    return weights
+    except Exception as err:  # noqa: BLE001 (zipfile and numpy raise many types for malformed files)
+        raise error(name, f"cannot be read ({type(err).__name__}: {str(err)[:200]}).") from None
 
 
 def _op_counts(exported) -> dict:

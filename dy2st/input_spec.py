@@ -17,6 +17,7 @@ checks its inputs with them.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import re
 import sys
@@ -59,14 +60,10 @@ class InputSpec:
         if isinstance(shape, (int, str)) or shape is None:
             raise InputSpecError(f"InputSpec shape must be a sequence of dimensions, got {shape!r}.",
                                  advice="write e.g. InputSpec((None, 784)) or InputSpec(()) for a scalar.")
-        object.__setattr__(self, "shape", tuple(_normalize_dim(d, shape) for d in shape))
-        try:
-            object.__setattr__(self, "dtype", np.dtype(jnp.dtype(dtype)))
-        except TypeError:
-            raise InputSpecError(f"InputSpec dtype {dtype!r} is not a dtype.",
-                                 advice="use a name such as 'float32' or 'int32', or a numpy/jax dtype.") from None
         if name is not None and not isinstance(name, str):
             raise InputSpecError(f"InputSpec name must be a string, got {name!r}.")
+        object.__setattr__(self, "shape", tuple(_normalize_dim(d, shape) for d in shape))
+        object.__setattr__(self, "dtype", _array_dtype(dtype, name))
         object.__setattr__(self, "name", name)
 
     # -- construction ---------------------------------------------------------------------
@@ -169,12 +166,31 @@ def user_origin() -> OriginInfo | None:
     return None
 
 
+_DTYPE_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+                "bfloat16", "float32", "float64", "complex64", "complex128")
+
+
+def _array_dtype(dtype, name: str | None) -> np.dtype:
+    """`dtype` as a numpy dtype jax arrays can have; an InputSpecError naming the spec if not."""
+    which = f"InputSpec {name!r}" if name else "InputSpec"
+    try:
+        result = np.dtype(jnp.dtype(dtype))
+    except (TypeError, ValueError):
+        result = None
+    if result is None or result.kind not in "biufcV" or (result.kind == "V" and result.name.startswith("void")):
+        close = difflib.get_close_matches(str(dtype), _DTYPE_NAMES, n=1)
+        hint = f"write {close[0]!r} if that was meant, or " if close else ""
+        raise InputSpecError(f"{which}: dtype {dtype!r} is not an array dtype jax supports.",
+                             advice=f"{hint}use a name such as 'float32' or 'int32', or a numpy/jax dtype.")
+    return result
+
+
 def _normalize_dim(d, shape) -> Dim:
     if d is None or (isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d == -1):
         return None
     if isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0:
         return int(d)
-    if isinstance(d, str) and _NAME_RE.match(d):
+    if isinstance(d, str) and _NAME_RE.fullmatch(d):
         return d
     raise InputSpecError(f"InputSpec dimension {d!r} in shape {tuple(shape)!r} is not valid.",
                          advice="use an int >= 0, None or -1 for any size, or a name such as 'batch'.")
@@ -218,7 +234,7 @@ def abstract(tree):
     counter = iter(range(1 << 30))
 
     def fresh(spec, axis):
-        symbol = f"{spec.name}_{axis}" if spec.name else f"_d{next(counter)}"
+        symbol = f"{spec.name}_{axis}" if spec.name and _NAME_RE.fullmatch(spec.name) else f"_d{next(counter)}"
         while symbol in taken:
             symbol = f"_d{next(counter)}"
         taken.add(symbol)

@@ -23,6 +23,7 @@ import numpy as np
 
 from dy2st.errors import OriginInfo, RuntimeChecks, record_runtime_failure
 from dy2st.runtime.formatting import TracedString
+from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.staging import is_traced, scalar_predicate
 
 
@@ -36,6 +37,8 @@ def convert_assert(test, message=None):
     if not is_traced(test):
         if not test:
             raise AssertionError(message()) if message is not None else AssertionError()
+        return
+    if debug_effects_dropped():  # dy2st.save(..., debug_effects="drop")
         return
     origin = OriginInfo.of_caller()
     test = scalar_predicate(test, origin, "The asserted condition", "reduce it first, e.g. `assert (x > 0).all()`.")

@@ -34,6 +34,7 @@ from dy2st.errors import BuiltinError, OriginInfo
 from dy2st.runtime.calls import register_builtin
 from dy2st.runtime.ordering import convert_all, convert_any, convert_max, convert_min, convert_sorted
 from dy2st.runtime.formatting import bind_traced, convert_repr, convert_str, has_traced
+from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.staging import is_traced
 
 
@@ -63,6 +64,8 @@ def convert_print(*values, sep=" ", end="\n", file=None, flush=False):
     `dy2st.runtime.formatting`), prints when the program runs."""
     if not has_traced(values):
         return builtins.print(*values, sep=sep, end=end, file=file, flush=flush)
+    if debug_effects_dropped():  # dy2st.save(..., debug_effects="drop")
+        return None
     traced, fill = bind_traced(values, {})
     top_level = [is_traced(v) for v in values]
 

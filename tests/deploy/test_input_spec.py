@@ -53,7 +53,7 @@ def test_parse(text, expected):
     (lambda: dy2st.InputSpec((None, -2)), ["dimension -2", "None or -1"]),
     (lambda: dy2st.InputSpec((1.5,)), ["dimension 1.5"]),
     (lambda: dy2st.InputSpec(3), ["sequence of dimensions"]),
-    (lambda: dy2st.InputSpec((3,), "not_a_dtype"), ["not a dtype"]),
+    (lambda: dy2st.InputSpec((3,), "not_a_dtype"), ["not an array dtype"]),
     (lambda: dy2st.InputSpec.parse("x=float32(3)"), ["Cannot read the input spec", "x:float32[None,784]"]),
 ])
 def test_malformed_specs_are_clear_errors(make, words):

@@ -304,8 +304,14 @@ def _garbage_program(path):
 
 
 def _pickled_weights(path):
-    np.savez(path / "weights.npz", w=np.array([{"evil": 1}], dtype=object))  # needs pickle to read
-    _edit_manifest(path, weights={"file": "weights.npz", "format": "npz", "tensors": []})
+    """A consistent npz artifact whose weight w1 is an object array: reading it needs pickle."""
+    manifest = json.loads((path / MANIFEST).read_text())
+    (path / WEIGHTS).unlink()
+    del manifest["files"][WEIGHTS]
+    manifest["weights"].update(file="weights.npz", format="npz")
+    (path / MANIFEST).write_text(json.dumps(manifest))
+    np.savez(path / "weights.npz", w1=np.array([{"evil": 1}], dtype=object), b1=np.zeros(8, np.float32),
+             w2=np.zeros((8, 3), np.float32))
     _rehash(path, "weights.npz")
 
 
@@ -317,7 +323,7 @@ def _pickled_weights(path):
     (lambda p: _truncate(p, WEIGHTS), [WEIGHTS, "truncated"]),
     (lambda p: _flip_byte(p, WEIGHTS), [WEIGHTS, "altered or corrupted", "sha256"]),
     (lambda p: _flip_byte(p, PROGRAM), [PROGRAM, "altered or corrupted", "sha256"]),
-    (lambda p: _edit_manifest(p, format_version=99), [MANIFEST, "incompatible format version 99", "reads versions [1]"]),
+    (lambda p: _edit_manifest(p, format_version=99), [MANIFEST, "incompatible format version 99", "reads versions [2]"]),
     (lambda p: _edit_manifest(p, format="something.else"), [MANIFEST, "not a dy2st artifact manifest"]),
     (lambda p: (p / MANIFEST).write_text("{not json"), [MANIFEST, "not valid JSON"]),
     (lambda p: _edit_manifest(p, outputs=None) or _drop_key(p, "inputs"), [MANIFEST, "the key 'inputs' is missing"]),
