@@ -62,7 +62,10 @@ def check_when_run(ok, make_error) -> None:
     """Raise `make_error()` when the program runs and the traced scalar bool `ok` is false.
 
     The error keeps its own type (an `UnboundLocalError` stays one) and reaches the caller of
-    the StaticFunction as is (see `dy2st.errors.at_boundary`)."""
+    the StaticFunction as is (see `dy2st.errors.at_boundary`). Dropped, like asserts, when
+    `dy2st.save(..., debug_effects="drop")` exports a program without host callbacks."""
+    if debug_effects_dropped():
+        return
 
     def check(ok_value):
         if np.all(ok_value):

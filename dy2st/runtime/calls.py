@@ -131,6 +131,8 @@ def _is_library_function(fn: types.FunctionType) -> bool:
     """A function of jax, numpy, ... or of the standard library itself (by its file: a user's
     package may share a name with a standard module, such as `test`)."""
     package = _top_package(fn.__module__)
+    if fn.__module__.startswith("dy2st.testing."):  # reference models and fuzzers: user code
+        return False
     if package in _SKIPPED_PACKAGES - sys.stdlib_module_names:
         return True
     return package in sys.stdlib_module_names and fn.__code__.co_filename.startswith(_STDLIB_DIR)
