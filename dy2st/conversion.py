@@ -262,7 +262,7 @@ def transform(node, filename: str, function_name: str,
     kinds = _TreeKinds(module)
     if kinds.holds_any(fence.SCREENED):  # most functions hold none: no walk needed to pass them
         fence.verify(node, filename, function_name)
-    if kinds.holds_any((gast.For, gast.While)):
+    if kinds.holds_any((gast.For, gast.While, gast.If, gast.IfExp)):
         loop_bodies.mark(node)  # on the user's code, before rewrites add lambdas of their own
     namer = Namer.for_tree(node)
     ctx = ConversionContext(filename, function_name, namer, namer.new_symbol("jst"))

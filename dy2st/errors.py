@@ -154,6 +154,22 @@ class LoopVariableError(Dy2StaticError):
     """
 
 
+class PythonEffectError(Dy2StaticError):
+    """A staged `if` or loop whose code has a Python effect that tracing would run the wrong
+    number of times: a list, dict or outside object changed in place (`xs.append(v)`,
+    `d.update(...)`, `xs.pop()`), or an iterator advanced with `next()`. A staged `if` traces
+    both branches; a staged loop traces its body once.
+
+    Example::
+
+        if x.sum() > 0:
+            history.append(x)      # `history` belongs to the caller
+
+    Fix: build new values instead (`history = history + [x]`, return what changed), read by
+    index (`xs[i]`) instead of `next()`, or make the condition a Python value.
+    """
+
+
 class LoopGradientError(Dy2StaticError):
     """Reverse-mode differentiation through a staged `while` whose trip count is unknown.
 

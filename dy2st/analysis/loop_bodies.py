@@ -25,22 +25,26 @@ import gast
 from dy2st import ast_util
 from dy2st.analysis.anno import Fact, setanno
 
-# Methods that change their receiver in place (lists, dicts, sets, deques).
+# Methods that change their receiver in place and return None (lists, dicts, sets, deques):
+# a call of one is a mutation only as a statement (`tx.update(g, s)` of optax returns a value
+# and changes nothing). `pop`, `popitem` and `setdefault` change it and return a value.
 MUTATORS = frozenset({
-    "append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem",
-    "sort", "reverse", "add", "discard", "appendleft", "extendleft", "popleft", "rotate",
+    "append", "extend", "insert", "remove", "clear", "update", "sort", "reverse", "add", "discard",
+    "appendleft", "extendleft", "rotate",
 })
+RETURNING_MUTATORS = frozenset({"pop", "popitem", "setdefault", "popleft"})
 _NESTED_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
 _ITERATOR_BUILTINS = frozenset({"next"})
 
 
 @dataclasses.dataclass(frozen=True)
 class PythonBody:
-    """Why a loop body must run once per iteration in Python.
+    """Why a loop body (or the branches of an `if`) must run in Python to keep eager's meaning.
 
     reason: a phrase for logs and errors ("the body calls next()").
     refuse_staged: whether staging the loop (a traced trip count) would lose a Python effect
-      the caller or later code sees, so it must be refused rather than staged.
+      the caller or later code sees, so it must be refused rather than staged. A staged `if`
+      with such an effect is always refused: tracing runs both branches.
     makes_closures: whether the body defines functions or lambdas. They must see the loop's
       variables late, as in Python (the value after the last iteration), so the loop carries
       every variable its body writes in the enclosing function, not in the body's own scope.
@@ -52,49 +56,97 @@ class PythonBody:
 
 
 def mark(function_def) -> None:
-    """Set `Fact.PYTHON_BODY` on every loop of `function_def` whose body needs Python."""
+    """Set `Fact.PYTHON_BODY` on every loop, `if` and ternary of `function_def` whose body or
+    branches need Python."""
     local_names = _assigned_names(function_def) - _declared_outside(function_def)
     for node in ast_util.walk(function_def):
         if isinstance(node, (gast.For, gast.While)):
             found = python_body(node.body, local_names)
-            if found is not None:
-                setanno(node, Fact.PYTHON_BODY, found)
+        elif isinstance(node, gast.If):
+            found = branch_effects(node.body + node.orelse, local_names, rewritten_appends=True)
+        elif isinstance(node, gast.IfExp):
+            found = branch_effects([node.body, node.orelse], local_names, rewritten_appends=False)
+        else:
+            continue
+        if found is not None:
+            setanno(node, Fact.PYTHON_BODY, found)
 
 
-def python_body(body: list, local_names: frozenset) -> PythonBody | None:
-    """The first reason (most serious first) why `body` must run per iteration, or None."""
-    appended, mutated_outside, closures, iterators = set(), [], [], []
-    for node in _walk_statements(body):
+@dataclasses.dataclass
+class _Effects:
+    """The Python effects found in some code."""
+
+    appended: set = dataclasses.field(default_factory=set)  # local lists `name.append(...)`ed
+    mutated: list = dataclasses.field(default_factory=list)  # other in-place changes, as text
+    mutated_outside: list = dataclasses.field(default_factory=list)  # of objects not local
+    closures: int = 0
+    iterators: int = 0
+
+
+def _effects(nodes: list, local_names: frozenset, rewritten_appends: bool) -> _Effects:
+    """`rewritten_appends`: statements `name.append(v)` on a local list are rewritten into
+    assignments by transformers.lists (not in-place changes): count them in `appended`."""
+    found = _Effects()
+    statement_calls = {id(n.value) for n in _walk_statements(nodes) if isinstance(n, gast.Expr)}
+    for node in _walk_statements(nodes):
         if isinstance(node, _NESTED_SCOPES):
-            closures.append(node)
+            found.closures += 1
         elif isinstance(node, gast.Call):
             func = node.func
             if isinstance(func, gast.Name) and func.id in _ITERATOR_BUILTINS:
-                iterators.append(func.id)
-            elif isinstance(func, gast.Attribute) and func.attr in MUTATORS:
+                found.iterators += 1
+            elif isinstance(func, gast.Attribute) and (
+                func.attr in RETURNING_MUTATORS or (func.attr in MUTATORS and id(node) in statement_calls)
+            ):
                 root = _root_name(func.value)
-                if isinstance(func.value, gast.Name) and func.attr == "append" and root in local_names:
-                    appended.add(root)
-                elif root is None or root not in local_names:
-                    mutated_outside.append(f"{_describe(func.value)}.{func.attr}()")
-    makes_closures = bool(closures)
-    if iterators:
+                local = root is not None and root in local_names
+                if rewritten_appends and local and func.attr == "append" and isinstance(func.value, gast.Name):
+                    found.appended.add(root)
+                    continue
+                text = f"{_describe(func.value)}.{func.attr}()"
+                found.mutated.append(text)
+                if not local:
+                    found.mutated_outside.append(text)
+    return found
+
+
+def python_body(body: list, local_names: frozenset) -> PythonBody | None:
+    """The first reason (most serious first) why a loop body must run per iteration, or None."""
+    found = _effects(body, local_names, rewritten_appends=True)
+    makes_closures = found.closures > 0
+    if found.iterators:
         return PythonBody("the body calls next() on an iterator", True, makes_closures)
-    if mutated_outside:
-        return PythonBody(f"the body changes an object from outside the loop in place ({mutated_outside[0]})",
+    if found.mutated_outside:
+        return PythonBody(f"the body changes an object from outside the loop in place ({found.mutated_outside[0]})",
                           True, makes_closures)
-    read_while_growing = sorted(appended & _reads_besides_append(body, appended))
+    if found.mutated:
+        return PythonBody(f"the body changes a list or dict in place ({found.mutated[0]})", False, makes_closures)
+    read_while_growing = sorted(found.appended & _reads_besides_append(body, found.appended))
     if read_while_growing:
         return PythonBody(f"the body reads the list '{read_while_growing[0]}' while appending to it",
                           False, makes_closures)
-    if closures:
+    if makes_closures:
         return PythonBody("the body defines a function or lambda (closures see each iteration's values)",
                           False, makes_closures)
     return None
 
 
+def branch_effects(branches: list, local_names: frozenset, rewritten_appends: bool) -> PythonBody | None:
+    """Why the branches of an `if` (or a ternary) cannot both be traced, or None.
+
+    A staged `if` traces both branches, so an in-place change or a `next()` in either would
+    happen whichever branch the data picks."""
+    found = _effects(branches, local_names, rewritten_appends)
+    if found.iterators:
+        return PythonBody("a branch calls next() on an iterator", True)
+    if found.mutated:
+        return PythonBody(f"a branch changes a list or dict in place ({found.mutated[0]})", True)
+    return None
+
+
 def _walk_statements(body: list):
-    """Every node of `body`, entering nested functions (their calls run in the loop too)."""
+    """Every node of `body` (statements or expressions), entering nested functions: their
+    calls run in the loop too."""
     for stmt in body:
         yield from ast_util.walk(stmt)
 

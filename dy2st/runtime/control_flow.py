@@ -17,13 +17,13 @@ found by `dy2st.runtime.writes` and carried through the same cond, then written 
 
 from __future__ import annotations
 
-from dy2st.errors import BranchOutputError, OriginInfo
+from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError
 from dy2st.runtime.staging import is_traced, stage_cond
 from dy2st.runtime.undefined import Undefined
 from dy2st.runtime.writes import WriteTracker
 
 
-def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts):
+def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, python_reason=None):
     """Runs an `if` statement; returns the new values of the state variables.
 
     Args:
@@ -34,6 +34,8 @@ def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts)
       names: display names of the state variables, for errors.
       nouts: the first `nouts` state variables are live after the `if`; the rest are only
         carried in (their values after the `if` do not matter).
+      python_reason: why a branch has a Python effect that tracing both branches would run
+        whichever side the data picks (see `dy2st.analysis.loop_bodies`), or None.
     """
     if not is_traced(pred):
         if pred:
@@ -41,6 +43,8 @@ def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts)
         elif else_body is not None:
             else_body()
         return get_state() if get_state is not None else ()
+    if python_reason is not None:
+        raise _python_effect_error(python_reason, OriginInfo.of_caller())
     return _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, OriginInfo.of_caller())
 
 
@@ -98,10 +102,12 @@ def _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, or
 _MAX_WRITE_ROUNDS = 3
 
 
-def convert_ifexp(pred, true_fn, false_fn):
+def convert_ifexp(pred, true_fn, false_fn, python_reason=None):
     """`true_fn() if pred else false_fn()`, staged with `lax.cond` when `pred` is traced."""
     if not is_traced(pred):
         return true_fn() if pred else false_fn()
+    if python_reason is not None:
+        raise _python_effect_error(python_reason, OriginInfo.of_caller())
     (value,) = stage_cond(
         pred,
         lambda: (true_fn(),),
@@ -113,6 +119,16 @@ def convert_ifexp(pred, true_fn, false_fn):
     )
     return value
 
+
+
+def _python_effect_error(reason: str, origin: OriginInfo) -> PythonEffectError:
+    return PythonEffectError(
+        f"this condition is traced, so both branches are traced, but {reason}: that change would "
+        "happen whichever branch the data picks.",
+        origin,
+        advice="build a new value in the branch instead (`xs = xs + [v]`, `d = {**d, 'k': v}`) and use it "
+        "after the `if`, or make the condition a Python value.",
+    )
 
 
 def write_composite(parent, step, value) -> None:

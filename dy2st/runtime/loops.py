@@ -31,7 +31,7 @@ import threading
 import jax
 
 from dy2st.config import log
-from dy2st.errors import LoopVariableError, OriginInfo
+from dy2st.errors import LoopVariableError, OriginInfo, PythonEffectError
 from dy2st.runtime import loop_staging
 from dy2st.runtime.iterables import StagedArray, StagedIterable, StagedRange
 from dy2st.runtime.staging import is_traced, scalar_predicate, stage_cond
@@ -186,8 +186,8 @@ def convert_for(iterable, body, get_state, set_state, names, extra_test, python_
     return _py_for(iterable, body, get_state, set_state, names, extra_test, origin, python_reason, refuse_staged)
 
 
-def _python_body_error(reason: str, why_staged: str, origin: OriginInfo) -> LoopVariableError:
-    return LoopVariableError(
+def _python_body_error(reason: str, why_staged: str, origin: OriginInfo) -> PythonEffectError:
+    return PythonEffectError(
         f"this loop must be staged ({why_staged}), but {reason}: a staged loop runs its body once "
         "while tracing, so that Python effect would happen once instead of once per iteration.",
         origin,
@@ -270,8 +270,8 @@ def _py_for(iterable, body, get_state, set_state, names, extra_test, origin, pyt
 _END = object()  # no item left
 
 
-def _iterator_break_error(origin: OriginInfo) -> LoopVariableError:
-    return LoopVariableError(
+def _iterator_break_error(origin: OriginInfo) -> PythonEffectError:
+    return PythonEffectError(
         "this loop iterates an iterator and its `break` depends on traced values, so how many items it "
         "takes from the iterator is only known when the program runs; later reads of the iterator "
         "(next(it), another loop) could not see what eager Python sees.",

@@ -7,6 +7,8 @@ import dataclasses
 import gast
 
 from dy2st import ast_util
+from dy2st.analysis.anno import Fact, getanno
+from dy2st.transformers import templates
 from dy2st.transformers.naming import Namer
 
 
@@ -75,3 +77,15 @@ class StatementTransformer(Transformer):
     statement blocks only and never enters an expression (no statement can be inside one)."""
 
     generic_visit = ast_util.visit_blocks
+
+
+def pass_python_body(node, call) -> None:
+    """`python_reason='...'` (and `refuse_staged=True` for loops) on the runtime call replacing
+    `node`, when its body or branches have Python effects (`Fact.PYTHON_BODY`, see
+    `dy2st.analysis.loop_bodies`)."""
+    found = getanno(node, Fact.PYTHON_BODY, None)
+    if found is None:
+        return
+    call.keywords.append(gast.keyword(arg="python_reason", value=templates.constant(found.reason)))
+    if found.refuse_staged and isinstance(node, (gast.For, gast.While)):
+        call.keywords.append(gast.keyword(arg="refuse_staged", value=templates.constant(True)))

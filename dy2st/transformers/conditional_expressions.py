@@ -14,7 +14,7 @@ A Python condition evaluates only the chosen side; a traced one stages both with
 from __future__ import annotations
 
 from dy2st.transformers import templates
-from dy2st.transformers.base import Transformer
+from dy2st.transformers.base import Transformer, pass_python_body
 
 
 class IfExpTransformer(Transformer):
@@ -22,13 +22,15 @@ class IfExpTransformer(Transformer):
 
     def visit_IfExp(self, node):
         self.generic_visit(node)
-        return templates.replace_as_expression(
+        call = templates.replace_as_expression(
             "jst.convert_ifexp(test, body, orelse)",
             jst=self.ctx.runtime,
             test=node.test,
             body=templates.thunk(node.body),
             orelse=templates.thunk(node.orelse),
         )
+        pass_python_body(node, call)
+        return call
 
 
 def transform(tree, ctx):

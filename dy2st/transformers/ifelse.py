@@ -41,7 +41,7 @@ import gast
 from dy2st.analysis import Fact, QualifiedName, getanno
 from dy2st.analysis.activity import activity_of
 from dy2st.transformers import templates
-from dy2st.transformers.base import StatementTransformer
+from dy2st.transformers.base import StatementTransformer, pass_python_body
 
 # How the return step names its flag (dy2st.transformers.return_statements).
 RETURN_FLAG_DISPLAY = "the early-return flag"
@@ -104,6 +104,7 @@ class IfElseTransformer(StatementTransformer):
             names=templates.tuple_of([templates.constant(self._display(s)) for s in state]),
             nouts=templates.constant(len(outputs)),
         )
+        pass_python_body(node, call)
         if state:
             stmts += self.assign_state(state, call)
         else:

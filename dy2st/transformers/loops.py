@@ -46,7 +46,7 @@ import gast
 from dy2st.analysis import Fact, getanno, hasanno
 from dy2st.analysis.activity import activity_of
 from dy2st.transformers import templates
-from dy2st.transformers.base import StatementTransformer, copy_location_recursive
+from dy2st.transformers.base import StatementTransformer, copy_location_recursive, pass_python_body
 from dy2st.transformers.ifelse import IfElseTransformer
 
 class LoopTransformer(IfElseTransformer):
@@ -128,7 +128,7 @@ class LoopTransformer(IfElseTransformer):
             set_state=set_state,
             names=names,
         )
-        _pass_python_body(node, call)
+        pass_python_body(node, call)
         self._pass_loop_only(node, call, state)
         return self._finish(node, self._settled_by_else(node) + [test, body] + accessors, call, state)
 
@@ -156,7 +156,7 @@ class LoopTransformer(IfElseTransformer):
             names=names,
             extra_test=extra_test,
         )
-        _pass_python_body(node, call)
+        pass_python_body(node, call)
         self._pass_loop_only(node, call, state)
         return self._finish(node, self._settled_by_else(node) + [body] + accessors, call, state)
 
@@ -183,17 +183,6 @@ class LoopTransformer(IfElseTransformer):
             call.keywords = list(expr.keywords)
             return call
         return expr
-
-
-def _pass_python_body(node, call) -> None:
-    """`python_reason='...'` (and `refuse_staged=True`) on the runtime call of a loop whose body
-    only Python runs faithfully (`Fact.PYTHON_BODY`, see analysis.loop_bodies)."""
-    found = getanno(node, Fact.PYTHON_BODY, None)
-    if found is None:
-        return
-    call.keywords.append(gast.keyword(arg="python_reason", value=templates.constant(found.reason)))
-    if found.refuse_staged:
-        call.keywords.append(gast.keyword(arg="refuse_staged", value=templates.constant(True)))
 
 
 def transform(tree, ctx):

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import pytest
 
 import dy2st
-from dy2st.errors import LoopVariableError
+from dy2st.errors import LoopVariableError, PythonEffectError
 from dy2st.testing import check_equivalent
 
 X = jnp.arange(3.0)
@@ -149,7 +149,7 @@ def test_iterator_with_traced_break_is_refused():
                 break
         return next(it)
 
-    with pytest.raises(LoopVariableError, match=r"(?s)iterates an iterator.*list\(it\)") as info:
+    with pytest.raises(PythonEffectError, match=r"(?s)iterates an iterator.*list\(it\)") as info:
         dy2st.to_static(f)(X)
     assert str(info.value).startswith('File "')
 
@@ -161,7 +161,7 @@ def test_next_in_traced_loop_is_refused():
             x = x + next(it)
         return x
 
-    with pytest.raises(LoopVariableError, match=r"next\(\) on an iterator") as info:
+    with pytest.raises(PythonEffectError, match=r"next\(\) on an iterator") as info:
         dy2st.to_static(f)(X, jnp.array(2))
     assert "for _ in range(n):" in str(info.value)
 
@@ -189,7 +189,7 @@ def test_traced_loop_mutating_an_argument_list_is_refused():
             xs.append(x)
         return x
 
-    with pytest.raises(LoopVariableError, match=r"in place \(xs\.append\(\)\)"):
+    with pytest.raises(PythonEffectError, match=r"in place \(xs\.append\(\)\)"):
         dy2st.to_static(f)([], X)
 
 
