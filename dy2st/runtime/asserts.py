@@ -18,6 +18,8 @@ itself, so dy2st mirrors it: with `sys.flags.optimize` set, asserts are not conv
 
 from __future__ import annotations
 
+import logging
+
 import jax
 import numpy as np
 
@@ -25,6 +27,26 @@ from dy2st.errors import OriginInfo, RuntimeChecks, record_runtime_failure
 from dy2st.runtime.formatting import TracedString
 from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.staging import is_traced, scalar_predicate
+
+
+class _QuietRuntimeChecks(logging.Filter):
+    """jax logs every exception a debug callback raises, with the callback's traceback, before
+    XLA reports it; a failed dy2st check is raised to the caller with the user's line, so
+    that log is noise on stderr. Other callbacks' failures are still logged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not getattr(error, "_dy2st_runtime_check", False)
+
+
+logging.getLogger("jax._src.debugging").addFilter(_QuietRuntimeChecks())
+
+
+def _raise_from_check(error: BaseException):
+    """Raise `error` from inside a run-time check's callback (see `errors.at_boundary`)."""
+    error._dy2st_runtime_check = True
+    record_runtime_failure(error)
+    raise error
 
 
 def convert_assert(test, message=None):
@@ -50,9 +72,7 @@ def convert_assert(test, message=None):
         if np.all(ok):
             return
         shown = text.render(list(value)) if formatted else str(np.asarray(value[0])) if traced_text else text
-        error = AssertionError(_failure_message(shown, origin))
-        record_runtime_failure(error)
-        raise error
+        _raise_from_check(AssertionError(_failure_message(shown, origin)))
 
     jax.debug.callback(check, test, *(text.arrays if formatted else (text,) if traced_text else ()))
     RuntimeChecks.record_traced()
@@ -70,9 +90,7 @@ def check_when_run(ok, make_error) -> None:
     def check(ok_value):
         if np.all(ok_value):
             return
-        error = make_error()
-        record_runtime_failure(error)
-        raise error
+        _raise_from_check(make_error())
 
     jax.debug.callback(check, ok)
     RuntimeChecks.record_traced()

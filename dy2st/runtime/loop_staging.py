@@ -304,6 +304,7 @@ class Loop:
     indexed: bool
     bound: Callable = lambda: None
     unread_after: frozenset = frozenset()  # names only later iterations read (no zero-trip check)
+    stop_at_bound: Callable = lambda: False  # the body chose `on_bound="stop"`: no check at the bound
 
 
 class _Unsettled(Exception):
@@ -389,7 +390,12 @@ def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin) ->
             i, carried, ran = c
             return lax.cond(test(i, carried), lambda: step_noting_ran(i, carried, ran), lambda: (i, list(carried), ran)), None
 
-        (_, final, ran), _ = lax.scan(masked_step, (index, carried, ran), None, length=bound)
+        (last, final, ran), _ = lax.scan(masked_step, (index, carried, ran), None, length=bound)
+        if not loop.stop_at_bound():
+            # Eagerly the loop would go on: stopped by the bound with its condition still true,
+            # the result is not eager's, so the program raises when it runs.
+            still_true = test(last, final)
+            check_when_run(jnp.logical_not(still_true), lambda: _bound_reached(bound, origin))
     else:
         _, final, ran = lax.while_loop(lambda c: test(c[0], c[1]), lambda c: step_noting_ran(*c), (index, carried, ran))
         if ad_context.active(carried + list(final)):
@@ -403,6 +409,16 @@ def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin) ->
     if ran is not None:
         _check_zero_trips(spec, loop.unread_after, ran, origin)
     return _final_values(final_spec, final, [], 0)
+
+
+def _bound_reached(bound: int, origin: OriginInfo) -> LoopVariableError:
+    return LoopVariableError(
+        f"this loop ran maximum_iterations={bound} times and its condition was still true; eagerly it "
+        "would have gone on, so its result would differ.",
+        origin,
+        advice="raise maximum_iterations in dy2st.set_loop_options(...), or pass on_bound=\"stop\" "
+        "if stopping at the bound is what you want.",
+    )
 
 
 def _zero_trip_checks(spec, unread_after) -> list:

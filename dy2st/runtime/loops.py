@@ -46,6 +46,7 @@ class LoopOptions:
     """Options a loop body sets for its own loop with `set_loop_options`."""
 
     maximum_iterations: int | None = None
+    on_bound: str = "error"  # what a staged loop does when the bound stops it: "error" or "stop"
 
 
 _active = threading.local()
@@ -67,15 +68,19 @@ def _options_scope(options: LoopOptions):
         stack.pop()
 
 
-def set_loop_options(maximum_iterations: int | None = None) -> None:
+def set_loop_options(maximum_iterations: int | None = None, on_bound: str = "error") -> None:
     """Called inside a loop body: options for that loop when it is staged (eagerly a no-op).
 
     Args:
       maximum_iterations: an upper bound on the loop's iterations. A staged `while` (or a
         `for` over a traced `range`) then runs as a `lax.scan` of that many steps, each doing
         nothing once the condition is false, so reverse-mode gradients (`jax.grad`) work
-        through it. The staged loop stops after that many iterations even if its condition is
-        still true, like TensorFlow's `maximum_iterations`.
+        through it.
+      on_bound: what happens when the loop has run `maximum_iterations` times and its
+        condition is still true. "error" (the default): the program raises, when it runs, an
+        error at the loop's line saying the bound was reached; eagerly the loop would have gone
+        on, so its result would be wrong. "stop": the loop stops there, like TensorFlow's
+        `maximum_iterations` (use it when stopping early is what you want).
 
     Example::
 
@@ -88,9 +93,12 @@ def set_loop_options(maximum_iterations: int | None = None) -> None:
         not isinstance(maximum_iterations, int) or isinstance(maximum_iterations, bool) or maximum_iterations < 0
     ):
         raise ValueError(f"maximum_iterations must be a non-negative Python int, got {maximum_iterations!r}")
+    if on_bound not in ("error", "stop"):
+        raise ValueError(f'on_bound must be "error" or "stop", got {on_bound!r}')
     stack = _stack()
     if stack:
         stack[-1].maximum_iterations = maximum_iterations
+        stack[-1].on_bound = on_bound
 
 
 # -- while -----------------------------------------------------------------------------------
@@ -140,7 +148,7 @@ def _stage(get_state, set_state, names, origin, run_body, run_test, length, kind
     init = get_state()
     options = LoopOptions()
     loop = loop_staging.Loop(run_body, run_test, length, indexed, bound=lambda: options.maximum_iterations,
-                             unread_after=frozenset(loop_only))
+                             unread_after=frozenset(loop_only), stop_at_bound=lambda: options.on_bound == "stop")
     try:
         with _options_scope(options):
             values = loop_staging.stage(loop_staging.initial_spec(init, names), init, loop, origin)

@@ -1,0 +1,78 @@
+"""Run-time checks (asserts, loop bounds, zero-trip loops): their text, and a quiet stderr."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import dy2st
+from dy2st.errors import LoopVariableError
+
+
+def bounded_doubling(x, n):
+    i = 0
+    while i < n:
+        dy2st.set_loop_options(maximum_iterations=5)
+        x = x * 2.0
+        i += 1
+    return x
+
+
+def bounded_doubling_that_stops(x, n):
+    i = 0
+    while i < n:
+        dy2st.set_loop_options(maximum_iterations=5, on_bound="stop")
+        x = x * 2.0
+        i += 1
+    return x
+
+
+@pytest.mark.parametrize("n", [0, 3, 5])
+def test_bound_not_reached_matches_eager_with_gradients(n):
+    static = dy2st.to_static(bounded_doubling)
+    x = jnp.ones(2)
+    assert static(x, jnp.array(n)).tolist() == bounded_doubling(x, n).tolist()
+    grad = jax.grad(lambda v: static(v, jnp.array(n)).sum())(x)
+    assert grad.tolist() == [2.0 ** n] * 2
+
+
+def test_bound_reached_with_condition_true_raises_at_the_while_line(capfd):
+    with pytest.raises(LoopVariableError) as info:
+        dy2st.to_static(bounded_doubling)(jnp.ones(2), jnp.array(7))
+    text = str(info.value)
+    assert text.startswith('File "') and "in bounded_doubling" in text
+    assert "    while i < n:" in text
+    assert "maximum_iterations=5 times and its condition was still true" in text
+    assert 'on_bound="stop"' in text
+    assert capfd.readouterr().err == ""  # no callback traceback from jax on stderr
+
+
+def test_on_bound_stop_stops_silently_as_asked():
+    got = dy2st.to_static(bounded_doubling_that_stops)(jnp.ones(2), jnp.array(7))
+    assert got.tolist() == [32.0, 32.0]
+
+
+def test_bad_on_bound_is_refused():
+    with pytest.raises(ValueError, match='on_bound must be "error" or "stop"'):
+        dy2st.set_loop_options(maximum_iterations=3, on_bound="ignore")
+
+
+def test_failing_assert_prints_nothing_on_stderr(capfd):
+    @dy2st.to_static
+    def f(x):
+        assert x.sum() > 100, "too small"
+        return x
+
+    with pytest.raises(AssertionError, match="too small"):
+        f(jnp.ones(2))
+    assert capfd.readouterr().err == ""
+
+
+def test_zero_trip_error_prints_nothing_on_stderr(capfd):
+    def f(x, n):
+        for i in range(n):
+            y = x * i
+        return y
+
+    with pytest.raises(UnboundLocalError):
+        dy2st.to_static(f)(jnp.ones(2), jnp.array(0))
+    assert capfd.readouterr().err == ""
