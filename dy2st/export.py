@@ -504,8 +504,10 @@ class LoadedProgram:
         args, kwargs = structs
         try:
             jax.export.export(jax.jit(self.exported.call), platforms=self.exported.platforms)(*args, **kwargs)
-        # MLIR's reader and verifier report malformed modules as ValueError or JaxRuntimeError.
-        except (ValueError, jax.errors.JaxRuntimeError, _mlir_error()) as err:
+        # MLIR's reader and verifier report malformed modules as ValueError or JaxRuntimeError;
+        # an altered string in the module (a location, a name) that is not UTF-8 reaches Python
+        # as nanobind's RuntimeError.
+        except (ValueError, RuntimeError, jax.errors.JaxRuntimeError, _mlir_error()) as err:
             raise self._error(PROGRAM, f"its StableHLO module cannot be read or verified by jax {jax.__version__} "
                               f"({type(err).__name__}: {_first_lines(err, 2)[:300]}); it was written by jax "
                               f"{self.checked_manifest.jax_version}.") from None

@@ -131,7 +131,7 @@ def _is_library_function(fn: types.FunctionType) -> bool:
     """A function of jax, numpy, ... or of the standard library itself (by its file: a user's
     package may share a name with a standard module, such as `test`)."""
     package = _top_package(fn.__module__)
-    if fn.__module__.startswith("dy2st.testing."):  # reference models and fuzzers: user code
+    if (fn.__module__ or "").startswith("dy2st.testing."):  # reference models and fuzzers: user code
         return False
     if package in _SKIPPED_PACKAGES - sys.stdlib_module_names:
         return True
