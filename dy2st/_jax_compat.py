@@ -12,6 +12,7 @@ The tested JAX range is pinned in `pyproject.toml`.
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import Any
 
 import jax
@@ -90,6 +91,12 @@ def traceback_filtering_mode() -> str:
 def traceback_shows(filename: str) -> bool:
     """Whether jax's traceback filtering keeps frames of `filename`."""
     return _include_filename(filename)
+
+
+# -- logging ---------------------------------------------------------------------------------
+def debug_callback_logger():
+    """The logger jax reports a failing `jax.debug.callback` on (with its traceback)."""
+    return logging.getLogger("jax._src.debugging")
 
 
 # -- MLIR ----------------------------------------------------------------------------------------

@@ -23,13 +23,13 @@ import threading
 import types
 
 import jax
-from jax._src import traceback_util
 
+from dy2st import _jax_compat
 from dy2st.config import config
 
 if config.traceback_filtering:
     # jax drops the frames of registered files from tracebacks leaving its own api boundaries.
-    traceback_util.register_exclusion(os.path.join(os.path.dirname(os.path.abspath(__file__)), ""))
+    _jax_compat.register_traceback_exclusion(os.path.join(os.path.dirname(os.path.abspath(__file__)), ""))
 
 
 # Code objects of converted user functions. Generated helpers (branch and loop bodies) run
@@ -330,10 +330,10 @@ def innermost_user_frame(tb) -> OriginInfo | None:
 def filter_traceback(tb):
     """`tb` without dy2st's own frames, nor JAX's unless JAX_TRACEBACK_FILTERING=off (a new
     chain; the frames themselves are shared). The user's frames are what remain."""
-    drop_jax = traceback_util._filtering_mode() != "off"
+    drop_jax = _jax_compat.traceback_filtering_mode() != "off"
 
     def hidden(filename: str) -> bool:
-        return is_internal(filename) or (drop_jax and not traceback_util.include_filename(filename))
+        return is_internal(filename) or (drop_jax and not _jax_compat.traceback_shows(filename))
 
     kept = [e for e in _walk(tb) if not hidden(e.tb_frame.f_code.co_filename)]
     if not kept:

@@ -39,6 +39,7 @@ from typing import Any, Iterator, Sequence
 import jax
 import numpy as np
 
+from dy2st import _jax_compat
 from dy2st import _lift
 from dy2st.artifact_files import MAX_MANIFEST_BYTES, ArtifactDir, write_artifact
 from dy2st.errors import ArtifactError, Dy2StaticError, ExportError, InputSpecError, OriginInfo, \
@@ -742,11 +743,7 @@ def _load_npz(data: bytes, manifest: Manifest, error) -> dict:
 def _op_counts(exported) -> dict:
     """StableHLO op name -> count, from the program's MLIR (walked, not pattern-matched);
     empty when this jax offers no MLIR context with its dialects."""
-    try:
-        from jax._src.interpreters import mlir  # the only place jax exposes a context with its dialects
-        from jax.extend.mlir import ir
-    except ImportError:
-        return {}
+    from jax.extend.mlir import ir
 
     counts: collections.Counter = collections.Counter()
 
@@ -757,6 +754,6 @@ def _op_counts(exported) -> dict:
                     counts[child.operation.name] += 1
                     walk(child.operation)
 
-    with mlir.make_ir_context() as ctx:
+    with _jax_compat.make_ir_context() as ctx:
         walk(ir.Module.parse(exported.mlir_module(), context=ctx).operation)
     return dict(counts.most_common())

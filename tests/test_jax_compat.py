@@ -57,3 +57,13 @@ def test_ir_context_parses_an_exported_module():
 def test_a_moved_name_says_what_and_where():
     with pytest.raises(_jax_compat.JaxInternalsMoved, match=r"jax\._src\.nowhere\.thing.*_jax_compat\.py"):
         _jax_compat._private("jax._src.nowhere", "thing")
+
+
+def test_debug_callback_failures_are_logged_where_dy2st_filters_them(caplog):
+    def boom(_):
+        raise ValueError("boom")
+
+    with caplog.at_level("ERROR", logger=_jax_compat.debug_callback_logger().name):
+        with pytest.raises(Exception):
+            jax.block_until_ready(jax.jit(lambda x: (jax.debug.callback(boom, x), x)[1])(1.0))
+    assert any("callback failed" in r.getMessage() for r in caplog.records)

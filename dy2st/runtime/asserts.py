@@ -23,6 +23,7 @@ import logging
 import jax
 import numpy as np
 
+from dy2st import _jax_compat
 from dy2st.errors import OriginInfo, RuntimeChecks, record_runtime_failure
 from dy2st.runtime.formatting import TracedString
 from dy2st.runtime.debug_effects import debug_effects_dropped
@@ -39,7 +40,7 @@ class _QuietRuntimeChecks(logging.Filter):
         return not getattr(error, "_dy2st_runtime_check", False)
 
 
-logging.getLogger("jax._src.debugging").addFilter(_QuietRuntimeChecks())
+_jax_compat.debug_callback_logger().addFilter(_QuietRuntimeChecks())
 
 
 def _raise_from_check(error: BaseException):

@@ -27,9 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jax._src.interpreters.batching import BatchTracer as _BatchTracer
-from jax._src.lax.lax import _convert_element_type
 
+from dy2st import _jax_compat
 from dy2st.errors import BuiltinError, OriginInfo
 from dy2st.runtime.calls import register_builtin
 from dy2st.runtime.ordering import convert_all, convert_any, convert_max, convert_min, convert_sorted
@@ -77,7 +76,7 @@ def convert_print(*values, sep=" ", end="\n", file=None, flush=False):
 
     # Ordered, so prints come out in program order; jax cannot batch ordered effects, so
     # under vmap they are unordered (as jax.debug.print is by default).
-    jax.debug.callback(callback, *traced, ordered=not any(isinstance(t, _BatchTracer) for t in traced))
+    jax.debug.callback(callback, *traced, ordered=not any(_jax_compat.is_batch_tracer(t) for t in traced))
     return None
 
 
@@ -101,7 +100,7 @@ def _python_scalar(value, kind):
     """`value` as the default int/float dtype, weakly typed as a Python number is, so that
     `x_int8 * int(y)` stays int8 as it does eagerly. (jax has no public way to make a weak
     type: this is the conversion jnp uses for Python scalars.)"""
-    return _convert_element_type(value, _default(kind), weak_type=True)
+    return _jax_compat.convert_element_type(value, _default(kind), weak_type=True)
 
 
 def convert_bool(x=False):

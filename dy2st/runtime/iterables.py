@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax._src.lax.lax import _convert_element_type
 
+from dy2st import _jax_compat
 from dy2st.runtime.calls import convert_call
 from dy2st.runtime.staging import is_traced
 
@@ -27,7 +27,7 @@ def weak_int(i):
     """A traced index typed like a Python int (weakly typed int32), as eager code would see it."""
     if is_traced(i) and i.dtype == np.int32 and i.weak_type:  # a staged loop's index already is
         return i
-    return _convert_element_type(jnp.asarray(i, jnp.int32), np.dtype(np.int32), weak_type=True)
+    return _jax_compat.convert_element_type(jnp.asarray(i, jnp.int32), np.dtype(np.int32), weak_type=True)
 
 
 def _affine(start, i, step=1):

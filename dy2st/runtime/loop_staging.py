@@ -31,8 +31,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax._src.lax.lax import _convert_element_type
 
+from dy2st import _jax_compat
 from dy2st.errors import LoopGradientError, LoopVariableError, OriginInfo
 from dy2st.runtime import ad_context
 from dy2st.runtime.asserts import check_when_run
@@ -281,7 +281,7 @@ def merge_types(before, after, label, origin):
         if before.weak_type:
             return jax.core.ShapedArray(before.shape, after.dtype)
     else:
-        dtype, weak = jax._src.dtypes.result_type(_weak_proxy(before), _weak_proxy(after), return_weak_type_flag=True)
+        dtype, weak = _jax_compat.weak_result_type(_weak_proxy(before), _weak_proxy(after))
         if before.weak_type or dtype == before.dtype:
             return jax.core.ShapedArray(before.shape, dtype, weak_type=weak)
     raise mismatch("a staged loop keeps each variable's dtype.", f"cast {label} to one dtype, e.g. with .astype(...).")
@@ -467,7 +467,7 @@ def _step(body, index, carried):
 def _weak_int32(value):
     """The loop index is typed like a Python int (weak int32), as `range` items are, so the body
     needs no convert ops; `lax.add` keeps it int32 where `+ 1` would widen it under x64."""
-    return _convert_element_type(value, np.dtype(np.int32), weak_type=True)
+    return _jax_compat.convert_element_type(value, np.dtype(np.int32), weak_type=True)
 
 
 def _refuse_lists(spec, origin):

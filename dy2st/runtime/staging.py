@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from dy2st import _jax_compat
 from dy2st.errors import BranchOutputError, OriginInfo, PredicateError
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
 
@@ -177,7 +178,7 @@ def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: boo
         )
     if any(_is_aval(l) and jax.dtypes.issubdtype(l.dtype, jax.dtypes.extended) for l in (a, b)):
         return _merge_extended(a, b, label, origin, branch_names)
-    dtype, weak = jax._src.dtypes.result_type(_weak_proxy(a), _weak_proxy(b), return_weak_type_flag=True)
+    dtype, weak = _jax_compat.weak_result_type(_weak_proxy(a), _weak_proxy(b))
     strong = [l.dtype for l in (a, b) if _is_aval(l) and not l.weak_type]
     if not promote and len(strong) == 2 and strong[0] != strong[1]:
         raise mismatch("dtypes differ.", f"cast {label} to one dtype in both branches, e.g. with .astype(...).")
@@ -238,7 +239,7 @@ def _type_key(aval):
 def _cast(value, aval):
     if value.dtype == aval.dtype and getattr(jax.typeof(value), "weak_type", False) == aval.weak_type:
         return value
-    return jax._src.lax.lax._convert_element_type(value, aval.dtype, aval.weak_type)
+    return _jax_compat.convert_element_type(value, aval.dtype, aval.weak_type)
 
 
 class _Remerge(Exception):
