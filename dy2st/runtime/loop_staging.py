@@ -391,7 +391,7 @@ def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin) ->
             return lax.cond(test(i, carried), lambda: step_noting_ran(i, carried, ran), lambda: (i, list(carried), ran)), None
 
         (last, final, ran), _ = lax.scan(masked_step, (index, carried, ran), None, length=bound)
-        if not loop.stop_at_bound():
+        if loop.length is None and not loop.stop_at_bound():  # a static length ends a `for` as eagerly
             # Eagerly the loop would go on: stopped by the bound with its condition still true,
             # the result is not eager's, so the program raises when it runs.
             still_true = test(last, final)

@@ -36,7 +36,7 @@ loop's break flag (`Fact.BREAK_FLAG`, which liveness counts as read at the loop 
 through the last argument. Calls of
 `range`, `enumerate` and `zip` in a `for` header go through `loop_iter`, so the runtime sees
 traced bounds and arrays before Python would iterate them. Runs after break_statements (no loop
-has an `else` or a `break` left) and after ifelse, whose state-function helpers it reuses.
+has an `else` or a `break` left) and after ifelse (both build state accessors with `transformers.state_access`).
 """
 
 from __future__ import annotations
@@ -46,13 +46,13 @@ import gast
 from dy2st.analysis import Fact, getanno, hasanno
 from dy2st.analysis.activity import activity_of
 from dy2st.transformers import templates
-from dy2st.transformers.base import StatementTransformer, copy_location_recursive, pass_python_body
-from dy2st.transformers.ifelse import IfElseTransformer
+from dy2st.transformers.base import copy_location_recursive, pass_python_body
+from dy2st.transformers.state_access import StateTransformer
 
-class LoopTransformer(IfElseTransformer):
-    """See the module docstring. Inherits the scope stack and get/set_state builders."""
 
-    visit_If = StatementTransformer.generic_visit  # ifs are already rewritten
+class LoopTransformer(StateTransformer):
+    """See the module docstring. The scope stack and get/set_state builders are shared with
+    the if/else transformer (`state_access`)."""
 
     def _loop_state(self, node):
         writes = activity_of(node.body).writes
