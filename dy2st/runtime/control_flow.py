@@ -19,7 +19,7 @@ from dy2st.errors import OriginInfo
 from dy2st.runtime.staging import is_traced, stage_cond
 
 
-def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts):
+def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, branch_names=("if branch", "else branch")):
     """Runs an `if` statement; returns the new values of the state variables.
 
     Args:
@@ -30,6 +30,8 @@ def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts)
       names: display names of the state variables, for errors.
       nouts: the first `nouts` state variables are live after the `if`; the rest are only
         carried in (their values after the `if` do not matter).
+      branch_names: how errors name the two paths (a guard made by the early-return rewrite
+        is not the user's if/else).
     """
     if not is_traced(pred):
         if pred:
@@ -37,10 +39,10 @@ def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts)
         elif else_body is not None:
             else_body()
         return get_state() if get_state is not None else ()
-    return _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, OriginInfo.of_caller())
+    return _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, OriginInfo.of_caller(), branch_names)
 
 
-def _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, origin):
+def _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names):
     initial = get_state() if get_state is not None else ()
 
     def branch(body):
@@ -53,7 +55,7 @@ def _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, or
 
         return run
 
-    outputs = stage_cond(pred, branch(if_body), branch(else_body), names[:nouts], origin)
+    outputs = stage_cond(pred, branch(if_body), branch(else_body), names[:nouts], origin, branch_names=tuple(branch_names))
     final = tuple(outputs) + tuple(initial[nouts:])
     if set_state is not None:
         set_state(final)
