@@ -10,7 +10,7 @@ import weakref
 
 import jax
 
-from dy2st import conversion, input_spec, stateful
+from dy2st import callables, conversion, input_spec, stateful
 from dy2st.config import _switch_listeners, config
 from dy2st.errors import ConversionError, OriginInfo, RuntimeChecks, at_boundary
 from dy2st.program import ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
@@ -140,13 +140,14 @@ class StaticFunction(functools.partial):
         if self._converted_fn is None:
             with self._lock:
                 if self._converted_fn is None:
-                    fn = inspect.unwrap(self._fn) if not isinstance(self._fn, types.FunctionType) else self._fn
+                    fn, bind = callables.convertible(self._fn)  # a partial: its function
+                    fn = inspect.unwrap(fn) if not isinstance(fn, types.FunctionType) else fn
                     if not isinstance(fn, types.FunctionType):
                         raise ConversionError(
                             f"Cannot convert {fn!r}: it is not a Python function.",
                             advice="decorate a plain function or method with dy2st.to_static.",
                         )
-                    self._converted_fn = conversion.convert(fn)
+                    self._converted_fn = bind(conversion.convert(fn))
         return self._converted_fn
 
     # -- calling ------------------------------------------------------------------------
@@ -366,6 +367,10 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True, max_programs
                                  in_shardings=in_shardings, out_shardings=out_shardings)
     if isinstance(fn, StaticFunction):
         return fn
+    fn, rewrap = callables.normalise(fn)  # staticmethod, classmethod, library wrappers
+    if rewrap is not None:
+        return rewrap(to_static(fn, input_spec=input_spec, full_graph=full_graph, max_programs=max_programs,
+                                in_shardings=in_shardings, out_shardings=out_shardings))
     if isinstance(fn, types.MethodType):
         return BoundStaticFunction(StaticFunction(fn.__func__, input_spec, full_graph, max_programs, shardings), fn.__self__)
     if not isinstance(fn, (types.FunctionType, functools.partial)) and _model_method(fn) is not None:
