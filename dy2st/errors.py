@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import linecache
+import logging
 import os
 import sys
 import sysconfig
@@ -254,10 +255,28 @@ _runtime_failures: list = []  # errors raised by run-time checks, not yet re-rai
 _runtime_failures_lock = threading.Lock()
 
 
+_RUNTIME_FAILURE_ATTR = "__dy2st_runtime_failure__"
+
+
 def record_runtime_failure(error: BaseException) -> None:
     """Called by a run-time check (in a jax callback) just before it raises `error`."""
+    setattr(error, _RUNTIME_FAILURE_ATTR, True)
     with _runtime_failures_lock:
         _runtime_failures.append(error)
+
+
+class _QuietRuntimeFailures(logging.Filter):
+    """jax logs every exception a debug callback raises, traceback included, to stderr before
+    XLA re-raises it. A failed dy2st check reaches the user as the exception itself, at their
+    line, so that log is noise: drop it (callbacks of the user's own still log)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not getattr(error, _RUNTIME_FAILURE_ATTR, False)
+
+
+# The logger of jax/_src/debugging.py (a private module's name, the only handle on that log).
+logging.getLogger("jax._src.debugging").addFilter(_QuietRuntimeFailures())
 
 
 def _pop_runtime_failure(wrapper: BaseException):
