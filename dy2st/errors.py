@@ -164,6 +164,17 @@ class LoopGradientError(Dy2StaticError):
     """
 
 
+class LoopBoundError(Dy2StaticError):
+    """A staged loop stopped at a bound while its condition was still true.
+
+    Raised when the program runs (like a failed `assert`), at the loop's line: either the
+    loop reached `maximum_iterations` from `dy2st.set_loop_options` (eagerly it would have gone
+    on: the result would be wrong), or it passed the debug bound `DY2ST_MAX_WHILE_TRIPS`.
+    Fix: raise the bound to a true upper bound; `set_loop_options(..., on_bound="stop")` stops
+    at `maximum_iterations` on purpose.
+    """
+
+
 class UndefinedVariableError(Dy2StaticError, NameError):
     """A variable is read where eager Python would raise UnboundLocalError/NameError."""
 

@@ -32,6 +32,7 @@ from jax import lax
 from jax._src.lax.lax import _convert_element_type
 
 from dy2st.errors import LoopGradientError, LoopVariableError, OriginInfo
+from dy2st.runtime import loop_checks
 from dy2st.runtime.staging import _cast, _static_equal, _weak_proxy, describe, is_traced, scalar_predicate
 from dy2st.runtime.undefined import Undefined
 
@@ -288,6 +289,7 @@ class Loop:
     length: int | None
     indexed: bool
     bound: Callable = lambda: None
+    check_bound: Callable = lambda: True  # raise at run time if `bound` stops a still-true loop
 
 
 class _Unsettled(Exception):
@@ -360,9 +362,11 @@ def _build(spec, init, loop: Loop, origin, check) -> list:
             i, carried = c
             return lax.cond(test(i, carried), lambda: _step(body, i, carried)[0], lambda: (i, list(carried))), None
 
-        (_, final), _ = lax.scan(masked_step, (index, carried), None, length=bound)
+        (last, final), _ = lax.scan(masked_step, (index, carried), None, length=bound)
+        if loop.check_bound():
+            loop_checks.check_not_truncated(test(last, final), origin, bound)
     else:
-        _, final = lax.while_loop(lambda c: test(*c), lambda c: _step(body, *c)[0], (index, carried))
+        _, final = loop_checks.while_loop(lambda c: test(*c), lambda c: _step(body, *c)[0], (index, carried), origin)
         if _reverse_mode(carried + list(final)):
             raise LoopGradientError(
                 "reverse-mode differentiation (jax.grad/vjp) through this staged loop: its number of "

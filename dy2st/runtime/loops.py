@@ -33,6 +33,7 @@ import jax
 from dy2st.config import log
 from dy2st.errors import OriginInfo
 from dy2st.runtime import loop_staging
+from dy2st.runtime.loop_checks import check_on_bound
 from dy2st.runtime.iterables import StagedArray, StagedIterable, StagedRange
 from dy2st.runtime.staging import is_traced, scalar_predicate, stage_cond
 from dy2st.runtime.undefined import Undefined
@@ -46,6 +47,7 @@ class LoopOptions:
     """Options a loop body sets for its own loop with `set_loop_options`."""
 
     maximum_iterations: int | None = None
+    on_bound: str = "error"
 
 
 _active = threading.local()
@@ -67,7 +69,7 @@ def _options_scope(options: LoopOptions):
         stack.pop()
 
 
-def set_loop_options(maximum_iterations: int | None = None) -> None:
+def set_loop_options(maximum_iterations: int | None = None, on_bound: str = "error") -> None:
     """Called inside a loop body: options for that loop when it is staged (eagerly a no-op).
 
     Args:
@@ -75,7 +77,11 @@ def set_loop_options(maximum_iterations: int | None = None) -> None:
         `for` over a traced `range`) then runs as a `lax.scan` of that many steps, each doing
         nothing once the condition is false, so reverse-mode gradients (`jax.grad`) work
         through it. The staged loop stops after that many iterations even if its condition is
-        still true, like TensorFlow's `maximum_iterations`.
+        still true; then, by default, the program raises `LoopBoundError` at the loop's line
+        when it runs, since eager Python would have gone on (a silently wrong result otherwise).
+      on_bound: "error" (default): raise as above when the bound stops a loop whose condition
+        is still true. "stop": stop at the bound on purpose, like TensorFlow's
+        `maximum_iterations` (no run-time check).
 
     Example::
 
@@ -88,9 +94,11 @@ def set_loop_options(maximum_iterations: int | None = None) -> None:
         not isinstance(maximum_iterations, int) or isinstance(maximum_iterations, bool) or maximum_iterations < 0
     ):
         raise ValueError(f"maximum_iterations must be a non-negative Python int, got {maximum_iterations!r}")
+    check_on_bound(on_bound)
     stack = _stack()
     if stack:
         stack[-1].maximum_iterations = maximum_iterations
+        stack[-1].on_bound = on_bound
 
 
 # -- while -----------------------------------------------------------------------------------
@@ -131,7 +139,8 @@ def _stage(get_state, set_state, names, origin, run_body, run_test, length, kind
     """Stage a loop from the current state; on any error the state is restored first."""
     init = get_state()
     options = LoopOptions()
-    loop = loop_staging.Loop(run_body, run_test, length, indexed, bound=lambda: options.maximum_iterations)
+    loop = loop_staging.Loop(run_body, run_test, length, indexed, bound=lambda: options.maximum_iterations,
+                             check_bound=lambda: options.on_bound == "error")
     try:
         with _options_scope(options):
             values = loop_staging.stage(loop_staging.initial_spec(init, names), init, loop, origin)

@@ -1,0 +1,81 @@
+"""Run-time checks of staged loops: a bound reached too early, a loop that never ends.
+
+A staged `while` with `set_loop_options(maximum_iterations=N)` is a scan of N masked steps.
+Eagerly the loop would go on while its condition is true, so stopping at N with the condition
+still true gives a wrong result. After the scan the condition is evaluated once more on the
+final state; if it is still true, the program raises `LoopBoundError` at the `while` line when
+it runs, the way a failed `assert` does. `set_loop_options(..., on_bound="stop")` opts out
+(TensorFlow's `maximum_iterations`: stop at N on purpose)::
+
+    final = scan(masked_step, init, length=N)
+    if cond(final): raise LoopBoundError(...)        # at run time, through jax.debug.callback
+
+A staged `while` with no bound runs until its condition is false, which may be never; XLA
+cannot be interrupted (Ctrl-C waits for it). With the debug bound `DY2ST_MAX_WHILE_TRIPS=N`
+(or `dy2st.config.config.max_while_trips = N`), every unbounded staged `while` also carries a
+trip counter and stops after N trips; if its condition is still true then, the program raises
+`LoopBoundError` at the loop's line. The counter changes the program, so it is off by default.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from dy2st.config import config
+from dy2st.errors import LoopBoundError, OriginInfo, RuntimeChecks, record_runtime_failure
+
+ON_BOUND_CHOICES = ("error", "stop")
+
+
+def check_on_bound(on_bound: str) -> str:
+    if on_bound not in ON_BOUND_CHOICES:
+        raise ValueError(f"on_bound must be one of {ON_BOUND_CHOICES}, got {on_bound!r}")
+    return on_bound
+
+
+def raise_if(still_running, error: LoopBoundError) -> None:
+    """When the program runs: raise `error` if the traced bool `still_running` is true."""
+
+    def check(flag):
+        if not np.any(flag):  # np.any: under vmap the flag is one per batch element
+            return
+        record_runtime_failure(error)
+        raise error
+
+    jax.debug.callback(check, still_running)
+    RuntimeChecks.record_traced()
+
+
+def check_not_truncated(still_running, origin: OriginInfo, bound: int) -> None:
+    """After a masked scan of `bound` steps: the loop's condition must be false by now."""
+    raise_if(still_running, LoopBoundError(
+        f"this loop reached maximum_iterations={bound} (from dy2st.set_loop_options) while its "
+        "condition was still true; eager Python would have gone on, so its result would be wrong.",
+        origin,
+        advice=f"raise maximum_iterations above {bound} to a true upper bound of the trip count, or, "
+        "to stop at the bound on purpose, call dy2st.set_loop_options(maximum_iterations=N, on_bound=\"stop\").",
+    ))
+
+
+def while_loop(cond_fun, body_fun, init, origin: OriginInfo):
+    """`lax.while_loop(cond_fun, body_fun, init)`, with the opt-in debug trip bound."""
+    trips = config.max_while_trips
+    if not trips:
+        return lax.while_loop(cond_fun, body_fun, init)
+    count0 = jnp.zeros((), jnp.int32)
+    count, final = lax.while_loop(
+        lambda c: jnp.logical_and(c[0] < trips, cond_fun(c[1])),
+        lambda c: (c[0] + 1, body_fun(c[1])),
+        (count0, init),
+    )
+    raise_if(jnp.logical_and(count >= trips, cond_fun(final)), LoopBoundError(
+        f"this loop ran {trips} times and its condition is still true: the debug bound "
+        f"DY2ST_MAX_WHILE_TRIPS={trips} stopped it (it may never end).",
+        origin,
+        advice="check that the loop's condition becomes false (e.g. a tolerance it can reach, a counter it "
+        "increments); if it needs more trips, raise DY2ST_MAX_WHILE_TRIPS, or unset it.",
+    ))
+    return final
