@@ -363,7 +363,7 @@ def _build(spec, init, loop: Loop, origin, check) -> list:
             return lax.cond(test(i, carried), lambda: _step(body, i, carried)[0], lambda: (i, list(carried))), None
 
         (last, final), _ = lax.scan(masked_step, (index, carried), None, length=bound)
-        if loop.check_bound():
+        if loop.length is None and loop.check_bound():  # the bound is maximum_iterations
             loop_checks.check_not_truncated(test(last, final), origin, bound)
     else:
         _, final = loop_checks.while_loop(lambda c: test(*c), lambda c: _step(body, *c)[0], (index, carried), origin)
