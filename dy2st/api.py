@@ -371,6 +371,7 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True, max_programs
     if rewrap is not None:
         return rewrap(to_static(fn, input_spec=input_spec, full_graph=full_graph, max_programs=max_programs,
                                 in_shardings=in_shardings, out_shardings=out_shardings))
+    callables.check_input_spec_count(fn, input_spec)
     if isinstance(fn, types.MethodType):
         return BoundStaticFunction(StaticFunction(fn.__func__, input_spec, full_graph, max_programs, shardings), fn.__self__)
     if not isinstance(fn, (types.FunctionType, functools.partial)) and _model_method(fn) is not None:

@@ -20,7 +20,8 @@ import inspect
 import types
 from typing import Callable, NamedTuple
 
-from dy2st.errors import ConversionError, OriginInfo, _is_library
+from dy2st import conversion
+from dy2st.errors import ConversionError, InputSpecError, OriginInfo, _is_library
 
 
 class Normalised(NamedTuple):
@@ -70,3 +71,29 @@ def convertible(fn):
 
         return fn.func, bind
     return fn, _same
+
+
+def check_input_spec_count(fn, specs) -> None:
+    """Refuse, when `to_static` is called, an `input_spec` list longer than `fn`'s positional
+    parameters (after `self` for a method in a class body): the extra specs describe nothing."""
+    if specs is None or not isinstance(fn, (types.FunctionType, types.MethodType, functools.partial)):
+        return
+    skip = int(isinstance(fn, types.FunctionType) and conversion.is_method(fn))
+    inner = inspect.unwrap(fn.func if isinstance(fn, functools.partial) else fn)
+    code = getattr(inner, "__code__", None)
+    if code is None or code.co_flags & inspect.CO_VARARGS:
+        return
+    try:
+        positional = [p for p in inspect.signature(fn).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][skip:]
+    except (TypeError, ValueError):  # no signature to read: the call will tell
+        return
+    if len(specs) > len(positional):
+        names = ", ".join(p.name for p in positional) or "none"
+        raise InputSpecError(
+            f"input_spec has {len(specs)} entries but {inner.__name__!r} takes {len(positional)} positional "
+            f"parameter(s) ({names}); spec i describes parameter i.",
+            OriginInfo(code.co_filename, code.co_firstlineno, inner.__name__),
+            advice=f"pass one InputSpec per parameter ({len(positional)}), in order; use None in the list "
+            "for a parameter that is not an array.",
+        )

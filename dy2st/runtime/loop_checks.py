@@ -25,7 +25,7 @@ import numpy as np
 from jax import lax
 
 from dy2st.config import config
-from dy2st.errors import LoopBoundError, OriginInfo, RuntimeChecks, record_runtime_failure
+from dy2st.errors import LoopBoundError, LoopVariableError, OriginInfo, RuntimeChecks, record_runtime_failure
 
 ON_BOUND_CHOICES = ("error", "stop")
 
@@ -79,3 +79,24 @@ def while_loop(cond_fun, body_fun, init, origin: OriginInfo):
         "increments); if it needs more trips, raise DY2ST_MAX_WHILE_TRIPS, or unset it.",
     ))
     return final
+
+
+def structure_changed(name: str, before, after, origin: OriginInfo) -> LoopVariableError:
+    """The error for a carried variable whose pytree structure an iteration changes."""
+    if before == jax.tree_util.tree_structure(None):  # `y = None` before a loop that sets an array
+        return LoopVariableError(
+            f"'{name}' is None before the loop but {_shown(after)} after an iteration; a staged loop carries "
+            "one type, and None is not an array.",
+            origin,
+            advice=f"give '{name}' an array of the type the loop gives it before the loop (e.g. "
+            f"`{name} = jnp.zeros(shape, dtype)`), with a separate flag if you need to know whether it was set.",
+        )
+    return LoopVariableError(
+        f"'{name}' changes structure in the loop, from {before} to {after}.",
+        origin,
+        advice=f"keep '{name}' the same kind of container in every iteration.",
+    )
+
+
+def _shown(treedef) -> str:
+    return "an array" if treedef.num_nodes == 1 and treedef.num_leaves == 1 else f"a {treedef}"

@@ -201,14 +201,10 @@ def _join_var(var: Var, out, origin) -> Var:
     if var.is_list:  # not append-only after all: carry the list as a pytree of arrays
         return _join_var(initial_spec([var.prefix], [var.name])[0], out, origin)
     if treedef != var.treedef:
-        if all(not l.carried and isinstance(l.static, Undefined) for l in var.leaves):
+        if var.leaves and all(not l.carried and isinstance(l.static, Undefined) for l in var.leaves):
             var = Var(var.name, treedef, tuple(Leaf(static=var.leaves[0].static) for _ in desc))
         else:
-            raise LoopVariableError(
-                f"'{var.name}' changes structure in the loop, from {var.treedef} to {treedef}.",
-                origin,
-                advice=f"keep '{var.name}' the same kind of container in every iteration.",
-            )
+            raise loop_checks.structure_changed(var.name, var.treedef, treedef, origin)
     label = f"'{var.name}'" if len(desc) == 1 else f"a part of '{var.name}'"
     return Var(var.name, treedef, tuple(_join_leaf(l, d, label, origin) for l, d in zip(var.leaves, desc)))
 
