@@ -11,9 +11,11 @@ compares it with docs/errors.md. To rewrite the page after changing a message::
 from __future__ import annotations
 
 import argparse
+import atexit
 import dataclasses
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 import textwrap
@@ -144,19 +146,28 @@ dy2st.to_static(f, input_spec=[dy2st.InputSpec((None, 3), "float32"), dy2st.Inpu
 ]
 
 
+_folders: dict = {}  # example class name -> its folder, one per process
+
+
 def _run(example: Example) -> BaseException:
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, EXAMPLE_FILE)
-        with open(path, "w") as f:
-            f.write(_HEAD + textwrap.dedent(example.program).lstrip())
-        spec = importlib.util.spec_from_file_location(f"dy2st_errors_doc_example_{example.error.__name__}", path)
-        module = importlib.util.module_from_spec(spec)
-        try:
-            spec.loader.exec_module(module)
-        except example.error as err:
-            err.__dy2st_text__ = str(err).replace(path, EXAMPLE_FILE)
-            return err
-    raise AssertionError(f"the example for {example.error.__name__} raised nothing")
+    # One folder per example for the whole process: dy2st caches conversions by code object,
+    # which compares equal for equal code in another file, so a path must not change.
+    name = example.error.__name__
+    folder = _folders.get(name)
+    if folder is None:
+        folder = _folders[name] = tempfile.mkdtemp(prefix="dy2st_errors_doc_")
+        atexit.register(shutil.rmtree, folder, True)
+    path = os.path.join(folder, EXAMPLE_FILE)
+    with open(path, "w") as f:
+        f.write(_HEAD + textwrap.dedent(example.program).lstrip())
+    spec = importlib.util.spec_from_file_location(f"dy2st_errors_doc_example_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except example.error as err:
+        err.__dy2st_text__ = str(err).replace(path, EXAMPLE_FILE)
+        return err
+    raise AssertionError(f"the example for {name} raised nothing")
 
 
 def message_of(example: Example) -> str:
