@@ -24,6 +24,9 @@ from dy2st import conversion
 from dy2st.errors import ConversionError, InputSpecError, OriginInfo, _is_library
 
 
+STATIC_METHOD_ATTR = "__dy2st_staticmethod__"
+
+
 class Normalised(NamedTuple):
     """`fn` to convert, and `rewrap(static_function)` giving what `to_static` returns (None:
     the StaticFunction itself)."""
@@ -39,6 +42,8 @@ def _same(converted):
 def normalise(fn) -> Normalised:
     """Bring a staticmethod, classmethod or library wrapper to the function inside it."""
     if isinstance(fn, staticmethod):
+        # Defined in a class body, yet its first parameter is no `self` (see conversion.is_method).
+        setattr(fn.__func__, STATIC_METHOD_ATTR, True)
         return Normalised(fn.__func__, staticmethod)
     if isinstance(fn, classmethod):
         return Normalised(fn.__func__, classmethod)

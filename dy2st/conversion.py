@@ -248,7 +248,8 @@ def is_method(fn) -> bool:
     """Whether `fn` is defined in a class body, so its first parameter is `self`."""
     fn = inspect.unwrap(fn)
     return _enclosing_class(fn) is not None and getattr(fn, "__code__", None) is not None \
-        and fn.__code__.co_argcount > 0 and not isinstance(fn, staticmethod)
+        and fn.__code__.co_argcount > 0 and not isinstance(fn, staticmethod) \
+        and not getattr(fn, "__dy2st_staticmethod__", False)  # set by callables.normalise
 
 
 def _enclosing_class(fn) -> str | None:

@@ -383,3 +383,16 @@ def test_refused_global_write_restores_the_global():
     with pytest.raises(ScopeWriteError):
         dy2st.to_static(writes_new_global)(POS)
     assert "never_set" not in globals()
+
+
+class WithSpecs:
+    @dy2st.to_static(input_spec=[dy2st.InputSpec((3,), "float32")])
+    @staticmethod
+    def static(x):  # E:static_spec
+        return x * 2
+
+
+def test_staticmethod_input_spec_describes_its_first_parameter():
+    np.testing.assert_allclose(WithSpecs.static(POS), POS * 2)
+    with pytest.raises(InputSpecError):
+        WithSpecs.static(jnp.ones(4))
