@@ -396,3 +396,28 @@ def test_staticmethod_input_spec_describes_its_first_parameter():
     np.testing.assert_allclose(WithSpecs.static(POS), POS * 2)
     with pytest.raises(InputSpecError):
         WithSpecs.static(jnp.ones(4))
+
+
+def unbounded(x):
+    while x.sum() < 10:  # E:unbounded
+        x = x * 2
+    return x.sum()
+
+
+def test_grad_of_jit_through_an_unbounded_while_names_it():
+    from dy2st.errors import LoopGradientError
+
+    with pytest.raises(LoopGradientError) as info:
+        jax.grad(jax.jit(dy2st.to_static(unbounded)))(POS)
+    assert_points_at(info.value, unbounded, "E:unbounded", "set_loop_options(maximum_iterations=N)")
+    _starts_at(info.value, unbounded, "E:unbounded")
+
+
+def test_plain_jax_while_transpose_error_is_untouched():
+    loop = lambda x: jax.lax.while_loop(lambda c: c.sum() < 10, lambda c: c * 2, x).sum()
+    with pytest.raises(ValueError, match="Reverse-mode differentiation does not work"):
+        jax.grad(jax.jit(loop))(POS)
+
+
+def test_forward_mode_through_an_unbounded_while_still_works():
+    np.testing.assert_allclose(jax.jacfwd(jax.jit(dy2st.to_static(unbounded)))(POS), jax.jacfwd(unbounded)(POS))
