@@ -10,9 +10,9 @@ import weakref
 
 import jax
 
-from dy2st import conversion, input_spec, stateful
+from dy2st import callables, conversion, input_spec, stateful
 from dy2st.config import _switch_listeners, config
-from dy2st.errors import ConversionError, OriginInfo, RuntimeChecks, at_boundary
+from dy2st.errors import RuntimeChecks, at_boundary
 from dy2st.program import ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
 from dy2st.sharding import Shardings
 from dy2st.runtime.calls import runs_eagerly, top_level_target
@@ -142,7 +142,8 @@ class StaticFunction(functools.partial):
         if self._converted_fn is None:
             with self._lock:
                 if self._converted_fn is None:
-                    self._converted_fn = top_level_target(self._fn)
+                    fn, bind = callables.convertible(self._fn)  # a partial: its function, rebound
+                    self._converted_fn = bind(top_level_target(fn))
         return self._converted_fn
 
     # -- calling ------------------------------------------------------------------------
@@ -370,6 +371,11 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True, max_programs
                                  in_shardings=in_shardings, out_shardings=out_shardings)
     if isinstance(fn, StaticFunction):
         return fn
+    fn, rewrap = callables.normalise(fn)  # staticmethod, classmethod, library wrappers
+    if rewrap is not None:
+        return rewrap(to_static(fn, input_spec=input_spec, full_graph=full_graph, max_programs=max_programs,
+                                in_shardings=in_shardings, out_shardings=out_shardings))
+    callables.check_input_spec_count(fn, input_spec)
     if isinstance(fn, types.MethodType):
         return BoundStaticFunction(StaticFunction(fn.__func__, input_spec, full_graph, max_programs, shardings), fn.__self__)
     if not isinstance(fn, (types.FunctionType, functools.partial)) and _model_method(fn) is not None:

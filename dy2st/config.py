@@ -6,6 +6,9 @@ Options:
   verbosity (DY2ST_VERBOSITY, int >= 0): log conversion and cache decisions at this detail.
   traceback_filtering (DY2ST_TRACEBACK_FILTERING, "on"/"off"): hide dy2st's own frames from
     tracebacks of errors leaving a StaticFunction (and from jax's filtered tracebacks).
+  max_while_trips (DY2ST_MAX_WHILE_TRIPS, int >= 0): debug bound: a staged `while` with no
+    `maximum_iterations` stops after this many trips and raises at its line if its condition
+    is still true (0, the default, is off). Makes a loop that never ends stoppable.
   retrace_warning_threshold: programs for one function before a retracing warning.
 """
 
@@ -48,6 +51,7 @@ class _Config:
     verbosity: int = dataclasses.field(default_factory=lambda: _int_env("DY2ST_VERBOSITY", 0))
     traceback_filtering: bool = dataclasses.field(
         default_factory=lambda: _bool_env("DY2ST_TRACEBACK_FILTERING", True))
+    max_while_trips: int = dataclasses.field(default_factory=lambda: _int_env("DY2ST_MAX_WHILE_TRIPS", 0))
     retrace_warning_threshold: int = 8
 
 

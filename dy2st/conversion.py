@@ -90,8 +90,11 @@ def _origin_of(fn) -> OriginInfo:
 
 def fetch_source(fn) -> tuple[str, int, str]:
     """(dedented source, first line number, file name) of `fn`, or a ConversionError."""
+    # inspect follows `__wrapped__` (functools.wraps) to the inner function's source; the code
+    # object is the function actually run, so a wrapper's own source is read from it.
+    source_of = fn.__code__ if isinstance(fn, types.FunctionType) and hasattr(fn, "__wrapped__") else fn
     try:
-        lines, first = inspect.getsourcelines(fn)
+        lines, first = inspect.getsourcelines(source_of)
     except (OSError, TypeError) as err:
         raise ConversionError(
             f"Cannot read the source of {fn.__qualname__!r} ({err}).",
@@ -99,7 +102,7 @@ def fetch_source(fn) -> tuple[str, int, str]:
             advice="define the function in a .py file (not an interactive prompt or exec'd string), "
             "or leave it unconverted with dy2st.not_to_static.",
         ) from None
-    filename = inspect.getsourcefile(fn) or fn.__code__.co_filename
+    filename = inspect.getsourcefile(source_of) or fn.__code__.co_filename
     return textwrap.dedent("".join(lines)), max(first, 1), filename
 
 
@@ -245,7 +248,8 @@ def is_method(fn) -> bool:
     """Whether `fn` is defined in a class body, so its first parameter is `self`."""
     fn = inspect.unwrap(fn)
     return _enclosing_class(fn) is not None and getattr(fn, "__code__", None) is not None \
-        and fn.__code__.co_argcount > 0 and not isinstance(fn, staticmethod)
+        and fn.__code__.co_argcount > 0 and not isinstance(fn, staticmethod) \
+        and not getattr(fn, "__dy2st_staticmethod__", False)  # set by callables.normalise
 
 
 def _enclosing_class(fn) -> str | None:

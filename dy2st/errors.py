@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import linecache
+import logging
 import os
 import sys
 import sysconfig
@@ -179,6 +180,17 @@ class LoopGradientError(Dy2StaticError):
     """
 
 
+class LoopBoundError(Dy2StaticError):
+    """A staged loop stopped at a bound while its condition was still true.
+
+    Raised when the program runs (like a failed `assert`), at the loop's line: either the
+    loop reached `maximum_iterations` from `dy2st.set_loop_options` (eagerly it would have gone
+    on: the result would be wrong), or it passed the debug bound `DY2ST_MAX_WHILE_TRIPS`.
+    Fix: raise the bound to a true upper bound; `set_loop_options(..., on_bound="stop")` stops
+    at `maximum_iterations` on purpose.
+    """
+
+
 class UndefinedVariableError(Dy2StaticError, NameError):
     """A variable is read where eager Python would raise UnboundLocalError/NameError."""
 
@@ -270,10 +282,27 @@ _runtime_failures: list = []  # errors raised by run-time checks, not yet re-rai
 _runtime_failures_lock = threading.Lock()
 
 
+_RUNTIME_FAILURE_ATTR = "__dy2st_runtime_failure__"
+
+
 def record_runtime_failure(error: BaseException) -> None:
     """Called by a run-time check (in a jax callback) just before it raises `error`."""
+    setattr(error, _RUNTIME_FAILURE_ATTR, True)
     with _runtime_failures_lock:
         _runtime_failures.append(error)
+
+
+class _QuietRuntimeFailures(logging.Filter):
+    """jax logs every exception a debug callback raises, traceback included, to stderr before
+    XLA re-raises it. A failed dy2st check reaches the user as the exception itself, at their
+    line, so that log is noise: drop it (callbacks of the user's own still log)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not getattr(error, _RUNTIME_FAILURE_ATTR, False)
+
+
+_jax_compat.debug_callback_logger().addFilter(_QuietRuntimeFailures())
 
 
 def _pop_runtime_failure(wrapper: BaseException):

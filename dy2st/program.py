@@ -40,6 +40,7 @@ import numpy as np
 
 from dy2st.config import config, log, logger
 from dy2st.errors import InputSignatureError, RuntimeChecks
+from dy2st.input_spec import user_origin
 from dy2st.runtime.undefined import check_defined
 
 _ARRAY_TYPES = (jax.Array, np.ndarray, np.generic)
@@ -260,6 +261,7 @@ class ProgramCache:
             f"program's key, but got {[type(s).__name__ for s in statics]}.",
             advice="pass arrays for values that change, or make the static argument hashable "
             "(a tuple instead of a list, a frozen dataclass).",
+            origin=user_origin(),  # the call that passed it
         )
 
     # -- building -----------------------------------------------------------------------------

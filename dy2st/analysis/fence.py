@@ -31,12 +31,21 @@ _REJECTED_IN_CONTROL_FLOW = {
 # (`del x` in an `if` converts: the branch leaves `x` unbound, as eagerly.)
 _CONTROL_FLOW = (gast.While, gast.For)
 # The node types the fence can reject: a tree holding none of them passes without a walk.
-SCREENED = frozenset(_REJECTED) | frozenset(_REJECTED_IN_CONTROL_FLOW)
+SCREENED = frozenset(_REJECTED) | frozenset(_REJECTED_IN_CONTROL_FLOW) | {gast.NamedExpr}
+
+# A `while` condition becomes a function of its own, so a name it binds with `:=` is local to
+# it: reading that name in the loop body or after the loop would fail.
+_WALRUS_IN_WHILE = (
+    "`{name} := ...` in a `while` condition, with '{name}' used outside the condition, cannot be "
+    "converted: the condition is evaluated in a function of its own. Compute '{name}' before the "
+    "loop and again at the end of the body (`{name} = ...` then `while {name} ...:`)"
+)
 _NESTED_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
 
 
 class _Fence(ast_util.NodeVisitor):
-    def __init__(self, filename: str, function_name: str):
+    def __init__(self, filename: str, function_name: str, tree=None):
+        self.tree = tree
         self.filename = filename
         self.function_name = function_name
         self._control_flow_depth = 0
@@ -53,6 +62,8 @@ class _Fence(ast_util.NodeVisitor):
         if self._control_flow_depth and isinstance(node, gast.Delete):
             if any(isinstance(t, gast.Name) for t in node.targets):
                 self._reject(node, _REJECTED_IN_CONTROL_FLOW[gast.Delete])
+        if isinstance(node, gast.While):
+            self._check_walrus(node)
         if isinstance(node, _CONTROL_FLOW):
             self._control_flow_depth += 1
             super().generic_visit(node)
@@ -65,6 +76,18 @@ class _Fence(ast_util.NodeVisitor):
             super().generic_visit(node)
 
 
+    def _check_walrus(self, loop):
+        bound = [n.target for n in gast.walk(loop.test) if isinstance(n, gast.NamedExpr)]
+        if not bound or self.tree is None:
+            return
+        in_test = {id(n) for n in gast.walk(loop.test)}
+        for target in bound:
+            used_outside = any(isinstance(n, gast.Name) and n.id == target.id and id(n) not in in_test
+                               for n in gast.walk(self.tree))
+            if used_outside:
+                self._reject(loop, _WALRUS_IN_WHILE.format(name=target.id))
+
+
 def verify(tree, filename: str, function_name: str) -> None:
     """Raise UnsupportedSyntaxError at the first construct dy2st cannot convert."""
-    _Fence(filename, function_name).visit(tree)
+    _Fence(filename, function_name, tree).visit(tree)

@@ -7,7 +7,7 @@ never through the user's globals.
 from dy2st.runtime import builtins as _builtins  # registers the staged builtins
 from dy2st.runtime.asserts import convert_assert
 from dy2st.runtime.calls import convert_call
-from dy2st.runtime.checks import check_scoped_write, python_condition
+from dy2st.runtime.checks import check_scoped_write, python_condition, remember_global
 from dy2st.runtime.control_flow import convert_ifelse, convert_ifexp, write_composite
 from dy2st.runtime.formatting import convert_format, convert_percent
 from dy2st.runtime.iterables import loop_iter
@@ -20,6 +20,7 @@ from dy2st.runtime.undefined import UNDEFINED_RETURN, Undefined, UndefinedReturn
 __all__ = [
     "UNDEFINED_RETURN",
     "check_scoped_write",
+    "remember_global",
     "convert_assert",
     "convert_call",
     "python_condition",

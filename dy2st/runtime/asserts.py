@@ -18,34 +18,17 @@ itself, so dy2st mirrors it: with `sys.flags.optimize` set, asserts are not conv
 
 from __future__ import annotations
 
-import logging
-
 import jax
 import numpy as np
 
-from dy2st import _jax_compat
 from dy2st.errors import OriginInfo, RuntimeChecks, record_runtime_failure
 from dy2st.runtime.formatting import TracedString
 from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.staging import is_traced, scalar_predicate
 
 
-class _QuietRuntimeChecks(logging.Filter):
-    """jax logs every exception a debug callback raises, with the callback's traceback, before
-    XLA reports it; a failed dy2st check is raised to the caller with the user's line, so
-    that log is noise on stderr. Other callbacks' failures are still logged."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        return not getattr(error, "_dy2st_runtime_check", False)
-
-
-_jax_compat.debug_callback_logger().addFilter(_QuietRuntimeChecks())
-
-
 def _raise_from_check(error: BaseException):
     """Raise `error` from inside a run-time check's callback (see `errors.at_boundary`)."""
-    error._dy2st_runtime_check = True
     record_runtime_failure(error)
     raise error
 

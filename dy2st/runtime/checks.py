@@ -10,16 +10,49 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+
 import jax
 
 from dy2st.errors import OriginInfo, ScopeWriteError, StagedInTryError
 from dy2st.runtime.staging import is_traced
 
 
+_MISSING = object()  # the global did not exist before the write
+_remembered = threading.local()
+
+
+def _remembered_globals() -> dict:
+    if not hasattr(_remembered, "values"):
+        _remembered.values = {}
+    return _remembered.values
+
+
+def remember_global(name: str) -> None:
+    """Called just before a write to global `name`: keep its value, to restore if refused."""
+    module_globals = sys._getframe(1).f_globals
+    _remembered_globals()[(id(module_globals), name)] = module_globals.get(name, _MISSING)
+
+
+def _restore_global(module_globals: dict, name: str) -> None:
+    previous = _remembered_globals().pop((id(module_globals), name), _MISSING)
+    if previous is _MISSING:
+        module_globals.pop(name, None)
+    else:
+        module_globals[name] = previous
+
+
 def check_scoped_write(value, name: str, kind: str) -> None:
-    """Raise ScopeWriteError if `value` (just written to `kind` variable `name`) is traced."""
+    """Raise ScopeWriteError if `value` (just written to `kind` variable `name`) is traced; a
+    refused global gets back the value it had before the write (no tracer is left in it)."""
+    module_globals = sys._getframe(1).f_globals
     if not any(is_traced(leaf) for leaf in jax.tree_util.tree_leaves(value)):
+        if kind == "global":
+            _remembered_globals().pop((id(module_globals), name), None)
         return
+    if kind == "global":
+        _restore_global(module_globals, name)
     raise ScopeWriteError(
         f"A traced value is written to the {kind} variable '{name}'. It would outlive the "
         "trace (a leaked tracer), and the program would not update it when it runs.",

@@ -23,7 +23,8 @@ from dy2st.runtime.undefined import Undefined
 from dy2st.runtime.writes import WriteTracker
 
 
-def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, python_reason=None):
+def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, branch_names=("if branch", "else branch"),
+                   python_reason=None):
     """Runs an `if` statement; returns the new values of the state variables.
 
     Args:
@@ -34,6 +35,8 @@ def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts,
       names: display names of the state variables, for errors.
       nouts: the first `nouts` state variables are live after the `if`; the rest are only
         carried in (their values after the `if` do not matter).
+      branch_names: how errors name the two paths (a guard made by the early-return rewrite
+        is not the user's if/else).
       python_reason: why a branch has a Python effect that tracing both branches would run
         whichever side the data picks (see `dy2st.analysis.loop_bodies`), or None.
     """
@@ -45,10 +48,10 @@ def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts,
         return get_state() if get_state is not None else ()
     if python_reason is not None:
         raise _python_effect_error(python_reason, OriginInfo.of_caller())
-    return _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, OriginInfo.of_caller())
+    return _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, OriginInfo.of_caller(), branch_names)
 
 
-def _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, origin):
+def _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names):
     initial = get_state() if get_state is not None else ()
     tracker = WriteTracker()
     carried_writes: list = []  # attributes called methods change, carried as extra outputs
@@ -71,7 +74,8 @@ def _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, or
         for _ in range(_MAX_WRITE_ROUNDS):
             found: dict = {}
             labels = tuple(names[:nouts]) + tuple(tracker.label(k) for k in carried_writes)
-            outputs = stage_cond(pred, branch(if_body), branch(else_body), labels, origin)
+            outputs = stage_cond(pred, branch(if_body), branch(else_body), labels, origin,
+                                 branch_names=tuple(branch_names))
             if set(found) <= set(carried_writes):
                 break
             # A called method changed attributes this build did not carry: build it again

@@ -34,7 +34,7 @@ from jax import lax
 
 from dy2st import _jax_compat
 from dy2st.errors import LoopGradientError, LoopVariableError, OriginInfo
-from dy2st.runtime import ad_context
+from dy2st.runtime import ad_context, loop_checks
 from dy2st.runtime.asserts import check_when_run
 from dy2st.runtime.staging import _cast, _static_equal, _weak_proxy, describe, is_traced, scalar_predicate
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
@@ -213,14 +213,10 @@ def _join_var(var: Var, out, origin) -> Var:
     if var.is_list:  # not append-only after all: carry the list as a pytree of arrays
         return _join_var(_tree_var(var.name, var.prefix), out, origin)
     if treedef != var.treedef:
-        if all(not l.carried and isinstance(l.static, Undefined) for l in var.leaves):
+        if var.leaves and all(not l.carried and isinstance(l.static, Undefined) for l in var.leaves):
             var = Var(var.name, treedef, tuple(Leaf(static=var.leaves[0].static) for _ in desc))
         else:
-            raise LoopVariableError(
-                f"'{var.name}' changes structure in the loop, from {var.treedef} to {treedef}.",
-                origin,
-                advice=f"keep '{var.name}' the same kind of container in every iteration.",
-            )
+            raise loop_checks.structure_changed(var.name, var.treedef, treedef, origin)
     label = f"'{var.name}'" if len(desc) == 1 else f"a part of '{var.name}'"
     return Var(var.name, treedef, tuple(_join_leaf(l, d, label, origin) for l, d in zip(var.leaves, desc)))
 
@@ -392,12 +388,10 @@ def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin) ->
 
         (last, final, ran), _ = lax.scan(masked_step, (index, carried, ran), None, length=bound)
         if loop.length is None and not loop.stop_at_bound():  # a static length ends a `for` as eagerly
-            # Eagerly the loop would go on: stopped by the bound with its condition still true,
-            # the result is not eager's, so the program raises when it runs.
-            still_true = test(last, final)
-            check_when_run(jnp.logical_not(still_true), lambda: _bound_reached(bound, origin))
+            loop_checks.check_not_truncated(test(last, final), origin, bound)
     else:
-        _, final, ran = lax.while_loop(lambda c: test(c[0], c[1]), lambda c: step_noting_ran(*c), (index, carried, ran))
+        _, final, ran = loop_checks.while_loop(lambda c: test(c[0], c[1]), lambda c: step_noting_ran(*c),
+                                               (index, carried, ran), origin)
         if ad_context.active(carried + list(final)):
             raise LoopGradientError(
                 "reverse-mode differentiation (jax.grad/vjp) through this staged loop: its number of "
@@ -409,16 +403,6 @@ def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin) ->
     if ran is not None:
         _check_zero_trips(spec, loop.unread_after, ran, origin)
     return _final_values(final_spec, final, [], 0)
-
-
-def _bound_reached(bound: int, origin: OriginInfo) -> LoopVariableError:
-    return LoopVariableError(
-        f"this loop ran maximum_iterations={bound} times and its condition was still true; eagerly it "
-        "would have gone on, so its result would differ.",
-        origin,
-        advice="raise maximum_iterations in dy2st.set_loop_options(...), or pass on_bound=\"stop\" "
-        "if stopping at the bound is what you want.",
-    )
 
 
 def _zero_trip_checks(spec, unread_after) -> list:

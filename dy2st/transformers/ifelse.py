@@ -51,6 +51,25 @@ _IF_TEMPLATE = """
 jst.convert_ifelse(test, if_body, else_body, get_state, set_state, names, nouts)
 """
 
+# `if not do_return: rest` guards made by the return/break/continue rewrites: their branches
+# are not the user's if/else, so errors name what they truly are.
+_GUARD_TEMPLATE = """
+jst.convert_ifelse(test, if_body, else_body, get_state, set_state, names, nouts, branch_names)
+"""
+def _negated_name(test):
+    """`x` for a test `not x`, also once the logical rewrite made it `jst.convert_not(x)`."""
+    if isinstance(test, gast.UnaryOp) and isinstance(test.op, gast.Not):
+        operand = test.operand
+    elif (isinstance(test, gast.Call) and isinstance(test.func, gast.Attribute) and test.func.attr == "convert_not"
+          and len(test.args) == 1):
+        operand = test.args[0]
+    else:
+        return None
+    return operand.id if isinstance(operand, gast.Name) else None
+
+
+_JUMP_OF_FLAG = {"the early-return flag": "`return`", "the break flag": "`break`", "the continue flag": "`continue`"}
+
 
 class IfElseTransformer(StateTransformer):
     """See the module docstring."""
@@ -79,8 +98,10 @@ class IfElseTransformer(StateTransformer):
         if state:
             get_state, set_state = namer.new_symbol("get_state"), namer.new_symbol("set_state")
             stmts += self._state_functions(get_state, set_state, state, defined, live_in)
+        guard = self._guard_branch_names(node)
         call = templates.replace_as_expression(
-            _IF_TEMPLATE,
+            _GUARD_TEMPLATE if guard else _IF_TEMPLATE,
+            **({"branch_names": guard} if guard else {}),
             jst=self.ctx.runtime,
             test=node.test,
             if_body=if_body.name,
@@ -109,6 +130,16 @@ class IfElseTransformer(StateTransformer):
         deleted = _deleted_names(node.body) | _deleted_names(node.orelse)
         carried = sorted((s for s in plain if (s in live_in or s.base in deleted) and s not in live_out), key=str)
         return outputs, carried
+
+    def _guard_branch_names(self, node):
+        """For a generated `if not <exit flag>:` guard, a tuple node naming its two paths truly."""
+        flag = _negated_name(node.test)
+        if node.orelse or flag is None or not self.ctx.namer.is_exit_flag(flag):
+            return None
+        display = self.ctx.namer.display_name(flag)
+        jump = _JUMP_OF_FLAG.get(display, f"jump ({display})")
+        names = (f"code after an earlier {jump} (when it was not taken)", f"path that took the earlier {jump}")
+        return templates.tuple_of([templates.constant(n) for n in names])
 
     def _exits(self, body) -> bool:
         """Does the branch set an early-return/break/continue flag (skipping the rest)?"""

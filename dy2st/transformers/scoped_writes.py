@@ -10,9 +10,11 @@ After::
 
     def f(x):
         global total
+        jst.remember_global('total')
         total = total + x.sum()
         jst.check_scoped_write(total, 'total', 'global')
 
+(`remember_global` keeps the value before the write, so that a refused write restores it.)
 A traced value in such a variable would outlive the trace (a leaked tracer) and never be
 updated by the compiled program; the check raises `ScopeWriteError` at the user's line. A
 Python value passes. Whether a value is traced is only known at run time, so the fence cannot
@@ -75,7 +77,12 @@ class ScopedWriteTransformer(StatementTransformer):
             )[0]
             for name in dict.fromkeys(names)
         ]
-        return [node] + checks
+        # A global's value before the write, so a refused write can put it back.
+        remembers = [
+            templates.replace("jst.remember_global(name)", jst=self.ctx.runtime, name=templates.constant(name))[0]
+            for name in dict.fromkeys(names) if guarded[name] == "global"
+        ]
+        return remembers + [node] + checks
 
     def visit_Assign(self, node):
         if isinstance(node.value, gast.Name) and self.ctx.namer.is_generated(node.value.id):

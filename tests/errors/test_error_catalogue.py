@@ -622,3 +622,33 @@ def relu_like(x):
     if x.sum() > 0:
         return x
     return x * 0
+
+
+# -- docs/errors.md is generated from dy2st/testing/errors_doc.py and checked here -----------
+def test_errors_doc_is_current():
+    """Regenerates docs/errors.md's text; DY2ST_REWRITE_ERRORS_DOC=1 rewrites the file instead."""
+    from dy2st.testing import errors_doc
+
+    path = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "docs", "errors.md")
+    text = errors_doc.render()
+    if os.environ.get("DY2ST_REWRITE_ERRORS_DOC") == "1":
+        with open(path, "w") as f:
+            f.write(text)
+    with open(path) as f:
+        assert f.read() == text, "docs/errors.md is stale: run `python -m dy2st.testing.errors_doc`"
+
+
+def test_errors_doc_covers_every_error_class_and_messages_start_at_the_user_line():
+    import dy2st.errors as errors_module
+    from dy2st.testing import errors_doc
+
+    documented = {example.error for example in errors_doc.EXAMPLES}
+    # Save/load errors are documented with their programs in docs/deploy.md.
+    elsewhere = {errors_module.Dy2StaticError, errors_module.ExportError, errors_module.ArtifactError}
+    classes = {c for c in vars(errors_module).values()
+               if isinstance(c, type) and issubclass(c, errors_module.Dy2StaticError)}
+    assert classes - elsewhere <= documented, sorted(c.__name__ for c in classes - elsewhere - documented)
+    for example in errors_doc.EXAMPLES:
+        message = errors_doc.message_of(example)
+        assert message.startswith(f'File "{errors_doc.EXAMPLE_FILE}", line '), message
+        assert "To fix:" in message, message

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import pytest
 
 import dy2st
-from dy2st.errors import LoopVariableError
+from dy2st.errors import LoopBoundError
 
 
 def bounded_doubling(x, n):
@@ -36,12 +36,12 @@ def test_bound_not_reached_matches_eager_with_gradients(n):
 
 
 def test_bound_reached_with_condition_true_raises_at_the_while_line(capfd):
-    with pytest.raises(LoopVariableError) as info:
+    with pytest.raises(LoopBoundError) as info:
         dy2st.to_static(bounded_doubling)(jnp.ones(2), jnp.array(7))
     text = str(info.value)
     assert text.startswith('File "') and "in bounded_doubling" in text
     assert "    while i < n:" in text
-    assert "maximum_iterations=5 times and its condition was still true" in text
+    assert "reached maximum_iterations=5 (from dy2st.set_loop_options) while its condition was still true" in text
     assert 'on_bound="stop"' in text
     assert capfd.readouterr().err == ""  # no callback traceback from jax on stderr
 

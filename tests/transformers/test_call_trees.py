@@ -89,6 +89,7 @@ def test_scoped_writes():
         def f(x):
             global total
             nonlocal seen
+            jst.remember_global('total')
             total = x
             jst.check_scoped_write(total, 'total', 'global')
             seen, y = (x, x)
