@@ -154,6 +154,8 @@ def runs_eagerly(fn) -> bool:
     """Whether `to_static(fn)` should just call `fn`: library code that cannot take traced
     arrays at all (numpy ufuncs, `math`, builtins such as `len`), so tracing it could only fail
     where the eager call works."""
+    if isinstance(fn, functools.partial):  # converted as its function, with its arguments bound
+        return runs_eagerly(fn.func)
     if not _is_library_callable(fn) and not (isinstance(fn, types.FunctionType) and _is_library_function(fn)):
         return False
     wrapped = inspect.unwrap(fn) if not isinstance(fn, types.BuiltinFunctionType) else fn

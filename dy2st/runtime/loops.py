@@ -32,7 +32,7 @@ import jax
 
 from dy2st.config import log
 from dy2st.errors import LoopVariableError, OriginInfo, PythonEffectError
-from dy2st.runtime import loop_staging
+from dy2st.runtime import loop_checks, loop_staging
 from dy2st.runtime.iterables import StagedArray, StagedIterable, StagedRange
 from dy2st.runtime.staging import is_traced, scalar_predicate, stage_cond
 from dy2st.runtime.undefined import Undefined
@@ -93,8 +93,7 @@ def set_loop_options(maximum_iterations: int | None = None, on_bound: str = "err
         not isinstance(maximum_iterations, int) or isinstance(maximum_iterations, bool) or maximum_iterations < 0
     ):
         raise ValueError(f"maximum_iterations must be a non-negative Python int, got {maximum_iterations!r}")
-    if on_bound not in ("error", "stop"):
-        raise ValueError(f'on_bound must be "error" or "stop", got {on_bound!r}')
+    loop_checks.check_on_bound(on_bound)
     stack = _stack()
     if stack:
         stack[-1].maximum_iterations = maximum_iterations

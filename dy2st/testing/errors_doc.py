@@ -107,6 +107,14 @@ def f(x):
 
 dy2st.to_static(f)(jnp.ones(3))
 """, 'Raise `maximum_iterations` to a true upper bound, or pass `on_bound="stop"` to stop there on purpose.'),
+    Example(errors.PythonEffectError, """
+def f(x, history):
+    if x.sum() > 0:
+        history.append(x)
+    return x
+
+dy2st.to_static(f)(jnp.ones(3), [])
+""", "Build a new value instead (`history = history + [x]`) and return it, or make the condition a Python value."),
     Example(errors.UndefinedVariableError, """
 def f(x, n):
     for i in range(n):
