@@ -93,6 +93,28 @@ def traceback_shows(filename: str) -> bool:
     return _include_filename(filename)
 
 
+# -- while-loop transposition -------------------------------------------------------------------
+# `jax.grad(jax.jit(to_static(f)))` through an unbounded staged while fails only when JAX
+# transposes the loop, with a message naming no loop; dy2st wraps JAX's transpose rule of
+# while_p to name the user's `while` (see runtime/loop_checks.py). No public hook exists.
+def wrap_while_transpose(make_rule) -> None:
+    """Replace JAX's transpose rule of `while_p` by `make_rule(original_rule)`."""
+    ad = importlib.import_module("jax._src.interpreters.ad")
+    while_p = _private("jax._src.lax.control_flow.loops", "while_p")
+    ad.primitive_transposes[while_p] = make_rule(ad.primitive_transposes[while_p])
+
+
+def current_equation_frames() -> list:
+    """`(code, line)` of the Python frames that created the equation JAX is transforming now,
+    innermost first (empty when jax keeps no traceback)."""
+    source_info = importlib.import_module("jax._src.source_info_util")
+    traceback = source_info.current().traceback
+    if traceback is None:
+        return []
+    codes, lasti = traceback.raw_frames()
+    return [(code, source_info.raw_frame_to_frame(code, last).start_line) for code, last in zip(codes, lasti)]
+
+
 # -- logging ---------------------------------------------------------------------------------
 def debug_callback_logger():
     """The logger jax reports a failing `jax.debug.callback` on (with its traceback)."""

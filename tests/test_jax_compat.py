@@ -67,3 +67,10 @@ def test_debug_callback_failures_are_logged_where_dy2st_filters_them(caplog):
         with pytest.raises(Exception):
             jax.block_until_ready(jax.jit(lambda x: (jax.debug.callback(boom, x), x)[1])(1.0))
     assert any("callback failed" in r.getMessage() for r in caplog.records)
+
+
+def test_equation_frames_and_the_while_transpose_hook_exist():
+    assert isinstance(_jax_compat.current_equation_frames(), list)
+    seen = []
+    _jax_compat.wrap_while_transpose(lambda rule: seen.append(rule) or rule)  # wraps with itself
+    assert callable(seen[0])

@@ -22,10 +22,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from jax import lax
-from jax._src import source_info_util as _source_info  # private: see the transpose rule below
-from jax._src.interpreters import ad as _ad
-from jax._src.lax.control_flow import loops as _lax_loops
 
+from dy2st import _jax_compat
 from dy2st.config import config
 from dy2st.runtime.asserts import check_when_run
 from dy2st.errors import (
@@ -108,42 +106,39 @@ def _shown(treedef) -> str:
 # in loop_staging cannot fire), and JAX then fails to transpose the while_loop with its own
 # message naming no loop. JAX transposes each equation inside a context holding the
 # equation's creation traceback, so the rule can tell a while staged by dy2st and name the
-# user's `while`. Private JAX API (the transpose registry, while_p, source_info_util): there is
-# no public hook for this error; the wrapper only re-raises what JAX's rule raised.
-_jax_while_transpose = _ad.primitive_transposes[_lax_loops.while_p]
+# user's `while`. Private JAX API, behind dy2st/_jax_compat.py: there is no public hook for this
+# error; the wrapper only re-raises what JAX's rule raised.
 
 
 def _staged_while_origin() -> OriginInfo | None:
     """The user's `while` that the while_loop being transposed was staged for, if dy2st's."""
-    traceback = _source_info.current().traceback
-    if traceback is None:
-        return None
-    codes, lasti = traceback.raw_frames()
     ours = False
-    for code, last in zip(codes, lasti):  # innermost frame first
+    for code, line in _jax_compat.current_equation_frames():  # innermost frame first
         if code is while_loop.__code__:
             ours = True
         elif ours and not _is_library(code.co_filename):
-            line = _source_info.raw_frame_to_frame(code, last).start_line
             return OriginInfo(code.co_filename, line, code.co_name)
     return None
 
 
-def _while_transpose(*args, **kwargs):
-    try:
-        return _jax_while_transpose(*args, **kwargs)
-    except ValueError:
-        origin = _staged_while_origin()
-        if origin is None:
-            raise
-        raise LoopGradientError(
-            "reverse-mode differentiation (jax.grad/vjp) through this staged loop, traced earlier "
-            "(e.g. inside jax.jit): its number of iterations is decided by traced values and has no "
-            "bound, and XLA's while loop cannot run backwards.",
-            origin,
-            advice="call dy2st.set_loop_options(maximum_iterations=N) inside the loop body with an upper bound N; "
-            "the loop then becomes a scan of N masked steps, which jax.grad supports.",
-        ) from None
+def _naming_the_while(jax_rule):
+    def rule(*args, **kwargs):
+        try:
+            return jax_rule(*args, **kwargs)
+        except ValueError:
+            origin = _staged_while_origin()
+            if origin is None:
+                raise
+            raise LoopGradientError(
+                "reverse-mode differentiation (jax.grad/vjp) through this staged loop, traced earlier "
+                "(e.g. inside jax.jit): its number of iterations is decided by traced values and has no "
+                "bound, and XLA's while loop cannot run backwards.",
+                origin,
+                advice="call dy2st.set_loop_options(maximum_iterations=N) inside the loop body with an upper bound N; "
+                "the loop then becomes a scan of N masked steps, which jax.grad supports.",
+            ) from None
+
+    return rule
 
 
-_ad.primitive_transposes[_lax_loops.while_p] = _while_transpose
+_jax_compat.wrap_while_transpose(_naming_the_while)
