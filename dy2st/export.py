@@ -33,6 +33,8 @@ import io
 import json
 import math
 import os
+import subprocess
+import sys
 import zipfile
 from typing import Any, Iterator, Sequence
 
@@ -434,6 +436,7 @@ class LoadedProgram:
             program_bytes = _read_checked(directory, manifest, manifest.program_file, MAX_PROGRAM_BYTES)
             weights_bytes = _read_checked(directory, manifest, manifest.weights_file, _weights_size_limit(manifest))
         self.manifest = self.checked_manifest.raw
+        self._program_bytes = program_bytes
         self.exported = self._deserialize(program_bytes)
         self._check_platform()
         _ProgramCheck(self.exported, self.checked_manifest, self._error).run()
@@ -500,6 +503,10 @@ class LoadedProgram:
     def _check_lowers(self) -> None:
         """Lower the program once, for its own symbolic shapes, so that a module jax cannot
         read or verify (bytes altered with the checksums updated) fails here, not at a call."""
+        crashed = _crash_in_child(self._program_bytes)
+        if crashed is not None:
+            raise self._error(PROGRAM, f"its StableHLO module {crashed} when jax {jax.__version__} read it in a "
+                              "separate process; it was altered or made to attack the reader.")
         structs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
                                          jax.tree_util.tree_unflatten(self.exported.in_tree, self.exported.in_avals))
         args, kwargs = structs
@@ -523,7 +530,7 @@ class LoadedProgram:
 
     def _error(self, name: str, problem: str, advice: str | None = None) -> ArtifactError:
         where = f"{name}: " if name else ""
-        return ArtifactError(f"Artifact {self.path!r}: {where}{problem}",
+        return ArtifactError(f"Artifact {self.path!r}: {where}{problem}", user_origin(),  # the load call
                              advice=advice or "save the artifact again with dy2st.save (or `dy2st save`).")
 
     def _field_error(self, field: str, expected: str) -> ArtifactError:
@@ -757,3 +764,42 @@ def _op_counts(exported) -> dict:
     with _jax_compat.make_ir_context() as ctx:
         walk(ir.Module.parse(exported.mlir_module(), context=ctx).operation)
     return dict(counts.most_common())
+
+
+# -- reading an untrusted program module in a separate process ----------------------------------
+# MLIR's bytecode reader is native code: some altered modules (checksums updated to match) crash
+# it with a segmentation fault instead of an error, which would kill the loading process. A
+# fresh Python process reads and lowers each program first, from bytes on its stdin (nothing is
+# written anywhere); only a program that passed there is read in this process. Verified
+# programs are remembered by digest, so loading the same program again costs nothing.
+_CHILD_CHECK = """
+import sys
+import jax
+exported = jax.export.deserialize(bytearray(sys.stdin.buffer.read()))
+args, kwargs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
+                                      jax.tree_util.tree_unflatten(exported.in_tree, exported.in_avals))
+jax.export.export(jax.jit(exported.call), platforms=exported.platforms)(*args, **kwargs)
+"""
+_CHILD_TIMEOUT_S = 300
+_read_safely: set = set()  # sha256 digests of programs a child process read without crashing
+
+
+def _crash_in_child(program_bytes: bytes) -> str | None:
+    """None when a child process read and lowered the program without dying; else what happened.
+
+    A child that raised an ordinary exception also gives None: the same read in this process
+    then raises it, reported as an ArtifactError with jax's own words."""
+    digest = hashlib.sha256(program_bytes).hexdigest()
+    if digest in _read_safely:
+        return None
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    try:
+        child = subprocess.run([sys.executable, "-c", _CHILD_CHECK], input=program_bytes, capture_output=True,
+                               timeout=_CHILD_TIMEOUT_S, env=env, check=False)
+    except subprocess.TimeoutExpired:
+        return f"took more than {_CHILD_TIMEOUT_S} s to read"
+    if child.returncode < 0:
+        return f"crashed the reader (signal {-child.returncode})"
+    if child.returncode == 0:
+        _read_safely.add(digest)
+    return None

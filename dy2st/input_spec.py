@@ -160,7 +160,7 @@ def user_origin() -> OriginInfo | None:
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith(_LIBRARY_DIRS):
+        if not filename.startswith(_LIBRARY_DIRS) and not filename.startswith("<"):  # not <frozen runpy>
             return OriginInfo.from_frame(frame)
         frame = frame.f_back
     return None

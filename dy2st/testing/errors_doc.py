@@ -35,7 +35,7 @@ class Example:
     fix: str
 
 
-_HEAD = "import jax\nimport jax.numpy as jnp\nimport dy2st\n\n"
+_HEAD = "import json\nimport os\n\nimport jax\nimport jax.numpy as jnp\nimport dy2st\n\n"
 
 EXAMPLES = [
     Example(errors.ConversionError, """
@@ -145,6 +145,26 @@ def f(x):
 
 dy2st.to_static(f)(jnp.ones(3))
 """, "Return the value instead of writing it to a global: `return x, total + x.sum()`."),
+    Example(errors.ExportError, """
+def f(x):
+    print(x)
+    return x * 2
+
+dy2st.save(dy2st.to_static(f), os.path.join(os.path.dirname(__file__), "artifact"),
+           input_spec=[dy2st.InputSpec((3,), "float32", "x")])
+""", 'Remove the `print`/`assert` before saving, or save without them: `dy2st.save(..., debug_effects="drop")`.'),
+    Example(errors.ArtifactError, """
+def f(x):
+    return x * 2
+
+artifact = os.path.join(os.path.dirname(__file__), "artifact")
+dy2st.save(dy2st.to_static(f), artifact, input_spec=[dy2st.InputSpec((3,), "float32", "x")])
+manifest = json.load(open(os.path.join(artifact, "manifest.json")))
+manifest["weights"]["file"] = "../secrets.safetensors"
+json.dump(manifest, open(os.path.join(artifact, "manifest.json"), "w"))
+dy2st.load(artifact)
+""", "Load only artifacts written by `dy2st.save`, unchanged: every file an artifact names must be a "
+        "plain file inside its directory; save the artifact again if it was edited."),
     Example(errors.InputSpecError, """
 def f(x):
     return x * 2
@@ -173,7 +193,7 @@ def _run(example: Example) -> BaseException:
     try:
         spec.loader.exec_module(module)
     except example.error as err:
-        err.__dy2st_text__ = str(err).replace(path, EXAMPLE_FILE)
+        err.__dy2st_text__ = str(err).replace(path, EXAMPLE_FILE).replace(folder + os.sep, "")
         return err
     raise AssertionError(f"the example for {name} raised nothing")
 

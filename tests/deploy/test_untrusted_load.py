@@ -190,7 +190,8 @@ def test_a_bad_manifest_field_is_named(art, path, value, words):
     _set(manifest, path, value)
     _write_manifest(art, manifest)
     message = _refused(art, MANIFEST, *words)
-    assert message.startswith(f"Artifact {str(art)!r}: manifest.json: field") and "To fix:" in message
+    assert message.startswith('File "') and "dy2st.load(" in message.splitlines()[1]  # the user's load call
+    assert f"\nArtifact {str(art)!r}: manifest.json: field" in message and "To fix:" in message
 
 
 def test_manifest_that_is_not_an_object(art):
@@ -314,7 +315,7 @@ def test_program_bytes_altered_with_checksum_updated_fail_at_load(art, tmp_path)
     original = (art / PROGRAM).read_bytes()
     rng = np.random.default_rng(0)
     refused = 0
-    for case in range(24):
+    for case in range(12):
         data = bytearray(original)
         for position in rng.integers(0, len(data), size=4):
             data[position] ^= int(rng.integers(1, 256))
@@ -326,7 +327,7 @@ def test_program_bytes_altered_with_checksum_updated_fail_at_load(art, tmp_path)
             refused += 1
             continue
         np.testing.assert_array_equal(loaded(X, Y), dy2st.load(art)(X, Y))  # runs, deterministically
-    assert refused >= 6
+    assert refused >= 3
 
 
 # -- the command uses the same checks --------------------------------------------------------
@@ -363,3 +364,15 @@ def test_a_version_1_artifact_is_refused_with_the_versions_read(art):
     manifest["format_version"] = 1
     _write_manifest(art, manifest)
     _refused(art, "incompatible format version 1", "it reads versions [2]")
+
+
+def test_a_program_that_crashes_the_reader_is_refused_not_fatal(art, monkeypatch):
+    """A module that kills MLIR's native reader (a segmentation fault) is found in a child
+    process: load refuses it and this process lives on."""
+    from dy2st import export
+
+    crash = "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"
+    monkeypatch.setattr(export, "_CHILD_CHECK", crash)
+    monkeypatch.setattr(export, "_read_safely", set())
+    message = _refused(art, PROGRAM, "crashed the reader (signal 11)")
+    assert "separate process" in message
