@@ -32,6 +32,7 @@ from dy2st.errors import InputSpecError, OriginInfo
 Dim = int | str | None
 _LIBRARY_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (jax, np)) + \
     (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
+_CLI_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cli.py")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PARSE_RE = re.compile(r"^\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*:)?\s*(?P<dtype>[A-Za-z0-9_]+)\s*\[(?P<dims>[^\]]*)\]\s*$")
 
@@ -160,6 +161,8 @@ def user_origin() -> OriginInfo | None:
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
+        if filename == _CLI_FILE:  # the `dy2st` command made the call: no line of the user's
+            return None
         if not filename.startswith(_LIBRARY_DIRS) and not filename.startswith("<"):  # not <frozen runpy>
             return OriginInfo.from_frame(frame)
         frame = frame.f_back
