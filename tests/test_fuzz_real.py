@@ -7,6 +7,7 @@ Programs of a bug class still open are listed in XFAIL with the class as the rea
 is strict, so a fix makes the test fail until the program is removed from the list.
 """
 
+import os
 import re
 
 import numpy as np
@@ -70,9 +71,17 @@ def test_real_programs_match_or_refuse(seed):
     _check(seed)
 
 
+def _slow_selected(config) -> bool:
+    """The slow slice (about a minute) runs when asked for: `-m slow` or DY2ST_RUN_SLOW=1."""
+    expr = config.getoption("markexpr") or ""
+    return os.environ.get("DY2ST_RUN_SLOW") == "1" or ("slow" in expr and "not slow" not in expr)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", _params(SLOW_SEEDS))
-def test_real_programs_match_or_refuse_slow(seed):
+def test_real_programs_match_or_refuse_slow(seed, request):
+    if not _slow_selected(request.config):
+        pytest.skip("slow slice: run with -m slow or DY2ST_RUN_SLOW=1")
     _check(seed)
 
 
