@@ -10,6 +10,19 @@ A long campaign::
 
 prints a summary (examples run, agreements, mismatches, crashes) and saves the source and
 inputs of each failing program under `--out`.
+
+`--generator real` fuzzes programs shaped like real code instead (lists, dicts, iterators,
+closures, stateful objects, try/finally/with, builtins, zero-trip loops; see
+`dy2st.testing.real_program_gen`)::
+
+    python -m dy2st.testing.fuzz --generator real --examples 1000 --seed 0 --out fuzz-real
+
+Each program runs eagerly, through `to_static`, through `jax.jit(to_static(f))` and through
+`jax.grad` (w.r.t. `x`), and falls in one outcome class (`RealOutcome`): a match, a clear refusal
+(a `Dy2StaticError` whose message starts with `File "`), a MISMATCH (a silent wrong answer), a
+RAW ERROR (any other exception), or INVALID (a generator bug). Where eager raises on the
+inputs, to_static must raise the same exception type (a match) or refuse clearly. Each failing
+program is saved as a standalone script that replays it.
 """
 
 from __future__ import annotations
@@ -19,6 +32,7 @@ import dataclasses
 import hashlib
 import importlib.util
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -53,6 +67,11 @@ class Result:
 
 def load_function(source: str, name: str = "f"):
     """Import `source` as a module from a temporary file and return its function `name`."""
+    return getattr(load_module(source), name)
+
+
+def load_module(source: str):
+    """Import `source` as a module from a temporary file."""
     global _TMPDIR
     if _TMPDIR is None:
         _TMPDIR = tempfile.mkdtemp(prefix="dy2st_fuzz_")
@@ -64,7 +83,7 @@ def load_function(source: str, name: str = "f"):
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return getattr(module, name)
+    return module
 
 
 def _leaves_close(expected, actual, what: str):
@@ -179,8 +198,313 @@ def campaign(examples: int, seed: int, features: Features, out_dir: str, check_g
     return summary
 
 
+# -- the second fuzzer: programs shaped like real code ----------------------------------------
+
+
+class RealOutcome:
+    MATCH = "match"
+    REFUSAL = "refusal"  # a Dy2StaticError at the user's line: allowed
+    MISMATCH = "MISMATCH"  # a silent wrong answer (values, dtypes, structure, side effects)
+    RAW_ERROR = "RAW ERROR"  # any other exception (or a tracer left on a caller's object)
+    INVALID = "INVALID"  # the generated program is broken: a generator bug
+
+    ORDER = (MATCH, REFUSAL, MISMATCH, RAW_ERROR, INVALID)
+
+
+# What a generated program may raise eagerly on its inputs (zero-trip loops, empty lists, ...);
+# anything else from eager is a generator bug.
+EXPECTED_EAGER_ERRORS = (UnboundLocalError, IndexError, KeyError, StopIteration, ValueError)
+
+PROGRAM_TIMEOUT_S = 120
+
+
+class ProgramTimeout(Exception):
+    """One program ran past PROGRAM_TIMEOUT_S (a hang is reported as a raw error)."""
+
+
+@dataclasses.dataclass
+class RealInputs:
+    """The inputs of one real-shaped program; each call gets fresh copies of `xs` and `obj`."""
+
+    x: np.ndarray
+    y: np.ndarray
+    n: int
+    n_as_array: bool
+    xs: list
+
+    def arrays(self):
+        n = jnp.asarray(self.n, jnp.int32) if self.n_as_array else self.n
+        return jnp.asarray(self.x), jnp.asarray(self.y), n
+
+    def fresh_xs(self):
+        return [jnp.asarray(v) for v in self.xs]
+
+
+def _is_weak(value) -> bool:
+    return bool(getattr(value, "weak_type", False))
+
+
+_PY_DTYPES = {bool: np.dtype(bool), int: np.dtype(np.int32), float: np.dtype(np.float32)}
+
+
+def _leaf_difference(expected, actual) -> str | None:
+    """Why `actual` differs from eager's `expected` leaf (None when equal).
+
+    A Python number and a weak-typed scalar array of the same dtype kind and value are equal.
+    """
+    py_e, py_a = type(expected) in _PY_DTYPES, type(actual) in _PY_DTYPES
+    if py_e and py_a:
+        if type(expected) is not type(actual) or expected != actual:
+            return f"{actual!r} ({type(actual).__name__}), eager {expected!r} ({type(expected).__name__})"
+        return None
+    if py_e or py_a:
+        python, array = (expected, actual) if py_e else (actual, expected)
+        dtype = getattr(array, "dtype", None)
+        if not hasattr(array, "shape") or array.shape != () or dtype != _PY_DTYPES[type(python)] or (
+                type(python) is not bool and not _is_weak(array)):
+            return (f"{_describe(actual)}, eager {_describe(expected)}")
+    else:
+        e, a = np.asarray(expected), np.asarray(actual)
+        if e.dtype != a.dtype or e.shape != a.shape:
+            return f"{_describe(actual)}, eager {_describe(expected)}"
+    e, a = np.asarray(expected, np.float64), np.asarray(actual, np.float64)
+    if not np.allclose(a, e, rtol=1e-6, atol=1e-6, equal_nan=True):
+        return f"{a.tolist()}, eager {e.tolist()}"
+    return None
+
+
+def _describe(value) -> str:
+    if type(value) in _PY_DTYPES:
+        return f"Python {type(value).__name__} {value!r}"
+    weak = " weak" if _is_weak(value) else ""
+    return f"{value.dtype}{list(value.shape)}{weak} {np.asarray(value).tolist()}"
+
+
+def tree_difference(expected, actual, what: str) -> str | None:
+    """Why the pytree `actual` differs from eager's `expected`: structure, dtypes, values."""
+    exp_leaves, exp_tree = jax.tree_util.tree_flatten(expected)
+    act_leaves, act_tree = jax.tree_util.tree_flatten(actual)
+    if exp_tree != act_tree:
+        return f"{what}: structure {act_tree}, eager {exp_tree}"
+    for path_and_leaf, a in zip(jax.tree_util.tree_leaves_with_path(expected), act_leaves):
+        path, e = path_and_leaf
+        problem = _leaf_difference(e, a)
+        if problem is not None:
+            return f"{what}{jax.tree_util.keystr(path)}: {problem}"
+    return None
+
+
+def _visible_state(xs, obj):
+    """What the caller can see after a call: its list and its object's attributes."""
+    return {"xs": list(xs), "obj.count": obj.count, "obj.cache": list(obj.cache), "obj.h": obj.h}
+
+
+def _holds_tracer(tree) -> bool:
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(tree))
+
+
+def _float_loss(outputs):
+    leaves = [leaf for leaf in jax.tree_util.tree_leaves(outputs)
+              if isinstance(leaf, float) or (hasattr(leaf, "dtype") and jnp.issubdtype(leaf.dtype, jnp.floating))]
+    if not leaves:
+        return None
+    return sum(jnp.sum(leaf) for leaf in leaves)
+
+
+def _classify_error(error: BaseException, stage: str) -> Result:
+    if isinstance(error, dy2st.errors.Dy2StaticError) and str(error).startswith('File "'):
+        return Result(RealOutcome.REFUSAL, stage, _format(error))
+    return Result(RealOutcome.RAW_ERROR, stage, _format(error))
+
+
+def run_real(f, make_state, inputs: RealInputs, check_grad: bool = True) -> Result:
+    """Run `f(x, y, n, xs, obj)` eagerly, via to_static, jit(to_static) and grad; classify."""
+    x, y, n = inputs.arrays()
+    xs_eager, obj_eager = inputs.fresh_xs(), make_state()
+    eager_error = None
+    try:
+        expected = f(x, y, n, xs_eager, obj_eager)
+    except EXPECTED_EAGER_ERRORS as e:
+        eager_error = e
+    except (ProgramTimeout, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 - any other eager error is a generator bug
+        return Result(RealOutcome.INVALID, "eager", _format(e))
+
+    static = dy2st.to_static(f)
+    xs_static, obj_static = inputs.fresh_xs(), make_state()
+    try:
+        got = static(x, y, n, xs_static, obj_static)
+    except (ProgramTimeout, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 - every exception is classified
+        if _holds_tracer(_visible_state(xs_static, obj_static)):
+            return Result(RealOutcome.RAW_ERROR, "to_static", "a tracer was left on the caller's objects after: "
+                          + _format(e))
+        if eager_error is not None and isinstance(e, type(eager_error)):
+            return Result(RealOutcome.MATCH, "to_static", f"both raised {type(e).__name__}")
+        return _classify_error(e, "to_static")
+    if eager_error is not None:
+        return Result(RealOutcome.MISMATCH, "to_static",
+                      f"eager raised {_format(eager_error)}; to_static returned {got!r}")
+    if _holds_tracer((got, _visible_state(xs_static, obj_static))):
+        return Result(RealOutcome.RAW_ERROR, "to_static", "a tracer leaked into the result or the caller's objects")
+    problem = (tree_difference(expected, got, "to_static result")
+               or tree_difference(_visible_state(xs_eager, obj_eager), _visible_state(xs_static, obj_static),
+                                  "side effect"))
+    if problem is not None:
+        return Result(RealOutcome.MISMATCH, "to_static", problem)
+
+    xs_jit, obj_jit = inputs.fresh_xs(), make_state()
+    try:
+        if inputs.n_as_array:
+            got = jax.jit(lambda x, y, n: static(x, y, n, xs_jit, obj_jit))(x, y, n)
+        else:
+            got = jax.jit(lambda x, y: static(x, y, n, xs_jit, obj_jit))(x, y)
+    except (ProgramTimeout, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 - every exception is classified
+        return _classify_error(e, "jit")
+    # Under jit every output is an array: compare values and dtypes (a Python number in
+    # eager's result is a weak-typed array here, which tree_difference accepts).
+    problem = tree_difference(expected, got, "jit(to_static) result")
+    if problem is not None:
+        return Result(RealOutcome.MISMATCH, "jit", problem)
+
+    if check_grad and _float_loss(expected) is not None:
+        return _compare_grad(f, static, make_state, inputs)
+    return Result(RealOutcome.MATCH)
+
+
+def _compare_grad(f, static, make_state, inputs: RealInputs) -> Result:
+    x, y, n = inputs.arrays()
+
+    def loss(fn):
+        return lambda x: _float_loss(fn(x, y, n, inputs.fresh_xs(), make_state()))
+
+    try:
+        want = jax.grad(loss(f))(x)
+    except (ProgramTimeout, KeyboardInterrupt):
+        raise
+    except Exception:  # noqa: BLE001 - eager is not differentiable here: nothing to compare
+        return Result(RealOutcome.MATCH, "grad", "eager grad undefined")
+    try:
+        got = jax.grad(loss(static))(x)
+    except (ProgramTimeout, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 - every exception is classified
+        return _classify_error(e, "grad")
+    problem = tree_difference(want, got, "grad(to_static)")
+    if problem is not None:
+        return Result(RealOutcome.MISMATCH, "grad", problem)
+    return Result(RealOutcome.MATCH)
+
+
+def run_real_program(program, check_grad: bool = True) -> Result:
+    """Run one `real_program_gen.RealProgram`; classify its outcome."""
+    try:
+        compile(program.source, "<generated>", "exec")
+    except SyntaxError as e:
+        return Result(RealOutcome.INVALID, "compile", _format(e))
+    module = load_module(program.source)
+    inputs = RealInputs(program.x, program.y, program.n, program.n_as_array, program.xs)
+    return run_real(module.f, module.State, inputs, check_grad)
+
+
+def replay_real(f, make_state, x, y, n, n_as_array, xs) -> Result:
+    """Entry point of a saved repro: run it and print the outcome."""
+    inputs = RealInputs(np.asarray(x, np.float32), np.asarray(y, np.float32), n, n_as_array,
+                        [np.asarray(v, np.float32) for v in xs])
+    result = run_real(f, make_state, inputs)
+    print(f"outcome: {result.outcome} ({result.stage})\n{result.detail}")
+    return result
+
+
+REPRO_FOOTER = '''
+
+if __name__ == "__main__":
+    from dy2st.testing.fuzz import replay_real
+
+    replay_real(f, State, x={x}, y={y}, n={n}, n_as_array={n_as_array}, xs={xs})
+'''
+
+
+def repro_source(program, result: Result) -> str:
+    """A standalone script: the program, then a main block that replays it."""
+    header = [f"# dy2st real-program fuzzer, seed {program.seed}: {result.outcome} ({result.stage})",
+              *("# " + line for line in result.detail.splitlines()[:30]),
+              f"# inputs: {program.inputs_text()}", ""]
+    footer = REPRO_FOOTER.format(x=program.x.tolist(), y=program.y.tolist(), n=program.n,
+                                 n_as_array=program.n_as_array, xs=[v.tolist() for v in program.xs])
+    return "\n".join(header) + program.source + footer
+
+
+def _on_alarm(signum, frame):
+    raise ProgramTimeout(f"program ran longer than {PROGRAM_TIMEOUT_S}s")
+
+
+def real_campaign(examples: int, seed: int, out_dir: str, check_grad: bool = True, verbose: bool = False) -> dict:
+    """Run programs for seeds seed, seed+1, ...; return counts per outcome and saved repros."""
+    from dy2st.testing.real_program_gen import draw_program
+
+    summary = {"examples": 0, "saved": [], "by_stage": {}, **{o: 0 for o in RealOutcome.ORDER}}
+    start = time.time()
+    use_alarm = hasattr(signal, "SIGALRM")
+    if use_alarm:
+        signal.signal(signal.SIGALRM, _on_alarm)
+    for index in range(examples):
+        program = draw_program(seed + index)
+        if use_alarm:
+            signal.alarm(PROGRAM_TIMEOUT_S)
+        try:
+            result = run_real_program(program, check_grad)
+        except ProgramTimeout as e:
+            result = Result(RealOutcome.RAW_ERROR, "timeout", str(e))
+        finally:
+            if use_alarm:
+                signal.alarm(0)
+        summary["examples"] += 1
+        summary[result.outcome] += 1
+        if result.outcome not in (RealOutcome.MATCH, RealOutcome.REFUSAL) or verbose:
+            key = f"{result.outcome}/{result.stage}"
+            summary["by_stage"][key] = summary["by_stage"].get(key, 0) + 1
+        if result.outcome not in (RealOutcome.MATCH, RealOutcome.REFUSAL):
+            os.makedirs(out_dir, exist_ok=True)
+            tag = result.outcome.lower().replace(" ", "_")
+            path = os.path.join(out_dir, f"seed_{program.seed:06d}_{tag}.py")
+            with open(path, "w") as fh:
+                fh.write(repro_source(program, result))
+            summary["saved"].append(path)
+            if verbose:
+                print(f"[seed {program.seed}] {result.outcome} in {result.stage}: "
+                      f"{(result.detail.splitlines() or [''])[0][:200]}", flush=True)
+        if summary["examples"] % 50 == 0:
+            dy2st.conversion.clear_cache()
+            jax.clear_caches()
+            print(f"... {summary['examples']} programs, {time.time() - start:.0f}s: "
+                  + ", ".join(f"{summary[o]} {o}" for o in RealOutcome.ORDER), flush=True)
+    summary["seconds"] = time.time() - start
+    return summary
+
+
+def _print_real_summary(args, summary) -> None:
+    print(f"dy2st fuzz (real-shaped programs): seeds {args.seed}..{args.seed + summary['examples'] - 1}")
+    print(f"  programs:   {summary['examples']} in {summary['seconds']:.0f}s")
+    print(f"  match:      {summary[RealOutcome.MATCH]}")
+    print(f"  refusal:    {summary[RealOutcome.REFUSAL]}")
+    print(f"  MISMATCH:   {summary[RealOutcome.MISMATCH]}")
+    print(f"  RAW ERROR:  {summary[RealOutcome.RAW_ERROR]}")
+    print(f"  INVALID:    {summary[RealOutcome.INVALID]}")
+    for key, count in sorted(summary["by_stage"].items()):
+        print(f"    {key}: {count}")
+    if summary["saved"]:
+        print(f"  failing programs saved under {args.out}/ ({len(summary['saved'])} files)")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dy2st.testing.fuzz", description=__doc__.splitlines()[0])
+    parser.add_argument("--generator", choices=("default", "real"), default="default",
+                        help="default: array/int programs (program_gen); real: programs shaped like real code")
     parser.add_argument("--examples", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--features", default=",".join(
@@ -191,6 +515,11 @@ def main(argv=None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     jax.config.update("jax_platforms", "cpu") if os.environ.get("JAX_PLATFORMS") is None else None
+    if args.generator == "real":
+        summary = real_campaign(args.examples, args.seed, args.out, not args.no_grad, args.verbose)
+        _print_real_summary(args, summary)
+        bad = sum(summary[o] for o in (RealOutcome.MISMATCH, RealOutcome.RAW_ERROR, RealOutcome.INVALID))
+        return 0 if bad == 0 else 1
     features = Features.parse(args.features)
     summary = campaign(args.examples, args.seed, features, args.out, not args.no_grad, args.verbose)
     print(f"dy2st fuzz: seed {args.seed}, features {features}")

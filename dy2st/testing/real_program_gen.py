@@ -1,0 +1,476 @@
+"""A seeded generator of programs shaped like real code, for the second differential fuzzer.
+
+`draw_program(seed)` returns a `RealProgram`: the source of a module defining a small stateful
+class `State`, a context manager `Ctx`, and `f(x, y, n, xs, obj)`, plus its inputs:
+
+* `x`, `y`: float32[3] arrays of small distinct integers;
+* `n`: 0, 1 or 3, a Python int or an int32 array (so `range(n)` may be staged and run zero times);
+* `xs`: a list of arrays the caller owns (and reads after the call);
+* `obj`: a `State` (an int `count`, a list `cache`, an array `h`, methods that write them).
+
+The body of `f` composes statement templates at random, nested inside `if`/`else` (traced and
+Python conditions), `for` loops (over `range` of a constant or of `n`, over a list, `enumerate`,
+`zip`, `reversed`, the elements of an array), bounded `while` loops, `break`/`continue`,
+`try`/`finally` and `with`. Statements use what real code uses and `program_gen` does not:
+local lists (append, pop, indexing, negative indices, slices, len, sum), dicts, tuples,
+iterators, closures and lambdas (also made in loop bodies, called later), nested functions,
+methods of `obj`, mutations of `xs`, builtins, values mixing Python numbers and arrays, and
+variables first set inside a loop that may run zero times.
+
+Values stay exactly representable (arrays are clipped to [-1000, 1000], ints taken modulo 97),
+so eager and XLA agree bit for bit. Every program is valid Python, but eager may raise on some
+inputs (`UnboundLocalError` after a zero-trip loop, `IndexError`, `KeyError`, `StopIteration`):
+then the expected behaviour of `to_static` is to raise the same exception type, or a
+`dy2st.errors.Dy2StaticError` (see `dy2st.testing.fuzz.run_real_program`).
+
+The generator uses `random.Random(seed)` only, so a seed names a program on every machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import numpy as np
+
+LIMIT = 1000
+INT_MOD = 97
+
+PRELUDE = '''\
+import jax.numpy as jnp
+
+
+class State:
+    """A small stateful object, as models and trainers have."""
+
+    def __init__(self):
+        self.count = 0
+        self.cache = []
+        self.h = jnp.zeros(3, jnp.float32)
+
+    def bump(self, v):
+        self.count += 1
+        self.h = jnp.clip(self.h + v, -1000, 1000)
+        return self.count
+
+    def remember(self, v):
+        self.cache.append(v)
+        return len(self.cache)
+
+    def total(self):
+        return self.h.sum() + self.count
+
+
+class Ctx:
+    """A context manager that logs its entry and exit."""
+
+    def __init__(self, log, tag):
+        self.log = log
+        self.tag = tag
+
+    def __enter__(self):
+        self.log.append(self.tag)
+        return self
+
+    def __exit__(self, *exc_info):
+        self.log.append(-self.tag)
+        return False
+
+
+def clip(v):
+    return jnp.clip(v, -1000, 1000)
+
+'''
+
+
+@dataclasses.dataclass
+class RealProgram:
+    """A generated module's source and the inputs to call its `f(x, y, n, xs, obj)` with."""
+
+    seed: int
+    source: str
+    x: np.ndarray
+    y: np.ndarray
+    n: int
+    n_as_array: bool
+    xs: list  # numpy float32[3] arrays; the runner gives each call its own jnp copies
+
+    def inputs_text(self) -> str:
+        return (f"x={self.x.tolist()} y={self.y.tolist()} n={self.n} n_as_array={self.n_as_array} "
+                f"xs={[v.tolist() for v in self.xs]}")
+
+
+@dataclasses.dataclass
+class _Scope:
+    """What a block may read and write."""
+
+    arrays: list  # writable float32[3] variables
+    ints: list  # writable int variables (Python ints; may become int arrays when mixed)
+    int_reads: list  # read-only ints (loop counters)
+    scalar_reads: list  # read-only array scalars (elements of an array being iterated)
+    frozen: frozenset = frozenset()  # lists being iterated: the body must not resize them
+    loop_depth: int = 0
+    in_function: bool = False  # inside a nested def: no break/continue/return out of it
+
+    def child(self, **changes) -> "_Scope":
+        return dataclasses.replace(self, **changes)
+
+
+class _Generator:
+    MAX_DEPTH = 3
+
+    def __init__(self, rng: random.Random):
+        self.rng = rng
+        self.budget = rng.randint(5, 16)
+        self.fresh = 0
+        self.lines: list[str] = []
+        self.late: list[str] = []  # arrays first set inside a loop body, readable afterwards
+
+    # -- small draws ------------------------------------------------------------------
+    def pick(self, options):
+        return self.rng.choice(list(options))
+
+    def chance(self, p: float) -> bool:
+        return self.rng.random() < p
+
+    def new(self, root: str) -> str:
+        self.fresh += 1
+        return f"{root}{self.fresh}"
+
+    def emit(self, indent: int, text: str) -> None:
+        for line in text.split("\n"):
+            self.lines.append("    " * indent + line)
+
+    # -- expressions ------------------------------------------------------------------
+    def arr(self, s: _Scope) -> str:
+        return self.pick(s.arrays + ["x", "y"])
+
+    def int_atom(self, s: _Scope) -> str:
+        if self.chance(0.25):
+            return str(self.rng.randint(-2, 5))
+        return self.pick(s.ints + s.int_reads)
+
+    def scalar(self, s: _Scope) -> str:
+        """A number: Python int, or a traced array scalar."""
+        kind = self.rng.randint(0, 6)
+        if kind == 0 and s.scalar_reads:
+            return self.pick(s.scalar_reads)
+        if kind == 1:
+            return f"{self.arr(s)}.sum()"
+        if kind == 2:
+            return f"{self.arr(s)}[{self.rng.randint(-3, 2)}]"
+        if kind == 3:
+            return f"{self.arr(s)}.{self.pick(['max', 'min'])}()"
+        if kind == 4:
+            return "obj.count"
+        return self.int_atom(s)
+
+    def arr_expr(self, s: _Scope, depth: int = 0) -> str:
+        if depth >= 2 or self.chance(0.3):
+            return self.arr(s)
+        sub = lambda: self.arr_expr(s, depth + 1)  # noqa: E731
+        kind = self.rng.randint(0, 16)
+        if kind == 0:
+            return f"({sub()} + {sub()})"
+        if kind == 1:
+            return f"({sub()} - {self.arr(s)})"
+        if kind == 2:
+            return f"({self.arr(s)} * {self.pick(['2', '-1', '3', '2.0'])})"
+        if kind == 3:
+            return f"({sub()} + {self.scalar(s)})"  # array + Python or traced number
+        if kind == 4:
+            return f"L[{self.pick(['-1', '0', '-2 % len(L)', 'len(L) // 2'])}]"
+        if kind == 5:
+            return f"sum(L[{self.pick(['-2:', ':2', '1:', '::-1', ':'])}], {self.arr(s)})"
+        if kind == 6:
+            return f'D.get("{self.pick(["a", "b"])}", {self.arr(s)})'
+        if kind == 7:
+            return f"xs[{self.pick(['0', '-1'])}]"
+        if kind == 8 and self.chance(0.3):
+            return f"{self.pick(['max', 'min'])}({sub()}, {self.arr(s)}, key=lambda v: v.sum())"
+        if kind == 9:
+            return f"abs({sub()})"
+        if kind == 10:
+            return f"obj.h"
+        if kind == 11:
+            return f"{self.arr(s)}[::-1]"
+        if kind == 12:
+            return f"divmod({sub()}, {self.pick(['3', '4.0'])})[{self.rng.randint(0, 1)}]"
+        if kind == 13 and self.late:
+            return self.pick(self.late)
+        if kind == 14:
+            return f"jnp.where({self.arr(s)} > {self.rng.randint(-2, 3)}, {sub()}, {sub()})"
+        if kind == 15:
+            return f"({sub()} * ({self.int_atom(s)} % 3))"
+        return f"({self.arr(s)} + {self.int_atom(s)})"
+
+    def int_expr(self, s: _Scope, depth: int = 0) -> str:
+        if depth >= 2 or self.chance(0.3):
+            return self.int_atom(s)
+        sub = lambda: self.int_expr(s, depth + 1)  # noqa: E731
+        kind = self.rng.randint(0, 12)
+        if kind == 0:
+            return f"(({sub()} + {sub()}) % {INT_MOD})"
+        if kind == 1:
+            return "len(L)"
+        if kind == 2:
+            return "len(xs)"
+        if kind == 3:
+            return f"{self.pick(['max', 'min'])}({sub()}, {sub()})"
+        if kind == 4:
+            return f"abs({sub()} - {self.rng.randint(0, 6)})"
+        if kind == 5:
+            return f"sum(P{self.pick(['', '[1:]', '[-2:]'])}) % {INT_MOD}"
+        if kind == 6:
+            return f"sorted(P)[{self.pick(['0', '-1', 'len(P) // 2'])}]"
+        if kind == 7:
+            return f"divmod({sub()}, {self.pick(['2', '3', '5'])})[{self.rng.randint(0, 1)}]"
+        if kind == 8:
+            return f"round({sub()} / 2)"
+        if kind == 9:
+            return f"(({sub()} + ({self.arr(s)}.sum() > {self.rng.randint(0, 6)})) % {INT_MOD})"  # mixed
+        if kind == 10:
+            return 'D["k"]'
+        if kind == 11:
+            return "obj.count"
+        return f"P[{self.pick(['-1', '0', 'len(P) - 1'])}]"
+
+    def cond(self, s: _Scope, depth: int = 0) -> str:
+        if depth == 0 and self.chance(0.2):
+            op = self.pick(["and", "or"])
+            return f"{self.cond(s, 1)} {op} {self.cond(s, 1)}"
+        kind = self.rng.randint(0, 11)
+        cmp = self.pick(["<", "<=", ">", ">="])
+        if kind <= 2:  # traced
+            return f"{self.scalar(s)} {cmp} {self.rng.randint(-2, 6)}"
+        if kind == 3:
+            return f"({self.arr(s)} {cmp} {self.arr(s)}).{self.pick(['any', 'all'])}()"
+        if kind == 4:
+            return f"len(L) {cmp} {self.rng.randint(1, 4)}"
+        if kind == 5:
+            return f"len(xs) {cmp} {self.rng.randint(1, 4)}"
+        if kind == 6:
+            return f"{self.pick(['n', 'obj.count', 'len(obj.cache)'])} {cmp} {self.rng.randint(0, 2)}"
+        if kind == 7:
+            return f'"{self.pick(["b", "c"])}" in D'
+        if kind == 8:
+            return f"{self.int_expr(s)} % 2 == {self.rng.randint(0, 1)}"
+        if kind == 9:
+            return f"not {self.cond(s, depth + 1)}"
+        if kind == 10:
+            return f"{self.int_atom(s)} {cmp} {self.rng.randint(0, 4)}"
+        return f"{self.pick(['max', 'min'])}({self.scalar(s)}, {self.scalar(s)}) {cmp} {self.rng.randint(-1, 5)}"
+
+    # -- statements -------------------------------------------------------------------
+    def block(self, s: _Scope, indent: int, depth: int, count: int | None = None) -> None:
+        count = count if count is not None else self.rng.randint(1, 3)
+        emitted = 0
+        while emitted < count or (emitted == 0):
+            self.statement(s, indent, depth)
+            emitted += 1
+            if self.budget <= 0:
+                break
+
+    def statement(self, s: _Scope, indent: int, depth: int) -> None:
+        self.budget -= 1
+        if depth < self.MAX_DEPTH and self.budget > 0 and self.chance(0.35):
+            self.compound(s, indent, depth)
+        else:
+            self.simple(s, indent)
+
+    def simple(self, s: _Scope, indent: int) -> None:  # noqa: C901 - one template per branch
+        a = self.pick(s.arrays)
+        k = self.pick(s.ints)
+        can_resize_L = "L" not in s.frozen
+        can_resize_xs = "xs" not in s.frozen
+        kind = self.rng.randint(0, 33)
+        if kind <= 3:
+            self.emit(indent, f"{a} = clip({self.arr_expr(s)})")
+        elif kind <= 5:
+            self.emit(indent, f"{k} = {self.int_expr(s)} % {INT_MOD}")
+        elif kind == 6 and can_resize_L:
+            self.emit(indent, f"L.append(clip({self.arr_expr(s)}))")
+        elif kind == 7 and can_resize_L:
+            if self.chance(0.8):
+                self.emit(indent, f"if len(L) > 1:\n    {a} = clip({a} + L.pop())")
+            else:
+                self.emit(indent, f"{a} = L.pop({self.pick(['0', '-1'])})")  # may raise IndexError
+        elif kind == 8:
+            self.emit(indent, f"L[{self.pick(['-1', '0'])}] = clip({self.arr_expr(s)})")
+        elif kind == 9:
+            self.emit(indent, f'D["{self.pick(["a", "b", "c"])}"] = clip({self.arr_expr(s)})')
+        elif kind == 10:
+            self.emit(indent, f'D.update(k=({self.int_expr(s)}) % {INT_MOD})')
+        elif kind == 11:
+            self.emit(indent, f'{a} = clip({a} + D.get("c", D["a"]))')
+        elif kind == 12:
+            t = self.new("t")
+            self.emit(indent, f"{t} = ({self.arr(s)}, {self.int_expr(s)})\n{a}, {k} = clip({t}[0] + {t}[1]), {t}[1] % {INT_MOD}")
+        elif kind == 13:
+            b = self.pick(s.arrays)
+            self.emit(indent, f"{a}, {b} = {b}, {a}")
+        elif kind == 14:
+            self.emit(indent, f"{k} = obj.bump({self.arr_expr(s)}) % {INT_MOD}")
+        elif kind == 15:
+            self.emit(indent, f"{k} = obj.remember({self.pick([self.arr(s), self.int_atom(s)])}) % {INT_MOD}")
+        elif kind == 16:
+            self.emit(indent, f"{a} = clip({a} + obj.h * {self.rng.randint(-1, 2)})")
+        elif kind == 17 and can_resize_xs:
+            self.emit(indent, f"xs.append(clip({self.arr_expr(s)}))")
+        elif kind == 18:
+            self.emit(indent, f"xs[{self.pick(['0', '-1'])}] = clip({self.arr_expr(s)})")
+        elif kind == 19 and can_resize_xs:
+            self.emit(indent, f"if len(xs) > 1:\n    {a} = clip({a} - xs.pop())")
+        elif kind == 20:
+            g = self.new("g")
+            self.emit(indent, f"{g} = lambda v: clip(v * 2 + {self.pick(s.ints + s.int_reads + ['1'])})\n{a} = {g}({self.arr_expr(s)})")
+        elif kind == 21:
+            self.emit(indent, f"FN.append(lambda v: clip(v + {self.pick(s.ints + s.int_reads + s.arrays)}))")
+        elif kind == 22:
+            self.emit(indent, f"for fn in FN:\n    {a} = fn({a})")
+        elif kind == 23 and not s.in_function:
+            self.nested_def(s, indent)
+        elif kind == 24:
+            self.emit(indent, f"{k} = (P.index(P[-1]) + {self.int_atom(s)}) % {INT_MOD}")
+        elif kind == 25 and "P" not in s.frozen:
+            self.emit(indent, f"P.append(({self.int_expr(s)}) % {INT_MOD})")
+        elif kind == 26:
+            self.emit(indent, f"{k} = (sum(sorted(P)[-2:]) + {self.pick(['max', 'min'])}(P)) % {INT_MOD}")
+        elif kind == 27:
+            self.emit(indent, f"{a} = clip({a} + round({self.scalar(s)}))")
+        elif kind == 28:
+            q, r = self.new("q"), self.new("r")
+            self.emit(indent, f"{q}, {r} = divmod({self.int_expr(s)} + 7, {self.pick(['2', '3', '5'])})\n{k} = ({q} * 3 + {r}) % {INT_MOD}")
+        elif kind == 29:
+            self.emit(indent, f"{a} = clip({a} + {self.pick(['max', 'min'])}({self.scalar(s)}, {self.scalar(s)}))")
+        elif kind == 30:
+            self.emit(indent, f"{a} = clip({a} * {self.pick(['abs', 'round'])}({self.int_expr(s)} - 3) % 5)")
+        elif kind == 31 and self.late:
+            self.emit(indent, f"{a} = clip({a} + {self.pick(self.late)})")  # may be unbound
+        elif kind == 32:
+            self.emit(indent, f"log.append({self.int_atom(s)})")
+        else:
+            self.emit(indent, f"{a} = clip({a} + {self.pick(['L[-1]', 'L[0]', 'xs[-1]', 'obj.h', 'sum(L[-2:], x)'])})")
+
+    def nested_def(self, s: _Scope, indent: int) -> None:
+        h = self.new("h")
+        if self.chance(0.3):
+            k = self.pick(s.ints)
+            self.emit(indent, f"def {h}():\n    nonlocal {k}\n    {k} = ({k} + 1) % {INT_MOD}\n    return {k}")
+            self.emit(indent, f"{self.pick(s.arrays)} = clip({self.arr(s)} + {h}())")
+            return
+        self.emit(indent, f"def {h}(v, w={self.rng.randint(0, 3)}):")
+        inner = s.child(arrays=["v"], in_function=True, loop_depth=0, scalar_reads=[], frozen=frozenset())
+        self.emit(indent + 1, f"if {self.cond(inner)}:\n    v = clip(v + {self.arr(s)} * w)")  # closes over outer names
+        self.emit(indent + 1, "return clip(v * 2 - w)")
+        self.emit(indent, f"{self.pick(s.arrays)} = {h}({self.arr_expr(s)}){'' if self.chance(0.5) else ' + ' + h + '(' + self.arr(s) + ', 1)'}")
+
+    def compound(self, s: _Scope, indent: int, depth: int) -> None:
+        kind = self.rng.randint(0, 10)
+        if kind <= 2:
+            self.emit(indent, f"if {self.cond(s)}:")
+            self.block(s, indent + 1, depth + 1)
+            if self.chance(0.6):
+                self.emit(indent, "else:")
+                self.block(s, indent + 1, depth + 1)
+        elif kind <= 6:
+            self.for_loop(s, indent, depth)
+        elif kind == 7:
+            w = self.new("w")
+            bound = self.pick(["3", "n", "len(P) % 4", "2"])
+            extra = f" and {self.cond(s, 1)}" if self.chance(0.4) else ""
+            self.emit(indent, f"{w} = 0\nwhile {w} < {bound}{extra}:\n    {w} += 1")
+            self.loop_body(s.child(int_reads=s.int_reads + [w], loop_depth=s.loop_depth + 1), indent + 1, depth)
+        elif kind == 8:
+            self.emit(indent, "try:")
+            self.block(s, indent + 1, depth + 1)
+            self.emit(indent, f"finally:\n    log.append({self.rng.randint(10, 20)})")
+        elif kind == 9:
+            self.emit(indent, f"with Ctx(log, {self.rng.randint(1, 9)}) as c:")
+            self.block(s, indent + 1, depth + 1)
+        else:
+            self.iterator(s, indent, depth)
+
+    def for_loop(self, s: _Scope, indent: int, depth: int) -> None:
+        i = self.new("i")
+        kind = self.rng.randint(0, 7)
+        child = s.child(loop_depth=s.loop_depth + 1)
+        if kind <= 2:
+            self.emit(indent, f"for {i} in range({self.pick(['3', 'n', '2', 'n', 'len(xs)'])}):")
+            child = child.child(int_reads=s.int_reads + [i])
+        elif kind == 3:
+            v = self.new("v")
+            self.emit(indent, f"for {v} in {self.pick(['L', 'L[-3:]', 'list(L)', 'xs[:]'])}:")
+            child = child.child(arrays=s.arrays + [v], frozen=s.frozen | {"L", "xs"})
+        elif kind == 4:
+            v = self.new("v")
+            self.emit(indent, f"for {i}, {v} in enumerate({self.pick(['L', 'P', 'xs'])}):")
+            is_p = self.lines[-1].endswith("(P):")
+            child = child.child(int_reads=s.int_reads + [i] + ([v] if is_p else []),
+                                arrays=s.arrays + ([] if is_p else [v]), frozen=s.frozen | {"L", "xs", "P"})
+        elif kind == 5:
+            u, v = self.new("u"), self.new("v")
+            self.emit(indent, f"for {u}, {v} in zip(L, {self.pick(['xs', 'L[1:]', 'reversed(xs)'])}):")
+            child = child.child(arrays=s.arrays + [u, v], frozen=s.frozen | {"L", "xs"})
+        elif kind == 6:
+            v = self.new("v")
+            self.emit(indent, f"for {v} in reversed({self.pick(['L', 'range(n)', 'P'])}):")
+            src = self.lines[-1]
+            if "L)" in src:
+                child = child.child(arrays=s.arrays + [v], frozen=s.frozen | {"L"})
+            else:
+                child = child.child(int_reads=s.int_reads + [v], frozen=s.frozen | {"P"})
+        else:
+            e = self.new("e")
+            self.emit(indent, f"for {e} in {self.arr(s)}:")  # the elements of an array: static trip count
+            child = child.child(scalar_reads=s.scalar_reads + [e])
+        self.loop_body(child, indent + 1, depth)
+        if self.chance(0.2):
+            self.emit(indent, "else:\n    log.append(99)")
+
+    def loop_body(self, s: _Scope, indent: int, depth: int) -> None:
+        if self.chance(0.3):  # a variable first set here, read after the loop (which may run zero times)
+            t = self.new("t")
+            self.emit(indent, f"{t} = clip({self.arr_expr(s)})")
+            self.late.append(t)
+        if self.chance(0.2):
+            self.emit(indent, f"FN.append(lambda v: clip(v + {self.pick(s.int_reads or ['1'])}))")  # late binding
+        self.block(s, indent, depth + 1)
+        if self.chance(0.45):
+            self.emit(indent, f"if {self.cond(s)}:\n    {self.pick(['break', 'continue'])}")
+            if self.chance(0.5):
+                self.block(s, indent, depth + 1, 1)
+        if self.chance(0.15):
+            self.emit(indent, f"try:\n    if {self.cond(s)}:\n        {self.pick(['break', 'continue'])}\n"
+                              f"    {self.pick(s.arrays)} = clip({self.arr(s)} + 1)\nfinally:\n    log.append(7)")
+
+    def iterator(self, s: _Scope, indent: int, depth: int) -> None:
+        it, v = self.new("it"), self.new("v")
+        self.emit(indent, f"{it} = iter({self.pick(['L', 'xs', 'L[::-1]'])})")
+        self.emit(indent, f"for {v} in {it}:")
+        a = self.pick(s.arrays)
+        stop = self.cond(s.child(arrays=s.arrays + [v])) if self.chance(0.5) else f"len(log) {self.pick(['<', '>='])} 1"
+        self.emit(indent + 1, f"{a} = clip({a} + {v})\nif {stop}:\n    break")
+        if self.chance(0.7):
+            self.emit(indent, f"{a} = clip({a} + next({it}, {self.arr(s)}))")
+        else:
+            self.emit(indent, f"{a} = clip({a} + next({it}))")  # may raise StopIteration
+
+
+def draw_program(seed: int) -> RealProgram:
+    """The program and inputs that `seed` names."""
+    rng = random.Random(seed)
+    g = _Generator(rng)
+    scope = _Scope(arrays=["a0", "a1"], ints=["k0", "k1"], int_reads=[], scalar_reads=[])
+    g.emit(1, "a0 = x\na1 = clip(y * 2)\nk0 = 1\nk1 = len(xs)\nL = [x, y]\nP = [3, 1, 2]\n"
+              'D = {"a": x, "k": 1}\nFN = []\nlog = []')
+    while g.budget > 0:
+        g.statement(scope, 1, 0)
+    g.emit(1, "out = [fn(a0) for fn in FN]")
+    g.emit(1, "return a0, a1, k0, k1, L, D, out, log, P")
+    source = PRELUDE + "\ndef f(x, y, n, xs, obj):\n" + "\n".join(g.lines) + "\n"
+    values = rng.sample(range(-3, 6), 6)
+    x = np.array(values[:3], np.float32)
+    y = np.array(values[3:], np.float32)
+    xs = [np.array(rng.sample(range(-3, 6), 3), np.float32) for _ in range(rng.randint(1, 3))]
+    return RealProgram(seed, source, x, y, rng.choice([0, 1, 3]), rng.random() < 0.5, xs)

@@ -1,0 +1,261 @@
+"""The second differential fuzzer in CI: programs shaped like real code (lists, dicts, iterators,
+closures, stateful objects, try/finally/with, builtins, zero-trip loops) either give eager's
+result exactly (values, dtypes, structure, gradients, caller-visible side effects) or are refused
+clearly. A seeded slice runs here; `python -m dy2st.testing.fuzz --generator real` runs a campaign.
+
+Programs of a bug class still open are listed in XFAIL with the class as the reason; the xfail
+is strict, so a fix makes the test fail until the program is removed from the list.
+"""
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+from dy2st.testing import fuzz
+from dy2st.testing.fuzz import RealOutcome
+from dy2st.testing.real_program_gen import PRELUDE, RealProgram, draw_program
+
+# Bug classes found by the campaign and still open on this branch (one minimal repro each in the
+# campaign notes); each seed below fails in the class named.
+EFFECTS_IN_STAGED_LOOP = ("A: Python effects in a staged loop body (a method appending to self.cache, a "
+                          "context manager's __enter__/__exit__, list.pop in a loop nested in staged control "
+                          "flow) run once at trace time instead of once per iteration")
+TRACER_LEAK = ("B: caller-visible state (xs.append, obj.remember/bump of an array) written inside staged "
+               "control flow leaks a tracer: raw UnexpectedTracerError")
+UNTAKEN_BRANCH_EFFECTS = ("C: in-place effects of method calls (dict.update, obj.remember) in a staged if "
+                          "happen even when the branch is not taken")
+TRACED_LIST_COMPARE = "D: sorted()/list.index() over a list holding a traced scalar: raw TracerBoolConversionError"
+WITH_EXIT_APPEND_LOST = ("G: when a `with` body appends to the list its context manager's __exit__ appends to, "
+                         "__exit__'s append is lost")
+BRANCH_EFFECTS_TWICE = ("I: list.pop in a staged if whose other branch sets a Python int runs twice (the branch "
+                        "is traced twice)")
+
+FAST_SEEDS = range(0, 60)
+SLOW_SEEDS = range(60, 400)
+XFAIL: dict[int, str] = {
+    1: EFFECTS_IN_STAGED_LOOP,
+    16: TRACER_LEAK,
+    23: UNTAKEN_BRANCH_EFFECTS,
+    30: WITH_EXIT_APPEND_LOST,
+    33: EFFECTS_IN_STAGED_LOOP,
+    39: WITH_EXIT_APPEND_LOST,
+    # the slow slice
+    **dict.fromkeys([70, 83, 138, 178, 180, 195, 228, 233, 246, 248, 262, 265, 291, 294, 313, 323, 351, 364, 399],
+                    TRACER_LEAK),
+    **dict.fromkeys([135, 153, 173, 175, 325, 377], WITH_EXIT_APPEND_LOST),
+    **dict.fromkeys([67, 109, 141, 343, 348], EFFECTS_IN_STAGED_LOOP),
+    286: UNTAKEN_BRANCH_EFFECTS,
+    309: BRANCH_EFFECTS_TWICE,
+    310: TRACED_LIST_COMPARE,
+}
+
+
+def _params(seeds):
+    for seed in seeds:
+        reason = XFAIL.get(seed)
+        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+        yield pytest.param(seed, marks=marks, id=f"seed{seed}")
+
+
+def _check(seed):
+    program = draw_program(seed)
+    result = fuzz.run_real_program(program)
+    assert result.outcome in (RealOutcome.MATCH, RealOutcome.REFUSAL), (
+        f"{result.outcome} in {result.stage}: {result.detail}\n{fuzz.repro_source(program, result)}")
+
+
+@pytest.mark.parametrize("seed", _params(FAST_SEEDS))
+def test_real_programs_match_or_refuse(seed):
+    _check(seed)
+
+
+def _slow_selected(config) -> bool:
+    """The slow slice (about a minute) runs when asked for: `-m slow` or DY2ST_RUN_SLOW=1."""
+    expr = config.getoption("markexpr") or ""
+    return os.environ.get("DY2ST_RUN_SLOW") == "1" or ("slow" in expr and "not slow" not in expr)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", _params(SLOW_SEEDS))
+def test_real_programs_match_or_refuse_slow(seed, request):
+    if not _slow_selected(request.config):
+        pytest.skip("slow slice: run with -m slow or DY2ST_RUN_SLOW=1")
+    _check(seed)
+
+
+# -- the generator ------------------------------------------------------------------------------
+
+CONSTRUCTS = {
+    "traced if": r"^\s+if .*(\.sum\(\)|\.any\(\)|\.all\(\)|\[-?\d\]) [<>]=? -?\d+:$",
+    "Python if": r"^\s+if len\((L|xs)\) [<>]=? \d:$",
+    "else": r"^\s+else:$",
+    "for range(const)": r"^\s+for i\d+ in range\(\d\):$",
+    "for range(n)": r"^\s+for i\d+ in range\(n\):$",
+    "for over a list": r"^\s+for v\d+ in (L|list\(L\)|L\[-3:\]|xs\[:\]):$",
+    "for over an array": r"^\s+for e\d+ in (a\d|x|y):$",
+    "enumerate": r"for i\d+, v\d+ in enumerate\(",
+    "zip": r"for u\d+, v\d+ in zip\(",
+    "reversed": r"in reversed\(",
+    "while with a counter": r"^\s+while w\d+ < ",
+    "break": r"^\s+break$",
+    "continue": r"^\s+continue$",
+    "loop else": r"^\s+else:\n\s+log\.append\(99\)",
+    "try/finally": r"^\s+finally:$",
+    "break inside try": r"try:\n\s+if .*:\n\s+(break|continue)",
+    "with": r"^\s+with Ctx\(log, \d\) as c:$",
+    "list append": r"\bL\.append\(",
+    "list pop": r"\bL\.pop\(",
+    "list index()": r"P\.index\(",
+    "negative index": r"L\[-1\]",
+    "slice": r"L\[-2:\]|L\[1:\]",
+    "len": r"len\(L\)",
+    "sum of a list": r"sum\(L\[",
+    "dict set key": r'D\["[abc]"\] = ',
+    "dict get": r"D\.get\(",
+    "dict update": r"D\.update\(",
+    "tuple": r"t\d+ = \(",
+    "tuple unpacking": r"^\s+a\d, a\d = a\d, a\d$",
+    "iter": r"it\d+ = iter\(",
+    "for over an iterator + break": r"for v\d+ in it\d+:",
+    "next(it)": r"next\(it\d+\)",
+    "next(it, default)": r"next\(it\d+, ",
+    "lambda": r"g\d+ = lambda v:",
+    "lambda made in a loop body": r"^\s{8,}FN\.append\(lambda v:",
+    "lambdas called later": r"for fn in FN:",
+    "nested function": r"^\s+def h\d+\(v, w=\d\):",
+    "nonlocal": r"nonlocal k\d",
+    "method writing state": r"obj\.bump\(",
+    "method appending": r"obj\.remember\(",
+    "xs append": r"xs\.append\(",
+    "xs item assignment": r"xs\[(0|-1)\] = ",
+    "xs pop": r"xs\.pop\(\)",
+    "max/min": r"\b(max|min)\(",
+    "max with key": r"key=lambda v: v\.sum\(\)",
+    "abs": r"\babs\(",
+    "sorted": r"sorted\(P\)",
+    "round": r"\bround\(",
+    "divmod": r"divmod\(",
+    "mixed Python/array int": r"\.sum\(\) > \d\)\) % 97",
+    "variable first set in a loop": r"^\s{8,}t\d+ = clip\(",
+}
+
+
+def _sources(count):
+    return [draw_program(seed).source for seed in range(count)]
+
+
+def test_generator_emits_every_construct():
+    text = "\n".join(_sources(400))
+    missing = [name for name, pattern in CONSTRUCTS.items() if not re.search(pattern, text, re.M)]
+    assert not missing, f"no generated program contains: {missing}"
+
+
+def test_generator_reads_loop_variables_after_loops():
+    """Some program reads, after its loop, a variable the loop body set first (zero-trip loops)."""
+    for source in _sources(200):
+        late = re.findall(r"^\s{8,}(t\d+) = clip\(", source, re.M)
+        body = source.split("def f(")[1]
+        if any(len(re.findall(rf"\b{t}\b", body)) > 1 for t in late):
+            return
+    pytest.fail("no program reads a loop-created variable after its loop")
+
+
+def test_generator_is_seeded_and_valid():
+    assert draw_program(7).source == draw_program(7).source
+    assert draw_program(7).source != draw_program(8).source
+    for source in _sources(300):
+        compile(source, "<generated>", "exec")
+    inputs = [draw_program(seed) for seed in range(100)]
+    assert {p.n for p in inputs} == {0, 1, 3} and {p.n_as_array for p in inputs} == {False, True}
+    assert all(len(set(p.x.tolist() + p.y.tolist())) == 6 for p in inputs)  # distinct values
+
+
+# -- the runner ---------------------------------------------------------------------------------
+
+
+def _program(body, n=1, n_as_array=False):
+    source = PRELUDE + "\ndef f(x, y, n, xs, obj):\n" + body
+    return RealProgram(0, source, np.array([1, 2, 3], np.float32), np.array([4, 5, -1], np.float32), n,
+                       n_as_array, [np.array([0, 1, 2], np.float32)])
+
+
+GOOD = """\
+    a = x
+    if a.sum() > 2:
+        a = a * 2
+    xs.append(a)
+    obj.remember(3)
+    return a, len(xs), [y, n]
+"""
+
+
+def test_runner_matches_a_correct_program():
+    assert fuzz.run_real_program(_program(GOOD)).outcome == RealOutcome.MATCH
+    assert fuzz.run_real_program(_program(GOOD, n=3, n_as_array=True)).outcome == RealOutcome.MATCH
+
+
+def test_runner_reports_value_and_side_effect_mismatches(monkeypatch):
+    real = fuzz.dy2st.to_static
+
+    def forgets_xs(f):
+        static = real(f)
+        return lambda x, y, n, xs, obj: static(x, y, n, list(xs), obj)  # the caller never sees appends
+
+    monkeypatch.setattr(fuzz.dy2st, "to_static", forgets_xs)
+    result = fuzz.run_real_program(_program(GOOD))
+    assert (result.outcome, result.stage) == (RealOutcome.MISMATCH, "to_static")
+    assert result.detail.startswith("side effect: structure"), result.detail
+
+
+def test_runner_compares_dtypes_and_python_numbers():
+    assert fuzz.tree_difference((1, 2.0), (1, 2.0), "r") is None
+    import jax.numpy as jnp
+
+    assert fuzz.tree_difference((1,), (jnp.asarray(1),), "r") is None  # weak-typed int32
+    assert "eager Python int 1" in fuzz.tree_difference((1,), (jnp.asarray(1, jnp.int32),), "r")  # strong
+    assert "float32" in fuzz.tree_difference((1,), (jnp.asarray(1.0),), "r")
+    assert "structure" in fuzz.tree_difference([1], (1,), "r")
+    assert fuzz.tree_difference((jnp.ones(2),), (jnp.ones(2, jnp.int32),), "r") is not None
+
+
+def test_runner_eager_errors_must_be_reproduced():
+    body = """\
+    for i in range(n):
+        t = x * 2
+    return t
+"""
+    # eager raises UnboundLocalError for n == 0: to_static must raise it too, or refuse clearly
+    result = fuzz.run_real_program(_program(body, n=0, n_as_array=True))
+    assert result.outcome in (RealOutcome.MATCH, RealOutcome.REFUSAL), result
+    assert fuzz.run_real_program(_program(body, n=3)).outcome == RealOutcome.MATCH
+
+
+def test_runner_reports_invalid_and_raw_errors():
+    assert fuzz.run_real_program(_program("    return undefined_name\n")).outcome == RealOutcome.INVALID
+    assert fuzz.run_real_program(_program("    return (\n")).outcome == RealOutcome.INVALID
+    refused = _program("    if x.sum() > 0:\n        k = 1\n    else:\n        k = jnp.ones(2)\n    return k\n")
+    result = fuzz.run_real_program(refused)
+    assert result.outcome in (RealOutcome.REFUSAL, RealOutcome.RAW_ERROR)
+    assert result.outcome == RealOutcome.REFUSAL or "Error" in result.detail
+
+
+def test_repro_replays_standalone(tmp_path, capsys):
+    program = _program(GOOD)
+    source = fuzz.repro_source(program, fuzz.Result(RealOutcome.MISMATCH, "to_static", "made up"))
+    path = tmp_path / "repro.py"
+    path.write_text(source)
+    module = fuzz.load_module(source)  # the same text, imported as a module
+    assert 'if __name__ == "__main__":' in source and "replay_real(f, State" in source
+    result = fuzz.replay_real(module.f, module.State, x=[1, 2, 3], y=[4, 5, -1], n=1, n_as_array=False,
+                              xs=[[0, 1, 2]])
+    assert result.outcome == RealOutcome.MATCH and "outcome: match" in capsys.readouterr().out
+
+
+def test_main_real_generator_prints_counts(tmp_path, capsys):
+    fuzz.main(["--generator", "real", "--examples", "4", "--seed", "0", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert re.search(r"programs:\s+4\b", out)
+    for label in ("match:", "refusal:", "MISMATCH:", "RAW ERROR:", "INVALID:"):
+        assert label in out
