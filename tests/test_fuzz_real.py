@@ -36,19 +36,9 @@ FAST_SEEDS = range(0, 60)
 SLOW_SEEDS = range(60, 400)
 XFAIL: dict[int, str] = {
     1: EFFECTS_IN_STAGED_LOOP,
-    16: TRACER_LEAK,
-    23: UNTAKEN_BRANCH_EFFECTS,
-    30: WITH_EXIT_APPEND_LOST,
-    33: EFFECTS_IN_STAGED_LOOP,
-    39: WITH_EXIT_APPEND_LOST,
     # the slow slice
-    **dict.fromkeys([70, 83, 138, 178, 180, 195, 228, 233, 246, 248, 262, 265, 291, 294, 313, 323, 351, 364, 399],
-                    TRACER_LEAK),
-    **dict.fromkeys([135, 153, 173, 175, 325, 377], WITH_EXIT_APPEND_LOST),
-    **dict.fromkeys([67, 109, 141, 343, 348], EFFECTS_IN_STAGED_LOOP),
-    286: UNTAKEN_BRANCH_EFFECTS,
-    309: BRANCH_EFFECTS_TWICE,
-    310: TRACED_LIST_COMPARE,
+    **dict.fromkeys([233, 246, 323], TRACER_LEAK),
+    348: EFFECTS_IN_STAGED_LOOP,
 }
 
 

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+from dy2st.runtime.staging import tracing_staged_code
+
 
 def list_append(target, value):
     """`target.append(value)`, returning the list to assign back.
 
-    A Python list gives a new list (`target + [value]`): two branches or loop iterations traced
-    from the same state never share one list object. Any other object has its own `append`
+    A Python list is appended to in place when the code runs as plain Python (other references
+    to it see the item, as eagerly); while a staged branch or loop body is traced it gives a new
+    list (`target + [value]`): two branches or loop iterations traced from the same state never
+    share one list object. Any other object has its own `append`
     called and is returned unchanged.
     """
     if type(target) is list:
+        if not tracing_staged_code():  # plain Python here: append in place, as eagerly (other
+            target.append(value)       # references to the list, a context manager's, see it)
+            return target
         return target + [value]
     target.append(value)
     return target

@@ -36,7 +36,7 @@ from dy2st import _jax_compat
 from dy2st.errors import LoopGradientError, LoopVariableError, OriginInfo
 from dy2st.runtime import ad_context, loop_checks
 from dy2st.runtime.asserts import check_when_run
-from dy2st.runtime.staging import _cast, _static_equal, _weak_proxy, describe, is_traced, scalar_predicate
+from dy2st.runtime.staging import _cast, _static_equal, _weak_proxy, describe, is_traced, scalar_predicate, staged_tracing
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
 from dy2st.runtime.writes import WriteTracker, refuse_loop_writes
 
@@ -345,7 +345,7 @@ def _build(spec, init, loop: Loop, origin, check) -> list:
 
     def body(index, carried):
         """One iteration inside the lax loop: `(new carry, appended items)`."""
-        with WriteTracker() as tracker:  # attributes changed by called methods are refused
+        with WriteTracker() as tracker, staged_tracing():  # attributes changed by called methods are refused
             outs = loop.body(index, assemble(spec, carried))
         refuse_loop_writes(tracker, origin)
         arrays, described = describe_outputs(spec, outs, origin)

@@ -12,7 +12,9 @@ overrides) the cond is built again with both sides' types known, tracing each si
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import threading
 from typing import Callable, Sequence
 
 import jax
@@ -82,10 +84,31 @@ def _flatten(value):
     return jax.tree_util.tree_flatten(value, is_leaf=lambda x: isinstance(x, Undefined))
 
 
+_staging = threading.local()
+
+
+def tracing_staged_code() -> bool:
+    """Whether a staged branch or loop body is being traced now: code may run more than once
+    (both sides of an `if`, a loop body traced for its types) from the same state."""
+    return getattr(_staging, "depth", 0) > 0
+
+
+@contextlib.contextmanager
+def staged_tracing():
+    """Trace a staged branch or loop body inside this (see `tracing_staged_code`)."""
+    _staging.depth = getattr(_staging, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _staging.depth -= 1
+
+
 def _run_branch(fn: Callable[[], Sequence]):
     """Run one side: its `_Branch` and its array leaves, in order."""
     structures, leaves, arrays = [], [], []
-    for value in fn():
+    with staged_tracing():
+        values = fn()
+    for value in values:
         var_leaves, structure = _flatten(value)
         structures.append(structure)
         leaves.append([jax.typeof(l) if is_traced(l) or _is_array(l) else l for l in var_leaves])

@@ -129,10 +129,14 @@ def test_staged_range_length_and_elements(args):
     assert StagedArray(jnp.zeros((4, 2))).static_length == 4
 
 
-def test_list_append_returns_new_list_and_calls_other_appends():
+def test_list_append_in_place_as_python_new_list_while_tracing_staged_code():
+    from dy2st.runtime.staging import staged_tracing
+
     xs = [1]
-    ys = list_append(xs, 2)
-    assert ys == [1, 2] and xs == [1]
+    assert list_append(xs, 2) is xs and xs == [1, 2]  # plain Python: other references see it
+    with staged_tracing():  # a staged branch or loop body: never share one list between traces
+        ys = list_append(xs, 3)
+    assert ys == [1, 2, 3] and xs == [1, 2]
 
     class Log:
         def __init__(self):
