@@ -37,7 +37,6 @@ SLOW_SEEDS = range(60, 400)
 XFAIL: dict[int, str] = {
     1: EFFECTS_IN_STAGED_LOOP,
     # the slow slice
-    **dict.fromkeys([233, 246, 323], TRACER_LEAK),
     348: EFFECTS_IN_STAGED_LOOP,
 }
 

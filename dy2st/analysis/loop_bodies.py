@@ -23,6 +23,7 @@ import dataclasses
 import gast
 
 from dy2st import ast_util
+from dy2st.analysis import qual_names
 from dy2st.analysis.anno import Fact, setanno
 
 # Methods that change their receiver in place and return None (lists, dicts, sets, deques):
@@ -89,6 +90,14 @@ def _effects(nodes: list, local_names: frozenset, rewritten_appends: bool) -> _E
     found = _Effects()
     statement_calls = {id(n.value) for n in _walk_statements(nodes) if isinstance(n, gast.Expr)}
     for node in _walk_statements(nodes):
+        if isinstance(node, (gast.Assign, gast.AugAssign)):
+            targets = node.targets if isinstance(node, gast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, gast.Subscript) and qual_names.from_node(target) is None:
+                    # `xs[i] = v` with a computed key: no symbol to carry, so an in-place change
+                    text = f"{gast.unparse(target).strip()} = ..."
+                    found.mutated.append(text)
+                    found.mutated_outside.append(text)  # cannot be carried, whoever owns it
         if isinstance(node, _NESTED_SCOPES):
             found.closures += 1
         elif isinstance(node, gast.Call):

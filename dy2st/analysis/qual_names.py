@@ -58,9 +58,19 @@ def from_node(node) -> QualifiedName | None:
     if isinstance(node, gast.Attribute):
         parent = from_node(node.value)
         return QualifiedName(parent.base, parent.path + (node.attr,)) if parent else None
-    if isinstance(node, gast.Subscript) and isinstance(node.slice, gast.Constant):
+    if isinstance(node, gast.Subscript) and _constant_key(node.slice) is not None:
         parent = from_node(node.value)
-        key = node.slice.value
+        key = _constant_key(node.slice)
         if parent is not None and isinstance(key, (str, int)):
             return QualifiedName(parent.base, parent.path + ((key,),))
+    return None
+
+
+def _constant_key(node):
+    """The key of `x['k']`, `x[1]` or `x[-1]` (a negative index parses as `-` applied to 1)."""
+    if isinstance(node, gast.Constant):
+        return node.value
+    if (isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub) and isinstance(node.operand, gast.Constant)
+            and type(node.operand.value) is int):
+        return -node.operand.value
     return None

@@ -404,3 +404,36 @@ def test_grad_through_while_nested_in_traced_for_is_the_loop_gradient_error():
 
     with pytest.raises(dy2st.errors.LoopGradientError, match="maximum_iterations"):
         jax.jit(jax.grad(dy2st.to_static(f)))(jnp.ones(2), jnp.array(3))
+
+
+# -- items of lists written in staged code ------------------------------------------------------
+def negative_index_write_in_staged_if(x):
+    L = [x, x + 1]
+    if x.sum() > 0:
+        L[-1] = x * 3
+    return L
+
+
+def negative_index_write_in_traced_loop(x, n):
+    L = [x, x + 1]
+    for i in range(n):
+        L[-1] = L[-1] * 2
+    return L
+
+
+@pytest.mark.parametrize("x", [X, -X - 1], ids=["pos", "neg"])
+def test_constant_index_writes_are_carried(x):
+    check_equivalent(negative_index_write_in_staged_if, x, grad_argnums=0)
+    for n in (0, 2):
+        check_equivalent(negative_index_write_in_traced_loop, x, jnp.array(n))
+
+
+def test_computed_index_write_in_staged_if_is_refused():
+    def f(x, i):
+        L = [x, x + 1]
+        if x.sum() > 0:
+            L[i] = x * 3
+        return L
+
+    with pytest.raises(PythonEffectError, match=r"in place \(L\[i\] = \.\.\.\)"):
+        dy2st.to_static(f)(X, 1)
