@@ -60,13 +60,14 @@ def mark(function_def) -> None:
     """Set `Fact.PYTHON_BODY` on every loop, `if` and ternary of `function_def` whose body or
     branches need Python."""
     local_names = _assigned_names(function_def) - _declared_outside(function_def)
+    writers = _scope_writers(function_def)
     for node in ast_util.walk(function_def):
         if isinstance(node, (gast.For, gast.While)):
-            found = python_body(node.body, local_names)
+            found = python_body(node.body, local_names, writers)
         elif isinstance(node, gast.If):
-            found = branch_effects(node.body + node.orelse, local_names, rewritten_appends=True)
+            found = branch_effects(node.body + node.orelse, local_names, rewritten_appends=True, writers=writers)
         elif isinstance(node, gast.IfExp):
-            found = branch_effects([node.body, node.orelse], local_names, rewritten_appends=False)
+            found = branch_effects([node.body, node.orelse], local_names, rewritten_appends=False, writers=writers)
         else:
             continue
         if found is not None:
@@ -84,7 +85,20 @@ class _Effects:
     iterators: int = 0
 
 
-def _effects(nodes: list, local_names: frozenset, rewritten_appends: bool) -> _Effects:
+def _scope_writers(function_def) -> dict:
+    """Nested functions of `function_def` that declare `nonlocal`/`global` names: calling one
+    writes those names, an effect a staged loop or branch would run the wrong number of times."""
+    writers = {}
+    for node in ast_util.walk(function_def):
+        if isinstance(node, gast.FunctionDef) and node is not function_def:
+            declared = [n for stmt in _walk_own_scope(node.body) if isinstance(stmt, (gast.Nonlocal, gast.Global))
+                        for n in stmt.names]
+            if declared:
+                writers[node.name] = declared
+    return writers
+
+
+def _effects(nodes: list, local_names: frozenset, rewritten_appends: bool, writers=None) -> _Effects:
     """`rewritten_appends`: statements `name.append(v)` on a local list are rewritten into
     assignments by transformers.lists (not in-place changes): count them in `appended`."""
     found = _Effects()
@@ -104,6 +118,10 @@ def _effects(nodes: list, local_names: frozenset, rewritten_appends: bool) -> _E
             func = node.func
             if isinstance(func, gast.Name) and func.id in _ITERATOR_BUILTINS:
                 found.iterators += 1
+            elif isinstance(func, gast.Name) and writers and func.id in writers:
+                text = f"{func.id}(), which writes {', '.join(repr(n) for n in writers[func.id])} (nonlocal/global)"
+                found.mutated.append(text)
+                found.mutated_outside.append(text)
             elif isinstance(func, gast.Attribute) and (
                 func.attr in RETURNING_MUTATORS or (func.attr in MUTATORS and id(node) in statement_calls)
             ):
@@ -119,9 +137,9 @@ def _effects(nodes: list, local_names: frozenset, rewritten_appends: bool) -> _E
     return found
 
 
-def python_body(body: list, local_names: frozenset) -> PythonBody | None:
+def python_body(body: list, local_names: frozenset, writers=None) -> PythonBody | None:
     """The first reason (most serious first) why a loop body must run per iteration, or None."""
-    found = _effects(body, local_names, rewritten_appends=True)
+    found = _effects(body, local_names, rewritten_appends=True, writers=writers)
     makes_closures = found.closures > 0
     if found.iterators:
         return PythonBody("the body calls next() on an iterator", True, makes_closures)
@@ -140,12 +158,12 @@ def python_body(body: list, local_names: frozenset) -> PythonBody | None:
     return None
 
 
-def branch_effects(branches: list, local_names: frozenset, rewritten_appends: bool) -> PythonBody | None:
+def branch_effects(branches: list, local_names: frozenset, rewritten_appends: bool, writers=None) -> PythonBody | None:
     """Why the branches of an `if` (or a ternary) cannot both be traced, or None.
 
     A staged `if` traces both branches, so an in-place change or a `next()` in either would
     happen whichever branch the data picks."""
-    found = _effects(branches, local_names, rewritten_appends)
+    found = _effects(branches, local_names, rewritten_appends, writers)
     if found.iterators:
         return PythonBody("a branch calls next() on an iterator", True)
     if found.mutated:

@@ -437,3 +437,27 @@ def test_computed_index_write_in_staged_if_is_refused():
 
     with pytest.raises(PythonEffectError, match=r"in place \(L\[i\] = \.\.\.\)"):
         dy2st.to_static(f)(X, 1)
+
+
+# -- nested functions that write nonlocal names ---------------------------------------------------
+def counting_with_a_nested_writer(x, n):
+    count = 0
+
+    def bump():
+        nonlocal count
+        count += 1
+
+    for i in range(n):
+        bump()
+        x = x + 1
+    return x, count
+
+
+def test_nested_nonlocal_writer_in_a_static_loop_runs_per_iteration():
+    check_equivalent(counting_with_a_nested_writer, X, 3, jit=False)
+    assert dy2st.to_static(counting_with_a_nested_writer)(X, 3)[1] == 3
+
+
+def test_nested_nonlocal_writer_in_a_traced_loop_is_refused():
+    with pytest.raises(PythonEffectError, match=r"bump\(\), which writes 'count' \(nonlocal/global\)"):
+        dy2st.to_static(counting_with_a_nested_writer)(X, jnp.array(3))
