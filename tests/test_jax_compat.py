@@ -36,7 +36,7 @@ def test_tracer_kinds_are_recognised():
         return x * 2.0
 
     jax.grad(reverse)(1.0)
-    assert isinstance(seen["linearize"], bool)  # True where jax has LinearizeTracer
+    assert seen["linearize"] is True  # the pinned jax range linearizes through LinearizeTracer
 
 
 def test_traceback_helpers_answer():

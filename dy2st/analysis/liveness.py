@@ -7,8 +7,6 @@ escapes the function, so transformers treat composite writes as live regardless.
 
 from __future__ import annotations
 
-import gast
-
 from dy2st import ast_util
 from dy2st.analysis.anno import Fact, getanno, setanno
 from dy2st.analysis.qual_names import QualifiedName

@@ -20,7 +20,6 @@ ones (their sizes are static), so they stay the builtins.
 from __future__ import annotations
 
 import builtins
-import functools
 import sys
 
 import jax

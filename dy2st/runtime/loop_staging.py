@@ -376,7 +376,8 @@ def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin) ->
         (_, final), ys = lax.scan(lambda c, _: _step(body, *c), (index, carried), None, length=bound)
         return _final_values(final_spec, final, ys, bound)
     # A loop that may run zero times carries whether it ran, when that decides what eager gives.
-    ran = jnp.asarray(False) if _zero_trip_checks(spec, loop.unread_after) else None
+    zero_trip_checks = _zero_trip_checks(spec, loop.unread_after)
+    ran = jnp.asarray(False) if zero_trip_checks else None
 
     def step_noting_ran(i, carried, ran):
         return (*_step(body, i, carried)[0], None if ran is None else jnp.asarray(True))
@@ -401,7 +402,7 @@ def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin) ->
                 "the loop then becomes a scan of N masked steps, which jax.grad supports.",
             )
     if ran is not None:
-        _check_zero_trips(spec, loop.unread_after, ran, origin)
+        _check_zero_trips(zero_trip_checks[0], ran, origin)
     return _final_values(final_spec, final, [], 0)
 
 
@@ -411,9 +412,10 @@ def _zero_trip_checks(spec, unread_after) -> list:
             if leaf.carried and (leaf.unbound_before or leaf.python_start is not None)]
 
 
-def _check_zero_trips(spec, unread_after, ran, origin: OriginInfo) -> None:
-    """At run time, when the loop ran zero times: what eager Python raises (or a refusal)."""
-    var, leaf = _zero_trip_checks(spec, unread_after)[0]
+def _check_zero_trips(check: tuple, ran, origin: OriginInfo) -> None:
+    """At run time, when the loop ran zero times: what eager Python raises for the first
+    `(var, leaf)` of `_zero_trip_checks` (or a refusal)."""
+    var, leaf = check
     if leaf.unbound_before:
         check_when_run(ran, lambda: _unbound_after_loop(var.name, origin))
     else:

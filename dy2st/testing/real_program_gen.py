@@ -191,7 +191,7 @@ class _Generator:
         if kind == 9:
             return f"abs({sub()})"
         if kind == 10:
-            return f"obj.h"
+            return "obj.h"
         if kind == 11:
             return f"{self.arr(s)}[::-1]"
         if kind == 12:
