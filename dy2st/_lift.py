@@ -28,8 +28,8 @@ import numpy as np
 from dy2st import api, state
 from dy2st.api import BoundStaticFunction, StaticFunction, to_static
 from dy2st.errors import ExportError
+from dy2st.runtime.values import ARRAY_TYPES
 
-_ARRAY_TYPES = (jax.Array, np.ndarray, np.generic)  # what split_state counts as a weight
 
 
 @dataclasses.dataclass
@@ -82,7 +82,7 @@ def _rebuild_pytree(obj, new_arrays):
     updated in place: under a trace flax refuses that)."""
     leaves, treedef = jax.tree_util.tree_flatten(obj)
     it = iter(new_arrays)
-    return jax.tree_util.tree_unflatten(treedef, [next(it) if isinstance(l, _ARRAY_TYPES) else l for l in leaves])
+    return jax.tree_util.tree_unflatten(treedef, [next(it) if isinstance(l, ARRAY_TYPES) else l for l in leaves])
 
 
 def _function_and_owner(obj):

@@ -15,23 +15,20 @@ from dy2st.config import _switch_listeners, config
 from dy2st.errors import RuntimeChecks, at_boundary
 from dy2st.program import ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
 from dy2st.sharding import Shardings
-from dy2st.runtime.calls import runs_eagerly, top_level_target
+from dy2st.runtime.calls import NOT_TO_STATIC_ATTR, runs_eagerly, top_level_target
 from dy2st.runtime.undefined import check_defined
-
-_NOT_TO_STATIC_ATTR = "__dy2st_not_to_static__"
-
 
 def not_to_static(fn):
     """Mark `fn` so dy2st never converts it (calls into it run as they are)."""
     try:
-        setattr(fn, _NOT_TO_STATIC_ATTR, True)
+        setattr(fn, NOT_TO_STATIC_ATTR, True)
     except AttributeError:
         pass
     return fn
 
 
 def is_not_to_static(fn) -> bool:
-    return getattr(fn, _NOT_TO_STATIC_ATTR, False)
+    return getattr(fn, NOT_TO_STATIC_ATTR, False)
 
 
 def _dispatcher():

@@ -17,28 +17,12 @@ from dy2st.testing import fuzz
 from dy2st.testing.fuzz import RealOutcome
 from dy2st.testing.real_program_gen import PRELUDE, RealProgram, draw_program
 
-# Bug classes found by the campaign and still open on this branch (one minimal repro each in the
-# campaign notes); each seed below fails in the class named.
-EFFECTS_IN_STAGED_LOOP = ("A: Python effects in a staged loop body (a method appending to self.cache, a "
-                          "context manager's __enter__/__exit__, list.pop in a loop nested in staged control "
-                          "flow) run once at trace time instead of once per iteration")
-TRACER_LEAK = ("B: caller-visible state (xs.append, obj.remember/bump of an array) written inside staged "
-               "control flow leaks a tracer: raw UnexpectedTracerError")
-UNTAKEN_BRANCH_EFFECTS = ("C: in-place effects of method calls (dict.update, obj.remember) in a staged if "
-                          "happen even when the branch is not taken")
-TRACED_LIST_COMPARE = "D: sorted()/list.index() over a list holding a traced scalar: raw TracerBoolConversionError"
-WITH_EXIT_APPEND_LOST = ("G: when a `with` body appends to the list its context manager's __exit__ appends to, "
-                         "__exit__'s append is lost")
-BRANCH_EFFECTS_TWICE = ("I: list.pop in a staged if whose other branch sets a Python int runs twice (the branch "
-                        "is traced twice)")
-
 FAST_SEEDS = range(0, 60)
 SLOW_SEEDS = range(60, 400)
-XFAIL: dict[int, str] = {
-    1: EFFECTS_IN_STAGED_LOOP,
-    # the slow slice
-    348: EFFECTS_IN_STAGED_LOOP,
-}
+# Seeds of a bug class still open, with the class as the reason (none open now). Classes fixed so
+# far: effects of methods/context managers/calls on lists in staged loops and ifs (A, C, G, I),
+# tracer leaks through caller-visible state (B), sorted()/index() over traced scalars (D).
+XFAIL: dict[int, str] = {}
 
 
 def _params(seeds):

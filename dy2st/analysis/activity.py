@@ -262,3 +262,44 @@ def resolve(tree) -> None:
     for node in ast_util.walk(tree):
         if type(node) is gast.Lambda:
             setanno(node, Fact.SCOPE, function_scope(node, _ReusingVisitor(summaries)))
+
+
+def observed_containers(nodes, composites) -> frozenset:
+    """The containers of `composites` (`D` of `D['b']`, `self` of `self.h`) that `nodes` use in a
+    way that can tell whether the item or attribute exists: anything but reading or writing one
+    of `composites` itself (`D.get('b', v)`, `'b' in D`, `len(D)`, `f(D)`, `self.step()`).
+
+    A staged loop gives an item or attribute first set inside it a value from the first
+    iteration on; eagerly, the first iteration sees it missing. Only a body that observes its
+    container can tell the difference.
+    """
+    containers = {s.parent for s in composites if s.is_composite}
+    if not containers:
+        return frozenset()
+    observed = set()
+
+    def visit(node, part_of_composite: bool) -> None:
+        symbol = qual_names.from_node(node) if isinstance(node, (gast.Name, gast.Attribute, gast.Subscript)) else None
+        if symbol is not None and not part_of_composite:
+            if symbol in composites:
+                _visit_keys(node)  # D['b'] itself: not an observation of D
+                return
+            for container in containers:
+                if _within(symbol, container):
+                    observed.add(container)
+        for child in gast.iter_child_nodes(node):
+            inner = symbol is not None and child is getattr(node, "value", None)
+            visit(child, part_of_composite or inner)
+
+    def _visit_keys(node) -> None:
+        if isinstance(node, gast.Subscript):
+            visit(node.slice, False)
+
+    for node in nodes if isinstance(nodes, list) else [nodes]:
+        visit(node, False)
+    return frozenset(observed)
+
+
+def _within(symbol: QualifiedName, container: QualifiedName) -> bool:
+    """`symbol` is `container` or reaches into it (`D.get` of `D`, `self.w.x` of `self.w`)."""
+    return symbol.base == container.base and symbol.path[:len(container.path)] == container.path

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from dy2st import _jax_compat
-from dy2st.runtime.staging import is_traced
+from dy2st.runtime.values import is_traced
 
 _state = threading.local()
 

@@ -24,7 +24,8 @@ import numpy as np
 from dy2st.errors import OriginInfo, RuntimeChecks, record_runtime_failure
 from dy2st.runtime.formatting import TracedString
 from dy2st.runtime.debug_effects import debug_effects_dropped
-from dy2st.runtime.staging import is_traced, scalar_predicate
+from dy2st.runtime.staging import scalar_predicate
+from dy2st.runtime.values import is_traced
 
 
 def _raise_from_check(error: BaseException):

@@ -33,7 +33,7 @@ from dy2st.runtime.calls import register_builtin
 from dy2st.runtime.ordering import convert_all, convert_any, convert_max, convert_min, convert_sorted
 from dy2st.runtime.formatting import bind_traced, convert_repr, convert_str, has_traced
 from dy2st.runtime.debug_effects import debug_effects_dropped
-from dy2st.runtime.staging import is_traced
+from dy2st.runtime.values import is_traced
 
 
 def _default(kind):

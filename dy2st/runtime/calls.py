@@ -37,12 +37,12 @@ import jax
 from dy2st.config import log
 from dy2st.errors import ConversionError, UnsupportedSyntaxError
 from dy2st.runtime.formatting import convert_format, is_format_method
-from dy2st.runtime.writes import note_receiver
+from dy2st.runtime import writes
 
 _SKIPPED_PACKAGES = frozenset(
     {"jax", "jaxlib", "numpy", "flax", "equinox", "optax", "dy2st", "scipy", "ml_dtypes", "chex", "opt_einsum"}
 ) | frozenset(sys.stdlib_module_names)
-_NOT_TO_STATIC_ATTR = "__dy2st_not_to_static__"
+NOT_TO_STATIC_ATTR = "__dy2st_not_to_static__"
 _UNCONVERTIBLE_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 # Code objects dy2st compiled (with every nested code object): calls to functions made from
@@ -74,6 +74,24 @@ def register_builtin(builtin, replacement) -> None:
 
 def convert_call(fn):
     """The callable to use in place of `fn` inside converted code (see the module docstring)."""
+    target = _call_target(fn)
+    if writes.tracking() and _is_users(fn, target):
+        return _noting_arguments(target, getattr(fn, "__qualname__", None) or type(fn).__qualname__)
+    return target
+
+
+def _is_users(fn, target) -> bool:
+    """Whether `fn` is the user's code (converted, or a class of theirs): what may change the
+    arguments it is given in place, where library functions do not."""
+    if isinstance(fn, type):
+        return _top_package(fn.__module__) not in _SKIPPED_PACKAGES
+    if isinstance(fn, types.FunctionType) and fn.__code__ in _converted_codes:
+        return True  # a nested def of converted code
+    return target is not fn or (isinstance(fn, types.MethodType) and _top_package(type(fn.__self__).__module__)
+                                not in _SKIPPED_PACKAGES)
+
+
+def _call_target(fn):
     try:
         replacement = _replacements.get(fn)
     except TypeError:  # unhashable callable object
@@ -90,7 +108,7 @@ def convert_call(fn):
         converted = _convert_function(func)
         return fn if converted is func else types.MethodType(converted, fn.__self__)
     if isinstance(fn, functools.partial) and type(fn).__module__ != "dy2st.api":  # StaticFunction is one
-        converted = convert_call(fn.func)
+        converted = _call_target(fn.func)
         return fn if converted is fn.func else functools.partial(converted, *fn.args, **fn.keywords)
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, type)) or _is_static_function(fn):
         if is_format_method(fn):  # 'v: {}'.format(x): formatted when the program runs
@@ -169,7 +187,27 @@ def _is_static_function(fn) -> bool:
 
 def _note_user_receiver(obj) -> None:
     if _top_package(type(obj).__module__) not in _SKIPPED_PACKAGES:
-        note_receiver(obj)
+        writes.note_receiver(obj)
+
+
+def _noting_arguments(fn, name: str):
+    """`fn` (a user's function or class) called while a staged side is traced: the side's
+    WriteTrackers first record the lists, dicts and objects it is given, which it may change in
+    place (`helper(log)`, `Ctx(log, 1)` whose `__enter__` appends to `log`)."""
+
+    def call(*args, **kwargs):
+        for value in (*args, *kwargs.values()):
+            if type(value) in (list, dict):
+                writes.note_container(value, name)
+            elif hasattr(value, "__dict__") and not isinstance(value, _NOT_OBJECTS):
+                _note_user_receiver(value)
+        return fn(*args, **kwargs)
+
+    return call
+
+
+_NOT_OBJECTS = (type, types.FunctionType, types.MethodType, types.ModuleType, types.BuiltinFunctionType,
+                functools.partial)
 
 
 def _convert_callable_object(obj):
@@ -223,7 +261,7 @@ def _reason_to_skip(fn: types.FunctionType) -> str | None:
     code = fn.__code__
     if code in _converted_codes:
         return "already converted"
-    if getattr(fn, _NOT_TO_STATIC_ATTR, False):
+    if getattr(fn, NOT_TO_STATIC_ATTR, False):
         return "marked not_to_static"
     package = _top_package(fn.__module__)
     if package in _SKIPPED_PACKAGES:

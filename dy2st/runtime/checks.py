@@ -16,7 +16,7 @@ import threading
 import jax
 
 from dy2st.errors import OriginInfo, ScopeWriteError, StagedInTryError
-from dy2st.runtime.staging import is_traced
+from dy2st.runtime.values import is_traced
 
 
 _MISSING = object()  # the global did not exist before the write

@@ -18,7 +18,8 @@ found by `dy2st.runtime.writes` and carried through the same cond, then written 
 from __future__ import annotations
 
 from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError
-from dy2st.runtime.staging import is_traced, stage_cond
+from dy2st.runtime.staging import stage_cond
+from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined
 from dy2st.runtime.writes import WriteTracker
 

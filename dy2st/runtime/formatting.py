@@ -24,6 +24,7 @@ import jax
 import numpy as np
 
 from dy2st.errors import BuiltinError, OriginInfo
+from dy2st.runtime.values import is_traced
 
 _ADVICE = ("print it (print and f-strings in print run when the program runs), use "
            "jax.debug.print, or format the value after the converted function returns.")
@@ -103,13 +104,9 @@ def _concat(left, right, origin):
     return _deferred(lambda a, b: a + b, (left, right), {}, origin)
 
 
-def _is_traced(value) -> bool:
-    return isinstance(value, jax.core.Tracer)
-
-
 def _has_traced(values) -> bool:
     leaves = jax.tree_util.tree_leaves(values, is_leaf=lambda v: isinstance(v, TracedString))
-    return any(isinstance(l, TracedString) or _is_traced(l) for l in leaves)
+    return any(isinstance(l, TracedString) or is_traced(l) for l in leaves)
 
 
 def bind_traced(args, kwargs):
@@ -121,7 +118,7 @@ def bind_traced(args, kwargs):
         if isinstance(leaf, TracedString):
             arrays += leaf.arrays
             counts.append(len(leaf.arrays))
-        elif _is_traced(leaf):
+        elif is_traced(leaf):
             arrays.append(leaf)
             counts.append(1)
         else:

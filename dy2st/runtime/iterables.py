@@ -20,7 +20,7 @@ from jax import lax
 
 from dy2st import _jax_compat
 from dy2st.runtime.calls import convert_call
-from dy2st.runtime.staging import is_traced
+from dy2st.runtime.values import is_traced
 
 
 def weak_int(i):

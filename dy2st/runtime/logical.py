@@ -10,7 +10,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from dy2st.errors import OriginInfo
-from dy2st.runtime.staging import is_traced, scalar_predicate, stage_cond
+from dy2st.runtime.staging import scalar_predicate, stage_cond
+from dy2st.runtime.values import is_traced
 
 
 def convert_and(left_fn, right_fn, as_test: bool = False):

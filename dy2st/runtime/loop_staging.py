@@ -36,20 +36,13 @@ from dy2st import _jax_compat
 from dy2st.errors import LoopGradientError, LoopVariableError, OriginInfo
 from dy2st.runtime import ad_context, loop_checks
 from dy2st.runtime.asserts import check_when_run
-from dy2st.runtime.staging import _cast, _static_equal, _weak_proxy, describe, is_traced, scalar_predicate, staged_tracing
+from dy2st.runtime.staging import cast_to, static_equal, weak_proxy, describe, scalar_predicate, staged_tracing
+from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
+from dy2st.runtime.values import PY_SCALARS, flatten_state, is_array
 from dy2st.runtime.writes import WriteTracker, refuse_loop_writes
 
-_PY_SCALARS = (bool, int, float, complex)
 _MAX_ROUNDS = 4
-
-
-def _is_array(value) -> bool:
-    return is_traced(value) or isinstance(value, (jax.Array, np.ndarray, np.generic))
-
-
-def _flatten(value):
-    return jax.tree_util.tree_flatten(value, is_leaf=lambda x: isinstance(x, Undefined))
 
 
 def scalar_aval(value):
@@ -100,8 +93,8 @@ def initial_spec(init, names) -> list:
 
 def _tree_var(name: str, value) -> Var:
     """`value` carried as a pytree: its arrays carried, its other leaves kept as they are."""
-    leaves, treedef = _flatten(value)
-    return Var(name, treedef, tuple(Leaf(aval=scalar_aval(l)) if _is_array(l) else Leaf(static=l) for l in leaves))
+    leaves, treedef = flatten_state(value)
+    return Var(name, treedef, tuple(Leaf(aval=scalar_aval(l)) if is_array(l) else Leaf(static=l) for l in leaves))
 
 
 def assemble(spec, carried) -> list:
@@ -122,7 +115,7 @@ def initial_carry(spec, init) -> list:
     for var, value in zip(spec, init):
         if var.is_list:
             continue
-        leaves, _ = _flatten(value)
+        leaves, _ = flatten_state(value)
         if isinstance(value, Undefined):  # undefined before the loop: any structure, all zeros
             leaves = [value] * len(var.leaves)
         for leaf, start in zip(var.leaves, leaves):
@@ -136,42 +129,78 @@ def initial_carry(spec, init) -> list:
 
 
 # -- one iteration's outputs -------------------------------------------------------------------
-def describe_outputs(spec, outs, origin: OriginInfo):
-    """Split one iteration's new values into arrays and, per variable, where each leaf comes from.
+@dataclasses.dataclass(frozen=True)
+class ArrayOut:
+    """An output leaf that is an array: its type, and its index in the iteration's arrays."""
 
-    Returns `(arrays, described)`; `described` holds per variable ("tree", treedef,
-    [("a", aval, pos) | ("s", value)]) or ("list", [(aval, pos)]) for an append-only list,
-    `pos` indexing `arrays`.
-    """
-    arrays, described = [], []
+    aval: object
+    pos: int
 
-    def output(value):
+
+@dataclasses.dataclass(frozen=True)
+class PythonOut:
+    """An output leaf that is a Python value (kept as is when the body leaves it equal)."""
+
+    value: object
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeOut:
+    """A variable's new value as a pytree: its structure and, per leaf, an ArrayOut or PythonOut."""
+
+    treedef: object
+    leaves: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class AppendedOut:
+    """An append-only list: the arrays this iteration appended, to be stacked as scan outputs."""
+
+    items: tuple  # of ArrayOut
+
+
+@dataclasses.dataclass(frozen=True)
+class Iteration:
+    """What one traced iteration gave: its arrays, and per variable a TreeOut or AppendedOut."""
+
+    arrays: list
+    outputs: list
+
+    def appended(self) -> list:
+        return [self.arrays[item.pos] for out in self.outputs if isinstance(out, AppendedOut) for item in out.items]
+
+
+def describe_outputs(spec, outs, origin: OriginInfo) -> Iteration:
+    """Split one iteration's new values into arrays and, per variable, where each leaf comes from."""
+    arrays = []
+
+    def array_out(value) -> ArrayOut:
         arrays.append(value)
-        return len(arrays) - 1
+        return ArrayOut(scalar_aval(value), len(arrays) - 1)
 
+    outputs = []
     for var, out in zip(spec, outs):
         if var.is_list and type(out) is list and len(out) >= len(var.prefix) and all(
             a is b for a, b in zip(out, var.prefix)
         ):
             new = out[len(var.prefix):]
             for item in new:
-                if not _is_array(item):
+                if not is_array(item):
                     raise LoopVariableError(
                         f"'{var.name}' gets {describe(item)} appended in a staged loop; only arrays can be stacked.",
                         origin,
                         advice=f"append arrays to '{var.name}', or build it in a Python loop.",
                     )
-            described.append(("list", [(scalar_aval(v), output(v)) for v in new]))
+            outputs.append(AppendedOut(tuple(array_out(v) for v in new)))
             continue
-        leaves, treedef = _flatten(out)
-        desc = [("a", scalar_aval(l), output(l)) if _is_array(l) else ("s", l) for l in leaves]
-        described.append(("tree", treedef, desc))
-    return arrays, described
+        leaves, treedef = flatten_state(out)
+        outputs.append(TreeOut(treedef, tuple(array_out(l) if is_array(l) else PythonOut(l) for l in leaves)))
+    return Iteration(arrays, outputs)
 
 
-def join(spec, described, origin: OriginInfo) -> list:
-    """The spec once one iteration gave `described`: each variable's types joined with its output's."""
-    return [_join_var(var, out, origin) for var, out in zip(spec, described)]
+def join(spec, iteration: Iteration, origin: OriginInfo) -> list:
+    """The spec once one iteration gave `iteration`: each variable's types joined with its output's."""
+    return [_join_var(var, out, origin) for var, out in zip(spec, iteration.outputs)]
 
 
 def settled(spec, new) -> bool:
@@ -195,12 +224,12 @@ def _same_var(a: Var, b: Var) -> bool:
 
 
 def _same_static(a, b) -> bool:
-    return a is b or (type(a) is type(b) and _static_equal(a, b))
+    return a is b or (type(a) is type(b) and static_equal(a, b))
 
 
-def _join_var(var: Var, out, origin) -> Var:
-    if out[0] == "list":
-        items = tuple(aval for aval, _ in out[1])
+def _join_var(var: Var, out: TreeOut | AppendedOut, origin) -> Var:
+    if isinstance(out, AppendedOut):
+        items = tuple(item.aval for item in out.items)
         if var.items is not None and var.items != items:
             raise LoopVariableError(
                 f"'{var.name}' gets {len(items)} value(s) appended per iteration here, {len(var.items)} elsewhere, "
@@ -209,7 +238,7 @@ def _join_var(var: Var, out, origin) -> Var:
                 advice=f"append the same number of same-shaped arrays to '{var.name}' in every iteration.",
             )
         return Var(var.name, prefix=var.prefix, items=items)
-    _, treedef, desc = out
+    treedef, desc = out.treedef, out.leaves
     if var.is_list:  # not append-only after all: carry the list as a pytree of arrays
         return _join_var(_tree_var(var.name, var.prefix), out, origin)
     if treedef != var.treedef:
@@ -221,13 +250,14 @@ def _join_var(var: Var, out, origin) -> Var:
     return Var(var.name, treedef, tuple(_join_leaf(l, d, label, origin) for l, d in zip(var.leaves, desc)))
 
 
-def _join_leaf(old: Leaf, out, label, origin) -> Leaf:
-    out_static = out[1] if out[0] == "s" else None
-    if out[0] == "s" and not old.carried and _same_static(old.static, out_static):
+def _join_leaf(old: Leaf, out: ArrayOut | PythonOut, label, origin) -> Leaf:
+    is_python = isinstance(out, PythonOut)
+    out_static = out.value if is_python else None
+    if is_python and not old.carried and _same_static(old.static, out_static):
         return old
-    if out[0] == "s" and isinstance(out_static, _PY_SCALARS):
+    if is_python and isinstance(out_static, PY_SCALARS):
         new = scalar_aval(out_static)
-    elif out[0] == "s":
+    elif is_python:
         if not old.carried and isinstance(old.static, Undefined):
             return Leaf(static=out_static)
         raise LoopVariableError(
@@ -237,11 +267,11 @@ def _join_leaf(old: Leaf, out, label, origin) -> Leaf:
             advice=f"keep {label} the same Python value in every iteration, or make it an array.",
         )
     else:
-        new = out[1]
+        new = out.aval
     if not old.carried:
         if isinstance(old.static, Undefined):
             return Leaf(aval=new, zeros=True, unbound_before=not isinstance(old.static, UndefinedReturn))
-        if not isinstance(old.static, _PY_SCALARS):
+        if not isinstance(old.static, PY_SCALARS):
             raise LoopVariableError(
                 f"{label} is {describe(old.static)} before an iteration of the loop but {describe(new)} after it.",
                 origin,
@@ -277,13 +307,26 @@ def merge_types(before, after, label, origin):
         if before.weak_type:
             return jax.core.ShapedArray(before.shape, after.dtype)
     else:
-        dtype, weak = _jax_compat.weak_result_type(_weak_proxy(before), _weak_proxy(after))
+        dtype, weak = _jax_compat.weak_result_type(weak_proxy(before), weak_proxy(after))
         if before.weak_type or dtype == before.dtype:
             return jax.core.ShapedArray(before.shape, dtype, weak_type=weak)
     raise mismatch("a staged loop keeps each variable's dtype.", f"cast {label} to one dtype, e.g. with .astype(...).")
 
 
 # -- the lax loop ----------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class StateFacts:
+    """What the converted source says about a loop's state variables (display names).
+
+    unread_after: read only by later iterations, never after the loop (no zero-trip check).
+    observed: items/attributes whose container the loop looks into (`D.get('k')`, `len(D)`,
+      `self.method()`): eagerly, the first iteration sees one missing that the loop first sets.
+    """
+
+    unread_after: frozenset = frozenset()
+    observed: frozenset = frozenset()
+
+
 @dataclasses.dataclass
 class Loop:
     """The user code of a staged loop, as functions of the state variables' values.
@@ -299,20 +342,29 @@ class Loop:
     length: int | None
     indexed: bool
     bound: Callable = lambda: None
-    unread_after: frozenset = frozenset()  # names only later iterations read (no zero-trip check)
+    facts: StateFacts = StateFacts()
     stop_at_bound: Callable = lambda: False  # the body chose `on_bound="stop"`: no check at the bound
-
-
-class _Unsettled(Exception):
-    """Leaves a lax loop being built: the body changed the carried types (or set a bound)."""
-
-    def __init__(self, spec):
-        super().__init__("the loop is traced again with the types its body gave")
-        self.spec = spec
 
 
 class Refused(Exception):
     """A `check` of the settled spec refused staging; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Retype:
+    """A build abandoned because the body needs other carried types: the joined spec to build with."""
+
+    spec: list
+
+
+class _Abandon(Exception):
+    """Raised by the body to leave the lax loop JAX is building (an exception is the only way out
+    of a trace in progress; finishing it would leave a dead loop, with any prints or checks the
+    body made, in the program). Caught by `_build`, which returns the `_Retype` it carries."""
+
+    def __init__(self, retype: _Retype):
+        super().__init__("the loop is traced again with the types its body gave")
+        self.retype = retype
 
 
 def stage(spec, init, loop: Loop, origin: OriginInfo, check=None) -> list:
@@ -321,17 +373,17 @@ def stage(spec, init, loop: Loop, origin: OriginInfo, check=None) -> list:
     The body runs inside the lax loop being built, on the carried types `spec` gives. When its
     outputs need other types (a Python number becoming an array, a weak type turning strong, a
     variable first defined in the loop), the build is abandoned and repeated with the joined
-    types, so a loop whose types are right from the start traces its body exactly once.
+    types — a fixed point, so a loop whose types are right from the start traces its body once.
 
     Args:
       check: called with the settled spec before the loop is built; a reason (str) it returns
         is raised as `Refused`.
     """
     for _ in range(_MAX_ROUNDS):
-        try:
-            return _build(spec, init, loop, origin, check)
-        except _Unsettled as change:
-            spec = change.spec
+        built = _build(spec, init, loop, origin, check)
+        if not isinstance(built, _Retype):
+            return built
+        spec = built.spec
     raise LoopVariableError(
         "the types of the loop's variables do not settle: each iteration changes them again.",
         origin,
@@ -339,7 +391,9 @@ def stage(spec, init, loop: Loop, origin: OriginInfo, check=None) -> list:
     )
 
 
-def _build(spec, init, loop: Loop, origin, check) -> list:
+def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
+    """The values after the loop staged with the carried types `spec`, or the `_Retype` its body
+    asked for."""
     bound = loop.length if loop.length is not None else loop.bound()
     final_spec = []  # the settled spec, once the body has been traced (it knows appended items)
 
@@ -348,26 +402,29 @@ def _build(spec, init, loop: Loop, origin, check) -> list:
         with WriteTracker() as tracker, staged_tracing():  # attributes changed by called methods are refused
             outs = loop.body(index, assemble(spec, carried))
         refuse_loop_writes(tracker, origin)
-        arrays, described = describe_outputs(spec, outs, origin)
-        new = join(spec, described, origin)
+        iteration = describe_outputs(spec, outs, origin)
+        new = join(spec, iteration, origin)
         if not settled(spec, new) or (loop.length is None and loop.bound() != bound):
-            raise _Unsettled(new)
+            raise _Abandon(_Retype(new))
+        _refuse_first_set_observed(new, loop.facts.observed, origin)
         reason = check(new) if check is not None else None
         if reason is not None:
             raise Refused(reason)
         if loop.test is not None:
             _refuse_lists(new, origin)
         final_spec[:] = new
-        appended = [arrays[pos] for out in described if out[0] == "list" for _, pos in out[1]]
-        return _next_carry(spec, described, arrays), appended
+        return _next_carry(spec, iteration), iteration.appended()
 
     def test(index, carried):
         pred = loop.test(index, assemble(spec, carried))
         return scalar_predicate(pred, origin) if is_traced(pred) else jnp.asarray(bool(pred))
 
     carried = initial_carry(spec, init)
-    with ad_context.scope(carried):
-        return _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin)
+    try:
+        with ad_context.scope(carried):
+            return _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin)
+    except _Abandon as abandon:
+        return abandon.retype
 
 
 def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin) -> list:
@@ -376,7 +433,7 @@ def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin) ->
         (_, final), ys = lax.scan(lambda c, _: _step(body, *c), (index, carried), None, length=bound)
         return _final_values(final_spec, final, ys, bound)
     # A loop that may run zero times carries whether it ran, when that decides what eager gives.
-    zero_trip_checks = _zero_trip_checks(spec, loop.unread_after)
+    zero_trip_checks = _zero_trip_checks(spec, loop.facts.unread_after)
     ran = jnp.asarray(False) if zero_trip_checks else None
 
     def step_noting_ran(i, carried, ran):
@@ -456,6 +513,23 @@ def _weak_int32(value):
     return _jax_compat.convert_element_type(value, np.dtype(np.int32), weak_type=True)
 
 
+def _refuse_first_set_observed(spec, observed: frozenset, origin: OriginInfo) -> None:
+    """An item or attribute missing before the loop, first set in it, whose container the loop
+    looks into: eagerly the first iteration sees it missing (`D.get('k', default)` gives the
+    default), a staged body would see the value it is carried with. A static loop unrolls on
+    this error; a traced one reports it."""
+    for var in spec:
+        if var.name in observed and not var.is_list and any(leaf.unbound_before for leaf in var.leaves):
+            raise LoopVariableError(
+                f"{var.name} does not exist before this staged loop and is first set inside it, while the loop "
+                "also looks into what holds it; eagerly the first iteration sees it missing, a staged loop "
+                "would give it a value from the start.",
+                origin,
+                advice=f"set {var.name} before the loop (to the value its first iteration should see), "
+                "or make the loop's condition or range a Python value so the loop unrolls.",
+            )
+
+
 def _refuse_lists(spec, origin):
     lists = [var.name for var in spec if var.is_list]
     if lists:
@@ -468,15 +542,16 @@ def _refuse_lists(spec, origin):
         )
 
 
-def _next_carry(spec, described, arrays) -> list:
+def _next_carry(spec, iteration: Iteration) -> list:
     """The carried leaves one iteration gives, cast to the carried types."""
     new = []
-    for var, out in zip(spec, described):
+    for var, out in zip(spec, iteration.outputs):
         if var.is_list:
             continue
-        for leaf, d in zip(var.leaves, out[2]):
+        for leaf, out_leaf in zip(var.leaves, out.leaves):
             if leaf.carried:
-                new.append(_as_carried(arrays[d[2]] if d[0] == "a" else d[1], leaf.aval))
+                value = iteration.arrays[out_leaf.pos] if isinstance(out_leaf, ArrayOut) else out_leaf.value
+                new.append(_as_carried(value, leaf.aval))
     return new
 
 
@@ -485,7 +560,7 @@ def _as_carried(value, aval):
     if is_traced(value) and jax.typeof(value) == aval:
         return value
     value = value if is_traced(value) else jnp.asarray(value)
-    return _cast(jnp.broadcast_to(value, aval.shape), aval)
+    return cast_to(jnp.broadcast_to(value, aval.shape), aval)
 
 
 def _final_values(spec, final, ys, length) -> list:

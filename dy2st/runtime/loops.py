@@ -34,7 +34,8 @@ from dy2st.config import log
 from dy2st.errors import LoopVariableError, OriginInfo, PythonEffectError
 from dy2st.runtime import loop_checks, loop_staging
 from dy2st.runtime.iterables import StagedArray, StagedIterable, StagedRange
-from dy2st.runtime.staging import is_traced, scalar_predicate, stage_cond
+from dy2st.runtime.staging import scalar_predicate, stage_cond
+from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined
 
 # A static range shorter than this unrolls: one or no iteration gains nothing from a scan.
@@ -101,7 +102,8 @@ def set_loop_options(maximum_iterations: int | None = None, on_bound: str = "err
 
 
 # -- while -----------------------------------------------------------------------------------
-def convert_while(test, body, get_state, set_state, names, python_reason=None, refuse_staged=False, loop_only=()):
+def convert_while(test, body, get_state, set_state, names, python_reason=None, refuse_staged=False, loop_only=(),
+                  observed=()):
     """Runs a `while` loop; returns the state variables' values after it.
 
     Args:
@@ -114,21 +116,25 @@ def convert_while(test, body, get_state, set_state, names, python_reason=None, r
       refuse_staged: whether those effects make staging wrong: a traced condition is refused.
       loop_only: display names of state variables read only by later iterations, not after the
         loop: a loop that runs zero times leaves them unbound without eager noticing.
+      observed: display names of items/attributes whose container the loop looks into
+        (`D.get('k')`, `len(D)`): one first set inside the loop cannot be staged (see
+        `loop_staging.first_set_observed`).
     """
+    facts = loop_staging.StateFacts(frozenset(loop_only), frozenset(observed))
     options = LoopOptions()
     while True:
         pred = test()
         if is_traced(pred):
             if refuse_staged:
                 raise _python_body_error(python_reason, "its condition is traced", OriginInfo.of_caller())
-            return _lax_while(test, body, get_state, set_state, names, OriginInfo.of_caller(), loop_only)
+            return _lax_while(test, body, get_state, set_state, names, OriginInfo.of_caller(), facts)
         if not pred:
             return get_state()
         with _options_scope(options):
             body()
 
 
-def _lax_while(test, body, get_state, set_state, names, origin, loop_only=()):
+def _lax_while(test, body, get_state, set_state, names, origin, facts):
     def run_body(index, values):
         set_state(tuple(values))
         body()
@@ -138,16 +144,15 @@ def _lax_while(test, body, get_state, set_state, names, origin, loop_only=()):
         set_state(tuple(values))
         return test()
 
-    return _stage(get_state, set_state, names, origin, run_body, run_test, None, "while", indexed=False,
-                  loop_only=loop_only)
+    return _stage(get_state, set_state, names, origin, run_body, run_test, None, "while", facts, indexed=False)
 
 
-def _stage(get_state, set_state, names, origin, run_body, run_test, length, kind, indexed=True, loop_only=()):
+def _stage(get_state, set_state, names, origin, run_body, run_test, length, kind, facts, indexed=True):
     """Stage a loop from the current state; on any error the state is restored first."""
     init = get_state()
     options = LoopOptions()
     loop = loop_staging.Loop(run_body, run_test, length, indexed, bound=lambda: options.maximum_iterations,
-                             unread_after=frozenset(loop_only), stop_at_bound=lambda: options.on_bound == "stop")
+                             facts=facts, stop_at_bound=lambda: options.on_bound == "stop")
     try:
         with _options_scope(options):
             values = loop_staging.stage(loop_staging.initial_spec(init, names), init, loop, origin)
@@ -163,7 +168,7 @@ def _stage(get_state, set_state, names, origin, run_body, run_test, length, kind
 
 # -- for -------------------------------------------------------------------------------------
 def convert_for(iterable, body, get_state, set_state, names, extra_test, python_reason=None, refuse_staged=False,
-                loop_only=()):
+                loop_only=(), observed=()):
     """Runs a `for` loop; returns the state variables' values after it.
 
     Args:
@@ -171,26 +176,28 @@ def convert_for(iterable, body, get_state, set_state, names, extra_test, python_
       body: the loop body as a function of the item (it assigns the loop target).
       get_state, set_state, names: as for `convert_while`.
       extra_test: None, or a function saying whether to go on (false once `break` ran).
-      python_reason, refuse_staged, loop_only: as for `convert_while`. A loop with a static trip count and
-        a `python_reason` unrolls: its body runs once per item, as eagerly.
+      python_reason, refuse_staged, loop_only, observed: as for `convert_while`. A loop with a static trip
+        count and a `python_reason` unrolls: its body runs once per item, as eagerly.
     """
     origin = OriginInfo.of_caller()
+    facts = loop_staging.StateFacts(frozenset(loop_only), frozenset(observed))
     if is_traced(iterable):
         iterable = StagedArray(iterable)
     if isinstance(iterable, StagedIterable):
         if iterable.static_length is not None and python_reason is not None:
             log(1, "dy2st: for loop at %s:%d unrolled: %s", origin.filename, origin.lineno, python_reason)
-            return _py_for(iterable.python_items(), body, get_state, set_state, names, extra_test, origin, python_reason, refuse_staged)
+            return _py_for(iterable.python_items(), body, get_state, set_state, names, extra_test, origin, facts,
+                           python_reason, refuse_staged)
         if refuse_staged:
             raise _python_body_error(python_reason, "its number of iterations is traced", origin)
-        return _lax_for(iterable, body, get_state, set_state, names, extra_test, origin, loop_only)
+        return _lax_for(iterable, body, get_state, set_state, names, extra_test, origin, facts)
     if isinstance(iterable, range) and python_reason is not None:
         log(2, "dy2st: for-range loop at %s:%d unrolled: %s", origin.filename, origin.lineno, python_reason)
     elif isinstance(iterable, range):
-        staged = _try_stage_range(iterable, body, get_state, set_state, names, extra_test, origin)
+        staged = _try_stage_range(iterable, body, get_state, set_state, names, extra_test, origin, facts)
         if staged is not None:
             return staged
-    return _py_for(iterable, body, get_state, set_state, names, extra_test, origin, python_reason, refuse_staged)
+    return _py_for(iterable, body, get_state, set_state, names, extra_test, origin, facts, python_reason, refuse_staged)
 
 
 def _python_body_error(reason: str, why_staged: str, origin: OriginInfo) -> PythonEffectError:
@@ -214,7 +221,7 @@ def _element_body(iterable, body, get_state, set_state):
     return run_body
 
 
-def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin, loop_only=()):
+def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin, facts):
     length = iterable.static_length
     if length == 0:  # nothing to trace: eagerly the body never runs
         return get_state()
@@ -223,16 +230,16 @@ def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin, lo
     if length is not None:  # rows of an array: unroll when a scan cannot carry what the body does
         init = get_state()
         try:
-            return _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length)
+            return _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length, facts)
         except (LoopVariableError, loop_staging.Refused) as why:
             set_state(init)
             log(1, "dy2st: for loop at %s:%d (%d items) unrolled: %s", origin.filename, origin.lineno, length,
                 str(why).splitlines()[0])
-            return _py_for(iterable.python_items(), body, get_state, set_state, names, extra_test, origin)
-    return _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length, loop_only)
+            return _py_for(iterable.python_items(), body, get_state, set_state, names, extra_test, origin, facts)
+    return _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length, facts)
 
 
-def _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length, loop_only=()):
+def _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length, facts):
     def run_test(index, values):
         set_state(tuple(values))
         go = extra_test() if extra_test is not None else True
@@ -242,11 +249,11 @@ def _stage_for(iterable, run_body, get_state, set_state, names, extra_test, orig
         return within if go is True else jax.numpy.logical_and(within, scalar_predicate(go, origin) if is_traced(go) else go)
 
     needs_test = extra_test is not None or length is None
-    return _stage(get_state, set_state, names, origin, run_body, run_test if needs_test else None, length, "for",
-                  loop_only=loop_only)
+    return _stage(get_state, set_state, names, origin, run_body, run_test if needs_test else None, length, "for", facts)
 
 
-def _py_for(iterable, body, get_state, set_state, names, extra_test, origin, python_reason=None, refuse_staged=False):
+def _py_for(iterable, body, get_state, set_state, names, extra_test, origin, facts, python_reason=None,
+            refuse_staged=False):
     options = LoopOptions()
     items = iter(iterable)
     position = 0
@@ -262,7 +269,8 @@ def _py_for(iterable, body, get_state, set_state, names, extra_test, origin, pyt
             item = next(items, _END)
             if item is _END:
                 break
-            return _stage_rest(iterable, position, item, items, body, get_state, set_state, names, extra_test, origin)
+            return _stage_rest(iterable, position, item, items, body, get_state, set_state, names, extra_test, origin,
+                               facts)
         if not go:
             break
         item = next(items, _END)
@@ -288,13 +296,14 @@ def _iterator_break_error(origin: OriginInfo) -> PythonEffectError:
     )
 
 
-def _stage_rest(iterable, position, item, items, body, get_state, set_state, names, extra_test, origin):
+def _stage_rest(iterable, position, item, items, body, get_state, set_state, names, extra_test, origin, facts):
     """The break flag turned traced at `item`: stage the remaining iterations."""
     if isinstance(iterable, range):
         rest = iterable[position:]
         log(1, "dy2st: for loop at %s:%d: break flag traced, staging the last %d iterations",
             origin.filename, origin.lineno, len(rest))
-        return _lax_for(StagedRange(rest.start, rest.stop, rest.step), body, get_state, set_state, names, extra_test, origin)
+        return _lax_for(StagedRange(rest.start, rest.stop, rest.step), body, get_state, set_state, names, extra_test, origin,
+                        facts)
     for item in [item, *items]:  # a Python iterable: each remaining item under a staged `if`
         go = extra_test()
         if not is_traced(go):
@@ -317,7 +326,7 @@ def _stage_rest(iterable, position, item, items, body, get_state, set_state, nam
     return get_state()
 
 
-def _try_stage_range(rng, body, get_state, set_state, names, extra_test, origin):
+def _try_stage_range(rng, body, get_state, set_state, names, extra_test, origin, facts):
     """Stage a Python `range` loop as one scan when the body allows; None means unroll."""
     where = f"{origin.filename}:{origin.lineno}"
     if len(rng) < _MIN_STAGED_TRIPS:
@@ -340,7 +349,7 @@ def _try_stage_range(rng, body, get_state, set_state, names, extra_test, origin)
         set_state(tuple(values))
         return extra_test()
 
-    loop = loop_staging.Loop(run_body, run_test if extra_test is not None else None, length, indexed=True)
+    loop = loop_staging.Loop(run_body, run_test if extra_test is not None else None, length, indexed=True, facts=facts)
     reason = None
     try:
         with _options_scope(LoopOptions()):

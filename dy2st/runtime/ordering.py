@@ -19,7 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from dy2st.errors import BuiltinError, OriginInfo
-from dy2st.runtime.staging import is_traced, scalar_predicate
+from dy2st.runtime.staging import scalar_predicate
+from dy2st.runtime.values import is_traced
 
 
 def _any_traced(values) -> bool:

@@ -25,18 +25,7 @@ from jax import lax
 from dy2st import _jax_compat
 from dy2st.errors import BranchOutputError, OriginInfo, PredicateError
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
-
-_PY_SCALARS = (bool, int, float, complex)
-
-
-def is_traced(value) -> bool:
-    """The one test for "this value only exists inside a trace": a jax Tracer."""
-    return isinstance(value, jax.core.Tracer)
-
-
-def _is_array(value) -> bool:
-    return isinstance(value, (jax.Array, np.ndarray, np.generic))
-
+from dy2st.runtime.values import PY_SCALARS, flatten_state, is_array
 
 def describe(value) -> str:
     """Short type description used in error messages: `float32[3]`, `Python int 3`, `None`."""
@@ -48,7 +37,7 @@ def describe(value) -> str:
         shape = ",".join(str(d) for d in value.shape)
         weak = " (weak)" if getattr(value, "weak_type", False) else ""
         return f"{value.dtype.name}[{shape}]{weak}"
-    if isinstance(value, _PY_SCALARS):
+    if isinstance(value, PY_SCALARS):
         return f"Python {type(value).__name__} {value!r}"
     return type(value).__name__
 
@@ -80,10 +69,6 @@ class _Branch:
         return _Branch(list(self.structures), [list(l) for l in self.leaves])
 
 
-def _flatten(value):
-    return jax.tree_util.tree_flatten(value, is_leaf=lambda x: isinstance(x, Undefined))
-
-
 _staging = threading.local()
 
 
@@ -109,10 +94,10 @@ def _run_branch(fn: Callable[[], Sequence]):
     with staged_tracing():
         values = fn()
     for value in values:
-        var_leaves, structure = _flatten(value)
+        var_leaves, structure = flatten_state(value)
         structures.append(structure)
-        leaves.append([jax.typeof(l) if is_traced(l) or _is_array(l) else l for l in var_leaves])
-        arrays += [l for l in var_leaves if is_traced(l) or _is_array(l)]
+        leaves.append([jax.typeof(l) if is_array(l) else l for l in var_leaves])
+        arrays += [l for l in var_leaves if is_array(l)]
     return _Branch(structures, leaves), arrays
 
 
@@ -121,7 +106,7 @@ def _run_branch_noting(fn, branch_name: str, origin: OriginInfo):
     try:
         return _run_branch(fn)
     except Exception as err:
-        if not getattr(err, "_dy2st_noted", False) and not isinstance(err, (BranchOutputError, _Remerge)):
+        if not getattr(err, "_dy2st_noted", False) and not isinstance(err, (BranchOutputError, _Abandon)):
             err._dy2st_noted = True
             err.add_note(
                 f"(dy2st) raised while tracing the {branch_name} of a staged `if`:\n  {origin.as_header()}\n"
@@ -142,9 +127,9 @@ def _fill_undefined_returns(t: _Branch, f: _Branch) -> None:
                 this.leaves[i] = [leaves[0]] * len(other.leaves[i])
 
 
-def _weak_proxy(leaf):
+def weak_proxy(leaf):
     """Something `jnp.result_type` promotes like `leaf` (it ignores weak_type on avals)."""
-    if isinstance(leaf, _PY_SCALARS):
+    if isinstance(leaf, PY_SCALARS):
         return leaf
     if leaf.weak_type:
         return {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}.get(np.dtype(leaf.dtype).kind, np.zeros((), leaf.dtype))
@@ -177,7 +162,7 @@ def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: boo
         if a_undef and b_undef:
             return _Merged(static=a)
         undef, other = (a, b) if a_undef else (b, a)
-        if isinstance(undef, UndefinedReturn) and (_is_aval(other) or isinstance(other, _PY_SCALARS)):
+        if isinstance(undef, UndefinedReturn) and (_is_aval(other) or isinstance(other, PY_SCALARS)):
             aval = other if _is_aval(other) else jax.typeof(jnp.asarray(other))
             return _Merged(aval=aval, fill_zeros=(a_undef, b_undef))
         which = branch_names[1] if a_undef else branch_names[0]
@@ -187,11 +172,11 @@ def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: boo
             advice=f"assign {label} before the `if` or in both branches.",
         )
     if not _is_aval(a) and not _is_aval(b):
-        if type(a) is type(b) and _static_equal(a, b):
+        if type(a) is type(b) and static_equal(a, b):
             return _Merged(static=a)
-        if not (isinstance(a, _PY_SCALARS) and isinstance(b, _PY_SCALARS)):
+        if not (isinstance(a, PY_SCALARS) and isinstance(b, PY_SCALARS)):
             raise mismatch("the values differ and are not numbers.", "make both branches give the same Python value.")
-    if not _is_aval(a) and not isinstance(a, _PY_SCALARS) or not _is_aval(b) and not isinstance(b, _PY_SCALARS):
+    if not _is_aval(a) and not isinstance(a, PY_SCALARS) or not _is_aval(b) and not isinstance(b, PY_SCALARS):
         raise mismatch("XLA needs an array on both sides.", f"give {label} an array value in both branches.")
     shape_a, shape_b = np.shape(a) if not _is_aval(a) else a.shape, np.shape(b) if not _is_aval(b) else b.shape
     if shape_a != shape_b:
@@ -201,7 +186,7 @@ def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: boo
         )
     if any(_is_aval(l) and jax.dtypes.issubdtype(l.dtype, jax.dtypes.extended) for l in (a, b)):
         return _merge_extended(a, b, label, origin, branch_names)
-    dtype, weak = _jax_compat.weak_result_type(_weak_proxy(a), _weak_proxy(b))
+    dtype, weak = _jax_compat.weak_result_type(weak_proxy(a), weak_proxy(b))
     strong = [l.dtype for l in (a, b) if _is_aval(l) and not l.weak_type]
     if not promote and len(strong) == 2 and strong[0] != strong[1]:
         raise mismatch("dtypes differ.", f"cast {label} to one dtype in both branches, e.g. with .astype(...).")
@@ -220,7 +205,7 @@ def _merge_extended(a, b, label, origin, branch_names) -> _Merged:
     return _Merged(aval=a)
 
 
-def _static_equal(a, b) -> bool:
+def static_equal(a, b) -> bool:
     try:
         return bool(a == b) if not isinstance(a, float) or a == a else b != b
     except Exception:  # objects whose == is not a plain truth value compare by identity
@@ -240,7 +225,7 @@ def _emit(branch: _Branch, arrays, merged: list, side: int) -> list:
             value = next(arrays)
         else:
             value = jnp.asarray(leaf)
-        outs.append(_cast(value, m.aval))
+        outs.append(cast_to(value, m.aval))
     return outs
 
 
@@ -259,18 +244,29 @@ def _type_key(aval):
     return None if aval is None else (aval.shape, aval.dtype, aval.weak_type)
 
 
-def _cast(value, aval):
+def cast_to(value, aval):
     if value.dtype == aval.dtype and getattr(jax.typeof(value), "weak_type", False) == aval.weak_type:
         return value
     return _jax_compat.convert_element_type(value, aval.dtype, aval.weak_type)
 
 
-class _Remerge(Exception):
-    """Leaves a lax.cond being built: the side traced first gave other types than the merge needs."""
+@dataclasses.dataclass(frozen=True)
+class _BothSides:
+    """Both sides as traced, when the side traced first emitted other types than the merge
+    needs: the cond is built again with these known."""
 
-    def __init__(self, known):
+    first: _Branch
+    second: _Branch
+
+
+class _Abandon(Exception):
+    """Raised by the second side to leave the `lax.cond` JAX is building (an exception is the
+    only way out of a trace in progress; finishing it would leave a dead cond, with any prints or
+    checks the branches made, in the program). Caught by `_build_cond`."""
+
+    def __init__(self, both: _BothSides):
         super().__init__("the cond is built again with both sides' types known")
-        self.known = known
+        self.both = both
 
 
 def stage_cond(
@@ -285,16 +281,18 @@ def stage_cond(
     """`[true_fn() if pred else false_fn()]` for a traced `pred`, as one `lax.cond`.
 
     Each function returns a sequence of values, one per label; the result is a list of merged
-    values (static where both sides agree on a Python value, arrays otherwise).
+    values (static where both sides agree on a Python value, arrays otherwise). A fixed point:
+    the first build assumes the side traced first emits its own types; when the merge needs
+    others, the cond is built again with both sides' types known (at most `_MAX_BUILDS` times).
     """
     pred = scalar_predicate(pred, origin)
     merge = lambda t, f: _merge(t, f, labels, origin, branch_names, promote)
-    known = None  # both sides' types, once a build has seen them
+    known = None
     for _ in range(_MAX_BUILDS):
-        try:
-            return _build_cond(pred, (true_fn, false_fn), branch_names, origin, merge, known)
-        except _Remerge as remerge:
-            known = remerge.known
+        built = _build_cond(pred, (true_fn, false_fn), branch_names, origin, merge, known)
+        if not isinstance(built, _BothSides):
+            return built
+        known = built
     raise BranchOutputError(
         "the branches give different types each time they are traced.",
         origin,
@@ -305,30 +303,44 @@ def stage_cond(
 _MAX_BUILDS = 3
 
 
-def _build_cond(pred, fns, branch_names, origin, merge, known) -> list:
-    first_seen, final = [], []
+@dataclasses.dataclass
+class _CondTrace:
+    """What the branch functions of one build learn while `lax.cond` traces them, in order."""
+
+    first: _Branch | None = None
+    first_types: list | None = None  # the types the first side emitted (`_emitted_types`)
+    structures: list | None = None  # per variable, once the second side has merged both
+    merged: list | None = None
+
+
+def _build_cond(pred, fns, branch_names, origin, merge, known: _BothSides | None) -> list | _BothSides:
+    """The merged values of one `lax.cond`, or both sides' types when it must be built again."""
+    trace = _CondTrace()
 
     def first():
         branch, arrays = _run_branch_noting(fns[0], branch_names[0], origin)
+        trace.first = branch
         if known is None:  # until the other side is known, assume it has the same types
-            first_seen[:] = [branch, _own_types(branch)]
+            trace.first_types = _own_types(branch)
             return arrays
-        filled, _, merged = merge(branch, known[1])
-        first_seen[:] = [branch, _emitted_types(filled, _flat(merged), 0)]
+        filled, _, merged = merge(branch, known.second)
+        trace.first_types = _emitted_types(filled, _flat(merged), 0)
         return _emit(filled, arrays, _flat(merged), 0)
 
     def second():
         branch, arrays = _run_branch_noting(fns[1], branch_names[1], origin)
-        t, f, merged = merge(first_seen[0], branch)
-        if _emitted_types(t, _flat(merged), 0) != first_seen[1]:
-            raise _Remerge((first_seen[0], branch))
-        final[:] = [t.structures, merged]
+        t, f, merged = merge(trace.first, branch)
+        if _emitted_types(t, _flat(merged), 0) != trace.first_types:
+            raise _Abandon(_BothSides(trace.first, branch))
+        trace.structures, trace.merged = t.structures, merged
         return _emit(f, arrays, _flat(merged), 1)
 
-    arrays = iter(lax.cond(pred, first, second))
-    structures, merged = final
+    try:
+        arrays = iter(lax.cond(pred, first, second))
+    except _Abandon as abandon:
+        return abandon.both
     values = []
-    for structure, var in zip(structures, merged):
+    for structure, var in zip(trace.structures, trace.merged):
         leaves = [m.static if m.aval is None else next(arrays) for m in var]
         values.append(jax.tree_util.tree_unflatten(structure, leaves))
     return values

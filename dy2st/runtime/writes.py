@@ -12,7 +12,10 @@ writes the merged values back (see `dy2st.runtime.control_flow`); a staged loop 
 with a clear error.
 
 A list or dict attribute changed in place (`self.cache.append(x)`) counts as changed; its
-contents are carried and written back in place.
+contents are carried and written back in place. So do the lists, dicts and objects given as
+arguments to a user's function or class called there (`helper(log)`, `Ctx(log, 1)` whose
+`__enter__` appends to `log`): the tracker records them the same way (a list or dict as the
+attribute `ITSELF` of itself).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dy2st.errors import LoopVariableError, OriginInfo
 from dy2st.runtime.undefined import Undefined
 
 _MISSING = object()
+ITSELF = ""  # the "attribute" of a tracked list or dict that stands for its own contents
 _active = threading.local()  # .trackers: the WriteTrackers of the sides being traced, innermost last
 
 
@@ -62,17 +66,29 @@ def _items(container):
 
 def _put_back(original: _Original, attr: str) -> None:
     obj = original.obj
+    if attr == ITSELF:
+        _refill(obj, original.contents)
+        return
     if original.value is _MISSING:
         if attr in vars(obj):
             delattr(obj, attr)
         return
     if original.contents is not None:  # a list/dict changed in place: its contents go back
-        original.value.clear()
-        if isinstance(original.value, dict):
-            original.value.update(original.contents)
-        else:
-            original.value.extend(original.contents)
+        _refill(original.value, original.contents)
     setattr(obj, attr, original.value)
+
+
+def _refill(container, contents) -> None:
+    container.clear()
+    if isinstance(container, dict):
+        container.update(contents)
+    else:
+        container.extend(contents)
+
+
+def _current(obj, attr: str):
+    """An attribute's value now (a tracked container: the container itself)."""
+    return obj if attr == ITSELF else vars(obj).get(attr, _MISSING)
 
 
 class WriteTracker:
@@ -81,7 +97,9 @@ class WriteTracker:
     def __init__(self):
         self.originals: dict = {}  # AttributeKey -> _Original, kept across sides
         self._seen: dict = {}  # id -> object, of this side
+        self._containers: dict = {}  # id -> list or dict given to a call, of this side
         self._objects: dict = {}  # id -> object, of every side
+        self._given_to: dict = {}  # id of a tracked list/dict -> the name of the call it was given to
 
     def __enter__(self):
         stack = getattr(_active, "trackers", None)
@@ -89,6 +107,7 @@ class WriteTracker:
             stack = _active.trackers = []
         stack.append(self)
         self._seen = {}
+        self._containers = {}
         return self
 
     def __exit__(self, *exc):
@@ -104,6 +123,15 @@ class WriteTracker:
             if attr.startswith("__"):
                 continue
             self.originals.setdefault(AttributeKey(id(obj), attr), _Original(obj, value, _contents(value)))
+
+    def see_container(self, container, callee: str) -> None:
+        """A list or dict given to a user's call: its contents as they were before the call."""
+        self._given_to.setdefault(id(container), callee)
+        if id(container) in self._containers:
+            return
+        self._containers[id(container)] = container
+        self._objects[id(container)] = container
+        self.originals.setdefault(AttributeKey(id(container), ITSELF), _Original(container, container, _contents(container)))
 
     def take(self) -> dict:
         """The attributes this side changed (AttributeKey -> new value, lists as their contents),
@@ -124,6 +152,10 @@ class WriteTracker:
                 if original.value is _MISSING or value is _MISSING or _changed(original, value):
                     changes[key] = Undefined(self.label(key)) if value is _MISSING else (
                         _contents(value) if _contents(value) is not None and value is original.value else value)
+        for container_id, container in self._containers.items():
+            key = AttributeKey(container_id, ITSELF)
+            if _changed(self.originals[key], container):
+                changes[key] = _contents(container)
         self.restore()
         return changes
 
@@ -131,7 +163,7 @@ class WriteTracker:
         """Put every object seen on any side back as it was before the first side (touching
         only changed attributes: some objects, such as NNX modules, refuse writes here)."""
         for key, original in self.originals.items():
-            current = vars(original.obj).get(key.attr, _MISSING)
+            current = _current(original.obj, key.attr)
             if current is _MISSING and original.value is _MISSING:
                 continue
             if current is _MISSING or original.value is _MISSING or _changed(original, current):
@@ -146,7 +178,9 @@ class WriteTracker:
     def write(self, key: AttributeKey, value) -> None:
         """Set the attribute to its value after the staged statement."""
         original = self.originals[key]
-        if isinstance(value, Undefined):
+        if key.attr == ITSELF:
+            _refill(original.obj, value)
+        elif isinstance(value, Undefined):
             _put_back(_Original(original.obj, _MISSING, None), key.attr)
         elif original.contents is not None and type(value) is type(original.value):  # contents, in place
             _put_back(_Original(original.obj, original.value, value), key.attr)
@@ -155,6 +189,8 @@ class WriteTracker:
 
     def label(self, key: AttributeKey) -> str:
         obj = self._objects.get(key.object_id) or self.originals[key].obj
+        if key.attr == ITSELF:
+            return f"the {type(obj).__name__} given to {self._given_to[key.object_id]}() (which changes it)"
         return f"{type(obj).__name__}.{key.attr} (set by a method called here)"
 
 
@@ -163,6 +199,18 @@ def note_receiver(obj) -> None:
     for tracker in getattr(_active, "trackers", ()) or ():
         if hasattr(obj, "__dict__") and not isinstance(obj, type):
             tracker.see(obj)
+
+
+def tracking() -> bool:
+    """Whether a staged side is being traced now (a `WriteTracker` is active)."""
+    return bool(getattr(_active, "trackers", None))
+
+
+def note_container(container, callee: str) -> None:
+    """Called by `convert_call` for a list or dict given to a user's function or class (named
+    `callee`): the active trackers record its contents."""
+    for tracker in getattr(_active, "trackers", ()) or ():
+        tracker.see_container(container, callee)
 
 
 def refuse_loop_writes(tracker: WriteTracker, origin: OriginInfo) -> None:

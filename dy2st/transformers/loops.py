@@ -44,7 +44,7 @@ from __future__ import annotations
 import gast
 
 from dy2st.analysis import Fact, getanno, hasanno
-from dy2st.analysis.activity import activity_of
+from dy2st.analysis.activity import activity_of, observed_containers
 from dy2st.transformers import templates
 from dy2st.transformers.base import copy_location_recursive, pass_python_body
 from dy2st.transformers.state_access import StateTransformer
@@ -114,6 +114,7 @@ class LoopTransformer(StateTransformer):
 
     def visit_While(self, node):
         state = self._loop_state(node)
+        observed = self._observed(node, state)
         self.generic_visit(node)
         namer = self.ctx.namer
         test = templates.replace("def loop_test():\n    return test", loop_test=namer.new_symbol("loop_test"), test=node.test)[0]
@@ -130,11 +131,13 @@ class LoopTransformer(StateTransformer):
         )
         pass_python_body(node, call)
         self._pass_loop_only(node, call, state)
+        self._pass_observed(call, observed)
         return self._finish(node, self._settled_by_else(node) + [test, body] + accessors, call, state)
 
     def visit_For(self, node):
         flag = getanno(node, Fact.BREAK_FLAG) if hasanno(node, Fact.BREAK_FLAG) else None
         state = self._loop_state(node)
+        observed = self._observed(node, state)
         self.generic_visit(node)
         namer = self.ctx.namer
         item = namer.new_symbol("itr")
@@ -158,7 +161,22 @@ class LoopTransformer(StateTransformer):
         )
         pass_python_body(node, call)
         self._pass_loop_only(node, call, state)
+        self._pass_observed(call, observed)
         return self._finish(node, self._settled_by_else(node) + [body] + accessors, call, state)
+
+    def _observed(self, node, state) -> list:
+        """The item/attribute state whose container the loop (body or test) can look into, so
+        that it would notice, eagerly, that the item is missing before its first assignment."""
+        composites = {s for s in state if s.is_composite}
+        containers = observed_containers(node.body + [getattr(node, "test", None) or node.iter], composites)
+        return [s for s in state if s.is_composite and s.parent in containers]
+
+    def _pass_observed(self, call, observed) -> None:
+        """`observed=(...)`: the runtime must not give these a value before the body sets them
+        (a staged loop would) when they do not exist before the loop."""
+        if observed:
+            names = templates.tuple_of([templates.constant(self._display(s)) for s in observed])
+            call.keywords.append(gast.keyword(arg="observed", value=names))
 
     def _pass_loop_only(self, node, call, state) -> None:
         """`loop_only=(...)`: state that only later iterations read (never after the loop), so
