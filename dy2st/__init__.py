@@ -12,6 +12,7 @@
 from dy2st import errors
 from dy2st.api import StaticFunction, not_to_static, to_code, to_static
 from dy2st.config import enable_to_static, set_code_level, set_verbosity
+from dy2st.explain import Report, explain
 from dy2st.export import load, save
 from dy2st.input_spec import InputSpec
 from dy2st.program import ConcreteProgram
@@ -22,9 +23,11 @@ __version__ = "0.1.0"
 __all__ = [
     "ConcreteProgram",
     "InputSpec",
+    "Report",
     "StaticFunction",
     "enable_to_static",
     "errors",
+    "explain",
     "load",
     "not_to_static",
     "save",

@@ -115,6 +115,15 @@ def current_equation_frames() -> list:
     return [(code, source_info.raw_frame_to_frame(code, last).start_line) for code, last in zip(codes, lasti)]
 
 
+
+def equation_lines(eqn) -> list:
+    """`(filename, line)` of the Python frames that created a jaxpr equation, innermost first
+    (empty when jax kept no traceback). `eqn.source_info` has no public accessor."""
+    traceback = getattr(getattr(eqn, "source_info", None), "traceback", None)
+    if traceback is None:
+        return []
+    return [(frame.file_name, frame.line_num) for frame in traceback.frames]
+
 # -- logging ---------------------------------------------------------------------------------
 def debug_callback_logger():
     """The logger jax reports a failing `jax.debug.callback` on (with its traceback)."""

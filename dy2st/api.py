@@ -238,6 +238,21 @@ class StaticFunction(functools.partial):
             __tracebackhide__ = True  # noqa: F841
             raise at_boundary(exc, config.traceback_filtering)
 
+    def explain(self, *args, **kwargs):
+        """Trace for these arguments and report what became of each line: which `if`s became a
+        `lax.cond`, which loops a scan, a while loop or a Python unroll (and why), which calls
+        were converted, which run-time checks and prints remain; plus the program's size and
+        trace and compile times. Arguments as for a call, or ShapeDtypeStructs / InputSpecs
+        (default: the `input_spec` given to `to_static`). See `dy2st.explain`.
+
+        Example::
+
+            print(f.explain(x))        # the source, annotated line by line
+        """
+        from dy2st.explain import explain
+
+        return explain(self, *args, **kwargs)
+
     def rollback(self):
         """The original eager callable."""
         return self._fn

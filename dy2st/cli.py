@@ -1,11 +1,12 @@
 """The `dy2st` command: show translated code, save an artifact, inspect it, run it.
 
     dy2st code model.py:forward [--level N]
+    dy2st explain model.py:forward --input-spec 'x:float32[None,784]' [--json | --html FILE]
     dy2st save model:forward --input-spec 'x:float32[None,784]' [--params model:params] -o artifact
     dy2st inspect artifact [--source] [--json]
     dy2st run artifact --input x=x.npy [-o outputs.npz]
 
-`code` and `save` import the module you name (your own code); `inspect` and `run` read only
+`code`, `explain` and `save` import the module you name (your own code); `inspect` and `run` read only
 the artifact, whose program is deserialized by jax and whose stored source is only printed.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import inspect
 import json
 import os
 import sys
@@ -72,6 +74,14 @@ _EXAMPLES = {
     "code": """examples:
   dy2st code model.py:forward              the code dy2st runs for forward
   dy2st code model.py:Net.__call__ --level 0   the parsed source, before any rewrite""",
+    "explain": """examples:
+  dy2st explain model.py:forward --input-spec 'x:float32[8,784]'        each line's fate, in the terminal
+  dy2st explain model.py:loss --input-spec 'x:float32[None,4]' --input-spec 'n:int32[]' --json
+  dy2st explain model.py:Net.forward --input-spec 'x:float32[2,3]' --html report.html
+
+SPEC is NAME:DTYPE[DIMS] as for `dy2st save`; a None dim traces symbolically (the program is then
+not compiled, so no compile time is shown). A method Class.method is explained on a new object
+Class() (its constructor must take no arguments).""",
     "save": """examples:
   dy2st save model:forward --params params --input-spec 'x:float32[None,784]' -o artifact
   dy2st save model.py:net --input-spec 'ids:int32[batch,128]' --input-spec 'mask:bool[batch,128]' -o art
@@ -112,6 +122,17 @@ def _parser() -> argparse.ArgumentParser:
                       help=f"stop after the first N transformer steps (0 = the parsed source; "
                       f"{len(transformers.PIPELINE)} steps: {', '.join(s.name for s in transformers.PIPELINE)})")
     code.set_defaults(handler=_code)
+
+    explain = command("explain", help="show what became of each line of a function, for one input signature",
+                      description="Trace FILE.py:FUNC for the given input specs and print its source, each line "
+                      "annotated with what dy2st made of it (imports FILE.py).")
+    explain.add_argument("target", metavar="FILE.py:FUNC", help="a Python file and a function (or Class.method) in it")
+    explain.add_argument("--input-spec", action="append", default=[], metavar="SPEC", dest="input_spec",
+                         help="one per argument, in order: NAME:DTYPE[DIMS], e.g. 'x:float32[None,784]'")
+    output = explain.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    output.add_argument("--html", metavar="FILE", help="write the report as HTML to FILE")
+    explain.set_defaults(handler=_explain)
 
     save = command("save", help="export a function or model to an artifact directory",
                    description="Trace MODULE:OBJECT with jax.export and write a deployable artifact.")
@@ -158,6 +179,31 @@ def _code(args) -> int:
         raise _usage(f"--level must be between 0 and {levels}")
     print(conversion.source_at_level(fn, args.level))
     return 0
+
+
+def _explain(args) -> int:
+    from dy2st.api import StaticFunction, to_static
+    from dy2st.explain import explain
+
+    path, name = _split_target(args.target, "FILE.py:FUNC", "the target")
+    module = _import(path, "the target")
+    target = _attribute(module, name, path, "the target")
+    if "." in name and inspect.isfunction(target):  # Class.method: bound to a new object
+        owner = _attribute(module, name.rsplit(".", 1)[0], path, "the target")
+        if inspect.isclass(owner):
+            target = getattr(owner(), name.rsplit(".", 1)[1])
+    specs = [_parse_spec(text, i) for i, text in enumerate(args.input_spec)]
+    function = target if isinstance(target, StaticFunction) else to_static(target)
+    report = explain(function, *specs)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+    elif args.html:
+        with open(args.html, "w", encoding="utf-8") as file:
+            file.write(report.to_html())
+        print(f"wrote {args.html}")
+    else:
+        print(report)
+    return 1 if report.error is not None else 0
 
 
 def _save(args) -> int:

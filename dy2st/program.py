@@ -349,7 +349,7 @@ class ProgramCache:
             logger.warning(
                 "dy2st: %s has been traced %d times: %s. Arguments that keep changing shape or "
                 "Python value cause a new program each; pass changing values as arrays, or fix "
-                "shapes with dy2st.InputSpec.",
+                "shapes with dy2st.InputSpec. f.explain(*args) shows what one signature's program holds.",
                 self._name, count, _what_changes([p.signature for p in self._programs.values()], _parameter_names(self._get_fn())),
             )
 

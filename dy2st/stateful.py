@@ -86,6 +86,7 @@ class _Entry:
                 layout.restore(saved)
             return out, _Delta(recipe, outs)
 
+        self.run = run  # `(*state arrays, *args) -> (output, _Delta)`, for a trace of one's own (explain)
         self.cache = ProgramCache(run, name, max_programs)
 
 
@@ -121,7 +122,8 @@ class StatefulPrograms:
             "dy2st: %s has compiled programs for %d different model states; the last change: %s. "
             "Python values on the model (ints, floats, strings) are part of the program's key: "
             "keep values that change every call, like step counters, in jax arrays "
-            "(self.step = self.step + 1 with self.step = jnp.zeros((), jnp.int32)).",
+            "(self.step = self.step + 1 with self.step = jnp.zeros((), jnp.int32)). "
+            "f.explain(*args) shows what one program holds.",
             self._name, len(self._entries), change)
 
     def call(self, args, kwargs, positions):
@@ -150,6 +152,15 @@ class StatefulPrograms:
             entry.local.layout = previous
         delta.recipe.apply(layout, delta.outs)
         return out
+
+    def fresh_run(self, args, kwargs, positions):
+        """`(run, flat arguments, keyword arguments)`: the function a program of these
+        arguments traces, over the state arrays and the other arguments, outside the cache."""
+        roots, rest, rest_kwargs = _split(args, kwargs, positions)
+        layout = Layout(roots)
+        entry = _Entry(self._fn, positions, len(layout.leaves), self._name)
+        entry.last_layout = layout
+        return entry.run, (*layout.leaves, *rest), rest_kwargs
 
     def get_concrete_program(self, args, kwargs, positions):
         roots, rest, rest_kwargs = _split(args, kwargs, positions)

@@ -59,6 +59,9 @@ def main():
         print(f"input sign {sign:+.0f}: outputs agree (max |diff| = {float(jnp.abs(eager - static).max()):.2e})")
     print(f"compiled programs: {len(static_forward.programs)} (one per input signature)")
 
+    print("=== what dy2st made of each line (static_forward.explain) ===")
+    print(static_forward.explain(params, x))
+
     x = jax.random.normal(kx, (8, 16))
     eager_us = median_time_us(forward, params, x)
     static_us = median_time_us(static_forward, params, x)

@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from dy2st.errors import OriginInfo, RuntimeChecks, record_runtime_failure
+from dy2st.runtime import events
 from dy2st.runtime.formatting import TracedString
 from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.staging import scalar_predicate
@@ -61,10 +62,15 @@ def convert_assert(test, message=None):
 
     jax.debug.callback(check, test, *(text.arrays if formatted else (text,) if traced_text else ()))
     RuntimeChecks.record_traced()
+    if events.active():
+        events.note(origin, "check", "run-time check: assert",
+                    "the condition is traced: a host callback raises AssertionError when the program runs")
 
 
-def check_when_run(ok, make_error) -> None:
+def check_when_run(ok, make_error, origin: OriginInfo | None = None, what: str = "") -> None:
     """Raise `make_error()` when the program runs and the traced scalar bool `ok` is false.
+
+    `origin` and `what` (what the check guards) describe it for `dy2st.explain`.
 
     The error keeps its own type (an `UnboundLocalError` stays one) and reaches the caller of
     the StaticFunction as is (see `dy2st.errors.at_boundary`). Dropped, like asserts, when
@@ -79,6 +85,8 @@ def check_when_run(ok, make_error) -> None:
 
     jax.debug.callback(check, ok)
     RuntimeChecks.record_traced()
+    if events.active():
+        events.note(origin, "check", "run-time check", what)
 
 
 def _failure_message(message, origin: OriginInfo) -> str:

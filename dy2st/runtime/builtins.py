@@ -29,6 +29,7 @@ import numpy as np
 
 from dy2st import _jax_compat
 from dy2st.errors import BuiltinError, OriginInfo
+from dy2st.runtime import events
 from dy2st.runtime.calls import register_builtin
 from dy2st.runtime.ordering import convert_all, convert_any, convert_max, convert_min, convert_sorted
 from dy2st.runtime.formatting import bind_traced, convert_repr, convert_str, has_traced
@@ -61,9 +62,15 @@ def convert_print(*values, sep=" ", end="\n", file=None, flush=False):
     """`print(*values, ...)`; with traced values (or strings formatted from them, see
     `dy2st.runtime.formatting`), prints when the program runs."""
     if not has_traced(values):
+        if events.active():
+            events.note(OriginInfo.of_caller(), "print", "print while tracing",
+                        "no traced value: Python prints once, when the program is traced, not on each call")
         return builtins.print(*values, sep=sep, end=end, file=file, flush=flush)
     if debug_effects_dropped():  # dy2st.save(..., debug_effects="drop")
         return None
+    if events.active():
+        events.note(OriginInfo.of_caller(), "print", "print at run time",
+                    "traced values: a host callback (jax.debug.callback) prints on every call")
     traced, fill = bind_traced(values, {})
     top_level = [is_traced(v) for v in values]
 

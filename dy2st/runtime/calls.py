@@ -35,9 +35,9 @@ import weakref
 import jax
 
 from dy2st.config import log
-from dy2st.errors import ConversionError, UnsupportedSyntaxError
+from dy2st.errors import ConversionError, OriginInfo, UnsupportedSyntaxError
 from dy2st.runtime.formatting import convert_format, is_format_method
-from dy2st.runtime import writes
+from dy2st.runtime import events, writes
 
 _SKIPPED_PACKAGES = frozenset(
     {"jax", "jaxlib", "numpy", "flax", "equinox", "optax", "dy2st", "scipy", "ml_dtypes", "chex", "opt_einsum"}
@@ -75,9 +75,43 @@ def register_builtin(builtin, replacement) -> None:
 def convert_call(fn):
     """The callable to use in place of `fn` inside converted code (see the module docstring)."""
     target = _call_target(fn)
+    if events.active():
+        _note_call(fn, target, OriginInfo.of_caller())
     if writes.tracking() and _is_users(fn, target):
         return _noting_arguments(target, getattr(fn, "__qualname__", None) or type(fn).__qualname__)
     return target
+
+
+def _note_call(fn, target, origin: OriginInfo) -> None:
+    """For `dy2st.explain`: a call to the user's code, converted or run as it is (and why)."""
+    function = _python_function_of(fn)
+    if function is None or _top_package(function.__module__) in _SKIPPED_PACKAGES:
+        return  # builtins, library code, classes: nothing of the user's to convert
+    name = function.__qualname__
+    if target is not fn or function.__code__ in _converted_codes or _is_static_function(fn):
+        events.note(origin, "converted_call", f"converted call: {name}", callee=function)
+        return
+    reason = _reason_to_skip(function) or "it is called as it is"
+    events.note(origin, "python_call", f"Python call: {name}", f"{name} runs as Python, unconverted: {reason}")
+
+
+def _python_function_of(fn) -> types.FunctionType | None:
+    """The Python function a call of `fn` runs (a method's function, a callable object's
+    `__call__`, a partial's function), or None."""
+    if _is_static_function(fn):
+        fn = fn._fn
+    for _ in range(4):  # a partial of a bound method of ...
+        if isinstance(fn, types.FunctionType):
+            return fn
+        if isinstance(fn, types.MethodType):
+            fn = fn.__func__
+        elif isinstance(fn, functools.partial):
+            fn = fn.func
+        elif isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, type)):
+            return None
+        else:
+            fn = getattr(type(fn), "__call__", None)
+    return None
 
 
 def _is_users(fn, target) -> bool:
@@ -250,7 +284,7 @@ def _decide(fn: types.FunctionType):
     except ConversionError as err:
         if _has_source(fn):
             raise
-        log(1, "dy2st: calling %s unconverted: no source (%s)", fn.__qualname__, err.problem)
+        log(1, "dy2st: calling %s unconverted: no source (%s)%s", fn.__qualname__, err.problem, events.EXPLAIN_HINT)
         return fn
     register_converted(converted.__code__)
     log(2, "dy2st: converted call target %s", fn.__qualname__)

@@ -18,6 +18,7 @@ found by `dy2st.runtime.writes` and carried through the same cond, then written 
 from __future__ import annotations
 
 from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError
+from dy2st.runtime import events
 from dy2st.runtime.staging import stage_cond
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined
@@ -44,8 +45,14 @@ def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts,
     if not is_traced(pred):
         if pred:
             if_body()
-        elif else_body is not None:
-            else_body()
+            taken = branch_names[0]
+        else:
+            if else_body is not None:
+                else_body()
+            taken = branch_names[1] if else_body is not None else "no branch (false, no else)"
+        if events.active():
+            events.note(OriginInfo.of_caller(), "python_if", "Python if",
+                        f"a Python condition, so only the path it picks is traced: {taken}")
         return get_state() if get_state is not None else ()
     if python_reason is not None:
         raise _python_effect_error(python_reason, OriginInfo.of_caller())
@@ -75,10 +82,12 @@ def _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, or
         for _ in range(_MAX_WRITE_ROUNDS):
             found: dict = {}
             labels = tuple(names[:nouts]) + tuple(tracker.label(k) for k in carried_writes)
+            attempt = events.Attempt()
             outputs = stage_cond(pred, branch(if_body), branch(else_body), labels, origin,
                                  branch_names=tuple(branch_names))
             if set(found) <= set(carried_writes):
                 break
+            attempt.discard()
             # A called method changed attributes this build did not carry: build it again
             # carrying them (the discarded cond has no effects; jit drops it).
             carried_writes += [k for k in found if k not in carried_writes]
@@ -100,7 +109,13 @@ def _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, or
     final = tuple(outputs[:nouts]) + tuple(initial[nouts:])
     if set_state is not None:
         set_state(final)
+    if events.active():
+        events.note(origin, "cond", "lax.cond", _carries(labels, outputs))
     return final
+
+
+def _carries(labels, values) -> str:
+    return f"carries {events.describe_values(labels, values)}" if labels else "carries nothing (effects only)"
 
 
 # Each round can only add attributes, and the second sees every one either side writes.
@@ -113,15 +128,18 @@ def convert_ifexp(pred, true_fn, false_fn, python_reason=None):
         return true_fn() if pred else false_fn()
     if python_reason is not None:
         raise _python_effect_error(python_reason, OriginInfo.of_caller())
+    origin = OriginInfo.of_caller()
     (value,) = stage_cond(
         pred,
         lambda: (true_fn(),),
         lambda: (false_fn(),),
         ("the conditional expression",),
-        OriginInfo.of_caller(),
+        origin,
         branch_names=("true side", "false side"),
         promote=True,
     )
+    if events.active():
+        events.note(origin, "cond", "lax.cond (conditional expression)", _carries(("value",), (value,)))
     return value
 
 

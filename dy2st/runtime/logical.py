@@ -10,6 +10,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from dy2st.errors import OriginInfo
+from dy2st.runtime import events
 from dy2st.runtime.staging import scalar_predicate, stage_cond
 from dy2st.runtime.values import is_traced
 
@@ -58,6 +59,9 @@ def _lax_choose(pred, true_fn, false_fn, what: str):
         branch_names=("left-true case", "left-false case"),
         promote=True,
     )
+    if events.active():
+        events.note(origin, "cond", f"lax.cond ({what})", f"the right side of {what} runs only when the left "
+                    "side does not decide: a cond keeps Python's short circuit")
     return value
 
 

@@ -45,7 +45,7 @@ def check_on_bound(on_bound: str) -> str:
 
 def raise_if(still_running, error: LoopBoundError) -> None:
     """When the program runs: raise `error` if the traced bool `still_running` is true."""
-    check_when_run(jnp.logical_not(still_running), lambda: error)
+    check_when_run(jnp.logical_not(still_running), lambda: error, error.origin, error.problem.split(";")[0])
 
 
 def check_not_truncated(still_running, origin: OriginInfo, bound: int) -> None:

@@ -34,7 +34,7 @@ from jax import lax
 
 from dy2st import _jax_compat
 from dy2st.errors import LoopGradientError, LoopVariableError, OriginInfo
-from dy2st.runtime import ad_context, loop_checks
+from dy2st.runtime import ad_context, events, loop_checks
 from dy2st.runtime.asserts import check_when_run
 from dy2st.runtime.staging import cast_to, static_equal, weak_proxy, describe, scalar_predicate, staged_tracing
 from dy2st.runtime.values import is_traced
@@ -380,9 +380,11 @@ def stage(spec, init, loop: Loop, origin: OriginInfo, check=None) -> list:
         is raised as `Refused`.
     """
     for _ in range(_MAX_ROUNDS):
+        attempt = events.Attempt()
         built = _build(spec, init, loop, origin, check)
         if not isinstance(built, _Retype):
             return built
+        attempt.discard()  # what the body noted belongs to a loop JAX drops
         spec = built.spec
     raise LoopVariableError(
         "the types of the loop's variables do not settle: each iteration changes them again.",
@@ -474,7 +476,8 @@ def _check_zero_trips(check: tuple, ran, origin: OriginInfo) -> None:
     `(var, leaf)` of `_zero_trip_checks` (or a refusal)."""
     var, leaf = check
     if leaf.unbound_before:
-        check_when_run(ran, lambda: _unbound_after_loop(var.name, origin))
+        check_when_run(ran, lambda: _unbound_after_loop(var.name, origin), origin,
+                       f"if the loop runs zero times, reading '{var.name}' after it raises what eager Python raises")
     else:
         check_when_run(ran, lambda: LoopVariableError(
             f"the loop ran zero times, so eagerly '{var.name}' would still be the Python number "
@@ -482,7 +485,7 @@ def _check_zero_trips(check: tuple, ran, origin: OriginInfo) -> None:
             "the type one iteration gives it.",
             origin,
             advice=f"give '{var.name}' its array shape before the loop (e.g. jnp.full(shape, {leaf.python_start!r})).",
-        ))
+        ), origin, f"if the loop runs zero times, '{var.name}' would be a Python number eagerly: refused then")
 
 
 def _unbound_after_loop(name: str, origin: OriginInfo) -> Exception:

@@ -32,7 +32,7 @@ import jax
 
 from dy2st.config import log
 from dy2st.errors import LoopVariableError, OriginInfo, PythonEffectError
-from dy2st.runtime import loop_checks, loop_staging
+from dy2st.runtime import events, loop_checks, loop_staging
 from dy2st.runtime.iterables import StagedArray, StagedIterable, StagedRange
 from dy2st.runtime.staging import scalar_predicate, stage_cond
 from dy2st.runtime.values import is_traced
@@ -122,6 +122,7 @@ def convert_while(test, body, get_state, set_state, names, python_reason=None, r
     """
     facts = loop_staging.StateFacts(frozenset(loop_only), frozenset(observed))
     options = LoopOptions()
+    trips = 0
     while True:
         pred = test()
         if is_traced(pred):
@@ -129,9 +130,13 @@ def convert_while(test, body, get_state, set_state, names, python_reason=None, r
                 raise _python_body_error(python_reason, "its condition is traced", OriginInfo.of_caller())
             return _lax_while(test, body, get_state, set_state, names, OriginInfo.of_caller(), facts)
         if not pred:
+            if events.active():
+                events.note(OriginInfo.of_caller(), "python_loop", f"Python while: {_iterations(trips)}",
+                            "the condition is a Python value: Python ran the loop, tracing the body once per iteration")
             return get_state()
         with _options_scope(options):
             body()
+        trips += 1
 
 
 def _lax_while(test, body, get_state, set_state, names, origin, facts):
@@ -162,8 +167,33 @@ def _stage(get_state, set_state, names, origin, run_body, run_test, length, kind
     bound = options.maximum_iterations if length is None else None
     log(1, "dy2st: %s loop at %s:%d staged (%s)", kind, origin.filename, origin.lineno,
         "lax.scan" if length is not None or bound is not None else "lax.while_loop")
+    if events.active():
+        _note_staged(origin, names, values, length, bound, masked=run_test is not None)
     set_state(tuple(values))
     return tuple(values)
+
+
+def _note_staged(origin: OriginInfo, names, values, length: int | None, bound: int | None, masked: bool) -> None:
+    carries = f"carries {events.describe_values(names, values)}" if names else "carries nothing"
+    if length is not None and masked:
+        events.note(origin, "scan", f"lax.scan of {length} masked steps",
+                    f"a static trip count with a traced `break`: each step after it does nothing; {carries}")
+    elif length is not None:
+        events.note(origin, "scan", f"lax.scan, {_iterations(length)}", carries)
+    elif bound is not None:
+        events.note(origin, "scan", f"lax.scan of {bound} masked steps",
+                    f"a traced condition bounded by maximum_iterations={bound}; {carries}")
+    else:
+        events.note(origin, "while_loop", "lax.while_loop", f"a traced condition; {carries}")
+
+
+def _note_unrolled(origin: OriginInfo, length: int, reason: str) -> None:
+    if events.active():
+        events.note(origin, "unrolled", f"unrolled, {_iterations(length)}", reason)
+
+
+def _iterations(count: int) -> str:
+    return f"{count} iteration{'s' if count != 1 else ''}"
 
 
 # -- for -------------------------------------------------------------------------------------
@@ -185,18 +215,25 @@ def convert_for(iterable, body, get_state, set_state, names, extra_test, python_
         iterable = StagedArray(iterable)
     if isinstance(iterable, StagedIterable):
         if iterable.static_length is not None and python_reason is not None:
-            log(1, "dy2st: for loop at %s:%d unrolled: %s", origin.filename, origin.lineno, python_reason)
+            log(1, "dy2st: for loop at %s:%d unrolled: %s%s", origin.filename, origin.lineno, python_reason,
+                events.EXPLAIN_HINT)
+            _note_unrolled(origin, iterable.static_length, python_reason)
             return _py_for(iterable.python_items(), body, get_state, set_state, names, extra_test, origin, facts,
                            python_reason, refuse_staged)
         if refuse_staged:
             raise _python_body_error(python_reason, "its number of iterations is traced", origin)
         return _lax_for(iterable, body, get_state, set_state, names, extra_test, origin, facts)
     if isinstance(iterable, range) and python_reason is not None:
-        log(2, "dy2st: for-range loop at %s:%d unrolled: %s", origin.filename, origin.lineno, python_reason)
+        log(2, "dy2st: for-range loop at %s:%d unrolled: %s%s", origin.filename, origin.lineno, python_reason,
+            events.EXPLAIN_HINT)
+        _note_unrolled(origin, len(iterable), python_reason)
     elif isinstance(iterable, range):
         staged = _try_stage_range(iterable, body, get_state, set_state, names, extra_test, origin, facts)
         if staged is not None:
             return staged
+    elif events.active():
+        events.note(origin, "python_loop", f"Python for over a {type(iterable).__name__}",
+                    "a Python iterable: Python ran the loop, tracing the body once per item")
     return _py_for(iterable, body, get_state, set_state, names, extra_test, origin, facts, python_reason, refuse_staged)
 
 
@@ -229,12 +266,16 @@ def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin, fa
     run_body = _element_body(iterable, body, get_state, set_state)
     if length is not None:  # rows of an array: unroll when a scan cannot carry what the body does
         init = get_state()
+        attempt = events.Attempt()
         try:
             return _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length, facts)
         except (LoopVariableError, loop_staging.Refused) as why:
             set_state(init)
-            log(1, "dy2st: for loop at %s:%d (%d items) unrolled: %s", origin.filename, origin.lineno, length,
-                str(why).splitlines()[0])
+            attempt.discard()
+            reason = str(why).splitlines()[0]
+            log(1, "dy2st: for loop at %s:%d (%d items) unrolled: %s%s", origin.filename, origin.lineno, length,
+                reason, events.EXPLAIN_HINT)
+            _note_unrolled(origin, length, f"a scan cannot carry what the body does: {reason}")
             return _py_for(iterable.python_items(), body, get_state, set_state, names, extra_test, origin, facts)
     return _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length, facts)
 
@@ -302,6 +343,10 @@ def _stage_rest(iterable, position, item, items, body, get_state, set_state, nam
         rest = iterable[position:]
         log(1, "dy2st: for loop at %s:%d: break flag traced, staging the last %d iterations",
             origin.filename, origin.lineno, len(rest))
+        if events.active():
+            events.note(origin, "unrolled", f"break turned traced after {_iterations(position)}",
+                        f"Python ran the first {_iterations(position)}; the traced `break` decides the "
+                        f"last {len(rest)}, staged")
         return _lax_for(StagedRange(rest.start, rest.stop, rest.step), body, get_state, set_state, names, extra_test, origin,
                         facts)
     for item in [item, *items]:  # a Python iterable: each remaining item under a staged `if`
@@ -323,6 +368,9 @@ def _stage_rest(iterable, position, item, items, body, get_state, set_state, nam
             return get_state()
 
         set_state(tuple(stage_cond(go, taken, skipped, names, origin, branch_names=("iteration", "iteration skipped by `break`"))))
+        if events.active():
+            events.note(origin, "cond", "lax.cond per item after a traced break",
+                        "the `break` turned traced: each remaining item runs under a cond")
     return get_state()
 
 
@@ -330,15 +378,18 @@ def _try_stage_range(rng, body, get_state, set_state, names, extra_test, origin,
     """Stage a Python `range` loop as one scan when the body allows; None means unroll."""
     where = f"{origin.filename}:{origin.lineno}"
     if len(rng) < _MIN_STAGED_TRIPS:
+        _note_unrolled(origin, len(rng), "a static range too short for a scan to gain anything")
         return None
     init = get_state()
     leaves = jax.tree_util.tree_leaves(init, is_leaf=lambda x: isinstance(x, Undefined))
     if not any(is_traced(l) for l in leaves):
         log(2, "dy2st: for-range loop at %s unrolled: no traced state", where)
+        _note_unrolled(origin, len(rng), "a static range whose variables hold no traced value: Python runs it")
         return None
     if extra_test is not None:
         go = extra_test()
         if is_traced(go) or not go:
+            _note_unrolled(origin, len(rng), "a static range whose `break` is decided as it goes")
             return None
     iterable = StagedRange(rng.start, rng.stop, rng.step)
     length = len(rng)
@@ -351,6 +402,7 @@ def _try_stage_range(rng, body, get_state, set_state, names, extra_test, origin,
 
     loop = loop_staging.Loop(run_body, run_test if extra_test is not None else None, length, indexed=True, facts=facts)
     reason = None
+    attempt = events.Attempt()
     try:
         with _options_scope(LoopOptions()):
             values = loop_staging.stage(
@@ -362,9 +414,13 @@ def _try_stage_range(rng, body, get_state, set_state, names, extra_test, origin,
         reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
     if reason is not None:
         set_state(init)
-        log(1, "dy2st: for-range loop at %s (%d iterations) unrolled: %s", where, length, reason)
+        attempt.discard()
+        log(1, "dy2st: for-range loop at %s (%d iterations) unrolled: %s%s", where, length, reason, events.EXPLAIN_HINT)
+        _note_unrolled(origin, length, f"a scan cannot carry what the body does: {reason}")
         return None
     log(1, "dy2st: for-range loop at %s (%d iterations) staged as lax.scan", where, length)
+    if events.active():
+        _note_staged(origin, names, values, length, None, masked=extra_test is not None)
     set_state(tuple(values))
     return tuple(values)
 

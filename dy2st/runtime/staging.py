@@ -24,6 +24,7 @@ from jax import lax
 
 from dy2st import _jax_compat
 from dy2st.errors import BranchOutputError, OriginInfo, PredicateError
+from dy2st.runtime import events
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
 from dy2st.runtime.values import PY_SCALARS, flatten_state, is_array
 
@@ -289,9 +290,11 @@ def stage_cond(
     merge = lambda t, f: _merge(t, f, labels, origin, branch_names, promote)
     known = None
     for _ in range(_MAX_BUILDS):
+        attempt = events.Attempt()
         built = _build_cond(pred, (true_fn, false_fn), branch_names, origin, merge, known)
         if not isinstance(built, _BothSides):
             return built
+        attempt.discard()  # what the branches noted belongs to a cond JAX drops
         known = built
     raise BranchOutputError(
         "the branches give different types each time they are traced.",
