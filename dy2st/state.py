@@ -23,8 +23,9 @@ What counts as state (`capture`):
 
 `Layout` is one walk: `nodes` (visit order; node 0 is the list of roots), `key` (hashable,
 one `(kind, type, slots)` entry per node, each slot `(name, ref)`), `leaves` (the arrays).
-A ref is `("a", i)` array leaf i, `("s", value, type)` static, `("n", j)` node j, or
-`("p", treedef, refs)` a pytree rebuilt from refs.
+A ref says where a slot's value comes from: `ArrayRef(i)` array leaf i, `StaticRef(value, type)`
+a static value, `NodeRef(j)` node j, `TreeRef(treedef, refs)` a pytree rebuilt from refs; a
+`Recipe` also uses `InputRef(i)`, an input array the call left unchanged.
 
 Under a trace, `Layout.fill` swaps tracers into the live nodes, the forward runs on them, a
 second walk sees what changed, and `Layout.restore` puts the original contents back
@@ -36,6 +37,7 @@ Flax NNX modules are updated in place (`nnx.update`), so their identity is kept.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 import types
@@ -54,6 +56,40 @@ _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType
 _OPAQUE_MODULES = ("jax", "jaxlib", "numpy", "dy2st", "logging", "threading", "_thread", "builtins",
                    "functools", "typing", "abc", "optax", "flax", "equinox")
 _node_kind: dict[type, str | None] = {}
+
+
+# -- refs: where the value of one slot comes from ---------------------------------------------------
+# Slotted dataclasses: equal only to a ref of the same class (ArrayRef(1) != NodeRef(1)), and
+# hashable, since layout keys made of them key the program cache.
+@dataclasses.dataclass(slots=True, unsafe_hash=True)
+class ArrayRef:
+    index: int  # into the layout's leaves (or, in a Recipe, into the program's outputs)
+
+
+@dataclasses.dataclass(slots=True, unsafe_hash=True)
+class InputRef:
+    index: int  # an input array the call left unchanged
+
+
+@dataclasses.dataclass(slots=True, unsafe_hash=True)
+class StaticRef:
+    value: object  # hashable, or wrapped in _ById
+    type: type | None  # the value's type for Python scalars (so 1 and 1.0 and True differ), else None
+
+    @property
+    def python_value(self):
+        return self.value.value if type(self.value) is _ById else self.value
+
+
+@dataclasses.dataclass(slots=True, unsafe_hash=True)
+class NodeRef:
+    index: int  # into the layout's nodes
+
+
+@dataclasses.dataclass(slots=True, unsafe_hash=True)
+class TreeRef:
+    treedef: object
+    refs: tuple
 
 
 class _ById:
@@ -120,14 +156,14 @@ class Layout:
             tv = type(v)
             if tv is _ArrayImpl:  # the common case first: a concrete jax array
                 leaves.append(v)
-                return ("a", len(leaves) - 1)
+                return ArrayRef(len(leaves) - 1)
             if tv in _SCALARS:
-                return ("s", v, tv)
+                return StaticRef(v, tv)
             if isinstance(v, _ARRAY_TYPES):
                 if isinstance(v, _Tracer):
                     self.traced = True
                 leaves.append(v)
-                return ("a", len(leaves) - 1)
+                return ArrayRef(len(leaves) - 1)
             kind = _node_kind[tv] if tv in _node_kind else node_kind(v)
             if kind is not None:
                 j = index.get(id(v))
@@ -136,15 +172,15 @@ class Layout:
                     nodes.append(v)
                     key.append(None)
                     visit(j, v, kind)
-                return ("n", j)
+                return NodeRef(j)
             sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=_is_node)
             if jax.tree_util.treedef_is_leaf(treedef) and (not sub or sub[0] is v):
                 try:
                     hash(v)
                 except TypeError:
                     v = _ById(v)
-                return ("s", v, None)
-            return ("p", treedef, tuple(ref(x) for x in sub))
+                return StaticRef(v, None)
+            return TreeRef(treedef, tuple(ref(x) for x in sub))
 
         def visit(j, node, kind):  # depth first, so leaves come in attribute order
             items = enumerate(node) if kind == "l" else (node.items() if kind == "d" else vars(node).items())
@@ -204,21 +240,21 @@ class Layout:
 
 def _matches(v, ref, nodes, leaves) -> bool:
     """Whether `v` would get `ref` in a fresh walk; records its array leaves."""
-    tag = ref[0]
-    if tag == "a":
+    kind = type(ref)
+    if kind is ArrayRef:
         if type(v) is not _ArrayImpl:
             return False  # numpy arrays, tracers: the fresh walk decides
-        leaves[ref[1]] = v
+        leaves[ref.index] = v
         return True
-    if tag == "s":
-        value = ref[1]
+    if kind is StaticRef:
+        value = ref.value
         if type(value) is _ById:
             return v is value.value
         return v is value or (type(v) is type(value) and v == value)
-    if tag == "n":
-        return v is nodes[ref[1]]
+    if kind is NodeRef:
+        return v is nodes[ref.index]
     sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=_is_node)
-    return treedef == ref[1] and all(_matches(x, r, nodes, leaves) for x, r in zip(sub, ref[2]))
+    return treedef == ref.treedef and all(_matches(x, r, nodes, leaves) for x, r in zip(sub, ref.refs))
 
 
 def _is_node(x) -> bool:
@@ -235,14 +271,8 @@ def _replace_contents(node, kind, contents) -> None:
 
 
 def _build(ref, leaves, nodes):
-    tag = ref[0]
-    if tag == "a":
-        return leaves[ref[1]]
-    if tag == "s":
-        return ref[1].value if type(ref[1]) is _ById else ref[1]
-    if tag == "n":
-        return nodes[ref[1]]
-    return jax.tree_util.tree_unflatten(ref[1], [_build(r, leaves, nodes) for r in ref[2]])
+    """The value `ref` describes, with array leaves from `leaves`."""
+    return _build_out(ref, (), leaves, nodes)
 
 
 def _merge_value(old, new):
@@ -261,7 +291,7 @@ class Recipe:
     `changes` lists `(node index, slot, ref)` when the forward kept the node structure (the
     common case: only those slots are written); otherwise `full` holds, for every node after the
     call, where it comes from (`int`: an existing node, `type`: a new one) and its contents.
-    Refs use `("in", i)` for an unchanged input array and `("a", k)` for the k-th output.
+    Refs use `InputRef(i)` for an unchanged input array and `ArrayRef(k)` for the k-th output.
     """
 
     __slots__ = ("changes", "full")
@@ -295,16 +325,17 @@ def _new_node(tp):
 
 
 def _build_out(ref, inputs, outs, nodes):
-    tag = ref[0]
-    if tag == "in":
-        return inputs[ref[1]]
-    if tag == "a":
-        return outs[ref[1]]
-    if tag == "s":
-        return ref[1].value if type(ref[1]) is _ById else ref[1]
-    if tag == "n":
-        return nodes[ref[1]]
-    return jax.tree_util.tree_unflatten(ref[1], [_build_out(r, inputs, outs, nodes) for r in ref[2]])
+    """The value `ref` describes: unchanged inputs from `inputs`, arrays from `outs`."""
+    kind = type(ref)
+    if kind is ArrayRef:
+        return outs[ref.index]
+    if kind is InputRef:
+        return inputs[ref.index]
+    if kind is StaticRef:
+        return ref.python_value
+    if kind is NodeRef:
+        return nodes[ref.index]
+    return jax.tree_util.tree_unflatten(ref.treedef, [_build_out(r, inputs, outs, nodes) for r in ref.refs])
 
 
 def make_recipe(before: Layout, after: Layout, inputs) -> tuple[Recipe, list]:
@@ -315,19 +346,19 @@ def make_recipe(before: Layout, after: Layout, inputs) -> tuple[Recipe, list]:
     for leaf in after.leaves:
         i = position.get(id(leaf))
         if i is None:
-            leaf_refs.append(("a", len(outs)))
+            leaf_refs.append(ArrayRef(len(outs)))
             outs.append(leaf)
         else:
-            leaf_refs.append(("in", i))
+            leaf_refs.append(InputRef(i))
 
     def translate(r, table):
-        if r[0] == "a":
-            return table[r[1]]
-        if r[0] == "p":
-            return ("p", r[1], tuple(translate(x, table) for x in r[2]))
+        if type(r) is ArrayRef:
+            return table[r.index]
+        if type(r) is TreeRef:
+            return TreeRef(r.treedef, tuple(translate(x, table) for x in r.refs))
         return r
 
-    before_refs = [("in", i) for i in range(len(before.leaves))]
+    before_refs = [InputRef(i) for i in range(len(before.leaves))]
     same_nodes = len(after.nodes) == len(before.nodes) and all(
         a is b for a, b in zip(after.nodes, before.nodes))
     descs = [(kind, tp, tuple((k, translate(r, leaf_refs)) for k, r in slots)) for kind, tp, slots in after.key]
@@ -386,7 +417,7 @@ def split_state(obj):
         leaves = [new.get(n, v) for n, v in zip(names, layout.leaves)]
         changes = tuple((j, k, r) for j, (_, _, slots) in enumerate(layout.key) if j
                         for k, r in slots if _has_leaf(r))
-        Recipe(changes).apply(layout, leaves)  # refs ("a", i) read the new leaves
+        Recipe(changes).apply(layout, leaves)  # ArrayRef(i) reads the new leaves
         return obj
 
     return arrays, merge
@@ -403,8 +434,8 @@ def describe_difference(before: tuple, after: tuple, limit: int = 3) -> str:
             if a == b:
                 continue
             name = f"{paths.get(j, '')}.{k}".lstrip(".") if j else f"argument {k}"
-            if a is not None and b is not None and a[0] == b[0] == "s":
-                found.append(f"{name}: {_static(a)!r} -> {_static(b)!r}")
+            if type(a) is StaticRef and type(b) is StaticRef:
+                found.append(f"{name}: {a.python_value!r} -> {b.python_value!r}")
             else:
                 found.append(f"{name}: structure changed")
     if len(after) != len(before):
@@ -412,21 +443,17 @@ def describe_difference(before: tuple, after: tuple, limit: int = 3) -> str:
     return "; ".join(found[:limit]) or "the state structure changed"
 
 
-def _static(ref):
-    return ref[1].value if type(ref[1]) is _ById else ref[1]
-
-
 def _node_paths(key) -> dict:
     paths = {0: ""}
     for j, (_, _, slots) in enumerate(key):
         for k, r in slots:
-            if r[0] == "n":
-                paths.setdefault(r[1], f"{paths.get(j, '')}.{k}" if j else "")
+            if type(r) is NodeRef:
+                paths.setdefault(r.index, f"{paths.get(j, '')}.{k}" if j else "")
     return paths
 
 
 def _has_leaf(ref) -> bool:
-    return ref[0] == "a" or (ref[0] == "p" and any(_has_leaf(r) for r in ref[2]))
+    return type(ref) is ArrayRef or (type(ref) is TreeRef and any(_has_leaf(r) for r in ref.refs))
 
 
 def _leaf_names(layout: Layout) -> list[str]:
@@ -440,14 +467,14 @@ def _leaf_names(layout: Layout) -> list[str]:
 
 
 def _name_ref(ref, path, names, paths):
-    if ref[0] == "a":
-        names[ref[1]] = path.lstrip(".")
-    elif ref[0] == "n":
-        paths.setdefault(ref[1], path)
-    elif ref[0] == "p":
+    if type(ref) is ArrayRef:
+        names[ref.index] = path.lstrip(".")
+    elif type(ref) is NodeRef:
+        paths.setdefault(ref.index, path)
+    elif type(ref) is TreeRef:
         subpaths = [_path_name(p) for p, _ in jax.tree_util.tree_flatten_with_path(
-            jax.tree_util.tree_unflatten(ref[1], list(range(len(ref[2])))))[0]]
-        for sub, r in zip(subpaths, ref[2]):
+            jax.tree_util.tree_unflatten(ref.treedef, list(range(len(ref.refs)))))[0]]
+        for sub, r in zip(subpaths, ref.refs):
             _name_ref(r, f"{path}.{sub}" if sub else path, names, paths)
 
 
