@@ -60,7 +60,7 @@ def _dispatcher():
             error = at_boundary(exc, config.traceback_filtering)
             if error is exc:
                 raise
-            raise error from None
+            raise error from error.__cause__  # a JAX error behind a TracedValueError stays its cause
 
     def bind(static_function):
         nonlocal owner

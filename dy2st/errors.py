@@ -207,6 +207,16 @@ class BuiltinError(Dy2StaticError, TypeError):
     """
 
 
+class TracedValueError(Dy2StaticError, TypeError):
+    """Python code that dy2st runs as it is needed a concrete value (bool, int, index) of a traced array.
+
+    Such code: `xs.index(v)` or `v in xs` over arrays, the `if` of a comprehension, a helper
+    marked `not_to_static`, library code. JAX's own error (a TracerBoolConversionError, ...) is kept as the cause. Fix: write the
+    decision as an `if` statement in converted code, or compute it with jnp (`jnp.where`,
+    `jnp.argmax(xs == v)`), or keep the value a Python number.
+    """
+
+
 class ScopeWriteError(Dy2StaticError):
     """A traced value is written to a `global` or outer `nonlocal` variable.
 
@@ -263,15 +273,16 @@ _LIBRARY_DIRS = tuple(
 )
 _NOTED_ATTR = "__dy2st_noted__"
 _TRACED_AS_PYTHON = (
-    "this line uses a traced value where Python needs a concrete bool/int, in code dy2st does "
-    "not convert (a comprehension's `if`, a `match`, a `while` condition of a helper marked "
-    "not_to_static or from a library). Write it as an `if` statement in converted code, or use "
-    "jnp.where / jax.lax.cond."
+    "write the decision as an `if` statement in converted code (dy2st stages it), or compute it "
+    "with jnp (`jnp.where(...)`, `jnp.argmax(xs == v)` for a position), or keep the value a Python "
+    "number. Code dy2st runs as it is: a comprehension's `if`, a `match`, list methods that compare "
+    "arrays (`xs.index(v)`, `v in xs`), helpers marked not_to_static or from a library."
 )
+# JAX's errors for Python code that needs a concrete value of a tracer: at the boundary they
+# become a TracedValueError at the user's line (the JAX error is its cause).
+_NEEDS_CONCRETE = (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
+                   jax.errors.TracerArrayConversionError)
 _ADVICE_BY_TYPE = {
-    jax.errors.TracerBoolConversionError: _TRACED_AS_PYTHON,
-    jax.errors.TracerIntegerConversionError: _TRACED_AS_PYTHON,
-    jax.errors.ConcretizationTypeError: _TRACED_AS_PYTHON,
     RecursionError: "a recursive call whose base case depends on a traced value never stops "
     "being traced (both branches of a staged `if` are traced). Make the base case a Python "
     "value (a static int argument), or write the recursion as a loop.",
@@ -383,6 +394,16 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
     if failure is not None:
         failure.__cause__, failure.__suppress_context__ = None, True
         return failure
+    if isinstance(exc, _NEEDS_CONCRETE):
+        origin = innermost_user_frame(exc.__traceback__)
+        if origin is not None:
+            error = TracedValueError(
+                f"Python needs a concrete value of a traced array here, in code dy2st runs as it is: "
+                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+                origin, advice=_TRACED_AS_PYTHON)
+            error.__cause__ = exc
+            error.__traceback__ = filter_traceback(exc.__traceback__) if filtering else exc.__traceback__
+            return error
     if not isinstance(exc, Dy2StaticError) and not getattr(exc, _NOTED_ATTR, False):
         origin = innermost_user_frame(exc.__traceback__)
         try:

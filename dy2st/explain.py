@@ -35,6 +35,7 @@ from dy2st import _jax_compat, conversion, input_spec, stateful
 from dy2st.errors import Dy2StaticError
 from dy2st.runtime import events
 from dy2st.runtime.events import Event
+from dy2st.runtime.values import ARRAY_TYPES
 
 # How each kind of event is shown: a colour for the HTML report, a mark for the text one.
 _STYLE = {
@@ -302,7 +303,7 @@ def _traceable(static_function, args, kwargs):
 
 
 def _is_array_like(leaf) -> bool:
-    return isinstance(leaf, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct))
+    return isinstance(leaf, ARRAY_TYPES) or isinstance(leaf, jax.ShapeDtypeStruct)
 
 
 def _spec_of(leaf) -> jax.ShapeDtypeStruct:

@@ -36,14 +36,13 @@ import threading
 from typing import Callable
 
 import jax
-import numpy as np
 
 from dy2st.config import config, log, logger
 from dy2st.errors import InputSignatureError, RuntimeChecks
 from dy2st.input_spec import user_origin
 from dy2st.runtime.undefined import check_defined
+from dy2st.runtime.values import ARRAY_TYPES
 
-_ARRAY_TYPES = (jax.Array, np.ndarray, np.generic)
 ARRAY_IMPL = type(jax.numpy.zeros(()))
 _FAST_TYPES = frozenset({ARRAY_IMPL})
 DEFAULT_MAX_PROGRAMS = 64
@@ -52,11 +51,11 @@ _flatten = jax.tree_util.tree_flatten
 
 
 def is_array_leaf(leaf) -> bool:
-    return isinstance(leaf, _ARRAY_TYPES)
+    return isinstance(leaf, ARRAY_TYPES)
 
 
 def _is_spec_leaf(leaf) -> bool:
-    return isinstance(leaf, _ARRAY_TYPES) or isinstance(leaf, jax.ShapeDtypeStruct)
+    return isinstance(leaf, ARRAY_TYPES) or isinstance(leaf, jax.ShapeDtypeStruct)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -43,11 +43,11 @@ import sys
 import types
 
 import jax
-import numpy as np
+
+from dy2st.runtime.values import ARRAY_TYPES
 
 _Tracer = jax.core.Tracer
 _ArrayImpl = type(jax.numpy.zeros(()))
-_ARRAY_TYPES = (jax.Array, np.ndarray, np.generic)
 _SCALARS = frozenset({int, float, bool, complex, str, bytes, type(None)})
 _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
            functools.partial, property, staticmethod, classmethod)
@@ -113,7 +113,7 @@ def _kind_of_type(tp, value) -> str | None:
         return "l"
     if issubclass(tp, dict):
         return "d"
-    if (issubclass(tp, _OPAQUE + _ARRAY_TYPES) or not hasattr(value, "__dict__")
+    if (issubclass(tp, _OPAQUE + ARRAY_TYPES) or not hasattr(value, "__dict__")
             or (tp.__module__ or "").split(".")[0] in _OPAQUE_MODULES):
         return None
     if not jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(value)):
@@ -159,7 +159,7 @@ class Layout:
                 return ArrayRef(len(leaves) - 1)
             if tv in _SCALARS:
                 return StaticRef(v, tv)
-            if isinstance(v, _ARRAY_TYPES):
+            if isinstance(v, ARRAY_TYPES):
                 if isinstance(v, _Tracer):
                     self.traced = True
                 leaves.append(v)
@@ -401,10 +401,10 @@ def split_state(obj):
     if node_kind(obj) is None:
         leaves_with_path, treedef = jax.tree_util.tree_flatten_with_path(obj)
         names = [_path_name(p) for p, _ in leaves_with_path]
-        arrays = {n: v for n, (_, v) in zip(names, leaves_with_path) if isinstance(v, _ARRAY_TYPES)}
+        arrays = {n: v for n, (_, v) in zip(names, leaves_with_path) if isinstance(v, ARRAY_TYPES)}
 
         def merge(new):
-            leaves = [new.get(n, v) if isinstance(v, _ARRAY_TYPES) else v for n, (_, v) in zip(names, leaves_with_path)]
+            leaves = [new.get(n, v) if isinstance(v, ARRAY_TYPES) else v for n, (_, v) in zip(names, leaves_with_path)]
             rebuilt = jax.tree_util.tree_unflatten(treedef, leaves)
             return _merge_value(obj, rebuilt)
 

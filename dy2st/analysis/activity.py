@@ -106,6 +106,15 @@ class _ActivityVisitor(ast_util.NodeVisitor):
         else:
             self.generic_visit(node)
 
+    def visit_Call(self, node):
+        # `jst.write_composite(L, (-1,), v)`, made by an inner if/loop already rewritten, is the
+        # write `L[-1] = v` it replaces: enclosing ifs and loops must carry `L[-1]` too.
+        written = _composite_written_back(node)
+        if written is not None:
+            self.writes.add(written)
+            self._read_parents(written)
+        self.generic_visit(node)
+
     def visit_AugAssign(self, node):
         self.visit(node.value)
         symbol = qual_names.from_node(node.target)
@@ -201,6 +210,22 @@ class _ReusingVisitor(_ActivityVisitor):
 
 def _activity(visitor: _ActivityVisitor) -> Activity:
     return Activity(frozenset(visitor.reads), frozenset(visitor.writes), frozenset(visitor.kills))
+
+
+def _composite_written_back(call) -> QualifiedName | None:
+    """The symbol a generated `<runtime>.write_composite(parent, step, value)` call writes."""
+    func = call.func
+    if not (isinstance(func, gast.Attribute) and func.attr == "write_composite" and isinstance(func.value, gast.Name)
+            and len(call.args) == 3):
+        return None
+    parent, step = qual_names.from_node(call.args[0]), call.args[1]
+    if parent is None:
+        return None
+    if isinstance(step, gast.Constant) and isinstance(step.value, str):
+        return QualifiedName(parent.base, parent.path + (step.value,))
+    if isinstance(step, gast.Tuple) and len(step.elts) == 1 and isinstance(step.elts[0], gast.Constant):
+        return QualifiedName(parent.base, parent.path + ((step.elts[0].value,),))
+    return None
 
 
 def activity_of(nodes) -> Activity:

@@ -80,6 +80,7 @@ class _Effects:
 
     appended: set = dataclasses.field(default_factory=set)  # local lists `name.append(...)`ed
     mutated: list = dataclasses.field(default_factory=list)  # other in-place changes, as text
+    mutated_roots: set = dataclasses.field(default_factory=set)  # the local names those change
     mutated_outside: list = dataclasses.field(default_factory=list)  # of objects not local
     closures: int = 0
     iterators: int = 0
@@ -134,6 +135,8 @@ def _effects(nodes: list, local_names: frozenset, rewritten_appends: bool, write
                 found.mutated.append(text)
                 if not local:
                     found.mutated_outside.append(text)
+                else:
+                    found.mutated_roots.add(root)
     return found
 
 
@@ -147,7 +150,14 @@ def python_body(body: list, local_names: frozenset, writers=None) -> PythonBody 
         return PythonBody(f"the body changes an object from outside the loop in place ({found.mutated_outside[0]})",
                           True, makes_closures)
     if found.mutated:
-        return PythonBody(f"the body changes a list or dict in place ({found.mutated[0]})", False, makes_closures)
+        # A list the body rebinds is loop state: its value after each iteration, changes
+        # included, is carried. One made before the loop and only changed in place is not
+        # carried, so a staged body would change it once, while tracing.
+        kept = sorted(found.mutated_roots - _stored_names(body))
+        reason = f"the body changes a list or dict in place ({found.mutated[0]})"
+        if kept:
+            reason = f"the body changes the list or dict '{kept[0]}', made before the loop, in place ({found.mutated[0]})"
+        return PythonBody(reason, bool(kept), makes_closures)
     read_while_growing = sorted(found.appended & _reads_besides_append(body, found.appended))
     if read_while_growing:
         return PythonBody(f"the body reads the list '{read_while_growing[0]}' while appending to it",
@@ -176,6 +186,11 @@ def _walk_statements(body: list):
     calls run in the loop too."""
     for stmt in body:
         yield from ast_util.walk(stmt)
+
+
+def _stored_names(body: list) -> set:
+    """Names (re)bound anywhere in `body`."""
+    return {n.id for n in _walk_statements(body) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
 
 
 def _reads_besides_append(body: list, names: set) -> set:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError
 from dy2st.runtime import events
-from dy2st.runtime.staging import stage_cond
+from dy2st.runtime.staging import grown_from, stage_cond
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined
 from dy2st.runtime.writes import WriteTracker
@@ -63,6 +63,7 @@ def _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, or
     initial = get_state() if get_state is not None else ()
     tracker = WriteTracker()
     carried_writes: list = []  # attributes called methods change, carried as extra outputs
+    lists = _ListIdentity(initial[:nouts])
 
     def branch(body):
         def run():
@@ -72,6 +73,7 @@ def _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, or
                 if body is not None:
                     body()
             outs = get_state()[:nouts] if get_state is not None else ()
+            lists.see(outs)
             changes = tracker.take()
             found.update(changes)
             return tuple(outs) + tuple(changes.get(k, tracker.original_value(k)) for k in carried_writes)
@@ -106,7 +108,7 @@ def _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, or
         raise
     for key, value in zip(carried_writes, outputs[nouts:]):
         tracker.write(key, value)
-    final = tuple(outputs[:nouts]) + tuple(initial[nouts:])
+    final = lists.kept(outputs[:nouts], names, origin) + tuple(initial[nouts:])
     if set_state is not None:
         set_state(final)
     if events.active():
@@ -116,6 +118,40 @@ def _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, or
 
 def _carries(labels, values) -> str:
     return f"carries {events.describe_values(labels, values)}" if labels else "carries nothing (effects only)"
+
+
+class _ListIdentity:
+    """How each branch left the carried lists: `same` (the list from before), `grown` (appended
+    to in place: `xs.append(v)` gives a new list while tracing, see `lists.list_append`) or
+    `replaced` (another list). Where no branch replaced it, the list eager code holds after the
+    `if` is the one from before, grown: other references to it (a context manager's, the
+    caller's) must see the items, so the merged items are written back into it."""
+
+    def __init__(self, initial):
+        self.initial = initial
+        self.seen = [set() for _ in initial]
+
+    def see(self, outs) -> None:
+        for i, (before, after) in enumerate(zip(self.initial, outs)):
+            if type(before) is list:
+                self.seen[i].add("same" if after is before else "grown" if grown_from(after) is before else "replaced")
+
+    def kept(self, outputs, names, origin: OriginInfo) -> tuple:
+        final = list(outputs)
+        for i, (before, seen) in enumerate(zip(self.initial, self.seen)):
+            if not seen or type(final[i]) is not list:
+                continue
+            if "replaced" not in seen:
+                before[:] = final[i]
+                final[i] = before
+            elif "grown" in seen:
+                raise BranchOutputError(
+                    f"'{names[i]}' is appended to in place in one branch and replaced by another list in the "
+                    "other: other references to the list would see the new items on one side only.",
+                    origin,
+                    advice=f"append in both branches, or build a new list in both (`{names[i]} = {names[i]} + [v]`).",
+                )
+        return tuple(final)
 
 
 # Each round can only add attributes, and the second sees every one either side writes.

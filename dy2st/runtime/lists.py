@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dy2st.runtime.staging import tracing_staged_code
+from dy2st.runtime.staging import note_grown, tracing_staged_code
 
 
 def list_append(target, value):
@@ -18,6 +18,8 @@ def list_append(target, value):
         if not tracing_staged_code():  # plain Python here: append in place, as eagerly (other
             target.append(value)       # references to the list, a context manager's, see it)
             return target
-        return target + [value]
+        grown = target + [value]
+        note_grown(grown, target)  # the staged `if` writes it back into `target` (see control_flow)
+        return grown
     target.append(value)
     return target

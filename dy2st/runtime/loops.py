@@ -31,7 +31,7 @@ import threading
 import jax
 
 from dy2st.config import log
-from dy2st.errors import LoopVariableError, OriginInfo, PythonEffectError
+from dy2st.errors import Dy2StaticError, LoopVariableError, OriginInfo, PythonEffectError
 from dy2st.runtime import events, loop_checks, loop_staging
 from dy2st.runtime.iterables import StagedArray, StagedIterable, StagedRange
 from dy2st.runtime.staging import scalar_predicate, stage_cond
@@ -410,8 +410,11 @@ def _try_stage_range(rng, body, get_state, set_state, names, extra_test, origin,
             )
     except loop_staging.Refused as refused:
         reason = str(refused)
-    except Exception as err:  # the body needs the index as a Python int, or Python state
+    except _NEEDS_PYTHON_VALUES as err:  # the body needs the index as a Python int, or Python state
         reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+    except BaseException:
+        set_state(init)  # no tracer of the abandoned scan stays in the caller's variables
+        raise
     if reason is not None:
         set_state(init)
         attempt.discard()
@@ -423,6 +426,12 @@ def _try_stage_range(rng, body, get_state, set_state, names, extra_test, origin,
         _note_staged(origin, names, values, length, None, masked=extra_test is not None)
     set_state(tuple(values))
     return tuple(values)
+
+
+# What a body raises when a scan gives it a traced index where it needs a Python one (`int(i)`,
+# `xs[i]` of a list, `range(i)`, `d[i]`: jax's concretization errors are TypeErrors), or when
+# its state cannot be carried (dy2st's own refusals): the static range then unrolls, as eagerly.
+_NEEDS_PYTHON_VALUES = (TypeError, IndexError, KeyError, ValueError, Dy2StaticError)
 
 
 def _python_values_needed(spec, init):

@@ -87,6 +87,27 @@ def staged_tracing():
         yield
     finally:
         _staging.depth -= 1
+        if not _staging.depth:
+            _grown_lists().clear()
+
+
+def _grown_lists() -> dict:
+    if not hasattr(_staging, "grown"):
+        _staging.grown = {}
+    return _staging.grown
+
+
+def note_grown(grown: list, original: list) -> None:
+    """`grown` stands for `original` after an in-place append made while tracing staged code
+    (`list_append` gives a new list there; eagerly `original` itself would have grown)."""
+    _grown_lists()[id(grown)] = (grown, grown_from(original))
+
+
+def grown_from(value):
+    """The list eager code would hold in place of `value`: the list `value` was grown from by
+    in-place appends while tracing, else `value` itself."""
+    entry = _grown_lists().get(id(value))
+    return entry[1] if entry is not None and entry[0] is value else value
 
 
 def _run_branch(fn: Callable[[], Sequence]):

@@ -110,8 +110,10 @@ class WriteTracker:
         self._containers = {}
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
         _active.trackers.pop()
+        if exc_type is not None:  # the side failed half way: no object keeps what it wrote
+            self.restore()
         return False
 
     def see(self, obj) -> None:

@@ -135,6 +135,13 @@ def f(x):
 
 dy2st.to_static(f)(jnp.ones(3))
 """, "Reduce the array to one value first (`int(x.sum())`), or keep it an array (`x.astype(jnp.int32)`)."),
+    Example(errors.TracedValueError, """
+def f(x):
+    return [v for v in x if v > 0]
+
+dy2st.to_static(f)(jnp.ones(3))
+""", "Select with jnp instead of a comprehension's `if`: `x[x > 0]` has a data-dependent shape, so "
+        "keep the shape: `jnp.where(x > 0, x, 0)`."),
     Example(errors.ScopeWriteError, """
 total = 0.0
 

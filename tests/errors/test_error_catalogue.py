@@ -376,10 +376,6 @@ def calls_lambda(x):
         (matmul_in_branch, matmul_in_branch, "E:matmul", TypeError, ["dot_general"]),
         (add_string, add_string, "E:add_string", TypeError, []),
         (calls_bad_helper, helper_with_bad_shape, "E:helper_reshape", TypeError, ["reshape"]),
-        (comprehension_filter, comprehension_filter, "E:comprehension",
-         jax.errors.TracerBoolConversionError, ["jnp.where"]),
-        (calls_unconverted, unconverted_helper, "E:unconverted",
-         jax.errors.TracerBoolConversionError, ["not_to_static"]),
         (calls_method, Scaler.scale, "E:method", TypeError, ["broadcast"]),
         (calls_lambda, calls_lambda, "E:lambda", TypeError, ["dot"]),
     ],
@@ -389,6 +385,28 @@ def test_user_and_jax_errors_keep_type_and_gain_note(fn, where, marker, error, w
         dy2st.to_static(fn)(POS)
     assert not isinstance(info.value, Dy2StaticError)
     assert_points_at(info.value, where, marker, "(dy2st)", *words)
+
+
+def list_index_of_array(x):
+    xs = [1.0, x.sum()]
+    return xs.index(x.sum())  # E:list_index
+
+
+@pytest.mark.parametrize(
+    "fn, where, marker, words",
+    [
+        (comprehension_filter, comprehension_filter, "E:comprehension", ["jnp.where", "comprehension"]),
+        (calls_unconverted, unconverted_helper, "E:unconverted", ["not_to_static"]),
+        (list_index_of_array, list_index_of_array, "E:list_index", ["xs.index(v)", "jnp.argmax"]),
+    ],
+)
+def test_python_needing_a_concrete_traced_value_is_a_traced_value_error(fn, where, marker, words):
+    with pytest.raises(dy2st.errors.TracedValueError) as info:
+        dy2st.to_static(fn)(POS)
+    assert isinstance(info.value, TypeError)  # as JAX's own error was
+    assert isinstance(info.value.__cause__, jax.errors.ConcretizationTypeError)
+    assert str(info.value).startswith('File "')
+    assert_points_at(info.value, where, marker, "concrete value of a traced array", *words)
 
 
 def test_dy2st_frames_are_hidden_from_tracebacks():

@@ -1,0 +1,105 @@
+"""Item and attribute writes nested in staged code, seen by every enclosing if and loop.
+
+An inner `if` is rewritten first; the `L[-1] = v` in its branch becomes a generated
+`write_composite(L, (-1,), v)` after it. Enclosing ifs and loops must still carry `L[-1]`
+(they used to miss it and leave an inner trace's value in `L`: an UnexpectedTracerError, or a
+leaked tracer). And a loop body that fails half way through tracing must leave no object
+holding what the methods it called wrote.
+"""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import dy2st
+from dy2st.testing import check_equivalent
+
+X = jnp.array([1.0, 2.0, 3.0])
+
+
+def item_in_nested_if(x, y):
+    L = [x, y]
+    a = y
+    if x[0] >= 0:
+        if not x[1] > 4:
+            a = x
+        else:
+            L[-1] = x + 1
+    return a, L
+
+
+def attribute_in_nested_if(x):
+    class Box:
+        pass
+
+    box = Box()
+    box.v = x
+    if x.sum() > 0:
+        if x[0] > 2:
+            box.v = x * 2
+        else:
+            box.v = x * 3
+    return box.v
+
+
+def item_in_if_in_for(x, n):
+    L = [x, x]
+    for i in range(n):
+        if x.sum() > i:
+            L[-1] = L[-1] + 1
+    return L
+
+
+def key_in_if_in_while(x, n):
+    D = {"a": x}
+    i = 0
+    while i < n:
+        if x.sum() > i:
+            D["a"] = D["a"] * 2
+        i += 1
+    return D
+
+
+class State:
+    def __init__(self):
+        self.h = jnp.zeros(3)
+        self.count = 0
+
+    def bump(self, v):
+        self.count += 1
+        self.h = self.h + v
+        return self.count
+
+
+def method_then_python_index(x, n):
+    obj = State()
+    weights = [1.0, 2.0, 3.0]
+    k = x
+    for i in range(n):  # a scan is tried first: after bump() wrote obj.h, weights[i] needs a Python i
+        obj.bump(x)
+        k = k * weights[i]
+    return obj.h, k
+
+
+@pytest.mark.parametrize("x", [X, -X, X * 2])
+def test_item_written_in_a_nested_if(x):
+    check_equivalent(item_in_nested_if, x, X)
+
+
+@pytest.mark.parametrize("x", [X, -X, X * 0.5])
+def test_attribute_written_in_a_nested_if(x):
+    check_equivalent(attribute_in_nested_if, x, grad_argnums=0)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_item_written_in_an_if_in_a_loop(n):
+    check_equivalent(item_in_if_in_for, X, n)
+    check_equivalent(item_in_if_in_for, X, jnp.asarray(n), jit=False)
+    check_equivalent(key_in_if_in_while, X, n)
+    check_equivalent(key_in_if_in_while, X, jnp.asarray(n), jit=False)
+
+
+def test_a_loop_body_that_fails_while_tracing_leaves_no_tracer_on_objects():
+    check_equivalent(method_then_python_index, X, 3)
+    grad = jax.grad(lambda x: dy2st.to_static(method_then_python_index)(x, 3)[0].sum())(X)
+    assert jnp.allclose(grad, 3.0)
