@@ -210,7 +210,7 @@ class StaticFunction(functools.partial):
     @property
     def code(self) -> str:
         """The translated source, as Python text."""
-        return self._converted.__dy2st_source__
+        return conversion.source_of(self._converted)
 
     @property
     def programs(self) -> list[ConcreteProgram]:
@@ -404,4 +404,4 @@ def to_code(fn) -> str:
         return fn.code
     if isinstance(fn, types.MethodType):
         fn = fn.__func__
-    return conversion.convert(inspect.unwrap(fn)).__dy2st_source__
+    return conversion.source_of(conversion.convert(inspect.unwrap(fn)))

@@ -70,9 +70,7 @@ def convertible(fn):
         args, keywords = fn.args, fn.keywords
 
         def bind(converted):
-            bound = functools.partial(converted, *args, **keywords)
-            bound.__dy2st_source__ = getattr(converted, "__dy2st_source__", None)  # `.code` shows the function's
-            return bound
+            return functools.partial(converted, *args, **keywords)  # `.code` shows the function's
 
         return fn.func, bind
     return fn, _same

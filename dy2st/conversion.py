@@ -11,7 +11,10 @@ Nothing is written into the user's globals.
 from __future__ import annotations
 
 import ast
-import dataclasses
+import contextlib
+import copy
+import functools
+import gc
 import inspect
 import linecache
 import re
@@ -32,13 +35,24 @@ _RUNTIME_CELL = types.CellType(runtime)
 _LOCATION_FIELDS = ("lineno", "end_lineno")
 
 
-@dataclasses.dataclass(frozen=True)
 class ConvertedCode:
-    """The result of converting one code object; `instantiate` binds it to a function's cells."""
+    """The result of converting one code object; `instantiate` binds it to a function's cells.
 
-    code: types.CodeType
-    runtime_name: str
-    source: str
+    `source`, the translated code as text, is printed from the tree on first use: most
+    conversions are never shown, and printing costs about a tenth of converting.
+    """
+
+    def __init__(self, code: types.CodeType, runtime_name: str, tree: ast.FunctionDef, name: str):
+        self.code = code
+        self.runtime_name = runtime_name
+        self._tree = tree  # compiled under another name (see `_compile`): printed under `name`
+        self._name = name
+
+    @functools.cached_property
+    def source(self) -> str:
+        shown = copy.copy(self._tree)
+        shown.name = self._name
+        return ast.unparse(shown)
 
     def instantiate(self, fn: types.FunctionType) -> types.FunctionType:
         original = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
@@ -56,7 +70,7 @@ class ConvertedCode:
         new.__module__ = fn.__module__
         new.__doc__ = fn.__doc__
         new.__dict__.update(fn.__dict__)
-        new.__dy2st_source__ = self.source
+        new.__dy2st_converted__ = self
         return new
 
 
@@ -69,10 +83,25 @@ def convert(fn: types.FunctionType) -> types.FunctionType:
     code = fn.__code__
     converted = _cache.get(code)
     if converted is None:
-        converted = convert_code(fn)
+        with _gc_paused():
+            converted = convert_code(fn)
         with _cache_lock:
             converted = _cache.setdefault(code, converted)
     return converted.instantiate(fn)
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Converting makes many short-lived AST nodes while the module's tree is alive: the
+    collector's passes over them cost about a quarter of a long function's conversion (and grow
+    with its size), and find nothing to free. Paused for the conversion, as compilers do."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 runtime.calls.install_converter(convert)
@@ -266,10 +295,11 @@ def transform(node, filename: str, function_name: str,
     kinds = _TreeKinds(module)
     if kinds.holds_any(fence.SCREENED):  # most functions hold none: no walk needed to pass them
         fence.verify(node, filename, function_name)
+    effect_scope = None
     if kinds.holds_any((gast.For, gast.While, gast.If, gast.IfExp)):
-        loop_bodies.mark(node)  # on the user's code, before rewrites add lambdas of their own
+        effect_scope = loop_bodies.mark(node)  # on the user's code, before rewrites add lambdas of their own
     namer = Namer.for_tree(node)
-    ctx = ConversionContext(filename, function_name, namer, namer.new_symbol("jst"))
+    ctx = ConversionContext(filename, function_name, namer, namer.new_symbol("jst"), effect_scope)
     for index, step in enumerate(transformers.PIPELINE[:stages], start=1):
         if step.triggers and not kinds.holds_any(step.triggers):  # nothing to rewrite: skip it and its analysis
             if config.code_level >= index:
@@ -357,15 +387,23 @@ def source_at_level(fn: types.FunctionType, level: int | None = None) -> str:
 def convert_code(fn: types.FunctionType) -> ConvertedCode:
     node, first_line, filename = _read_function(fn)
     node, ctx = transform(node, filename, fn.__name__)
-    tree = ast_util.to_ast(node)  # once: printed (unparse needs no locations) and compiled
-    printed = ast.unparse(tree)
+    tree = ast_util.to_ast(node)  # once: compiled now, printed when asked (`ConvertedCode.source`)
+    name = tree.name
     code = _compile(tree, fn, ctx.runtime, filename)
     if fn.__name__ == "<lambda>":
         code = code.replace(co_name="<lambda>", co_qualname=fn.__qualname__)
     register_converted_code(code)
     runtime.calls.register_converted(code)  # calls to its nested functions need no conversion
     log(1, "dy2st: converted %s (%s:%d)", fn.__qualname__, filename, first_line)
-    return ConvertedCode(code, ctx.runtime, printed)
+    return ConvertedCode(code, ctx.runtime, tree, name)
+
+
+def source_of(converted_fn) -> str | None:
+    """The translated source of a function `convert` returned (or a partial of one), or None."""
+    converted = getattr(converted_fn, "__dy2st_converted__", None)
+    if converted is None and isinstance(converted_fn, functools.partial):
+        converted = getattr(converted_fn.func, "__dy2st_converted__", None)
+    return converted.source if converted is not None else None
 
 
 def _compile(inner: ast.FunctionDef, fn, runtime_name: str, filename: str) -> types.CodeType:

@@ -18,6 +18,7 @@ import dataclasses
 import linecache
 import logging
 import os
+import re
 import sys
 import sysconfig
 import threading
@@ -191,7 +192,7 @@ class LoopBoundError(Dy2StaticError):
     """
 
 
-class UndefinedVariableError(Dy2StaticError, NameError):
+class UndefinedVariableError(Dy2StaticError, UnboundLocalError):
     """A variable is read where eager Python would raise UnboundLocalError/NameError."""
 
 
@@ -384,6 +385,32 @@ def filter_traceback(tb):
     return new
 
 
+_FREE_VARIABLE = re.compile(r"cannot access free variable '(\w+)' where it is not associated with a value in enclosing scope")
+
+
+def _as_unbound_local(exc: BaseException) -> BaseException:
+    """A user's local read before assignment is, in converted code, a free variable of a
+    generated branch or loop function, where Python raises NameError; eager Python raises
+    UnboundLocalError for it, so that is what leaves a StaticFunction."""
+    match = _FREE_VARIABLE.fullmatch(str(exc)) if type(exc) is NameError else None
+    if match is None:
+        return exc
+    entries = list(_walk(exc.__traceback__))
+    if not entries or not _in_converted_code(entries[-1].tb_frame):
+        return exc
+    error = UnboundLocalError(f"cannot access local variable '{match.group(1)}' where it is not associated with a value")
+    error.__traceback__ = exc.__traceback__
+    return error
+
+
+def _in_converted_code(frame) -> bool:
+    while frame is not None:
+        if frame.f_code in _converted_codes:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
     """Prepare `exc` to leave a StaticFunction: the user's line as a note, our frames hidden.
 
@@ -394,6 +421,7 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
     if failure is not None:
         failure.__cause__, failure.__suppress_context__ = None, True
         return failure
+    exc = _as_unbound_local(exc)
     if isinstance(exc, _NEEDS_CONCRETE):
         origin = innermost_user_frame(exc.__traceback__)
         if origin is not None:

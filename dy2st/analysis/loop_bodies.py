@@ -56,9 +56,19 @@ class PythonBody:
     makes_closures: bool = False
 
 
-def mark(function_def) -> None:
+@dataclasses.dataclass(frozen=True)
+class EffectScope:
+    """What `branch_effects` needs to know of the converted function: its local names and its
+    nested functions that write `nonlocal`/`global` names (name -> the names written)."""
+
+    local_names: frozenset
+    writers: dict
+
+
+def mark(function_def) -> EffectScope:
     """Set `Fact.PYTHON_BODY` on every loop, `if` and ternary of `function_def` whose body or
-    branches need Python."""
+    branches need Python; returns the scope facts, for the guards later steps make
+    (`mark_guard`)."""
     local_names = _assigned_names(function_def) - _declared_outside(function_def)
     writers = _scope_writers(function_def)
     for node in ast_util.walk(function_def):
@@ -72,6 +82,18 @@ def mark(function_def) -> None:
             continue
         if found is not None:
             setanno(node, Fact.PYTHON_BODY, found)
+    return EffectScope(frozenset(local_names), writers)
+
+
+def mark_guard(guard, scope: EffectScope | None) -> None:
+    """Set `Fact.PYTHON_BODY` on a guard `if not <flag>: <rest>` made by the return, break and
+    continue steps: staged (a traced flag), it traces the rest of the block whether or not the
+    jump happened, so the rest's Python effects must be refused as a user's `if` would be."""
+    if scope is None:
+        return
+    found = branch_effects(guard.body, scope.local_names, rewritten_appends=True, writers=scope.writers)
+    if found is not None:
+        setanno(guard, Fact.PYTHON_BODY, found)
 
 
 @dataclasses.dataclass

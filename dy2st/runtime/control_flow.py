@@ -56,10 +56,12 @@ def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts,
         return get_state() if get_state is not None else ()
     if python_reason is not None:
         raise _python_effect_error(python_reason, OriginInfo.of_caller())
-    return _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, OriginInfo.of_caller(), branch_names)
+    return stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, OriginInfo.of_caller(), branch_names)
 
 
-def _lax_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names):
+def stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names):
+    """The `if` statement of `convert_ifelse` for a traced `pred`, as one `lax.cond` (also used
+    for the iterations a traced `break` may skip, see `loops`)."""
     initial = get_state() if get_state is not None else ()
     tracker = WriteTracker()
     carried_writes: list = []  # attributes called methods change, carried as extra outputs

@@ -34,7 +34,8 @@ from dy2st.config import log
 from dy2st.errors import Dy2StaticError, LoopVariableError, OriginInfo, PythonEffectError
 from dy2st.runtime import events, loop_checks, loop_staging
 from dy2st.runtime.iterables import StagedArray, StagedIterable, StagedRange
-from dy2st.runtime.staging import scalar_predicate, stage_cond
+from dy2st.runtime.control_flow import stage_if
+from dy2st.runtime.staging import scalar_predicate
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined
 
@@ -356,21 +357,10 @@ def _stage_rest(iterable, position, item, items, body, get_state, set_state, nam
                 break
             body(item)
             continue
-        init = get_state()
-
-        def taken(item=item, init=init):
-            set_state(init)
-            body(item)
-            return get_state()
-
-        def skipped(init=init):
-            set_state(init)
-            return get_state()
-
-        set_state(tuple(stage_cond(go, taken, skipped, names, origin, branch_names=("iteration", "iteration skipped by `break`"))))
-        if events.active():
-            events.note(origin, "cond", "lax.cond per item after a traced break",
-                        "the `break` turned traced: each remaining item runs under a cond")
+        # A staged `if` as the user's are: what methods and context managers the body calls
+        # change on objects (a log list, an attribute) is carried too, or refused.
+        stage_if(go, lambda item=item: body(item), None, get_state, set_state, names, len(names), origin,
+                 ("iteration", "iteration skipped by `break`"))
     return get_state()
 
 

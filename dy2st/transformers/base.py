@@ -21,12 +21,15 @@ class ConversionContext:
       function_name: the converted function's name, for messages.
       namer: the one source of fresh names.
       runtime: the name through which generated code reaches `dy2st.runtime`.
+      effect_scope: `analysis.loop_bodies.EffectScope` of the function (None: no control flow),
+        for the guards the jump steps make.
     """
 
     filename: str
     function_name: str
     namer: Namer
     runtime: str
+    effect_scope: object = None
 
 
 def copy_location_recursive(new, origin) -> None:

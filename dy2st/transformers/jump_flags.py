@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import gast
 
+from dy2st.analysis import loop_bodies
 from dy2st.transformers import templates
 from dy2st.transformers.base import Transformer, copy_location_recursive
 
@@ -77,6 +78,7 @@ class JumpFlagTransformer(Transformer):
             if rest:
                 guard = templates.replace("if not flag:\n    rest", flag=loop.flag, rest=rest)
                 copy_location_recursive(guard, stmt)
+                loop_bodies.mark_guard(guard[0], self.ctx.effect_scope)
                 out.extend(guard)
             return out
         return out

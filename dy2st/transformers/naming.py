@@ -18,6 +18,7 @@ class Namer:
         self._taken = set(reserved)
         self._generated: dict[str, str | None] = {}
         self._exit_flags: set = set()
+        self._next_suffix: dict[str, int] = {}  # root -> the suffix to try first (keeps naming linear)
 
     @classmethod
     def for_tree(cls, tree) -> "Namer":
@@ -40,10 +41,12 @@ class Namer:
         (early return, break, continue): values a branch leaves undefined after setting it are
         never read.
         """
-        candidate, n = root, 0
+        n = self._next_suffix.get(root, 0)
+        candidate = f"{root}_{n}" if n else root
         while candidate in self._taken:
             n += 1
             candidate = f"{root}_{n}"
+        self._next_suffix[root] = n + 1
         self._taken.add(candidate)
         self._generated[candidate] = display
         if exit_flag:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import gast
 
+from dy2st.analysis import loop_bodies
 from dy2st.transformers import templates
 from dy2st.transformers.base import StatementTransformer, copy_location_recursive
 
@@ -145,6 +146,7 @@ class ReturnTransformer(StatementTransformer):
             if rest:
                 guard = templates.replace("if not do_return:\n    rest", do_return=self.do_return, rest=rest)
                 copy_location_recursive(guard, stmt)
+                loop_bodies.mark_guard(guard[0], self.ctx.effect_scope)
                 out.extend(guard)
             return out
         if top and not _always_returns(stmts):

@@ -274,7 +274,7 @@ def test_what_is_not_converted():
 
 def test_what_is_converted():
     assert calls.convert_call(relu_sum) is not relu_sum
-    assert hasattr(calls.convert_call(relu_sum), "__dy2st_source__")
+    assert hasattr(calls.convert_call(relu_sum), "__dy2st_converted__")
     assert calls.convert_call(relu_sum) is calls.convert_call(relu_sum)  # cached
     method = calls.convert_call(layer.forward)
     assert method.__self__ is layer and method.__func__ is not Layer.forward

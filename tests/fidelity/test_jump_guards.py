@@ -1,0 +1,134 @@
+"""The code after a `break`/`continue`/`return` runs under a generated guard `if not <flag>:`.
+
+When the flag is traced the guard is a staged `if` like the user's own: its Python effects are
+refused (a nested function writing a `nonlocal`, an in-place change), and what context
+managers and methods change on objects is carried (a `with Ctx(log)` in each iteration a
+traced `break` may skip). A read of a variable no path assigned raises UnboundLocalError, as
+eagerly (converted code reads it from a generated function, where Python says NameError).
+"""
+
+import jax.numpy as jnp
+import pytest
+
+import dy2st
+from dy2st.errors import BranchOutputError, PythonEffectError
+from dy2st.testing import check_equivalent
+
+X = jnp.array([1.0, 2.0, 3.0])
+
+
+class Ctx:
+    def __init__(self, log, tag):
+        self.log = log
+        self.tag = tag
+
+    def __enter__(self):
+        self.log.append(self.tag)
+        return self
+
+    def __exit__(self, *exc_info):
+        self.log.append(-self.tag)
+        return False
+
+
+def nonlocal_writer_after_continue(x):
+    k = 0
+    a = x
+    for v in [x, x * 2, x * 3]:
+        if v[2] >= 4:
+            continue
+
+        def bump():
+            nonlocal k
+            k = k + 1
+            return k
+
+        a = a + bump()
+    return a, k
+
+
+def nonlocal_writer_after_python_continue(x, skip):
+    k = 0
+    a = x
+    for i, v in enumerate([x, x * 2, x * 3]):
+        if i == skip:
+            continue
+
+        def bump():
+            nonlocal k
+            k = k + 1
+            return k
+
+        a = a + v * bump()
+    return a, k
+
+
+def update_after_return(x):
+    D = {"k": 1}
+    if x.sum() > 5:
+        return x, D
+    D.update(k=2)
+    return x * 2, D
+
+
+def logged_iterations_with_traced_break(x):
+    log = []
+    a = x
+    for i in range(3):
+        with Ctx(log, 7):
+            a = a + i
+        if a.sum() > 7:
+            break
+    return a, log
+
+
+def reads_unbound(x, k):
+    for i in range(2):
+        if k > 1:
+            t = x * 2
+        else:
+            x = x + t
+    return x
+
+
+def test_a_nonlocal_writer_under_a_traced_continue_is_refused():
+    with pytest.raises(PythonEffectError, match=r"bump\(\), which writes 'k'"):
+        dy2st.to_static(nonlocal_writer_after_continue)(X)
+
+
+@pytest.mark.parametrize("skip", [0, 1, 5])
+def test_the_same_with_a_python_condition_matches(skip):
+    check_equivalent(nonlocal_writer_after_python_continue, X, skip)
+
+
+def test_an_in_place_update_after_a_traced_return_is_refused():
+    with pytest.raises(PythonEffectError, match=r"D.update\(\)"):
+        dy2st.to_static(update_after_return)(X)
+
+
+def test_context_managers_in_iterations_a_traced_break_may_skip():
+    # Each iteration after the break turned traced logs 7/-7 only if it runs: the log's length
+    # depends on data, which a program cannot return: a clear refusal, never extra entries.
+    with pytest.raises(BranchOutputError, match="the list given to Ctx"):
+        dy2st.to_static(logged_iterations_with_traced_break)(X)
+
+
+def reads_unbound_in_a_loop(x, k):
+    FN = []
+    for i in range(2):
+        if k > 1:
+            t = x * 2
+        else:
+            for v in [x]:
+                FN.append(lambda w: w + v)
+                x = x + t
+    return x
+
+
+def test_a_read_no_path_assigned_is_an_unbound_local_error():
+    for fn in (reads_unbound, reads_unbound_in_a_loop):
+        with pytest.raises(UnboundLocalError):
+            fn(X, 1)
+        with pytest.raises(UnboundLocalError, match="'t'"):
+            dy2st.to_static(fn)(X, 1)
+        check_equivalent(fn, X, 2)
