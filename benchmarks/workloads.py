@@ -141,6 +141,20 @@ class Workload:
     first_call: bool = False  # time the first call (W5)
 
 
+def train_workloads() -> list[Workload]:
+    """W6 (optax step) and W7 (Flax NNX step), when the `models` extra is installed."""
+    import train_workloads as tw
+
+    if tw.optax is None:
+        return []
+    return [
+        Workload("W6", "optax adam step, list of 3 (w, b)", tw.optax_step, jax.jit(tw.optax_step), tw.optax_args,
+                 lambda: jax.jit(lambda *a: tw.optax_step(*a))),
+        Workload("W7", "Flax NNX step, model + optimizer", tw.nnx_step, tw.nnx.jit(tw.nnx_step), tw.nnx_args,
+                 lambda: tw.nnx.jit(lambda *a: tw.nnx_step(*a))),
+    ]
+
+
 def workloads() -> list[Workload]:
     key = jax.random.PRNGKey(0)
     x16 = jnp.linspace(-1.0, 2.0, 16, dtype=jnp.float32)
@@ -161,4 +175,5 @@ def workloads() -> list[Workload]:
                  lambda: jax.jit(lambda p, x: _rnn_lax(p, x)), first_call=True),
         Workload("W4n", "RNN for range(n), n per call", rnn_len, rnn_len_lax, lambda: (rparams, xs, n),
                  lambda: jax.jit(lambda p, x, n: _rnn_len_lax(p, x, n)), first_call=True),
+        *train_workloads(),
     ]

@@ -3,6 +3,7 @@ jit(to_static), gradients included. A fixed (derandomized) set of examples keeps
 deterministic; `python -m dy2st.testing.fuzz --examples 10000` runs a long campaign.
 """
 
+import os
 import re
 
 import numpy as np
@@ -13,16 +14,40 @@ from hypothesis import strategies as st
 from dy2st.testing import fuzz
 from dy2st.testing.program_gen import Features, GeneratedProgram, programs
 
-CI_EXAMPLES = 120  # about a minute on a 2-core machine
+CI_EXAMPLES = 40  # about 15 s on a 2-core machine
+SLOW_EXAMPLES = 300  # `-m slow` or DY2ST_RUN_SLOW=1: a few minutes
+
+
+def _agree(program):
+    note(program.source)
+    result = fuzz.run_program(program)
+    assert result.outcome == fuzz.Outcome.OK, f"{result.outcome} in {result.stage}: {result.detail}\n{program!r}"
 
 
 @settings(max_examples=CI_EXAMPLES, derandomize=True, deadline=None, database=None,
           suppress_health_check=list(HealthCheck))
 @given(programs(fuzz.DEFAULT_FEATURES))
 def test_random_programs_agree(program):
-    note(program.source)
-    result = fuzz.run_program(program)
-    assert result.outcome == fuzz.Outcome.OK, f"{result.outcome} in {result.stage}: {result.detail}\n{program!r}"
+    _agree(program)
+
+
+def _slow_selected(config) -> bool:
+    expr = config.getoption("markexpr") or ""
+    return os.environ.get("DY2ST_RUN_SLOW") == "1" or ("slow" in expr and "not slow" not in expr)
+
+
+@pytest.mark.slow
+def test_random_programs_agree_slow(request):
+    if not _slow_selected(request.config):
+        pytest.skip("slow: run with -m slow or DY2ST_RUN_SLOW=1")
+
+    @settings(max_examples=SLOW_EXAMPLES, derandomize=True, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(programs(fuzz.DEFAULT_FEATURES))
+    def agree(program):
+        _agree(program)
+
+    agree()
 
 
 def _draw_sources(features, count=150):

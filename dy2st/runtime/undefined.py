@@ -29,9 +29,16 @@ class Undefined:
             advice=f"assign '{self.name}' before this `if`/loop, or in every branch of it.",
         )
 
-    __bool__ = __call__ = __iter__ = __len__ = __index__ = __float__ = __int__ = _fail
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = _fail
-    __getitem__ = __lt__ = __le__ = __gt__ = __ge__ = __neg__ = __matmul__ = __rmatmul__ = _fail
+    # Every use eager Python would reach with the variable unbound (comparisons for equality
+    # and hashing stay: staging compares and keys markers themselves).
+    __bool__ = __call__ = __iter__ = __len__ = __index__ = __float__ = __int__ = __complex__ = _fail
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _fail
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __divmod__ = __rdivmod__ = __pow__ = __rpow__ = _fail
+    __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = __lshift__ = __rshift__ = _fail
+    __getitem__ = __setitem__ = __delitem__ = __contains__ = _fail
+    __lt__ = __le__ = __gt__ = __ge__ = __neg__ = __pos__ = __abs__ = __invert__ = __matmul__ = __rmatmul__ = _fail
+    __round__ = __trunc__ = __floor__ = __ceil__ = __format__ = _fail
+    __array__ = __jax_array__ = _fail  # numpy and jnp functions given the marker
 
     def __getattr__(self, attr):
         if attr.startswith("__"):

@@ -315,7 +315,7 @@ def test_program_bytes_altered_with_checksum_updated_fail_at_load(art, tmp_path)
     original = (art / PROGRAM).read_bytes()
     rng = np.random.default_rng(0)
     refused = 0
-    for case in range(12):
+    for case in range(8):  # 12 in earlier runs: each case compiles; the artifact fuzzer does many more
         data = bytearray(original)
         for position in rng.integers(0, len(data), size=4):
             data[position] ^= int(rng.integers(1, 256))
@@ -327,7 +327,7 @@ def test_program_bytes_altered_with_checksum_updated_fail_at_load(art, tmp_path)
             refused += 1
             continue
         np.testing.assert_array_equal(loaded(X, Y), dy2st.load(art)(X, Y))  # runs, deterministically
-    assert refused >= 3
+    assert refused >= 2
 
 
 # -- the command uses the same checks --------------------------------------------------------
