@@ -37,6 +37,7 @@ import dy2st  # noqa: E402
 from dy2st import conversion  # noqa: E402
 
 import workloads as wl  # noqa: E402
+from scaling import conversion_time  # noqa: E402
 
 from dy2st import state as dy2st_state, stateful  # noqa: E402
 
@@ -160,19 +161,6 @@ def first_call(work: wl.Workload, args, rounds: int) -> dict:
         _block(dy2st.to_static(work.eager)(*args))
         static.append(time.perf_counter() - start)
     return {"hand": statistics.median(hand), "to_static": statistics.median(static)}
-
-
-def conversion_time(fn, rounds: int) -> tuple[float, float]:
-    """Median seconds to convert `fn` (source to code object, and the function bound to it):
-    wall-clock, and CPU time of this thread (what a busy machine does not inflate)."""
-    wall, cpu = [], []
-    for _ in range(rounds):
-        conversion.clear_cache()
-        start, start_cpu = time.perf_counter(), time.thread_time()
-        conversion.convert(fn)
-        cpu.append(time.thread_time() - start_cpu)
-        wall.append(time.perf_counter() - start)
-    return statistics.median(wall), statistics.median(cpu)
 
 
 def run(quick: bool = False, only=None) -> dict:

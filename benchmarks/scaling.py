@@ -46,24 +46,29 @@ def _load(source: str, folder: str, name: str):
     return module.f
 
 
+def conversion_time(fn, rounds: int) -> tuple[float, float]:
+    """Median seconds to convert `fn` (source to code object, and the function bound to it):
+    wall-clock, and CPU time of this thread (what a busy machine does not inflate)."""
+    wall, cpu = [], []
+    for _ in range(rounds):
+        conversion.clear_cache()
+        start, start_cpu = time.perf_counter(), time.thread_time()
+        conversion.convert(fn)
+        cpu.append(time.thread_time() - start_cpu)
+        wall.append(time.perf_counter() - start)
+    return statistics.median(wall), statistics.median(cpu)
+
+
 def conversion_sweep(rounds: int = 3) -> list[dict]:
     """Per size: source lines, median conversion ms (wall and CPU), ms per line."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="dy2st_bench_") as folder:
         for n in SWEEP_IFS:
             source = _generated_source(n)
-            fn = _load(source, folder, f"sweep_{n}")
-            wall, cpu = [], []
-            for _ in range(rounds):
-                conversion.clear_cache()
-                start, start_cpu = time.perf_counter(), time.thread_time()
-                conversion.convert(fn)
-                cpu.append(time.thread_time() - start_cpu)
-                wall.append(time.perf_counter() - start)
+            wall, cpu = conversion_time(_load(source, folder, f"sweep_{n}"), rounds)
             lines = source.count("\n")
-            rows.append({"ifs": n, "lines": lines, "ms": statistics.median(wall) * 1e3,
-                         "cpu_ms": statistics.median(cpu) * 1e3,
-                         "ms_per_line": statistics.median(cpu) * 1e3 / lines})
+            rows.append({"ifs": n, "lines": lines, "ms": wall * 1e3, "cpu_ms": cpu * 1e3,
+                         "ms_per_line": cpu * 1e3 / lines})
     conversion.clear_cache()
     return rows
 

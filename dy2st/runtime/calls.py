@@ -85,7 +85,7 @@ def convert_call(fn):
 def _note_call(fn, target, origin: OriginInfo) -> None:
     """For `dy2st.explain`: a call to the user's code, converted or run as it is (and why)."""
     function = _python_function_of(fn)
-    if function is None or _top_package(function.__module__) in _SKIPPED_PACKAGES:
+    if function is None or _is_library_module(function.__module__):
         return  # builtins, library code, classes: nothing of the user's to convert
     name = function.__qualname__
     if target is not fn or function.__code__ in _converted_codes or _is_static_function(fn):
@@ -118,11 +118,10 @@ def _is_users(fn, target) -> bool:
     """Whether `fn` is the user's code (converted, or a class of theirs): what may change the
     arguments it is given in place, where library functions do not."""
     if isinstance(fn, type):
-        return _top_package(fn.__module__) not in _SKIPPED_PACKAGES
+        return not _is_library_module(fn.__module__)
     if isinstance(fn, types.FunctionType) and fn.__code__ in _converted_codes:
         return True  # a nested def of converted code
-    return target is not fn or (isinstance(fn, types.MethodType) and _top_package(type(fn.__self__).__module__)
-                                not in _SKIPPED_PACKAGES)
+    return target is not fn or (isinstance(fn, types.MethodType) and not _is_library_module(type(fn.__self__).__module__))
 
 
 def _call_target(fn):
@@ -220,7 +219,7 @@ def _is_static_function(fn) -> bool:
 
 
 def _note_user_receiver(obj) -> None:
-    if _top_package(type(obj).__module__) not in _SKIPPED_PACKAGES:
+    if not _is_library_module(type(obj).__module__):
         writes.note_receiver(obj)
 
 
@@ -257,6 +256,12 @@ def _convert_callable_object(obj):
 
 def _top_package(module_name) -> str:
     return (module_name or "").partition(".")[0]
+
+
+def _is_library_module(module_name) -> bool:
+    """Code of jax, numpy, ... or dy2st itself, which runs as it is; dy2st's reference models and
+    fuzz programs (`dy2st.testing`) are user code."""
+    return _top_package(module_name) in _SKIPPED_PACKAGES and not (module_name or "").startswith("dy2st.testing.")
 
 
 def _convert_function(fn: types.FunctionType):
@@ -297,9 +302,8 @@ def _reason_to_skip(fn: types.FunctionType) -> str | None:
         return "already converted"
     if getattr(fn, NOT_TO_STATIC_ATTR, False):
         return "marked not_to_static"
-    package = _top_package(fn.__module__)
-    if package in _SKIPPED_PACKAGES:
-        return f"it belongs to {package}"
+    if _is_library_module(fn.__module__):
+        return f"it belongs to {_top_package(fn.__module__)}"
     if code.co_flags & _UNCONVERTIBLE_FLAGS:
         return "generators and coroutines run as Python"
     if hasattr(fn, "__wrapped__"):

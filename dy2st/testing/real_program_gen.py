@@ -28,59 +28,26 @@ The generator uses `random.Random(seed)` only, so a seed names a program on ever
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
 import random
 
 import numpy as np
 
+from dy2st.testing import real_program_prelude
+
 LIMIT = 1000
 INT_MOD = 97
 
-PRELUDE = '''\
-import jax.numpy as jnp
+def _prelude() -> str:
+    """The source of `real_program_prelude` after its docstring: State, Ctx and clip."""
+    source = inspect.getsource(real_program_prelude)
+    first = ast.parse(source).body[1].lineno  # the statement after the docstring
+    return "".join(source.splitlines(keepends=True)[first - 1:]) + "\n"
 
 
-class State:
-    """A small stateful object, as models and trainers have."""
-
-    def __init__(self):
-        self.count = 0
-        self.cache = []
-        self.h = jnp.zeros(3, jnp.float32)
-
-    def bump(self, v):
-        self.count += 1
-        self.h = jnp.clip(self.h + v, -1000, 1000)
-        return self.count
-
-    def remember(self, v):
-        self.cache.append(v)
-        return len(self.cache)
-
-    def total(self):
-        return self.h.sum() + self.count
-
-
-class Ctx:
-    """A context manager that logs its entry and exit."""
-
-    def __init__(self, log, tag):
-        self.log = log
-        self.tag = tag
-
-    def __enter__(self):
-        self.log.append(self.tag)
-        return self
-
-    def __exit__(self, *exc_info):
-        self.log.append(-self.tag)
-        return False
-
-
-def clip(v):
-    return jnp.clip(v, -1000, 1000)
-
-'''
+PRELUDE = _prelude()
 
 
 @dataclasses.dataclass

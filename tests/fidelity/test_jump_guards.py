@@ -13,22 +13,9 @@ import pytest
 import dy2st
 from dy2st.errors import BranchOutputError, PythonEffectError
 from dy2st.testing import check_equivalent
+from dy2st.testing.real_program_prelude import Ctx  # logs 'tag' on entry, '-tag' on exit
 
 X = jnp.array([1.0, 2.0, 3.0])
-
-
-class Ctx:
-    def __init__(self, log, tag):
-        self.log = log
-        self.tag = tag
-
-    def __enter__(self):
-        self.log.append(self.tag)
-        return self
-
-    def __exit__(self, *exc_info):
-        self.log.append(-self.tag)
-        return False
 
 
 def nonlocal_writer_after_continue(x):
