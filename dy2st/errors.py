@@ -403,6 +403,31 @@ def _as_unbound_local(exc: BaseException) -> BaseException:
     return error
 
 
+def _as_undefined_use(exc: BaseException) -> BaseException:
+    """A variable unbound on the path taken holds dy2st's `Undefined` marker in converted code;
+    library code given it (`jnp.where(c, x, marker)`) fails with its own TypeError, where eager
+    Python raised UnboundLocalError reading the variable. Found in a frame of the user's, the
+    marker's own error is raised instead (an UndefinedVariableError, an UnboundLocalError)."""
+    if isinstance(exc, Dy2StaticError) or not isinstance(exc, (TypeError, ValueError)) or "Undefined" not in str(exc):
+        return exc  # only errors about the marker itself ("got <class '...Undefined'>")
+    from dy2st.runtime.undefined import Undefined  # runtime imports errors, not the reverse
+
+    for entry in reversed(list(_walk(exc.__traceback__))):
+        frame = entry.tb_frame
+        if _is_library(frame.f_code.co_filename):
+            continue
+        line = linecache.getline(frame.f_code.co_filename, entry.tb_lineno)
+        marker = next((v for k, v in frame.f_locals.items()
+                       if isinstance(v, Undefined) and re.search(rf"\b{re.escape(k)}\b", line)), None)
+        if marker is not None:  # a variable on the failing line holds it
+            try:
+                marker._fail()
+            except UndefinedVariableError as error:
+                error.__traceback__ = exc.__traceback__
+                return error
+    return exc
+
+
 def _in_converted_code(frame) -> bool:
     while frame is not None:
         if frame.f_code in _converted_codes:
@@ -421,7 +446,7 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
     if failure is not None:
         failure.__cause__, failure.__suppress_context__ = None, True
         return failure
-    exc = _as_unbound_local(exc)
+    exc = _as_undefined_use(_as_unbound_local(exc))
     if isinstance(exc, _NEEDS_CONCRETE):
         origin = innermost_user_frame(exc.__traceback__)
         if origin is not None:

@@ -33,7 +33,7 @@ import numpy as np
 from jax import lax
 
 from dy2st import _jax_compat
-from dy2st.errors import LoopGradientError, LoopVariableError, OriginInfo
+from dy2st.errors import UndefinedVariableError, LoopGradientError, LoopVariableError, OriginInfo
 from dy2st.runtime import ad_context, events, loop_checks
 from dy2st.runtime.asserts import check_when_run
 from dy2st.runtime.staging import cast_to, static_equal, weak_proxy, describe, scalar_predicate, staged_tracing
@@ -498,8 +498,11 @@ def _unbound_after_loop(name: str, origin: OriginInfo) -> Exception:
     elif "." in name:
         base, attr = name.rsplit(".", 1)
         error = AttributeError(f"'{base}' has no attribute '{attr}'")
-    else:
-        error = UnboundLocalError(f"cannot access local variable '{name}' where it is not associated with a value")
+    else:  # an UnboundLocalError, as eager's, and a refusal where eager never reads it
+        error = UndefinedVariableError(
+            f"'{name}' is first set inside this loop, which ran zero times: reading it after the loop, "
+            "eager Python raises UnboundLocalError (this check runs when the loop ends, before any read).",
+            origin, advice=f"assign '{name}' before the loop, so it has a value when the loop runs zero times.")
     error.add_note(f"(dy2st) '{name}' is first set inside the loop at {origin.as_header()}\nwhich ran zero times.")
     return error
 

@@ -38,7 +38,7 @@ class Undefined:
     __getitem__ = __setitem__ = __delitem__ = __contains__ = _fail
     __lt__ = __le__ = __gt__ = __ge__ = __neg__ = __pos__ = __abs__ = __invert__ = __matmul__ = __rmatmul__ = _fail
     __round__ = __trunc__ = __floor__ = __ceil__ = __format__ = _fail
-    __array__ = __jax_array__ = _fail  # numpy and jnp functions given the marker
+    __array__ = _fail  # numpy and jnp functions given the marker (jax refuses objects with __jax_array__)
 
     def __getattr__(self, attr):
         if attr.startswith("__"):

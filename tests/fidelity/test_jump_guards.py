@@ -119,3 +119,39 @@ def test_a_read_no_path_assigned_is_an_unbound_local_error():
         with pytest.raises(UnboundLocalError, match="'t'"):
             dy2st.to_static(fn)(X, 1)
         check_equivalent(fn, X, 2)
+
+
+def marker_given_to_jnp(x, k):
+    for i in range(2):
+        if k > 1:
+            t = x * 2
+        else:
+            x = jnp.where(x > 0, x, t)
+    return x
+
+
+def live_after_a_zero_trip_loop(x, n):
+    i = 0
+    while x.sum() < 0 and i < 3:  # traced; runs zero times for a positive x
+        t = x * 2
+        i += 1
+    for j in range(n):
+        x = x + t
+    return x
+
+
+def test_an_unbound_variable_given_to_a_jax_function_is_an_unbound_local_error():
+    with pytest.raises(UnboundLocalError):
+        marker_given_to_jnp(X, 1)
+    with pytest.raises(UnboundLocalError, match="'t'"):
+        dy2st.to_static(marker_given_to_jnp)(X, 1)
+
+
+def test_a_zero_trip_check_is_a_clear_refusal_where_eager_never_reads():
+    live_after_a_zero_trip_loop(X, 0)  # eager: fine, `t` is never read
+    with pytest.raises(dy2st.errors.UndefinedVariableError, match="first set inside this loop, which ran zero times"):
+        dy2st.to_static(live_after_a_zero_trip_loop)(X, 0)
+    with pytest.raises(UnboundLocalError):  # where eager reads it, the same kind of error
+        live_after_a_zero_trip_loop(X, 1)
+    with pytest.raises(UnboundLocalError):
+        dy2st.to_static(live_after_a_zero_trip_loop)(X, 1)
