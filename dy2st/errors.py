@@ -386,18 +386,20 @@ def filter_traceback(tb):
 
 
 _FREE_VARIABLE = re.compile(r"cannot access free variable '(\w+)' where it is not associated with a value in enclosing scope")
+_NOT_DEFINED = re.compile(r"name '(\w+)' is not defined")
 
 
 def _as_unbound_local(exc: BaseException) -> BaseException:
     """A user's local read before assignment is, in converted code, a free variable of a
     generated branch or loop function, where Python raises NameError; eager Python raises
     UnboundLocalError for it, so that is what leaves a StaticFunction."""
-    match = _FREE_VARIABLE.fullmatch(str(exc)) if type(exc) is NameError else None
-    if match is None:
+    if type(exc) is not NameError:
         return exc
+    match = _FREE_VARIABLE.fullmatch(str(exc)) or _NOT_DEFINED.fullmatch(str(exc))
     entries = list(_walk(exc.__traceback__))
-    if not entries or not _in_converted_code(entries[-1].tb_frame):
-        return exc
+    top = _converted_code_of(entries[-1].tb_frame) if match and entries else None
+    if top is None or (match.re is _NOT_DEFINED and not _binds(top, match.group(1))):
+        return exc  # not converted code, or a global that is truly not defined
     error = UnboundLocalError(f"cannot access local variable '{match.group(1)}' where it is not associated with a value")
     error.__traceback__ = exc.__traceback__
     return error
@@ -428,12 +430,22 @@ def _as_undefined_use(exc: BaseException) -> BaseException:
     return exc
 
 
-def _in_converted_code(frame) -> bool:
+def _converted_code_of(frame) -> types.CodeType | None:
+    """The converted user function's code that `frame` runs in (itself or a generated branch or
+    loop function nested in it), or None."""
     while frame is not None:
         if frame.f_code in _converted_codes:
-            return True
+            return frame.f_code
         frame = frame.f_back
-    return False
+    return None
+
+
+def _binds(code: types.CodeType, name: str) -> bool:
+    """Whether `code` or a function nested in it assigns `name`: a local of the user's function,
+    which a generated function reading it before any assignment sees as an unknown global."""
+    if name in code.co_varnames or name in code.co_cellvars:
+        return True
+    return any(_binds(c, name) for c in code.co_consts if isinstance(c, types.CodeType))
 
 
 def at_boundary(exc: BaseException, filtering: bool) -> BaseException:

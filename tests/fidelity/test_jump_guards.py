@@ -155,3 +155,19 @@ def test_a_zero_trip_check_is_a_clear_refusal_where_eager_never_reads():
         live_after_a_zero_trip_loop(X, 1)
     with pytest.raises(UnboundLocalError):
         dy2st.to_static(live_after_a_zero_trip_loop)(X, 1)
+
+
+def read_in_the_other_branch(x, xs):
+    if len(xs) >= 3:
+        for e in x:
+            t = e * 2
+    else:
+        x = x + t  # `t` is only assigned in a loop of the other branch
+    return x
+
+
+def test_a_variable_only_a_nested_loop_assigns_reads_as_unbound():
+    with pytest.raises(UnboundLocalError):
+        read_in_the_other_branch(X, [X])
+    with pytest.raises(UnboundLocalError, match="'t'"):
+        dy2st.to_static(read_in_the_other_branch)(X, [X])
