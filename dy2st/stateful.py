@@ -140,16 +140,16 @@ class StatefulPrograms:
             entry = self._entry(layout, positions)
             self._last = (positions, layout, entry)
         else:
-            entry = last[2]
-            if _traced(rest, rest_kwargs):
-                return check_defined(self._fn(*args, **kwargs))
+            entry = last[2]  # a traced argument among `rest` is found by the cache's own scan below
         entry.last_layout = layout
         previous, entry.local.layout = getattr(entry.local, "layout", None), layout
         try:
-            flat = (*layout.leaves, *rest)
-            out, delta = entry.cache.call_general(flat, rest_kwargs) if rest_kwargs else entry.cache(flat)
+            result = entry.cache((*layout.leaves, *rest), rest_kwargs or None, _inline)
         finally:
             entry.local.layout = previous
+        if result is _INLINE:
+            return check_defined(self._fn(*args, **kwargs))
+        out, delta = result
         delta.recipe.apply(layout, delta.outs)
         return out
 
@@ -196,6 +196,13 @@ def _explain(exc: Exception) -> None:
     if flax_errors is not None and isinstance(exc, flax_errors.TraceContextError):
         if _NNX_BRANCH_WRITE not in getattr(exc, "__notes__", ()):
             exc.add_note(_NNX_BRANCH_WRITE)
+
+
+_INLINE = object()  # the cache saw a traced argument: run the function into the enclosing trace
+
+
+def _inline(args, kwargs):
+    return _INLINE
 
 
 def _traced(rest, kwargs) -> bool:
