@@ -91,6 +91,11 @@ def _note_call(fn, target, origin: OriginInfo) -> None:
     if target is not fn or function.__code__ in _converted_codes or _is_static_function(fn):
         events.note(origin, "converted_call", f"converted call: {name}", callee=function)
         return
+    wrapped = inspect.unwrap(function)
+    if wrapped is not function and wrapped.__code__ in _converted_codes:  # jax.grad(f), functools.wraps
+        events.note(origin, "python_call", f"call through a wrapper of {name}",
+                    f"the wrapper (jax.grad, jax.vmap, functools.wraps, ...) runs as it is; {name} itself is converted")
+        return
     reason = _reason_to_skip(function) or "it is called as it is"
     events.note(origin, "python_call", f"Python call: {name}", f"{name} runs as Python, unconverted: {reason}")
 

@@ -1,6 +1,7 @@
 """Functions explained by tests/explain: each has the construct its test names on a known line
 (the tests find lines by the text on them, so editing this file keeps them true)."""
 
+import jax
 import jax.numpy as jnp
 
 import dy2st
@@ -112,6 +113,15 @@ class Counter:
                 x = x * self.w
             self.steps = self.steps + 1
         return x
+
+
+def grad_of_nested(x):
+    def loss(v):
+        if v.sum() > 0:  # nested if
+            return (v**2).sum()
+        return v.sum()
+
+    return jax.grad(loss)(x)  # grad call
 
 
 def line_of(marker: str) -> int:

@@ -229,3 +229,13 @@ def test_command_line(capsys, tmp_path):
     assert "lax.scan" in page.read_text()
     assert cli.main(["explain", f"{FILE}:refused", "--input-spec", "x:float32[2]"]) == 1  # the refusal, shown
     assert "BranchOutputError" in capsys.readouterr().out
+
+
+def test_a_call_through_jax_grad_of_a_nested_function():
+    report = dy2st.explain(P.grad_of_nested, jnp.ones(3))
+    (call,) = notes(report, "grad call")
+    assert call.event.kind == "python_call" and "loss itself is converted" in call.event.detail
+    (cond,) = [n for n in notes(report, "nested if") if n.event.kind == "cond"]
+    # jax.grad adds the backward pass of each cond: the program holds the forward ones and more.
+    in_program = report.jaxpr_lines[(FILE, line_of("nested if"))]["cond"]
+    assert cond.count == 2 and in_program > cond.count  # the early return makes two conds
