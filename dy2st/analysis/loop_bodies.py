@@ -63,6 +63,10 @@ class EffectScope:
 
     local_names: frozenset
     writers: dict
+    # Locals that the user's own nested functions and lambdas read: a closure made anywhere may
+    # be called after any statement, so a write to one of them is always live (it must reach
+    # the function's cell even inside a generated branch or loop body).
+    captured: frozenset = frozenset()
 
 
 def mark(function_def) -> EffectScope:
@@ -82,7 +86,17 @@ def mark(function_def) -> EffectScope:
             continue
         if found is not None:
             setanno(node, Fact.PYTHON_BODY, found)
-    return EffectScope(frozenset(local_names), writers)
+    return EffectScope(frozenset(local_names), writers, _captured(function_def, local_names))
+
+
+def _captured(function_def, local_names) -> frozenset:
+    from dy2st.analysis.activity import free_reads  # activity imports this module's neighbours only
+
+    names = set()
+    for node in ast_util.walk(function_def):
+        if node is not function_def and isinstance(node, (gast.FunctionDef, gast.Lambda)):
+            names.update(s.base for s in free_reads(node))
+    return frozenset(names) & frozenset(local_names)
 
 
 def mark_guard(guard, scope: EffectScope | None) -> None:

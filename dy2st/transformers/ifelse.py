@@ -122,6 +122,7 @@ class IfElseTransformer(StateTransformer):
         """(outputs, carried): symbols live after the if, and those only read-before-written."""
         writes = activity_of(node.body).writes | activity_of(node.orelse).writes
         plain = {s for s in writes if not s.is_composite}
+        live_out = live_out | {s for s in plain if s.base in self._captured()}
         local_bases = {s.base for s in plain if s not in live_out and s not in live_in}
         composites = {s for s in writes if s.is_composite and s.base not in local_bases}
         outputs = sorted((s for s in plain if s in live_out), key=str) + sorted(composites, key=str)

@@ -59,6 +59,7 @@ class LoopTransformer(StateTransformer):
         if isinstance(node, gast.For):
             writes |= activity_of(node.target).writes
         live = getanno(node, Fact.LIVE_OUT) | getanno(node, Fact.LIVE_IN)  # LIVE_IN has the break flag
+        live = live | {s for s in writes if not s.is_composite and s.base in self._captured()}
         python_body = getanno(node, Fact.PYTHON_BODY, None)
         if python_body is not None and python_body.makes_closures:
             # Closures made in the body read its variables when called: they must see the cells

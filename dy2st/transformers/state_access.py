@@ -26,6 +26,11 @@ from dy2st.transformers.base import StatementTransformer
 class StateTransformer(StatementTransformer):
     """A statement transformer that keeps the scope stack and builds state accessors."""
 
+    def _captured(self) -> frozenset:
+        """Locals the user's closures read (`EffectScope.captured`): writes to them are live."""
+        scope = self.ctx.effect_scope
+        return scope.captured if scope is not None else frozenset()
+
     def __init__(self, ctx):
         super().__init__(ctx)
         self._scopes = []

@@ -103,3 +103,35 @@ def test_a_loop_body_that_fails_while_tracing_leaves_no_tracer_on_objects():
     check_equivalent(method_then_python_index, X, 3)
     grad = jax.grad(lambda x: dy2st.to_static(method_then_python_index)(x, 3)[0].sum())(X)
     assert jnp.allclose(grad, 3.0)
+
+
+def closure_reads_a_write_in_a_guarded_loop(x, a):
+    k = 1
+    fns = [lambda v: v + k]  # reads `k` when called, whenever that is
+    for e in x:
+        if e > 5:
+            continue
+        w = 0
+        while w < 2:
+            w += 1
+            for fn in fns:
+                a = fn(a)
+            k = 6
+    return a
+
+
+def closure_reads_a_write_in_a_staged_if(x):
+    scale = 1.0
+    f = lambda v: v * scale
+    if x.sum() > 0:
+        scale = 3.0
+    else:
+        scale = 2.0
+    return f(x)
+
+
+@pytest.mark.parametrize("x", [X, X * 3])
+def test_closures_see_writes_made_inside_staged_code(x):
+    check_equivalent(closure_reads_a_write_in_a_guarded_loop, x, jnp.zeros(3))
+    check_equivalent(closure_reads_a_write_in_a_staged_if, x)
+    check_equivalent(closure_reads_a_write_in_a_staged_if, -x)
