@@ -196,6 +196,17 @@ class UndefinedVariableError(Dy2StaticError, UnboundLocalError):
     """A variable is read where eager Python would raise UnboundLocalError/NameError."""
 
 
+class MissingAfterLoopError(Dy2StaticError, KeyError, AttributeError):
+    """A dict item or attribute first set inside a staged loop that ran zero times is live after it.
+
+    Eager Python raises KeyError (an item) or AttributeError (an attribute) where it is read;
+    the check runs when the loop ends, so this is also a KeyError and an AttributeError. Fix:
+    set the item or attribute before the loop.
+    """
+
+    __str__ = Exception.__str__  # KeyError's would quote the message
+
+
 class InputSignatureError(Dy2StaticError, TypeError):
     """An argument cannot be part of a program's input signature (e.g. unhashable static)."""
 

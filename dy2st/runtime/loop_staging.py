@@ -22,8 +22,6 @@ re-bound inside the loop, costs one trace of user code per round and nothing mor
 
 from __future__ import annotations
 
-import ast
-import contextlib
 import dataclasses
 from typing import Callable
 
@@ -33,7 +31,7 @@ import numpy as np
 from jax import lax
 
 from dy2st import _jax_compat
-from dy2st.errors import UndefinedVariableError, LoopGradientError, LoopVariableError, OriginInfo
+from dy2st.errors import MissingAfterLoopError, UndefinedVariableError, LoopGradientError, LoopVariableError, OriginInfo
 from dy2st.runtime import ad_context, events, loop_checks
 from dy2st.runtime.asserts import check_when_run
 from dy2st.runtime.staging import cast_to, static_equal, weak_proxy, describe, scalar_predicate, staged_tracing
@@ -490,14 +488,11 @@ def _check_zero_trips(check: tuple, ran, origin: OriginInfo) -> None:
 
 def _unbound_after_loop(name: str, origin: OriginInfo) -> Exception:
     """The error eager Python raises reading `name` that a loop which never ran would have set."""
-    if name.endswith("]") and "[" in name:
-        key = name[name.index("[") + 1:-1]
-        with contextlib.suppress(ValueError, SyntaxError):
-            key = ast.literal_eval(key)
-        error = KeyError(key)
-    elif "." in name:
-        base, attr = name.rsplit(".", 1)
-        error = AttributeError(f"'{base}' has no attribute '{attr}'")
+    if (name.endswith("]") and "[" in name) or "." in name:  # a KeyError / AttributeError eagerly
+        error = MissingAfterLoopError(
+            f"{name} is first set inside this loop, which ran zero times: reading it after the loop, eager "
+            f"Python raises {'KeyError' if name.endswith(']') else 'AttributeError'} (this check runs when the "
+            "loop ends, before any read).", origin, advice=f"set {name} before the loop.")
     else:  # an UnboundLocalError, as eager's, and a refusal where eager never reads it
         error = UndefinedVariableError(
             f"'{name}' is first set inside this loop, which ran zero times: reading it after the loop, "

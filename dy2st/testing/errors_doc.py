@@ -135,6 +135,16 @@ def f(x):
 
 dy2st.to_static(f)(jnp.ones(3))
 """, "Reduce the array to one value first (`int(x.sum())`), or keep it an array (`x.astype(jnp.int32)`)."),
+    Example(errors.MissingAfterLoopError, """
+def f(x, n):
+    d = {}
+    while n > 0:
+        d["k"] = x * n
+        n = n - 1
+    return d["k"]
+
+dy2st.to_static(f)(jnp.ones(3), jnp.asarray(0))
+""", 'Set the item before the loop (`d["k"] = jnp.zeros_like(x)`), so it exists when the loop runs zero times.'),
     Example(errors.TracedValueError, """
 def f(x):
     return [v for v in x if v > 0]
