@@ -146,7 +146,7 @@ class _Generator:
         if kind == 3:
             return f"({sub()} + {self.scalar(s)})"  # array + Python or traced number
         if kind == 4:
-            return f"L[{self.pick(['-1', '0', '-2 % len(L)', 'len(L) // 2'])}]"
+            return f"L[{self.pick(['-1', '0', '-2 % max(len(L), 1)', 'len(L) // 2'])}]"
         if kind == 5:
             return f"sum(L[{self.pick(['-2:', ':2', '1:', '::-1', ':'])}], {self.arr(s)})"
         if kind == 6:
