@@ -88,7 +88,8 @@ def _note_call(fn, target, origin: OriginInfo) -> None:
     if function is None or _is_library_module(function.__module__):
         return  # builtins, library code, classes: nothing of the user's to convert
     name = function.__qualname__
-    if target is not fn or function.__code__ in _converted_codes or _is_static_function(fn):
+    staged_by_dy2st = _is_static_function(fn) or _is_static_function(getattr(type(fn), "__call__", None))
+    if target is not fn or function.__code__ in _converted_codes or staged_by_dy2st:
         events.note(origin, "converted_call", f"converted call: {name}", callee=function)
         return
     wrapped = inspect.unwrap(function)
@@ -103,9 +104,9 @@ def _note_call(fn, target, origin: OriginInfo) -> None:
 def _python_function_of(fn) -> types.FunctionType | None:
     """The Python function a call of `fn` runs (a method's function, a callable object's
     `__call__`, a partial's function), or None."""
-    if _is_static_function(fn):
-        fn = fn._fn
-    for _ in range(4):  # a partial of a bound method of ...
+    for _ in range(5):  # a partial of a bound method of a StaticFunction of ...
+        if _is_static_function(fn):
+            fn = fn._fn
         if isinstance(fn, types.FunctionType):
             return fn
         if isinstance(fn, types.MethodType):

@@ -124,6 +124,21 @@ def grad_of_nested(x):
     return jax.grad(loss)(x)  # grad call
 
 
+class Decorated:
+    def __init__(self):
+        self.w = jnp.ones(3)
+
+    @dy2st.to_static
+    def __call__(self, x):
+        if x.sum() > 0:  # decorated if
+            return x * self.w
+        return x
+
+
+def calls_decorated(x, model):
+    return model(x) * 2  # decorated call
+
+
 def line_of(marker: str) -> int:
     """The line of this file whose text contains `# marker`."""
     with open(__file__) as f:

@@ -239,3 +239,12 @@ def test_a_call_through_jax_grad_of_a_nested_function():
     # jax.grad adds the backward pass of each cond: the program holds the forward ones and more.
     in_program = report.jaxpr_lines[(FILE, line_of("nested if"))]["cond"]
     assert cond.count == 2 and in_program > cond.count  # the early return makes two conds
+
+
+def test_a_model_whose_call_is_a_static_function_shows_its_source():
+    report = dy2st.explain(P.calls_decorated, jnp.ones(3), P.Decorated())
+    (call,) = notes(report, "decorated call")
+    assert call.event.kind == "converted_call"
+    assert "cond" in kinds(report, "decorated if")
+    assert "in Decorated.__call__:" in str(report)
+    assert_true_to_program(report)
