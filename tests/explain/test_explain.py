@@ -248,3 +248,26 @@ def test_a_model_whose_call_is_a_static_function_shows_its_source():
     assert "cond" in kinds(report, "decorated if")
     assert "in Decorated.__call__:" in str(report)
     assert_true_to_program(report)
+
+
+def _example(name):
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"dy2st_example_{name}", os.path.abspath(path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_examples_are_explained_truly():
+    quickstart = _example("quickstart")
+    params = {"w1": jnp.ones((16, 32)), "b1": jnp.zeros(32), "w2": jnp.ones((32, 32)), "w_out": jnp.ones(32)}
+    report = dy2st.explain(quickstart.forward, params, jnp.ones((8, 16)))
+    assert report.primitives == {"cond": 3} and report.error is None
+    assert_true_to_program(report)
+    loops = _example("loops")
+    report = dy2st.explain(loops.newton_sqrt, jnp.linspace(1.0, 10.0, 8))
+    assert [n.event.kind for n in report.notes] == ["while_loop"]
+    assert_true_to_program(report)
