@@ -196,6 +196,38 @@ class UndefinedVariableError(Dy2StaticError, UnboundLocalError):
     """A variable is read where eager Python would raise UnboundLocalError/NameError."""
 
 
+class StagedBranchError(Dy2StaticError):
+    """Tracing one side of a staged `if` raised (an IndexError, a shape TypeError, ...).
+
+    The condition is a traced array, so both sides are traced whichever the data picks; eager
+    Python raises only when the data takes that side. The error is also an instance of what was
+    raised (an `IndexError` stays one), with that exception as its cause. Fix: make the side
+    valid for every input (guard the index, fix the shape), or use `assert` for run-time checks.
+    """
+
+    __str__ = Exception.__str__  # a KeyError's would quote the message
+
+    # Builtin exceptions whose one-message constructor the combined class can call.
+    KEPT_TYPES = (IndexError, KeyError, ValueError, TypeError, ZeroDivisionError, AttributeError)
+    _classes: dict = {}
+
+    @classmethod
+    def wrapping(cls, error: BaseException, branch_name: str, origin: "OriginInfo") -> "StagedBranchError":
+        kind = type(error)
+        combined = cls._classes.get(kind)
+        if combined is None:
+            combined = cls._classes[kind] = type(cls.__name__, (cls, kind), {"__module__": cls.__module__})
+        first = str(error).splitlines()[0].rstrip(".") + "." if str(error) else ""
+        return combined(
+            f"tracing the {branch_name} of this staged `if` raised {kind.__name__}: {first} The condition is a "
+            "traced array, so both sides are traced whichever one the data picks; eager Python raises this only "
+            "when the data takes that side.",
+            origin,
+            advice="make that side valid for every input (guard the index or key, fix the shape), or make the "
+            "condition a Python value; to raise only for bad values, use `assert` (checked when the program runs).",
+        )
+
+
 class MissingAfterLoopError(Dy2StaticError, KeyError, AttributeError):
     """A dict item or attribute first set inside a staged loop that ran zero times is live after it.
 

@@ -23,7 +23,7 @@ import numpy as np
 from jax import lax
 
 from dy2st import _jax_compat
-from dy2st.errors import BranchOutputError, OriginInfo, PredicateError
+from dy2st.errors import BranchOutputError, OriginInfo, PredicateError, StagedBranchError
 from dy2st.runtime import events
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
 from dy2st.runtime.values import PY_SCALARS, flatten_state, is_array
@@ -124,19 +124,30 @@ def _run_branch(fn: Callable[[], Sequence]):
 
 
 def _run_branch_noting(fn, branch_name: str, origin: OriginInfo):
-    """Run one side; a user exception keeps its type and gains where and why it was traced."""
+    """Run one side. A builtin exception it raises becomes a StagedBranchError that is still an
+    instance of it (eager raises it only when the data takes this side); others keep their type
+    and gain a note saying where and why the side was traced."""
     try:
         return _run_branch(fn)
+    except StagedBranchError.KEPT_TYPES as err:
+        if type(err) not in StagedBranchError.KEPT_TYPES:  # subclasses (jax's own errors) keep the note below
+            _note_branch_error(err, branch_name, origin)
+            raise
+        raise StagedBranchError.wrapping(err, branch_name, origin).with_traceback(err.__traceback__) from err
     except Exception as err:
-        if not getattr(err, "_dy2st_noted", False) and not isinstance(err, (BranchOutputError, _Abandon)):
-            err._dy2st_noted = True
-            err.add_note(
-                f"(dy2st) raised while tracing the {branch_name} of a staged `if`:\n  {origin.as_header()}\n"
-                "The condition is a traced array, so both sides are traced, whichever one runs. "
-                "To raise only when a value is bad, use `assert` (checked at run time) instead of "
-                "`raise` inside the branch."
-            )
+        _note_branch_error(err, branch_name, origin)
         raise
+
+
+def _note_branch_error(err: Exception, branch_name: str, origin: OriginInfo) -> None:
+    if not getattr(err, "_dy2st_noted", False) and not isinstance(err, (BranchOutputError, _Abandon)):
+        err._dy2st_noted = True
+        err.add_note(
+            f"(dy2st) raised while tracing the {branch_name} of a staged `if`:\n  {origin.as_header()}\n"
+            "The condition is a traced array, so both sides are traced, whichever one runs. "
+            "To raise only when a value is bad, use `assert` (checked at run time) instead of "
+            "`raise` inside the branch."
+        )
 
 
 def _fill_undefined_returns(t: _Branch, f: _Branch) -> None:

@@ -135,6 +135,16 @@ def f(x):
 
 dy2st.to_static(f)(jnp.ones(3))
 """, "Reduce the array to one value first (`int(x.sum())`), or keep it an array (`x.astype(jnp.int32)`)."),
+    Example(errors.StagedBranchError, """
+def f(x, xs):
+    if x.sum() > 0:
+        y = x
+    else:
+        y = xs[5]
+    return y
+
+dy2st.to_static(f)(jnp.ones(3), [jnp.ones(3)])
+""", "Make the side valid for every input (`xs[min(5, len(xs) - 1)]`), or decide with a Python value."),
     Example(errors.MissingAfterLoopError, """
 def f(x, n):
     d = {}
@@ -218,7 +228,7 @@ def _run(example: Example) -> BaseException:
 def message_of(example: Example) -> str:
     """The message the example's program prints, with its file shown as example.py."""
     err = _run(example)
-    if type(err) is not example.error:
+    if not isinstance(err, example.error):  # StagedBranchError is also the raised type: a subclass per type
         raise AssertionError(f"the example for {example.error.__name__} raised {type(err).__name__}: {err}")
     return err.__dy2st_text__
 
