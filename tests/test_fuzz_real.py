@@ -25,7 +25,7 @@ from dy2st.testing.real_program_gen import PRELUDE, RealProgram, draw_program
 # continue (7813), a read no path assigned (8154, 10065, 21100, 21276, 26617, 22829), a closure reading a write made in staged code (28426), and the 5000-5599 campaign's (5038, 5042,
 # 5093, 5151, 5301, 5353, 5376, 5540).
 CAMPAIGN_SEEDS = (5038, 5042, 5093, 5151, 5301, 5353, 5376, 5540, 6220, 6434, 6451, 6828, 6896, 7085,
-                  7110, 7813, 8120, 8154, 10065, 21100, 21276, 26617, 22829, 28426)
+                  7110, 7813, 8120, 8154, 10065, 21100, 21276, 26617, 22829, 28426, 44501)
 FAST_SEEDS = (*range(0, 60), *CAMPAIGN_SEEDS)
 SLOW_SEEDS = range(60, 400)
 # Seeds of a bug class still open, with the class as the reason (none open now). Classes fixed so
