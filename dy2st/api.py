@@ -226,10 +226,7 @@ class StaticFunction(functools.partial):
         `.as_text()` then describe the program for every size (`.compiled` needs fixed sizes).
         """
         try:
-            skip = int(conversion.is_method(self._fn))  # a method's specs come after `self`
-            if len(args) == skip and not kwargs and self._input_spec is not None:
-                args = (*args, *self._input_spec)
-            args, kwargs = input_spec.abstract((args, kwargs))
+            args, kwargs = input_spec.abstract((self._with_input_spec(args, kwargs), kwargs))
             positions = stateful.root_positions(args, kwargs)
             if positions:
                 return self._stateful_programs.get_concrete_program(args, kwargs, positions)
@@ -252,6 +249,14 @@ class StaticFunction(functools.partial):
         from dy2st.explain import explain
 
         return explain(self, *args, **kwargs)
+
+    def _with_input_spec(self, args, kwargs) -> tuple:
+        """`args`, or the `input_spec` given to `to_static` when a trace is asked for with no
+        arguments (a method's `self` aside: its specs come after it)."""
+        skip = int(conversion.is_method(self._fn))
+        if len(args) == skip and not kwargs and self._input_spec is not None:
+            return (*args, *self._input_spec)
+        return args
 
     def rollback(self):
         """The original eager callable."""

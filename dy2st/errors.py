@@ -509,9 +509,8 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
                 f"Python needs a concrete value of a traced array here, in code dy2st runs as it is: "
                 f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
                 origin, advice=_TRACED_AS_PYTHON)
-            error.__cause__ = exc
-            error.__traceback__ = filter_traceback(exc.__traceback__) if filtering else exc.__traceback__
-            return error
+            error.__cause__, error.__traceback__ = exc, exc.__traceback__
+            exc = error  # filtered below, as every error leaving a StaticFunction
     if not isinstance(exc, Dy2StaticError) and not getattr(exc, _NOTED_ATTR, False):
         origin = innermost_user_frame(exc.__traceback__)
         try:

@@ -31,9 +31,11 @@ import jax
 import jax.extend.core
 import numpy as np
 
-from dy2st import _jax_compat, conversion, input_spec, stateful
-from dy2st.errors import Dy2StaticError
+from dy2st import _jax_compat, input_spec, stateful
+from dy2st.config import config
+from dy2st.errors import Dy2StaticError, at_boundary
 from dy2st.runtime import events
+from dy2st.runtime.calls import python_function_of
 from dy2st.runtime.events import Event
 from dy2st.runtime.values import ARRAY_TYPES
 
@@ -166,8 +168,8 @@ class Report:
         if rest:
             yield None, [(lineno, f"{_short_path(f)}:{lineno}", notes) for (f, lineno), notes in rest]
 
-    def _footnotes(self):
-        """Numbered details: `[(number, note)]`, one per note that has a detail."""
+    def _footnotes(self) -> list[LineNote]:
+        """The notes that have a detail, in order: footnote i + 1 is the i-th."""
         return [note for note in self.notes if note.event.detail]
 
     def __str__(self) -> str:
@@ -229,9 +231,9 @@ def explain(fn, *args, **kwargs) -> Report:
     from dy2st.api import StaticFunction, to_static
 
     static_function = fn if isinstance(fn, StaticFunction) else to_static(fn)
-    skip = int(conversion.is_method(static_function._fn)) if not hasattr(static_function, "__self__") else 0
-    if len(args) == skip and not kwargs and static_function._input_spec is not None:
-        args = (*args, *static_function._input_spec)
+    owner = getattr(static_function, "_owner", static_function)  # a bound method's class-level function
+    bound = () if owner is static_function else (static_function.__self__,)
+    call_args, kwargs = input_spec.abstract((owner._with_input_spec((*bound, *args), kwargs), kwargs))
     start = time.perf_counter()
     error = None
     try:
@@ -239,16 +241,18 @@ def explain(fn, *args, **kwargs) -> Report:
     except Dy2StaticError as err:
         error = err
     convert_seconds = time.perf_counter() - start
-    args, kwargs = input_spec.abstract((args, kwargs))
     traced, trace_seconds, specs = None, 0.0, []
     with events.recording() as recorded:
         if error is None:
-            program, specs = _traceable(static_function, args, kwargs)
+            program, specs = _traceable(owner, call_args, kwargs)
             start = time.perf_counter()
             try:
                 traced = jax.jit(program).trace(*specs)
-            except Dy2StaticError as err:
-                error = err
+            except Exception as exc:  # noqa: BLE001 (mapped as a call's boundary maps it)
+                mapped = at_boundary(exc, config.traceback_filtering)
+                if not isinstance(mapped, Dy2StaticError):
+                    raise mapped from mapped.__cause__
+                error = mapped
             trace_seconds = time.perf_counter() - start
     symbolic = any(not isinstance(d, int) for spec in specs for d in spec.shape)
     compile_seconds, compile_note = (None, "not compiled: symbolic dims (give fixed sizes to compile)") if symbolic \
@@ -259,7 +263,7 @@ def explain(fn, *args, **kwargs) -> Report:
     counts = _ProgramCounts.of(jaxpr, {b.filename for b in blocks})
     return Report(
         function=getattr(static_function, "__qualname__", repr(static_function)),
-        signature=_describe_signature(static_function, args, kwargs),
+        signature=_describe_signature(static_function, call_args[len(bound):], kwargs),
         programs_cached=len(static_function.programs),
         equations=counts.equations,
         primitives=counts.control,
@@ -277,13 +281,12 @@ def explain(fn, *args, **kwargs) -> Report:
 
 
 # -- helpers -------------------------------------------------------------------------------------
-def _traceable(static_function, args, kwargs):
-    """`(program, specs)`: a function of the array arguments that runs what a call with these
-    arguments runs, and their ShapeDtypeStructs. Python values stay static, as in a call. A
-    model's arrays (a method's `self`, objects and NNX modules given as arguments) are inputs
-    too, lifted as the call path lifts them (dy2st/state.py), so tracing writes nothing on them."""
-    owner = getattr(static_function, "_owner", static_function)
-    call_args = (static_function.__self__, *args) if owner is not static_function else args
+def _traceable(owner, call_args, kwargs):
+    """`(program, specs)`: a function of the array arguments that runs what the call
+    `owner(*call_args, **kwargs)` runs, and their ShapeDtypeStructs. Python values stay static,
+    as in a call. A model's arrays (a method's `self`, objects and NNX modules given as
+    arguments) are inputs too, lifted as the call path lifts them (dy2st/state.py), so tracing
+    writes nothing on them."""
     positions = stateful.root_positions(call_args, kwargs)
     if positions:
         run, call_args, kwargs = owner._stateful_programs.fresh_run(call_args, kwargs, positions)
@@ -373,7 +376,7 @@ def _line_notes(recorded: list[Event]) -> list[LineNote]:
 
 def _blocks(static_function, recorded: list[Event]) -> list[SourceBlock]:
     """The explained function's source, then each converted callee's, in the order called."""
-    functions = [_original_function(static_function)]
+    functions = [inspect.unwrap(python_function_of(static_function) or static_function._fn)]
     for event in recorded:
         if event.callee is not None and event.callee not in functions:
             functions.append(event.callee)
@@ -383,12 +386,6 @@ def _blocks(static_function, recorded: list[Event]) -> list[SourceBlock]:
         if block is not None and not any(b.holds(block.filename, block.first_line) for b in blocks):
             blocks.append(block)
     return blocks
-
-
-def _original_function(static_function):
-    fn = static_function._fn
-    call = getattr(type(fn), "__call__", None) if not inspect.isroutine(fn) else None
-    return inspect.unwrap(call if call is not None and not inspect.isclass(fn) else fn)
 
 
 def _source_block(fn) -> SourceBlock | None:

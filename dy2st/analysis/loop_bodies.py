@@ -24,6 +24,7 @@ import gast
 
 from dy2st import ast_util
 from dy2st.analysis import qual_names
+from dy2st.analysis.activity import free_reads
 from dy2st.analysis.anno import Fact, setanno
 
 # Methods that change their receiver in place and return None (lists, dicts, sets, deques):
@@ -90,8 +91,6 @@ def mark(function_def) -> EffectScope:
 
 
 def _captured(function_def, local_names) -> frozenset:
-    from dy2st.analysis.activity import free_reads  # activity imports this module's neighbours only
-
     names = set()
     for node in ast_util.walk(function_def):
         if node is not function_def and isinstance(node, (gast.FunctionDef, gast.Lambda)):

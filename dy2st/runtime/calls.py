@@ -84,7 +84,7 @@ def convert_call(fn):
 
 def _note_call(fn, target, origin: OriginInfo) -> None:
     """For `dy2st.explain`: a call to the user's code, converted or run as it is (and why)."""
-    function = _python_function_of(fn)
+    function = python_function_of(fn)
     if function is None or _is_library_module(function.__module__):
         return  # builtins, library code, classes: nothing of the user's to convert
     name = function.__qualname__
@@ -101,7 +101,7 @@ def _note_call(fn, target, origin: OriginInfo) -> None:
     events.note(origin, "python_call", f"Python call: {name}", f"{name} runs as Python, unconverted: {reason}")
 
 
-def _python_function_of(fn) -> types.FunctionType | None:
+def python_function_of(fn) -> types.FunctionType | None:
     """The Python function a call of `fn` runs (a method's function, a callable object's
     `__call__`, a partial's function), or None."""
     for _ in range(5):  # a partial of a bound method of a StaticFunction of ...

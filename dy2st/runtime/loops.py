@@ -188,7 +188,10 @@ def _note_staged(origin: OriginInfo, names, values, length: int | None, bound: i
         events.note(origin, "while_loop", "lax.while_loop", f"a traced condition; {carries}")
 
 
-def _note_unrolled(origin: OriginInfo, length: int, reason: str) -> None:
+def _unrolled(origin: OriginInfo, length: int, reason: str, level: int = 1) -> None:
+    """A loop runs as Python, once per iteration: logged at verbosity `level`, noted for explain."""
+    log(level, "dy2st: loop at %s:%d unrolled (%s): %s%s", origin.filename, origin.lineno, _iterations(length), reason,
+        events.EXPLAIN_HINT)
     if events.active():
         events.note(origin, "unrolled", f"unrolled, {_iterations(length)}", reason)
 
@@ -216,18 +219,14 @@ def convert_for(iterable, body, get_state, set_state, names, extra_test, python_
         iterable = StagedArray(iterable)
     if isinstance(iterable, StagedIterable):
         if iterable.static_length is not None and python_reason is not None:
-            log(1, "dy2st: for loop at %s:%d unrolled: %s%s", origin.filename, origin.lineno, python_reason,
-                events.EXPLAIN_HINT)
-            _note_unrolled(origin, iterable.static_length, python_reason)
+            _unrolled(origin, iterable.static_length, python_reason)
             return _py_for(iterable.python_items(), body, get_state, set_state, names, extra_test, origin, facts,
                            python_reason, refuse_staged)
         if refuse_staged:
             raise _python_body_error(python_reason, "its number of iterations is traced", origin)
         return _lax_for(iterable, body, get_state, set_state, names, extra_test, origin, facts)
     if isinstance(iterable, range) and python_reason is not None:
-        log(2, "dy2st: for-range loop at %s:%d unrolled: %s%s", origin.filename, origin.lineno, python_reason,
-            events.EXPLAIN_HINT)
-        _note_unrolled(origin, len(iterable), python_reason)
+        _unrolled(origin, len(iterable), python_reason, level=2)
     elif isinstance(iterable, range):
         staged = _try_stage_range(iterable, body, get_state, set_state, names, extra_test, origin, facts)
         if staged is not None:
@@ -274,9 +273,7 @@ def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin, fa
             set_state(init)
             attempt.discard()
             reason = str(why).splitlines()[0]
-            log(1, "dy2st: for loop at %s:%d (%d items) unrolled: %s%s", origin.filename, origin.lineno, length,
-                reason, events.EXPLAIN_HINT)
-            _note_unrolled(origin, length, f"a scan cannot carry what the body does: {reason}")
+            _unrolled(origin, length, f"a scan cannot carry what the body does: {reason}")
             return _py_for(iterable.python_items(), body, get_state, set_state, names, extra_test, origin, facts)
     return _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length, facts)
 
@@ -368,18 +365,17 @@ def _try_stage_range(rng, body, get_state, set_state, names, extra_test, origin,
     """Stage a Python `range` loop as one scan when the body allows; None means unroll."""
     where = f"{origin.filename}:{origin.lineno}"
     if len(rng) < _MIN_STAGED_TRIPS:
-        _note_unrolled(origin, len(rng), "a static range too short for a scan to gain anything")
+        _unrolled(origin, len(rng), "a static range too short for a scan to gain anything", level=2)
         return None
     init = get_state()
     leaves = jax.tree_util.tree_leaves(init, is_leaf=lambda x: isinstance(x, Undefined))
     if not any(is_traced(l) for l in leaves):
-        log(2, "dy2st: for-range loop at %s unrolled: no traced state", where)
-        _note_unrolled(origin, len(rng), "a static range whose variables hold no traced value: Python runs it")
+        _unrolled(origin, len(rng), "a static range whose variables hold no traced value: Python runs it", level=2)
         return None
     if extra_test is not None:
         go = extra_test()
         if is_traced(go) or not go:
-            _note_unrolled(origin, len(rng), "a static range whose `break` is decided as it goes")
+            _unrolled(origin, len(rng), "a static range whose `break` is decided as it goes", level=2)
             return None
     iterable = StagedRange(rng.start, rng.stop, rng.step)
     length = len(rng)
@@ -408,8 +404,7 @@ def _try_stage_range(rng, body, get_state, set_state, names, extra_test, origin,
     if reason is not None:
         set_state(init)
         attempt.discard()
-        log(1, "dy2st: for-range loop at %s (%d iterations) unrolled: %s%s", where, length, reason, events.EXPLAIN_HINT)
-        _note_unrolled(origin, length, f"a scan cannot carry what the body does: {reason}")
+        _unrolled(origin, length, f"a scan cannot carry what the body does: {reason}")
         return None
     log(1, "dy2st: for-range loop at %s (%d iterations) staged as lax.scan", where, length)
     if events.active():

@@ -129,12 +129,9 @@ def _run_branch_noting(fn, branch_name: str, origin: OriginInfo):
     and gain a note saying where and why the side was traced."""
     try:
         return _run_branch(fn)
-    except StagedBranchError.KEPT_TYPES as err:
-        if type(err) not in StagedBranchError.KEPT_TYPES:  # subclasses (jax's own errors) keep the note below
-            _note_branch_error(err, branch_name, origin)
-            raise
-        raise StagedBranchError.wrapping(err, branch_name, origin).with_traceback(err.__traceback__) from err
     except Exception as err:
+        if type(err) in StagedBranchError.KEPT_TYPES:  # exactly: jax's own errors subclass TypeError
+            raise StagedBranchError.wrapping(err, branch_name, origin).with_traceback(err.__traceback__) from err
         _note_branch_error(err, branch_name, origin)
         raise
 

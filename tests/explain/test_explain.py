@@ -271,3 +271,13 @@ def test_the_examples_are_explained_truly():
     report = dy2st.explain(loops.newton_sqrt, jnp.linspace(1.0, 10.0, 8))
     assert [n.event.kind for n in report.notes] == ["while_loop"]
     assert_true_to_program(report)
+
+
+def test_errors_while_explaining_are_mapped_as_a_call_maps_them():
+    def index_of_array(x, model):
+        xs = [1.0, x.sum()]
+        return x * model.w * xs.index(x.sum())  # Python compares arrays: jax's bool conversion error
+
+    report = dy2st.explain(index_of_array, jnp.ones(3), P.Counter())  # the model takes the stateful path
+    assert isinstance(report.error, dy2st.errors.TracedValueError)
+    assert isinstance(report.error.__cause__, jax.errors.ConcretizationTypeError)
