@@ -15,6 +15,7 @@ from dy2st.config import _switch_listeners, config
 from dy2st.errors import RuntimeChecks, at_boundary
 from dy2st.program import ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
 from dy2st.sharding import Shardings
+from dy2st.runtime import python_choice
 from dy2st.runtime.calls import NOT_TO_STATIC_ATTR, runs_eagerly, top_level_target
 from dy2st.runtime.undefined import check_defined
 
@@ -50,8 +51,9 @@ def _dispatcher():
                         break
                 else:
                     out = jitted(*args)
-                    if shared is None:  # this call traced a run-time check, or the cache changed
-                        _wait_for(out)  # mode: wait as the general path does
+                    if shared is None:  # this call traced a run-time check or a Python choice, or
+                        out = python_choice.resolve(out)  # the cache changed mode: finish as
+                        _wait_for(out)  # the general path does
                     return out
             return owner._call_general(args, kwargs)
         except Exception as exc:
@@ -150,12 +152,14 @@ class StaticFunction(functools.partial):
             (self._checker or self._spec_checker).check(args, kwargs)
         checks_before = RuntimeChecks.traced
         out = self._run(args, kwargs)
+        if self._cache.has_choices:
+            out = python_choice.resolve(out)
         if self._has_checks or RuntimeChecks.traced != checks_before:
             self._has_checks = True  # this call traced a run-time check (an assert)
             self._set_fast(None)
             _wait_for(out)  # a failed check raises here, inside this call
         elif (self._fast is None and self._input_spec is None and self._converted_fn is not None
-              and config.enable_to_static):
+              and config.enable_to_static and not self._cache.has_choices):
             self._set_fast(self._cache.shared)  # arm the hit path (None once the cache retired it)
         return out
 

@@ -40,6 +40,7 @@ import jax
 from dy2st.config import config, log, logger
 from dy2st.errors import InputSignatureError, RuntimeChecks
 from dy2st.input_spec import user_origin
+from dy2st.runtime import python_choice
 from dy2st.runtime.undefined import check_defined
 from dy2st.runtime.values import ARRAY_TYPES
 
@@ -159,6 +160,7 @@ class ProgramCache:
         self._shared_keys: set = set()  # keys of the programs that live in `shared`
         self.on_shared_change: Callable[[], None] | None = None  # told when `shared` changes role
         self.has_checks = False  # the shared jit traced a run-time check (an assert)
+        self.has_choices = False  # a program returns python_choice.PythonChoices: resolve outputs
         self.shared = self._new_shared()
 
     # -- calling ------------------------------------------------------------------------------
@@ -301,7 +303,7 @@ class ProgramCache:
         fn = self._get_fn()
         if signature.static_key[1] is None:
             def program(*args, **kwargs):
-                return check_defined(fn(*args, **kwargs))
+                return self._outputs(fn, args, kwargs)
         else:
             treedef, statics, positions = signature.static_key
 
@@ -310,10 +312,25 @@ class ProgramCache:
                 for pos, array in zip(positions, arrays):
                     leaves.insert(pos, array)
                 args, kwargs = jax.tree_util.tree_unflatten(treedef, leaves)
-                return check_defined(fn(*args, **kwargs))
+                return self._outputs(fn, args, kwargs)
 
         program.__name__ = program.__qualname__ = getattr(fn, "__name__", "program")
         return jax.jit(program, **self._jit_options(signature))
+
+    def _outputs(self, fn, args, kwargs):
+        """What a program returns: `fn`'s outputs, with the candidates of values whose Python
+        type eager picks by data (`python_choice`); the call's boundary resolves them. Not with
+        `out_shardings` (they fix the outputs' structure): such values stay arrays there."""
+        if self._shardings is not None:
+            return check_defined(fn(*args, **kwargs))
+        with python_choice.recording() as recorded:
+            out = check_defined(fn(*args, **kwargs))
+        result = recorded.finish(out)
+        if result is not out and not self.has_choices:
+            self.has_choices = True  # calls must resolve outputs: not the direct jit path
+            if self.on_shared_change is not None:
+                self.on_shared_change()
+        return result
 
     def _jit_options(self, signature: Signature) -> dict:
         """`in_shardings`/`out_shardings` for one program (the program takes the array leaves
@@ -362,7 +379,7 @@ class ProgramCache:
 
         def program(*args):
             checks_before = RuntimeChecks.traced
-            out = check_defined(self._get_fn()(*args))
+            out = self._outputs(self._get_fn(), args, {})
             if RuntimeChecks.traced != checks_before:
                 self._traced_checks()
             self._record_shared(tuple(map(jax.typeof, args)), jitted)  # after the trace succeeded

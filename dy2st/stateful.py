@@ -19,6 +19,7 @@ import jax
 
 from dy2st.config import config, logger
 from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, ProgramCache
+from dy2st.runtime import python_choice
 from dy2st.runtime.undefined import check_defined
 from dy2st.state import Layout, describe_difference, is_stateful, make_recipe
 
@@ -149,6 +150,8 @@ class StatefulPrograms:
             entry.local.layout = previous
         if result is _INLINE:
             return check_defined(self._fn(*args, **kwargs))
+        if entry.cache.has_choices:
+            result = python_choice.resolve(result)
         out, delta = result
         delta.recipe.apply(layout, delta.outs)
         return out

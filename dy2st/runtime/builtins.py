@@ -7,7 +7,9 @@ one is exactly the builtin. With a traced argument:
 * `print(x, 'loss', sep=', ')` prints when the program runs (`jax.debug.callback`, so it also
   prints inside staged branches and loops), formatted by Python's own `print`;
 * `int(x)`, `float(x)` cast a one-element array to a scalar of the default int/float dtype
-  (`int` truncates toward zero, as Python does); `bool(x)` is `x != 0`;
+  (`int` truncates toward zero, as Python does); `bool(x)` is `x != 0`; `round(x)` of a weakly
+  typed scalar (a Python number carried by a staged loop or branch) is a weak int, as
+  Python's `round` of a number is an int;
 * `min`/`max`/`sorted`/`any`/`all` make Python's own choice (`dy2st.runtime.ordering`);
 * f-strings, `str()`, `repr()` of traced values format at run time (`dy2st.runtime.formatting`);
 * `range(n)` with a traced bound is refused: only a `for` header can run over it, and the
@@ -109,6 +111,19 @@ def _python_scalar(value, kind):
     return _jax_compat.convert_element_type(value, _default(kind), weak_type=True)
 
 
+def convert_round(number, ndigits=None):
+    """`round(x)`. A weakly typed traced scalar stands for a Python number (a loop carried it,
+    say), whose `round` is a Python int (a float with `ndigits`): a weak scalar here too, where
+    jax's own `round` of an array gives a strong int32 array."""
+    if not is_traced(number) or getattr(number, "weak_type", False) is False or np.shape(number) != ():
+        return builtins.round(number, ndigits)
+    if not jnp.issubdtype(number.dtype, jnp.inexact):
+        return number  # Python's round of an int is the int (ndigits >= 0)
+    if ndigits is None:
+        return _python_scalar(jnp.round(number), int)  # half to even, as Python rounds
+    return _python_scalar(jnp.round(number, ndigits), float)
+
+
 def convert_bool(x=False):
     """`bool(x)`; a traced one-element array becomes `x != 0`."""
     if not is_traced(x):
@@ -149,6 +164,7 @@ for _builtin, _replacement in (
     (builtins.int, convert_int),
     (builtins.float, convert_float),
     (builtins.bool, convert_bool),
+    (builtins.round, convert_round),
     (builtins.max, convert_max),
     (builtins.min, convert_min),
     (builtins.sorted, convert_sorted),

@@ -32,7 +32,7 @@ from jax import lax
 
 from dy2st import _jax_compat
 from dy2st.errors import MissingAfterLoopError, UndefinedVariableError, LoopGradientError, LoopVariableError, OriginInfo
-from dy2st.runtime import ad_context, events, loop_checks
+from dy2st.runtime import ad_context, events, loop_checks, python_choice
 from dy2st.runtime.asserts import check_when_run
 from dy2st.runtime.staging import cast_to, static_equal, weak_proxy, describe, scalar_predicate, staged_tracing
 from dy2st.runtime.values import is_traced
@@ -402,6 +402,8 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
         with WriteTracker() as tracker, staged_tracing():  # attributes changed by called methods are refused
             outs = loop.body(index, assemble(spec, carried))
         refuse_loop_writes(tracker, origin)
+        if loop.length is not None and python_choice.any_recorded(outs):
+            raise Refused(python_choice.CARRY_REASON)  # unrolled, each choice stays exact
         iteration = describe_outputs(spec, outs, origin)
         new = join(spec, iteration, origin)
         if not settled(spec, new) or (loop.length is None and loop.bound() != bound):

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dy2st.errors import BuiltinError, OriginInfo
+from dy2st.runtime import python_choice
 from dy2st.runtime.staging import scalar_predicate
 from dy2st.runtime.values import is_traced
 
@@ -53,7 +54,9 @@ def _later_wins(later, kept, compare, origin: OriginInfo):
     if not is_traced(later) and not is_traced(kept):
         return later if compare(later, kept) else kept
     pred = scalar_predicate(compare(later, kept), origin, what="The comparison of two items")
-    return jnp.where(pred, later, kept)
+    chosen = jnp.where(pred, later, kept)
+    python_choice.select(pred, later, kept, chosen)  # eager returns the item itself: a Python number, say
+    return chosen
 
 
 def _scan_choice(items, larger: bool):
@@ -106,6 +109,7 @@ def convert_min(*args, **kwargs):
 
 def convert_sorted(iterable, *, key=None, reverse=False):
     """`sorted(...)`: a stable sort, giving a list as Python does."""
+    originals = None  # the items of a list, which eager's result holds as they are
     if is_traced(iterable):
         origin = OriginInfo.of_caller()
         items = _rows_of(iterable, "sorted", origin)
@@ -119,13 +123,16 @@ def convert_sorted(iterable, *, key=None, reverse=False):
             raise BuiltinError(
                 "sorted() of traced values that are not all one-element arrays of one shape.",
                 origin, advice="stack them into one array and use jnp.sort / jnp.argsort.")
-        items = jnp.stack([jnp.asarray(i) for i in items])
+        originals, items = items, jnp.stack([jnp.asarray(i) for i in items])
     if key is not None:
         raise BuiltinError("sorted() with key= cannot compare traced values.", origin,
                            advice="sort with jnp.argsort on the keys, then index the values.")
     keys = items.reshape(items.shape[0], -1)[:, 0] if items.ndim > 1 else items
     order = jnp.argsort(keys, stable=True, descending=bool(reverse))
-    return list(items[order])
+    result = list(items[order])
+    if originals is not None:  # Python numbers among them, say
+        python_choice.pick(order, originals, result)
+    return result
 
 
 def _truths(iterable, name: str, origin: OriginInfo):

@@ -247,10 +247,14 @@ def _is_weak(value) -> bool:
 _PY_DTYPES = {bool: np.dtype(bool), int: np.dtype(np.int32), float: np.dtype(np.float32)}
 
 
-def _leaf_difference(expected, actual) -> str | None:
+def _leaf_difference(expected, actual, under_jit: bool = False) -> str | None:
     """Why `actual` differs from eager's `expected` leaf (None when equal).
 
     A Python number and a weak-typed scalar array of the same dtype kind and value are equal.
+    Under an outer `jax.jit` (`under_jit`) any scalar array of its value is: where eager picks
+    by data between a Python number and an array (`max(loss, 0)`, an `if` giving `0` or an
+    array), one compiled program has one dtype, which `to_static` alone turns back into
+    eager's exact result (dy2st.runtime.python_choice) but an enclosing jit cannot.
     """
     py_e, py_a = type(expected) in _PY_DTYPES, type(actual) in _PY_DTYPES
     if py_e and py_a:
@@ -260,8 +264,8 @@ def _leaf_difference(expected, actual) -> str | None:
     if py_e or py_a:
         python, array = (expected, actual) if py_e else (actual, expected)
         dtype = getattr(array, "dtype", None)
-        if not hasattr(array, "shape") or array.shape != () or dtype != _PY_DTYPES[type(python)] or (
-                type(python) is not bool and not _is_weak(array)):
+        if not hasattr(array, "shape") or array.shape != () or not under_jit and (
+                dtype != _PY_DTYPES[type(python)] or type(python) is not bool and not _is_weak(array)):
             return (f"{_describe(actual)}, eager {_describe(expected)}")
     else:
         e, a = np.asarray(expected), np.asarray(actual)
@@ -280,7 +284,7 @@ def _describe(value) -> str:
     return f"{value.dtype}{list(value.shape)}{weak} {np.asarray(value).tolist()}"
 
 
-def tree_difference(expected, actual, what: str) -> str | None:
+def tree_difference(expected, actual, what: str, under_jit: bool = False) -> str | None:
     """Why the pytree `actual` differs from eager's `expected`: structure, dtypes, values."""
     exp_leaves, exp_tree = jax.tree_util.tree_flatten(expected)
     act_leaves, act_tree = jax.tree_util.tree_flatten(actual)
@@ -288,7 +292,7 @@ def tree_difference(expected, actual, what: str) -> str | None:
         return f"{what}: structure {act_tree}, eager {exp_tree}"
     for path_and_leaf, a in zip(jax.tree_util.tree_leaves_with_path(expected), act_leaves):
         path, e = path_and_leaf
-        problem = _leaf_difference(e, a)
+        problem = _leaf_difference(e, a, under_jit)
         if problem is not None:
             return f"{what}{jax.tree_util.keystr(path)}: {problem}"
     return None
@@ -365,9 +369,8 @@ def run_real(f, make_state, inputs: RealInputs, check_grad: bool = True) -> Resu
         raise
     except Exception as e:  # noqa: BLE001 - every exception is classified
         return _classify_error(e, "jit")
-    # Under jit every output is an array: compare values and dtypes (a Python number in
-    # eager's result is a weak-typed array here, which tree_difference accepts).
-    problem = tree_difference(expected, got, "jit(to_static) result")
+    # Under jit every output is an array: compare values, and dtypes where eager's are arrays.
+    problem = tree_difference(expected, got, "jit(to_static) result", under_jit=True)
     if problem is not None:
         return Result(RealOutcome.MISMATCH, "jit", problem)
 

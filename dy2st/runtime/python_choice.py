@@ -1,0 +1,228 @@
+"""Values whose Python type eager code picks by data: a Python number or an array.
+
+Eagerly, `max(loss, 0.0)` is the Python float `0.0` when it wins and the array `loss` otherwise;
+`n = 0 if flag else x.sum()` (with a traced `flag`) likewise. A compiled program can only
+return an array there, so the staged choice (`jnp.where`, or a `lax.cond` merging the sides)
+records which *candidate* it took: a `Choice` holds an int32 index, traced alongside the value,
+into a static table of candidates, each a `PythonNumber` (eager's exact Python value) or an
+`ArrayOf` (eager's dtype for that side: `max(int32 array, 0.5)` is an int32 array when the
+array wins, though the staged value is a float32 one).
+
+Choices are recorded only while a program of a StaticFunction is traced (`recording`); a value
+that reaches the program's outputs as it is leaves with its index (`finish`: the output becomes
+a `PythonChoices` node), and the call's boundary turns it back into what eager returns
+(`resolve`): the Python number itself, or the array in the chosen side's dtype. A value that
+is computed on (`max(loss, 0.0) * 2`) is an ordinary array from then on. Under an enclosing
+`jax.jit`/`grad`/`vmap` nothing is recorded: every output is an array there anyway.
+
+Before:                                   After, in the program and at the boundary:
+    m = max(loss, 0.0)                        m = where(0.0 > loss, 0.0, loss); index = where(.., 0, 1)
+    return m                                  return PythonChoices(m, index)  ->  0.0 or the array
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dy2st import _jax_compat
+from dy2st.runtime.values import PY_SCALARS
+
+
+@dataclasses.dataclass(frozen=True)
+class PythonNumber:
+    """A candidate eager code returns as this exact Python number."""
+
+    value: object
+
+    def __eq__(self, other):  # 1 == 1.0 == True in Python; a candidate keeps its type
+        return type(other) is PythonNumber and type(self.value) is type(other.value) and _same(self.value, other.value)
+
+    def __hash__(self):
+        return hash((type(self.value), self.value if self.value == self.value else "nan"))
+
+
+def _same(a, b) -> bool:
+    return a == b or a != a and b != b
+
+
+@dataclasses.dataclass(frozen=True)
+class ArrayOf:
+    """A candidate eager code returns as an array of this dtype (and weak-type flag)."""
+
+    dtype: object
+    weak_type: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """Which candidate a staged value is: `candidates[index]` (index: an int32 scalar, traced)."""
+
+    index: object
+    candidates: tuple
+
+
+_local = threading.local()
+
+
+def _table():
+    stack = getattr(_local, "stack", None)
+    return stack[-1] if stack else None
+
+
+@contextlib.contextmanager
+def recording():
+    """Record choices while a program is traced; yields the `Recording` whose `finish` wraps outputs."""
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    recorded = Recording()
+    stack.append(recorded.table)
+    try:
+        yield recorded
+    finally:
+        stack.pop()
+
+
+def is_recording() -> bool:
+    return _table() is not None
+
+
+def choice_of(value) -> Choice:
+    """The candidates `value` stands for: its recorded Choice, or itself as the only candidate."""
+    if isinstance(value, PY_SCALARS):
+        return Choice(np.int32(0), (PythonNumber(value),))
+    table = _table()
+    entry = table.get(id(value)) if table is not None else None
+    if entry is not None and entry[0] is value:
+        return entry[1]
+    aval = jax.typeof(value)
+    return Choice(np.int32(0), (ArrayOf(aval.dtype, aval.weak_type),))
+
+
+def needs_recording(choice: Choice, aval) -> bool:
+    """Whether eager could give something other than a value of type `aval` as it is (a Python
+    number, or another dtype)."""
+    return any(not (type(c) is ArrayOf and c.dtype == aval.dtype and c.weak_type == aval.weak_type)
+               for c in choice.candidates)
+
+
+CARRY_REASON = ("a value the body makes is a Python number or an array depending on the data "
+                "(eager's type is chosen by data), which a loop's carry cannot say")
+
+
+def any_recorded(values) -> bool:
+    """Whether a leaf of `values` is a recorded choice (what a staged loop cannot carry)."""
+    table = _table()
+    if not table:
+        return False
+    for leaf in jax.tree_util.tree_leaves(values):
+        entry = table.get(id(leaf))
+        if entry is not None and entry[0] is leaf:
+            return True
+    return False
+
+
+def record(value, choice: Choice) -> None:
+    """Note that the staged `value` is `choice` (no-op unless a program is being traced)."""
+    table = _table()
+    if table is not None and needs_recording(choice, jax.typeof(value)):
+        table[id(value)] = (value, choice)
+
+
+def combined(choices) -> tuple:
+    """One candidate table for several sides: `(table, offsets)`, side i's index + offsets[i]."""
+    table, offsets = [], []
+    for choice in choices:
+        offsets.append(len(table))
+        table.extend(choice.candidates)
+    return tuple(table), offsets
+
+
+def select(pred, on_true, on_false, result) -> None:
+    """Record that `result` is `on_true` where `pred`, else `on_false` (a `jnp.where`)."""
+    if not is_recording():
+        return
+    a, b = choice_of(on_true), choice_of(on_false)
+    table, (_, offset) = combined((a, b))
+    choice = Choice(jnp.where(pred, a.index, b.index + offset).astype(jnp.int32), table)
+    record(result, choice)
+
+
+def pick(index, items, results) -> None:
+    """Record that `results[i]` is `items[index[i]]` (a sort's permutation)."""
+    if not is_recording():
+        return
+    choices = [choice_of(item) for item in items]
+    table, offsets = combined(choices)
+    if all(type(c) is ArrayOf for c in table) and len(set(table)) == 1:
+        return
+    # Each item stands for one candidate (a recorded one may stand for several: its own index).
+    item_index = jnp.stack([jnp.asarray(c.index, jnp.int32) + o for c, o in zip(choices, offsets)])
+    for i, result in enumerate(results):
+        record(result, Choice(item_index[index[i]], table))
+
+
+class Recording:
+    """The choices recorded during one program's trace: `id(value) -> (value, Choice)`."""
+
+    def __init__(self):
+        self.table: dict = {}
+
+    def finish(self, outputs):
+        """`outputs`, or `PythonChoices(outputs, indices)` when some leaves are recorded choices."""
+        if not self.table:
+            return outputs
+        leaves = jax.tree_util.tree_leaves(outputs)
+        chosen = []
+        for position, leaf in enumerate(leaves):
+            entry = self.table.get(id(leaf))
+            if entry is not None and entry[0] is leaf:
+                chosen.append((position, entry[1]))
+        if not chosen:
+            return outputs
+        indices = [jnp.asarray(c.index, jnp.int32) for _, c in chosen]
+        return PythonChoices(outputs, indices, tuple((p, c.candidates) for p, c in chosen))
+
+
+class PythonChoices:
+    """A program's outputs with, per recorded leaf, the index of the candidate it is."""
+
+    __slots__ = ("outputs", "indices", "where")
+
+    def __init__(self, outputs, indices, where):
+        self.outputs = outputs
+        self.indices = indices
+        self.where = where  # ((leaf position, candidates), ...): static, in the tree structure
+
+
+jax.tree_util.register_pytree_node(
+    PythonChoices,
+    lambda p: ((p.outputs, p.indices), p.where),
+    lambda where, children: PythonChoices(children[0], children[1], where),
+)
+
+
+def resolve(result):
+    """What eager returns, from a program's concrete outputs (anything else as it is)."""
+    if type(result) is not PythonChoices:
+        return result
+    leaves, treedef = jax.tree_util.tree_flatten(result.outputs)
+    indices = jax.device_get(result.indices)
+    for (position, candidates), index in zip(result.where, indices):
+        leaves[position] = _as_candidate(leaves[position], candidates[int(index)])
+    return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+def _as_candidate(leaf, candidate):
+    if type(candidate) is PythonNumber:
+        return candidate.value
+    aval = jax.typeof(leaf)
+    if aval.dtype == candidate.dtype and aval.weak_type == candidate.weak_type:
+        return leaf
+    return _jax_compat.convert_element_type(leaf, candidate.dtype, candidate.weak_type)

@@ -1,0 +1,171 @@
+"""issue 13: where eager picks by data between a Python number and an array (`max(loss, 0.0)`,
+an `if` assigning `0` on one side and an array on the other), a converted call returns exactly
+what eager returns: the Python number itself, or the array in its own dtype."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dy2st
+
+POS = jnp.array([1.0, 2.0, 3.0])
+NEG = jnp.array([-1.0, 0.0, -3.0])
+TIE = jnp.array([0.0, 0.0, 0.0])
+
+
+def _assert_exact(expected, got):
+    e_leaves, e_tree = jax.tree_util.tree_flatten(expected)
+    a_leaves, a_tree = jax.tree_util.tree_flatten(got)
+    assert e_tree == a_tree
+    for e, a in zip(e_leaves, a_leaves):
+        if isinstance(e, (bool, int, float)):
+            assert type(a) is type(e) and a == e, (a, e)
+        else:
+            assert isinstance(a, jax.Array), a
+            assert (a.dtype, a.shape, a.weak_type) == (e.dtype, e.shape, e.weak_type), (a, e)
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(e))
+
+
+def _under_jit(expected, got, dtype_by_data):
+    """Under jax.jit every output is an array: eager's value, in its dtype where eager's is an
+    array (unless eager's dtype itself depends on the data: one program has one dtype)."""
+    for e, a in zip(jax.tree_util.tree_leaves(expected), jax.tree_util.tree_leaves(got)):
+        if not isinstance(e, (bool, int, float)) and not dtype_by_data:
+            assert a.dtype == e.dtype
+        np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(e, np.float64))
+
+
+def _check(fn, inputs=(POS, NEG, TIE), dtype_by_data=False):
+    static = dy2st.to_static(fn)
+    for x in inputs:
+        expected = fn(x)
+        _assert_exact(expected, static(x))
+        _assert_exact(expected, static(x))  # again: the cached call resolves as the first did
+        _under_jit(expected, jax.jit(static)(x), dtype_by_data)
+
+
+def max_with_float(x):
+    return max(x.sum(), 0.5)
+
+
+def min_int_first(x):
+    return min(2, x.sum())
+
+
+def max_three_mixed(x):
+    return max(0, x[0], 1.5)
+
+
+def max_int_array_float(x):
+    return max(x.astype(jnp.int32).sum(), 0.5)
+
+
+def nested_max_min(x):
+    return min(max(x.sum(), 0.0), 4)
+
+
+def max_in_tuple_and_dict(x):
+    m = max(x[0], -0.5)
+    return (m, {"m": m, "s": x.sum()})
+
+
+def if_python_or_array(x):
+    if x.sum() > 0:
+        n = x.sum()
+    else:
+        n = 0
+    return n
+
+
+def if_two_python_numbers(x):
+    if x.sum() > 0:
+        n = 1
+    else:
+        n = 2.5
+    return n
+
+
+def nested_early_returns(x):
+    if x.sum() > 0:
+        if x[0] > 1.5:
+            return 1
+        return x.sum()
+    if x.sum() < -1:
+        return 0.25
+    return x[0]
+
+
+def if_int_array_or_float(x):
+    if x.sum() > 0:
+        n = x.astype(jnp.int32).sum()
+    else:
+        n = 0.5
+    return n
+
+
+def written_in_one_branch(x):
+    n = 3
+    if x.sum() > 0:
+        n = x.sum()
+    return n, n
+
+
+def sorted_mixed(x):
+    return sorted([x.sum(), 0.5, x[0]])
+
+
+def max_then_arithmetic_is_an_array(x):
+    return max(x.sum(), 0.5) + jnp.float32(1)
+
+
+@pytest.mark.parametrize("fn", [
+    max_with_float, min_int_first, max_three_mixed, max_int_array_float, nested_max_min, max_in_tuple_and_dict,
+    if_python_or_array, if_two_python_numbers, nested_early_returns, if_int_array_or_float, written_in_one_branch,
+    sorted_mixed, max_then_arithmetic_is_an_array,
+])
+def test_matches_eager_exactly(fn):
+    _check(fn, dtype_by_data=fn in (max_int_array_float, if_int_array_or_float))
+
+
+def test_grad_goes_to_the_chosen_side():
+    static = dy2st.to_static(lambda x: max(x.sum(), 0.5) * 2.0)
+    for x in (POS, NEG):
+        np.testing.assert_allclose(jax.grad(static)(x), jax.grad(lambda x: jnp.maximum(x.sum(), 0.5) * 2.0)(x))
+
+
+class Tracker:
+    def __init__(self):
+        self.best = 0.0
+
+    @dy2st.to_static
+    def update(self, x):
+        self.best = max(self.best, x.sum())
+        return self.best
+
+
+def test_attribute_written_back_as_eager_would():
+    eager, static = Tracker(), Tracker()
+    for x in (NEG, POS, NEG):
+        expected = Tracker.update.__wrapped__(eager, x)
+        got = static.update(x)
+        _assert_exact(expected, got)
+        _assert_exact(eager.best, static.best)
+
+
+def test_other_signatures_still_resolve_on_the_direct_path():
+    static = dy2st.to_static(max_with_float)
+    for x in (POS, NEG, jnp.array([-2.0]), jnp.array([4.0, 5.0]), NEG):
+        _assert_exact(max_with_float(x), static(x))
+
+
+def test_functions_without_choices_keep_the_direct_path():
+    static = dy2st.to_static(lambda x: jnp.maximum(x.sum(), 0.5))
+    static(POS)
+    static(POS)
+    assert not static._cache.has_choices and static._fast is not None
+
+
+def test_nothing_extra_under_an_outer_trace():
+    jaxpr = jax.make_jaxpr(dy2st.to_static(max_with_float))(POS)
+    assert len(jaxpr.jaxpr.outvars) == 1
