@@ -54,9 +54,8 @@ def _later_wins(later, kept, compare, origin: OriginInfo):
     if not is_traced(later) and not is_traced(kept):
         return later if compare(later, kept) else kept
     pred = scalar_predicate(compare(later, kept), origin, what="The comparison of two items")
-    chosen = jnp.where(pred, later, kept)
-    python_choice.select(pred, later, kept, chosen)  # eager returns the item itself: a Python number, say
-    return chosen
+    # Eager returns the item itself: a Python number, say (see python_choice).
+    return python_choice.select(pred, later, kept, jnp.where(pred, later, kept))
 
 
 def _scan_choice(items, larger: bool):
@@ -130,8 +129,8 @@ def convert_sorted(iterable, *, key=None, reverse=False):
     keys = items.reshape(items.shape[0], -1)[:, 0] if items.ndim > 1 else items
     order = jnp.argsort(keys, stable=True, descending=bool(reverse))
     result = list(items[order])
-    if originals is not None:  # Python numbers among them, say
-        python_choice.pick(order, originals, result)
+    if originals is not None:  # eager's list holds the items themselves: Python numbers, say
+        result = python_choice.pick(order, originals, result)
     return result
 
 

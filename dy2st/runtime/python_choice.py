@@ -144,28 +144,46 @@ def combined(choices) -> tuple:
     return tuple(table), offsets
 
 
-def select(pred, on_true, on_false, result) -> None:
-    """Record that `result` is `on_true` where `pred`, else `on_false` (a `jnp.where`)."""
+_KINDS = {bool: "b", int: "iu", float: "f", complex: "c"}
+
+
+def stands_for_python_number(dtype, values) -> bool:
+    """Whether a choice among `values` giving `dtype` should be weakly typed, as a Python number
+    is: one of them is a Python number of `dtype`'s kind (`max(loss, 0.0)`; `y = 0.0` on one
+    side of an `if`). Eager's value is that number or an array of the same kind, so later
+    arithmetic promotes as it would with the number (`y * 2` stays a weak scalar)."""
+    kind = np.dtype(dtype).kind
+    return any(type(v) in _KINDS and kind in _KINDS[type(v)] for v in values)
+
+
+def select(pred, on_true, on_false, result):
+    """`result` (a `jnp.where` of `on_true` where `pred`, else `on_false`), weakly typed where
+    it stands for a Python number, with the choice recorded while a program is traced."""
+    if stands_for_python_number(result.dtype, (on_true, on_false)) and not result.weak_type:
+        result = _jax_compat.convert_element_type(result, result.dtype, True)
     if not is_recording():
-        return
+        return result
     a, b = choice_of(on_true), choice_of(on_false)
     table, (_, offset) = combined((a, b))
     choice = Choice(jnp.where(pred, a.index, b.index + offset).astype(jnp.int32), table)
     record(result, choice)
+    return result
 
 
-def pick(index, items, results) -> None:
-    """Record that `results[i]` is `items[index[i]]` (a sort's permutation)."""
+def pick(index, items, results) -> list:
+    """`results` (`results[i]` is `items[index[i]]`: a sort's permutation), weakly typed where
+    they stand for Python numbers, with the choices recorded while a program is traced."""
+    if results and stands_for_python_number(results[0].dtype, items) and not results[0].weak_type:
+        results = [_jax_compat.convert_element_type(r, r.dtype, True) for r in results]
     if not is_recording():
-        return
+        return results
     choices = [choice_of(item) for item in items]
     table, offsets = combined(choices)
-    if all(type(c) is ArrayOf for c in table) and len(set(table)) == 1:
-        return
     # Each item stands for one candidate (a recorded one may stand for several: its own index).
     item_index = jnp.stack([jnp.asarray(c.index, jnp.int32) + o for c, o in zip(choices, offsets)])
     for i, result in enumerate(results):
         record(result, Choice(item_index[index[i]], table))
+    return results
 
 
 class Recording:

@@ -226,6 +226,7 @@ def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: boo
     if any(_is_aval(l) and jax.dtypes.issubdtype(l.dtype, jax.dtypes.extended) for l in (a, b)):
         return _merge_extended(a, b, label, origin, branch_names)
     dtype, weak = _jax_compat.weak_result_type(weak_proxy(a), weak_proxy(b))
+    weak = weak or python_choice.stands_for_python_number(dtype, (a, b))
     strong = [l.dtype for l in (a, b) if _is_aval(l) and not l.weak_type]
     if not promote and len(strong) == 2 and strong[0] != strong[1]:
         raise mismatch("dtypes differ.", f"cast {label} to one dtype in both branches, e.g. with .astype(...).")

@@ -169,3 +169,21 @@ def test_functions_without_choices_keep_the_direct_path():
 def test_nothing_extra_under_an_outer_trace():
     jaxpr = jax.make_jaxpr(dy2st.to_static(max_with_float))(POS)
     assert len(jaxpr.jaxpr.outvars) == 1
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: max(x.sum(), 0.5) * 2,
+    lambda x: sorted([x.sum(), 0.5])[0] + 1,
+    lambda x: (x.sum() if x[0] > 0 else 0.5) * 2,
+])
+def test_computed_on_it_promotes_as_the_python_number_would(fn):
+    """Same kind (a Python float or a float32 array): the choice is weakly typed, as the Python
+    number is, so arithmetic on it keeps eager's dtype either way."""
+    static = dy2st.to_static(fn)
+    for x in (POS, NEG):
+        out, expected = static(x), fn(x)
+        assert out.dtype == jnp.float32 and out.weak_type
+        np.testing.assert_allclose(np.asarray(out), np.asarray(expected))
+        if not isinstance(expected, jax.Array):  # eager's Python float: bfloat16 stays bfloat16
+            half = jnp.ones(2, jnp.bfloat16)
+            assert (out * half).dtype == (expected * half).dtype == jnp.bfloat16
