@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import threading
 import types
 import weakref
@@ -13,7 +14,7 @@ import jax
 from dy2st import callables, conversion, input_spec, stateful
 from dy2st.config import _switch_listeners, config
 from dy2st.errors import RuntimeChecks, at_boundary
-from dy2st.program import ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
+from dy2st.program import ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ContainerEffect, ProgramCache
 from dy2st.sharding import Shardings
 from dy2st.runtime import python_choice
 from dy2st.runtime.calls import NOT_TO_STATIC_ATTR, runs_eagerly, top_level_target
@@ -32,13 +33,14 @@ def is_not_to_static(fn) -> bool:
     return getattr(fn, NOT_TO_STATIC_ATTR, False)
 
 
-def _dispatcher():
+def _dispatcher(fn=None):
     """The call path of one StaticFunction: `(dispatch, bind, use_jit)`.
 
     `dispatch(*args, **kwargs)` is what a call runs. Positional jax arrays go straight to the
     jit shared by their signatures (`use_jit` sets it; None sends every call the general way);
     everything else goes to `owner._call_general` (`bind` sets the owner). A closure, so the hit
-    path reads cells rather than attributes.
+    path reads cells rather than attributes. For a function of plain parameters the call runs a
+    dispatcher with those parameters instead (`_positional_dispatch`).
     """
     owner = shared = None
 
@@ -51,9 +53,8 @@ def _dispatcher():
                         break
                 else:
                     out = jitted(*args)
-                    if shared is None:  # this call traced a run-time check or a Python choice, or
-                        out = python_choice.resolve(out)  # the cache changed mode: finish as
-                        _wait_for(out)  # the general path does
+                    if shared is None:  # this call traced a check or a choice, or the cache changed
+                        return _finish_after_change(out)
                     return out
             return owner._call_general(args, kwargs)
         except Exception as exc:
@@ -64,15 +65,99 @@ def _dispatcher():
                 raise
             raise error from error.__cause__  # a JAX error behind a TracedValueError stays its cause
 
+    specialized, namespace = _positional_dispatch(fn)
+
     def bind(static_function):
         nonlocal owner
         owner = static_function
+        if namespace is not None:
+            namespace["_dy2st_owner"] = static_function
 
     def use_jit(jitted):
         nonlocal shared
         shared = jitted
+        if namespace is not None:
+            namespace["_dy2st_shared"] = jitted
 
-    return dispatch, bind, use_jit
+    return specialized or dispatch, bind, use_jit
+
+
+_MISSING = object()  # a parameter the call did not pass (the generated dispatcher's default)
+_MAX_SPECIALIZED = 8
+
+
+def _plain_parameters(fn) -> list[str] | None:
+    """`fn`'s parameter names when all are plain (positional or keyword, no `*args`/`**kwargs`,
+    keyword-only or positional-only ones), else None."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    names = [p.name for p in parameters]
+    if (not names or len(names) > _MAX_SPECIALIZED
+            or any(p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD for p in parameters)
+            or any(n.startswith("_dy2st_") or not n.isidentifier() for n in names)):
+        return None
+    return names
+
+
+def _positional_dispatch(fn):
+    """A dispatcher taking `fn`'s own parameters: `(function, its globals)`, or `(None, None)`.
+
+    Its hit path is one type test per argument and the jit's call, with no `*args` tuple or
+    `**kwargs` dict to build (about 0.2 us of a 7 us call, measured on W1); a keyword call binds
+    the names as `fn` would. Anything else (a non-array argument, an omitted one) goes to the
+    owner's general path with the arguments as passed. Errors leave as from `dispatch`. Written
+    as source because its parameters are `fn`'s (names checked as identifiers; nothing else of
+    the user's reaches the text), under a file name in this package, so tracebacks hide it.
+    """
+    names = _plain_parameters(fn) if fn is not None and callable(fn) else None
+    if names is None:
+        return None, None
+    arrays = " and ".join(f"type({n}) is _dy2st_ARRAY" for n in names)
+    values = ", ".join(names)
+    source = (
+        f"def dispatch({', '.join(f'{n}=_dy2st_MISSING' for n in names)}):\n"
+        f"    try:\n"
+        f"        _dy2st_jit = _dy2st_shared\n"
+        f"        if _dy2st_jit is not None and {arrays}:\n"
+        f"            _dy2st_out = _dy2st_jit({values})\n"
+        f"            if _dy2st_shared is None:\n"
+        f"                return _dy2st_finish(_dy2st_out)\n"
+        f"            return _dy2st_out\n"
+        f"        return _dy2st_owner._call_general(*_dy2st_passed(({values},), _dy2st_names))\n"
+        f"    except Exception as _dy2st_exc:\n"
+        f"        __tracebackhide__ = True\n"
+        f"        _dy2st_error = _dy2st_boundary(_dy2st_exc, _dy2st_config.traceback_filtering)\n"
+        f"        if _dy2st_error is _dy2st_exc:\n"
+        f"            raise\n"
+        f"        raise _dy2st_error from _dy2st_error.__cause__\n"
+    )
+    namespace = {"_dy2st_shared": None, "_dy2st_owner": None, "_dy2st_ARRAY": ARRAY_IMPL,
+                 "_dy2st_MISSING": _MISSING, "_dy2st_finish": _finish_after_change, "_dy2st_boundary": at_boundary,
+                 "_dy2st_config": config, "_dy2st_passed": _passed, "_dy2st_names": tuple(names), "__name__": __name__}
+    filename = os.path.join(os.path.dirname(__file__), f"<dispatch of {getattr(fn, '__qualname__', 'a function')}>")
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace["dispatch"], namespace
+
+
+def _passed(values: tuple, names: tuple) -> tuple:
+    """`(args, kwargs)` as the call passed them: positional up to the first omitted parameter,
+    by name after it."""
+    args = []
+    for i, value in enumerate(values):
+        if value is _MISSING:
+            return tuple(args), {n: v for n, v in zip(names[i:], values[i:]) if v is not _MISSING}
+        args.append(value)
+    return tuple(args), {}
+
+
+def _finish_after_change(out):
+    """A hit-path call that traced a run-time check or a Python choice, or found the cache
+    changing mode: finish as the general path does."""
+    out = python_choice.resolve(out)
+    _wait_for(out)
+    return out
 
 
 _LIVE: weakref.WeakSet = weakref.WeakSet()  # every StaticFunction, for the global switch
@@ -102,7 +187,7 @@ class StaticFunction(functools.partial):
     """
 
     def __new__(cls, *args, **kwargs):
-        dispatch, bind, use_jit = _dispatcher()
+        dispatch, bind, use_jit = _dispatcher(args[0] if args else kwargs.get("fn"))
         self = super().__new__(cls, dispatch)
         bind(self)
         self._use_jit = use_jit
@@ -128,6 +213,7 @@ class StaticFunction(functools.partial):
         self._cache = ProgramCache(None, name, max_programs, get_fn=lambda: self._converted, shardings=shardings)
         self._fast = None  # the cache's shared jit, once a call has shown it may be used directly
         self._cache.on_shared_change = self._drop_fast
+        self._containers_stateful = False  # a list/dict argument needed the stateful path once
         self._stateful = None  # programs for calls whose self/arguments carry state (dy2st/state.py)
         self._bound = weakref.WeakValueDictionary()  # id(instance) -> BoundStaticFunction
         self._checker = None
@@ -183,7 +269,13 @@ class StaticFunction(functools.partial):
             return self._fn(*args, **kwargs)
         positions = stateful.root_positions(args, kwargs)
         if positions:
-            return self._stateful_programs.call(args, kwargs, positions)
+            if self._containers_stateful or not stateful.plain_containers(args, kwargs, positions):
+                return self._stateful_programs.call(args, kwargs, positions)
+            try:  # lists and dicts as plain pytree inputs: jit's own flattening, no state walk
+                return self._cache.call_with_containers(args, kwargs, self._inline)
+            except ContainerEffect:
+                self._containers_stateful = True  # from now on, lifted and written back
+                return self._stateful_programs.call(args, kwargs, positions)
         return self._cache(args, kwargs, self._inline)
 
     @property

@@ -32,6 +32,7 @@ import collections
 import dataclasses
 import functools
 import inspect
+import sys
 import threading
 from typing import Callable
 
@@ -49,6 +50,70 @@ _FAST_TYPES = frozenset({ARRAY_IMPL})
 DEFAULT_MAX_PROGRAMS = 64
 _GENERAL = object()  # first element of the keys of programs with static leaves
 _flatten = jax.tree_util.tree_flatten
+
+
+class ContainerEffect(Exception):
+    """A program given lists or dicts as plain inputs found them needing more: the function
+    changes one in place or keeps one (a global, an attribute would hold the caller's object),
+    or one holds an object with state. The call goes the way
+    of objects with state instead (`dy2st/stateful.py`), which lifts and writes back."""
+
+
+_PLAIN_STATICS = frozenset({int, float, bool, complex, str, bytes, type(None)})
+
+
+def _containers(tree) -> list:
+    """The lists and dicts in a pytree, at any depth."""
+    found = []
+
+    def note(x):
+        if isinstance(x, (list, dict)):
+            found.append(x)
+        return False
+
+    _flatten(tree, is_leaf=note)
+    return found
+
+
+def _contents(container) -> tuple:
+    """`(keys, values)`: a list's keys are its length."""
+    if isinstance(container, list):
+        return len(container), list(container)
+    return list(container), list(container.values())
+
+
+class _ContainerWatch:
+    """Whether a trace left its input lists and dicts as eager code would see them untouched:
+    same contents (by identity), no new references to them (kept in a global, an attribute, a
+    closure). (A returned input list is an equal new list, as on the stateful path.)"""
+
+    def __init__(self, inputs):
+        self.snapshot = [(c, _contents(c)) for c in _containers(inputs)]
+        self.counts = [sys.getrefcount(c) for c, _ in self.snapshot]
+
+    def check(self) -> None:
+        if not self.snapshot:
+            return
+        for (c, (keys, values)), count in zip(self.snapshot, self.counts):
+            keys_after, values_after = _contents(c)
+            if (sys.getrefcount(c) > count or keys_after != keys
+                    or any(a is not b for a, b in zip(values_after, values))):
+                raise ContainerEffect("an input list or dict was changed or kept")
+
+
+_ARRAY_ONLY = frozenset({ARRAY_IMPL})
+
+
+def _arrays_key(args, kwargs, leaves=None, treedef=None) -> tuple:
+    """The key of a call whose leaves are all arrays: their avals for positional arrays, else
+    `(treedef, *avals)` (a one-leaf container, `((x,),)`, has as many leaves as arguments but
+    more nodes). Concrete arrays or tracers (inside the shared jit's trace)."""
+    if leaves is None:
+        leaves, treedef = _flatten((args, kwargs))
+    avals = tuple(map(jax.typeof, leaves))
+    if not kwargs and len(leaves) == len(args) and treedef.num_nodes == len(args) + 3:
+        return avals
+    return (treedef, *avals)
 
 
 def is_array_leaf(leaf) -> bool:
@@ -161,32 +226,37 @@ class ProgramCache:
         self.on_shared_change: Callable[[], None] | None = None  # told when `shared` changes role
         self.has_checks = False  # the shared jit traced a run-time check (an assert)
         self.has_choices = False  # a program returns python_choice.PythonChoices: resolve outputs
+        self._watching = threading.local()  # .on: this thread's call passes lists/dicts as plain inputs
         self.shared = self._new_shared()
 
     # -- calling ------------------------------------------------------------------------------
-    def __call__(self, args, kwargs=None, on_traced=None):
+    def call_with_containers(self, args, kwargs, on_traced):
+        """`self(args, kwargs, on_traced)` for arguments holding lists or dicts, as plain inputs:
+        raises ContainerEffect where they need lifting as state instead."""
+        watching = self._watching
+        watching.on = True
+        try:
+            return self(args, kwargs, on_traced, containers=True)
+        finally:
+            watching.on = False
+
+    def __call__(self, args, kwargs=None, on_traced=None, containers=False):
         """Run the program for these arguments, building it on a miss; with any traced leaf
         and an `on_traced`, return `on_traced(args, kwargs)` instead."""
         kwargs = kwargs or {}
         leaves, treedef = _flatten((args, kwargs))
-        key = (treedef,)
-        for leaf in leaves:
-            if type(leaf) is not ARRAY_IMPL:
-                break
-            key += (leaf.aval,)
-        else:  # every leaf a jax array: the program takes the arguments as they are
-            # (a one-leaf container, `((x,),)`, has as many leaves as arguments but more nodes)
-            if not kwargs and len(leaves) == len(args) and treedef.num_nodes == len(args) + 3:
-                shared = self.shared
-                if shared is not None:
-                    return shared(*args)
-                key = key[1:]
-            return self._run(key, args, kwargs)
+        if _ARRAY_ONLY.issuperset(map(type, leaves)):  # the program takes the arguments as they are
+            shared = self.shared
+            if shared is not None:
+                return shared(*args, **kwargs)
+            return self._run(_arrays_key(args, kwargs, leaves, treedef), args, kwargs)
         if on_traced is not None:
             for leaf in leaves:
                 if isinstance(leaf, jax.core.Tracer):
                     return on_traced(args, kwargs)
         key, arrays, signature = self._key(leaves, treedef, args, kwargs, is_array_leaf)
+        if containers and key[0] is _GENERAL and not _PLAIN_STATICS.issuperset(map(type, key[1][1])):
+            raise ContainerEffect("a list or dict holds an object")
         if signature.tree is not None:
             return self._run(key, args, kwargs)
         return self._run(key, arrays, {})
@@ -213,8 +283,8 @@ class ProgramCache:
         leaves, treedef = _flatten((args, kwargs))
         key, specs, signature = self._key(leaves, treedef, args, kwargs, _is_spec_leaf)
         shared = self.shared
-        if shared is not None and signature.static_key[1] is None and signature.tree is None:
-            shared.trace(*specs)  # records the program (or finds it traced already)
+        if shared is not None and signature.static_key[1] is None:
+            _trace(shared, signature, specs)  # records the program (or finds it traced already)
             with self._lock:
                 program = self._programs.get(key)
             if program is not None:
@@ -321,10 +391,14 @@ class ProgramCache:
         """What a program returns: `fn`'s outputs, with the candidates of values whose Python
         type eager picks by data (`python_choice`); the call's boundary resolves them. Not with
         `out_shardings` (they fix the outputs' structure): such values stay arrays there."""
+        watch = _ContainerWatch((args, kwargs)) if getattr(self._watching, "on", False) else None
         if self._shardings is not None:
-            return check_defined(fn(*args, **kwargs))
+            out = check_defined(fn(*args, **kwargs))
+            watch and watch.check()
+            return out
         with python_choice.recording() as recorded:
             out = check_defined(fn(*args, **kwargs))
+        watch and watch.check()
         result = recorded.finish(out)
         if result is not out and not self.has_choices:
             self.has_choices = True  # calls must resolve outputs: not the direct jit path
@@ -371,18 +445,20 @@ class ProgramCache:
 
     # -- the shared jit -----------------------------------------------------------------------
     def _new_shared(self):
-        """One `jax.jit` for every positional-arrays signature, recording each one it traces.
+        """One `jax.jit` for every signature whose leaves are all arrays (positional arrays, or
+        pytrees and keywords of them), recording each one it traces: jax's own dispatch checks
+        the shapes, so a call builds no key of ours.
 
         A fresh Python function each time, so jax's trace caches (keyed by function) start empty.
         """
         jitted = None
 
-        def program(*args):
+        def program(*args, **kwargs):
             checks_before = RuntimeChecks.traced
-            out = self._outputs(self._get_fn(), args, {})
+            out = self._outputs(self._get_fn(), args, kwargs)
             if RuntimeChecks.traced != checks_before:
                 self._traced_checks()
-            self._record_shared(tuple(map(jax.typeof, args)), jitted)  # after the trace succeeded
+            self._record_shared(_arrays_key(args, kwargs), jitted)  # after the trace succeeded
             return out
 
         program.__name__ = program.__qualname__ = self._name.rsplit(".", 1)[-1]
@@ -394,7 +470,7 @@ class ProgramCache:
         with self._lock:
             if jitted is not self.shared or key in self._programs:  # a retired jit, or known
                 return
-            signature = Signature(((), None), key)
+            signature = self._signature(key)
             self._programs[key] = ConcreteProgram(jitted, signature)
             self._shared_keys.add(key)
             self._built(signature)

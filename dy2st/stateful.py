@@ -51,6 +51,15 @@ def root_positions(args, kwargs) -> tuple:
     return positions
 
 
+def plain_containers(args, kwargs, positions) -> bool:
+    """Whether every stateful argument is a list or dict (no object, no NNX module): such
+    calls first try the plain program path (`program.ContainerEffect`)."""
+    for p in positions:
+        if type(kwargs[p] if type(p) is str else args[p]) not in (list, dict):
+            return False
+    return True
+
+
 def _split(args, kwargs, positions):
     """(roots, the other positional arguments, the other keyword arguments)."""
     roots = [kwargs[p] if type(p) is str else args[p] for p in positions]

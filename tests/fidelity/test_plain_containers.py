@@ -1,0 +1,115 @@
+"""Lists and dicts as arguments: plain pytree inputs while the function leaves them alone (the
+fast path, issue 17), lifted and written back as eager code would see them as soon as it
+changes, keeps or returns one (issue 13, class 2)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import dy2st
+
+X = jnp.arange(3.0)
+KEPT = []
+
+
+def _params():
+    return [(jnp.ones((3, 3)), jnp.zeros(3)), (jnp.ones((3, 2)), jnp.zeros(2))]
+
+
+def forward(params, x):
+    for w, b in params:
+        x = jnp.tanh(x @ w + b)
+    return x
+
+
+def test_untouched_list_takes_the_plain_path():
+    static = dy2st.to_static(forward)
+    params = _params()
+    np.testing.assert_allclose(static(params, X), forward(params, X))
+    np.testing.assert_allclose(static(params, X), forward(params, X))
+    assert static._stateful is None and not static._containers_stateful
+    assert len(static.programs) == 1
+
+
+def test_untouched_dict_and_keywords():
+    def f(state, x, scale):
+        return {"y": state["w"] * x * scale, "n": state["n"] + 1}
+
+    static = dy2st.to_static(f)
+    state = {"w": jnp.ones(3), "n": jnp.zeros((), jnp.int32)}
+    for _ in range(2):
+        got = static(state, x=X, scale=jnp.float32(2))
+        expected = f(state, X, jnp.float32(2))
+        assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(expected)
+        np.testing.assert_allclose(got["y"], expected["y"])
+    assert static._stateful is None
+
+
+def _mutates(xs, x):
+    xs.append(x * 2)
+    return x.sum()
+
+
+def _sorts(xs, x):
+    xs.reverse()
+    return xs[0] + x
+
+
+def _sets_item(d, x):
+    d["b"] = d["a"] + x
+    return x
+
+
+def test_in_place_changes_reach_the_caller():
+    for fn, make in ((_mutates, lambda: [X]), (_sorts, lambda: [X, X + 1]), (_sets_item, lambda: {"a": X})):
+        static = dy2st.to_static(fn)
+        for _ in range(2):
+            eager_arg, static_arg = make(), make()
+            np.testing.assert_allclose(static(static_arg, X), fn(eager_arg, X))
+            assert jax.tree_util.tree_structure(static_arg) == jax.tree_util.tree_structure(eager_arg)
+            for a, b in zip(jax.tree_util.tree_leaves(static_arg), jax.tree_util.tree_leaves(eager_arg)):
+                np.testing.assert_allclose(a, b)
+        assert static._containers_stateful
+
+
+def test_returned_list_is_an_equal_list():
+    static = dy2st.to_static(lambda xs, x: (xs, x * 2))
+    xs = [X]
+    out, _ = static(xs, X)
+    assert type(out) is list and len(out) == 1 and not isinstance(out[0], jax.core.Tracer)
+    np.testing.assert_allclose(out[0], X)
+
+
+def test_a_kept_list_holds_no_tracer():
+    def keep(xs, x):
+        KEPT.append(xs)
+        return x + 1
+
+    static = dy2st.to_static(keep)
+    xs = [X]
+    static(xs, X)
+    assert KEPT[-1] is xs and not isinstance(xs[0], jax.core.Tracer)
+    KEPT.clear()
+
+
+class Box:
+    def __init__(self):
+        self.w = jnp.ones(3)
+
+
+def test_objects_inside_a_list_are_state():
+    def use(boxes, x):
+        boxes[0].w = boxes[0].w + x
+        return boxes[0].w.sum()
+
+    static = dy2st.to_static(use)
+    eager_boxes, static_boxes = [Box()], [Box()]
+    np.testing.assert_allclose(static(static_boxes, X), use(eager_boxes, X))
+    np.testing.assert_allclose(static_boxes[0].w, eager_boxes[0].w)
+
+
+def test_traced_containers_inline_under_jit():
+    static = dy2st.to_static(_mutates)
+    xs = [X]
+    out = jax.jit(lambda x: (static(xs, x), xs[-1]))(X)
+    np.testing.assert_allclose(out[1], X * 2)
