@@ -125,13 +125,17 @@ def breakdown(static, args, rounds: int) -> dict:
     walking them). The remainder of a call beyond the hand-written one is dispatch glue."""
     positions = stateful.root_positions(args, {})
     parts = {"key_s": lambda: static._cache._key(*_flat(args), args, {}, lambda l: isinstance(l, jax.Array))}
-    if positions:
+    if all(type(a) is _ARRAY for a in args):
+        parts = {"key_s": lambda: [type(a) is _ARRAY for a in args]}  # the hit path's only check
+    elif all(type(leaf) is _ARRAY for leaf in jax.tree_util.tree_leaves(args)) and static._stateful is None:
+        # lists/dicts as plain inputs, or pytrees of arrays: one flatten, then the shared jit
+        parts = {"key_s": lambda: (stateful.root_positions(args, {}),
+                                   {_ARRAY}.issuperset(map(type, _flat(args)[0])))}
+    elif positions:
         roots = [args[p] for p in positions]
         template = dy2st_state.Layout(roots)
         parts = {"state_s": lambda: (stateful.root_positions(args, {}), dy2st_state.Layout.like(template, roots)),
                  "key_s": lambda: _flat((*template.leaves, *(a for i, a in enumerate(args) if i not in positions)))}
-    elif all(type(a) is _ARRAY for a in args):
-        parts = {"key_s": lambda: [type(a) is _ARRAY for a in args]}  # the hit path's only check
     out = {}
     for name, step in parts.items():
         times = []

@@ -285,6 +285,47 @@ def _merge_value(old, new):
     return new
 
 
+def _write_variables(module, ref: TreeRef, inputs, outs, nodes) -> bool:
+    """Write the arrays `ref` gives into an NNX module's (or Variable's) own Variables, in
+    place; False (nothing written) unless its parts pair one to one with `ref`'s: each Variable
+    with one array, each walked node (an `nnx.State` dict, say) with the same node.
+
+    What `nnx.update(module, nnx.state(new_module))` does, without building the new module and
+    walking both graphs: on an NNX train step that was most of a call's write-back cost.
+    """
+    if not (is_nnx(module) or _is_variable(module)):
+        return False
+    parts = jax.tree_util.tree_leaves(module, is_leaf=_variable_or_node)
+    if len(parts) != len(ref.refs):
+        return False
+    for part, r in zip(parts, ref.refs):
+        if type(r) is NodeRef:
+            if part is not nodes[r.index]:
+                return False
+        elif type(r) not in (ArrayRef, InputRef) or not _is_variable(part) or _variable_leaves(part) != 1:
+            return False
+    for part, r in zip(parts, ref.refs):
+        if type(r) is ArrayRef:  # an input left as it was needs no write
+            part.set_value(outs[r.index])
+    return True
+
+
+def _is_variable(x) -> bool:
+    nnx = sys.modules.get("flax.nnx")
+    return nnx is not None and isinstance(x, nnx.Variable)
+
+
+def _variable_or_node(x) -> bool:
+    return _is_variable(x) or node_kind(x) is not None
+
+
+def _variable_leaves(variable) -> int:
+    """1 for a Variable holding one array (the common case, read without a flatten)."""
+    if isinstance(variable.get_raw_value(), jax.Array):
+        return 1
+    return len(jax.tree_util.tree_leaves(variable))
+
+
 class Recipe:
     """How to replay, on concrete arrays, the state change one trace of a forward made.
 
@@ -305,7 +346,10 @@ class Recipe:
             for j, slot, r in self.changes:
                 node, kind = layout.nodes[j], layout.key[j][0]
                 container = node if kind != "o" else vars(node)
-                container[slot] = _merge_value(container[slot], _build_out(r, layout.leaves, outs, layout.nodes))
+                old = container[slot]
+                if type(r) is TreeRef and _write_variables(old, r, layout.leaves, outs, layout.nodes):
+                    continue
+                container[slot] = _merge_value(old, _build_out(r, layout.leaves, outs, layout.nodes))
             return
         sources, descs = self.full
         nodes = [layout.nodes[s] if type(s) is int else _new_node(s) for s in sources]

@@ -252,7 +252,7 @@ def _leaf_difference(expected, actual, under_jit: bool = False) -> str | None:
 
     A Python number and a weak-typed scalar array of the same dtype kind and value are equal.
     Under an outer `jax.jit` (`under_jit`) any array of its value is (also for a weakly typed
-    array of eager's, which stands for a Python number): where eager picks
+    or scalar array of eager's): where eager picks
     by data between a Python number and an array (`max(loss, 0)`, an `if` giving `0` or an
     array), one compiled program has one dtype, which `to_static` alone turns back into
     eager's exact result (dy2st.runtime.python_choice) but an enclosing jit cannot.
@@ -270,7 +270,7 @@ def _leaf_difference(expected, actual, under_jit: bool = False) -> str | None:
             return (f"{_describe(actual)}, eager {_describe(expected)}")
     else:
         e, a = np.asarray(expected), np.asarray(actual)
-        if e.shape != a.shape or e.dtype != a.dtype and not (under_jit and _is_weak(expected)):
+        if e.shape != a.shape or e.dtype != a.dtype and not (under_jit and (_is_weak(expected) or e.shape == ())):
             return f"{_describe(actual)}, eager {_describe(expected)}"
     e, a = np.asarray(expected, np.float64), np.asarray(actual, np.float64)
     if not np.allclose(a, e, rtol=1e-6, atol=1e-6, equal_nan=True):

@@ -136,3 +136,38 @@ def test_variable_write_inside_a_staged_branch_explains_the_fix():
     assert message.startswith('File "') and "if x.sum() > 0:" in message
     assert "self.total[...] = ..." in message and "To fix:" in message
     np.testing.assert_array_equal(model.total[...], jnp.zeros(4))  # the model is untouched
+
+
+def _train_step(model, optimizer, x):
+    def loss_fn(m):
+        return jnp.mean(m(x) ** 2)
+
+    loss, grads = nnx.value_and_grad(loss_fn)(model)
+    optimizer.update(model, grads)
+    return loss
+
+
+class Mlp(nnx.Module):
+    def __init__(self):
+        rngs = nnx.Rngs(1)
+        self.l1 = nnx.Linear(4, 8, rngs=rngs)
+        self.l2 = nnx.Linear(8, 2, rngs=rngs)
+
+    def __call__(self, x):
+        return self.l2(jnp.tanh(self.l1(x)))
+
+
+def test_optimizer_with_state_writes_into_the_same_variables():
+    """Model and an adam optimizer as arguments: parameters, both moments and the step count
+    are written into the objects' own Variables (as nnx.update would), step after step."""
+    model, reference = Mlp(), Mlp()
+    opt = nnx.Optimizer(model, optax.adam(1e-2), wrt=nnx.Param)
+    ref_opt = nnx.Optimizer(reference, optax.adam(1e-2), wrt=nnx.Param)
+    step = dy2st.to_static(_train_step)
+    kernel, mu = model.l1.kernel, opt.opt_state[0].mu
+    for x in (POS, NEG, POS):
+        np.testing.assert_allclose(step(model, opt, x), _train_step(reference, ref_opt, x), rtol=1e-5)
+    assert model.l1.kernel is kernel and opt.opt_state[0].mu is mu  # updated in place, not replaced
+    assert_same_state(reference, model, rtol=1e-4, atol=1e-5)
+    assert_same_state(ref_opt, opt, rtol=1e-4, atol=1e-5)
+    assert int(opt.step[...]) == 3
