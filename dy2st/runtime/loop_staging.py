@@ -255,6 +255,8 @@ def _join_leaf(old: Leaf, out: ArrayOut | PythonOut, label, origin) -> Leaf:
         return old
     if is_python and isinstance(out_static, PY_SCALARS):
         new = scalar_aval(out_static)
+        if type(out_static) is bool:  # joins a number as the 0/1 Python arithmetic reads it
+            new = jax.core.ShapedArray((), new.dtype, weak_type=True)
     elif is_python:
         if not old.carried and isinstance(old.static, Undefined):
             return Leaf(static=out_static)
@@ -302,8 +304,10 @@ def merge_types(before, after, label, origin):
     if before.dtype == after.dtype:
         return jax.core.ShapedArray(before.shape, before.dtype, weak_type=before.weak_type and after.weak_type)
     if not after.weak_type:
-        if before.weak_type:
-            return jax.core.ShapedArray(before.shape, after.dtype)
+        if before.weak_type:  # a Python number before, an array (or a Python bool) after: the
+            # array's dtype, unless it cannot hold the number (3 then True: int32, not bool)
+            dtype, _ = _jax_compat.weak_result_type(weak_proxy(before), weak_proxy(after))
+            return jax.core.ShapedArray(before.shape, dtype)
     else:
         dtype, weak = _jax_compat.weak_result_type(weak_proxy(before), weak_proxy(after))
         if before.weak_type or dtype == before.dtype:

@@ -187,3 +187,21 @@ def test_computed_on_it_promotes_as_the_python_number_would(fn):
         if not isinstance(expected, jax.Array):  # eager's Python float: bfloat16 stays bfloat16
             half = jnp.ones(2, jnp.bfloat16)
             assert (out * half).dtype == (expected * half).dtype == jnp.bfloat16
+
+
+def _int_then_bool(x, n):
+    k = 3
+    w = 0
+    while w < n:
+        w += 1
+        k = True
+    return k
+
+
+def test_loop_carry_keeps_an_int_a_bool_would_truncate():
+    """A Python int before a staged loop and a Python bool after an iteration are carried as
+    int32 (as Python's arithmetic reads a bool), never as a bool that turns 3 into True."""
+    static = dy2st.to_static(_int_then_bool)
+    for n in (0, 2):
+        expected, got = _int_then_bool(POS, jnp.int32(n)), static(POS, jnp.int32(n))
+        assert got.dtype == jnp.int32 and int(got) == int(expected)
