@@ -125,7 +125,9 @@ def _positional_dispatch(fn):
         f"            if _dy2st_shared is None:\n"
         f"                return _dy2st_finish(_dy2st_out)\n"
         f"            return _dy2st_out\n"
-        f"        return _dy2st_owner._call_general(*_dy2st_passed(({values},), _dy2st_names))\n"
+        f"        if {' or '.join(f'{n} is _dy2st_MISSING' for n in names)}:\n"
+        f"            return _dy2st_owner._call_general(*_dy2st_passed(({values},), _dy2st_names))\n"
+        f"        return _dy2st_owner._call_general(({values},), _dy2st_NO_KWARGS)\n"
         f"    except Exception as _dy2st_exc:\n"
         f"        __tracebackhide__ = True\n"
         f"        _dy2st_error = _dy2st_boundary(_dy2st_exc, _dy2st_config.traceback_filtering)\n"
@@ -135,7 +137,8 @@ def _positional_dispatch(fn):
     )
     namespace = {"_dy2st_shared": None, "_dy2st_owner": None, "_dy2st_ARRAY": ARRAY_IMPL,
                  "_dy2st_MISSING": _MISSING, "_dy2st_finish": _finish_after_change, "_dy2st_boundary": at_boundary,
-                 "_dy2st_config": config, "_dy2st_passed": _passed, "_dy2st_names": tuple(names), "__name__": __name__}
+                 "_dy2st_config": config, "_dy2st_passed": _passed, "_dy2st_names": tuple(names),
+                 "_dy2st_NO_KWARGS": types.MappingProxyType({}), "__name__": __name__}
     filename = os.path.join(os.path.dirname(__file__), f"<dispatch of {getattr(fn, '__qualname__', 'a function')}>")
     exec(compile(source, filename, "exec"), namespace)
     return namespace["dispatch"], namespace
@@ -234,6 +237,13 @@ class StaticFunction(functools.partial):
     # -- calling ------------------------------------------------------------------------
     def _call_general(self, args, kwargs):
         """Every call the dispatcher does not send straight to the shared jit."""
+        if self._fast is not None and not kwargs:  # armed (nothing unusual seen): pytrees of
+            for a in args:  # arrays or static values, as few steps as possible (each shows)
+                if type(a) is not ARRAY_IMPL and stateful.is_stateful(a):
+                    break
+            else:
+                out = self._cache(args, None, self._inline)
+                return out if self._fast is not None else _finish_after_change(out)
         if self._input_spec is not None:
             (self._checker or self._spec_checker).check(args, kwargs)
         checks_before = RuntimeChecks.traced

@@ -50,6 +50,7 @@ _FAST_TYPES = frozenset({ARRAY_IMPL})
 DEFAULT_MAX_PROGRAMS = 64
 _GENERAL = object()  # first element of the keys of programs with static leaves
 _flatten = jax.tree_util.tree_flatten
+_tree_leaves = jax.tree_util.tree_leaves
 
 
 class ContainerEffect(Exception):
@@ -243,6 +244,10 @@ class ProgramCache:
     def __call__(self, args, kwargs=None, on_traced=None, containers=False):
         """Run the program for these arguments, building it on a miss; with any traced leaf
         and an `on_traced`, return `on_traced(args, kwargs)` instead."""
+        if not kwargs:  # the common case, with as little Python as it takes (each step shows)
+            shared = self.shared
+            if shared is not None and _ARRAY_ONLY.issuperset(map(type, _tree_leaves(args))):
+                return shared(*args)
         kwargs = kwargs or {}
         leaves, treedef = _flatten((args, kwargs))
         if _ARRAY_ONLY.issuperset(map(type, leaves)):  # the program takes the arguments as they are

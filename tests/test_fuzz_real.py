@@ -120,6 +120,9 @@ CONSTRUCTS = {
     "round": r"\bround\(",
     "divmod": r"divmod\(",
     "mixed Python/array int": r"\.sum\(\) > \d\)\) % 97",
+    "max/min picking a number or an array": r"^\s+k\d = (max|min)\(",
+    "sorted of numbers and arrays": r"^\s+k\d = sorted\(\[",
+    "if giving a number or an array": r"^\s+k\d = (0\.5|True)$",
     "variable first set in a loop": r"^\s{8,}t\d+ = clip\(",
 }
 
