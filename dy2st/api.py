@@ -83,6 +83,7 @@ def _dispatcher(fn=None):
 
 
 _MISSING = object()  # a parameter the call did not pass (the generated dispatcher's default)
+_PLAIN_CONTAINERS = (list, dict)  # argument types tried as plain inputs (program.ContainerEffect)
 _MAX_SPECIALIZED = 8
 
 
@@ -238,12 +239,20 @@ class StaticFunction(functools.partial):
     def _call_general(self, args, kwargs):
         """Every call the dispatcher does not send straight to the shared jit."""
         if self._fast is not None and not kwargs:  # armed (nothing unusual seen): pytrees of
-            for a in args:  # arrays or static values, as few steps as possible (each shows)
+            containers = False  # arrays or static values, with as few steps as it takes (each shows)
+            for a in args:
                 if type(a) is not ARRAY_IMPL and stateful.is_stateful(a):
-                    break
+                    if type(a) not in _PLAIN_CONTAINERS or self._containers_stateful:
+                        break
+                    containers = True
             else:
-                out = self._cache(args, None, self._inline)
-                return out if self._fast is not None else _finish_after_change(out)
+                try:
+                    out = (self._cache.call_with_containers(args, None, self._inline) if containers
+                           else self._cache(args, None, self._inline))
+                except ContainerEffect:
+                    self._containers_stateful = True  # the way below lifts them from now on
+                else:
+                    return out if self._fast is not None else _finish_after_change(out)
         if self._input_spec is not None:
             (self._checker or self._spec_checker).check(args, kwargs)
         checks_before = RuntimeChecks.traced
