@@ -23,9 +23,11 @@ from dy2st.testing.real_program_gen import PRELUDE, RealProgram, draw_program
 # (8120), list.index over traced values (6434), an inner if's item write unseen by the outer if
 # (6828), a loop body failing half way under grad (7085), a nonlocal writer under a traced
 # continue (7813), a read no path assigned (8154, 10065, 21100, 21276, 26617, 22829), a closure reading a write made in staged code (28426), an untaken staged branch raising while traced (44501), and the 5000-5599 campaign's (5038, 5042,
-# 5093, 5151, 5301, 5353, 5376, 5540).
+# 5093, 5151, 5301, 5353, 5376, 5540). Drawn by the generator as it is now (seeds before 90000
+# drew other programs): a Python int carried by a zero-trip while whose body sets a bool (97426),
+# a scalar whose dtype eager picks by data, under jit (90460).
 CAMPAIGN_SEEDS = (5038, 5042, 5093, 5151, 5301, 5353, 5376, 5540, 6220, 6434, 6451, 6828, 6896, 7085,
-                  7110, 7813, 8120, 8154, 10065, 21100, 21276, 26617, 22829, 28426, 44501)
+                  7110, 7813, 8120, 8154, 10065, 21100, 21276, 26617, 22829, 28426, 44501, 90460, 97426)
 FAST_SEEDS = (*range(0, 60), *CAMPAIGN_SEEDS)
 SLOW_SEEDS = range(60, 400)
 # Seeds of a bug class still open, with the class as the reason (none open now). Classes fixed so
