@@ -217,6 +217,7 @@ class StaticFunction(functools.partial):
         self._cache = ProgramCache(None, name, max_programs, get_fn=lambda: self._converted, shardings=shardings)
         self._fast = None  # the cache's shared jit, once a call has shown it may be used directly
         self._cache.on_shared_change = self._drop_fast
+        self._cache.watch_nested = True
         self._containers_stateful = False  # a list/dict argument needed the stateful path once
         self._stateful = None  # programs for calls whose self/arguments carry state (dy2st/state.py)
         self._bound = weakref.WeakValueDictionary()  # id(instance) -> BoundStaticFunction

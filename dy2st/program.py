@@ -39,7 +39,7 @@ from typing import Callable
 import jax
 
 from dy2st.config import config, log, logger
-from dy2st.errors import InputSignatureError, RuntimeChecks
+from dy2st.errors import InputSignatureError, PythonEffectError, RuntimeChecks
 from dy2st.input_spec import user_origin
 from dy2st.runtime import python_choice
 from dy2st.runtime.undefined import check_defined
@@ -92,14 +92,26 @@ class _ContainerWatch:
         self.snapshot = [(c, _contents(c)) for c in _containers(inputs)]
         self.counts = [sys.getrefcount(c) for c, _ in self.snapshot]
 
-    def check(self) -> None:
+    def check(self, lifted: bool) -> None:
+        """Raise ContainerEffect (the caller lifts the arguments as state instead) when
+        `lifted`, else a PythonEffectError: a list or dict inside another argument (a tuple, a
+        pytree) cannot be lifted, and eager code would have changed the caller's own object."""
         if not self.snapshot:
             return
         for (c, (keys, values)), count in zip(self.snapshot, self.counts):
             keys_after, values_after = _contents(c)
             if (sys.getrefcount(c) > count or keys_after != keys
                     or any(a is not b for a, b in zip(values_after, values))):
-                raise ContainerEffect("an input list or dict was changed or kept")
+                if lifted:
+                    raise ContainerEffect("an input list or dict was changed or kept")
+                raise PythonEffectError(
+                    f"a {type(c).__name__} inside an argument (a tuple or another pytree) is changed in "
+                    "place or kept by the function: dy2st passes such contents to the program as "
+                    "values, so the caller's object would not see the change.",
+                    origin=user_origin(),
+                    advice="pass the list or dict as an argument of its own (dy2st then writes changes "
+                    "back to it), or return the new contents instead of changing them in place.",
+                )
 
 
 _ARRAY_ONLY = frozenset({ARRAY_IMPL})
@@ -228,6 +240,7 @@ class ProgramCache:
         self.has_checks = False  # the shared jit traced a run-time check (an assert)
         self.has_choices = False  # a program returns python_choice.PythonChoices: resolve outputs
         self._watching = threading.local()  # .on: this thread's call passes lists/dicts as plain inputs
+        self.watch_nested = False  # refuse a trace that changes a list/dict inside an argument
         self.shared = self._new_shared()
 
     # -- calling ------------------------------------------------------------------------------
@@ -396,14 +409,15 @@ class ProgramCache:
         """What a program returns: `fn`'s outputs, with the candidates of values whose Python
         type eager picks by data (`python_choice`); the call's boundary resolves them. Not with
         `out_shardings` (they fix the outputs' structure): such values stay arrays there."""
-        watch = _ContainerWatch((args, kwargs)) if getattr(self._watching, "on", False) else None
+        lifted = getattr(self._watching, "on", False)
+        watch = _ContainerWatch((args, kwargs)) if lifted or self.watch_nested else None
         if self._shardings is not None:
             out = check_defined(fn(*args, **kwargs))
-            watch and watch.check()
+            watch and watch.check(lifted)
             return out
         with python_choice.recording() as recorded:
             out = check_defined(fn(*args, **kwargs))
-        watch and watch.check()
+        watch and watch.check(lifted)
         result = recorded.finish(out)
         if result is not out and not self.has_choices:
             self.has_choices = True  # calls must resolve outputs: not the direct jit path

@@ -113,3 +113,22 @@ def test_traced_containers_inline_under_jit():
     xs = [X]
     out = jax.jit(lambda x: (static(xs, x), xs[-1]))(X)
     np.testing.assert_allclose(out[1], X * 2)
+
+
+def test_a_list_inside_a_tuple_changed_in_place_is_refused():
+    def grow(pair, x):
+        pair[0].append(x)
+        return x * 2
+
+    static = dy2st.to_static(grow)
+    try:
+        static(([X], X), X)
+    except dy2st.errors.PythonEffectError as e:
+        assert str(e).startswith('File "') and "argument of its own" in str(e)
+    else:
+        raise AssertionError("no error")
+
+
+def test_a_list_inside_a_tuple_read_only_works():
+    static = dy2st.to_static(lambda pair, x: pair[0][0] + x)
+    np.testing.assert_allclose(static(([X], X), X), X * 2)
