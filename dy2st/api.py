@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import keyword
 import os
 import threading
 import types
@@ -115,10 +116,13 @@ def _positional_dispatch(fn):
     names = _plain_parameters(fn) if fn is not None and callable(fn) else None
     if names is None:
         return None, None
-    arrays = " and ".join(f"type({n}) is _dy2st_ARRAY" for n in names)
+    arrays = " and ".join(f"_dy2st_type({n}) is _dy2st_ARRAY" for n in names)  # a parameter may be `type`
     values = ", ".join(names)
+    name = getattr(fn, "__name__", "")  # so that a bad call's TypeError names the function
+    if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_dy2st_"):
+        name = "dispatch"
     source = (
-        f"def dispatch({', '.join(f'{n}=_dy2st_MISSING' for n in names)}):\n"
+        f"def {name}({', '.join(f'{n}=_dy2st_MISSING' for n in names)}):\n"
         f"    try:\n"
         f"        _dy2st_jit = _dy2st_shared\n"
         f"        if _dy2st_jit is not None and {arrays}:\n"
@@ -129,7 +133,7 @@ def _positional_dispatch(fn):
         f"        if {' or '.join(f'{n} is _dy2st_MISSING' for n in names)}:\n"
         f"            return _dy2st_owner._call_general(*_dy2st_passed(({values},), _dy2st_names))\n"
         f"        return _dy2st_owner._call_general(({values},), _dy2st_NO_KWARGS)\n"
-        f"    except Exception as _dy2st_exc:\n"
+        f"    except _dy2st_Exception as _dy2st_exc:\n"
         f"        __tracebackhide__ = True\n"
         f"        _dy2st_error = _dy2st_boundary(_dy2st_exc, _dy2st_config.traceback_filtering)\n"
         f"        if _dy2st_error is _dy2st_exc:\n"
@@ -137,12 +141,13 @@ def _positional_dispatch(fn):
         f"        raise _dy2st_error from _dy2st_error.__cause__\n"
     )
     namespace = {"_dy2st_shared": None, "_dy2st_owner": None, "_dy2st_ARRAY": ARRAY_IMPL,
+                 "_dy2st_type": type, "_dy2st_Exception": Exception,
                  "_dy2st_MISSING": _MISSING, "_dy2st_finish": _finish_after_change, "_dy2st_boundary": at_boundary,
                  "_dy2st_config": config, "_dy2st_passed": _passed, "_dy2st_names": tuple(names),
                  "_dy2st_NO_KWARGS": types.MappingProxyType({}), "__name__": __name__}
     filename = os.path.join(os.path.dirname(__file__), f"<dispatch of {getattr(fn, '__qualname__', 'a function')}>")
     exec(compile(source, filename, "exec"), namespace)
-    return namespace["dispatch"], namespace
+    return namespace[name], namespace
 
 
 def _passed(values: tuple, names: tuple) -> tuple:

@@ -1,0 +1,46 @@
+"""The generated dispatcher (api._positional_dispatch) takes the function's own parameters."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dy2st
+
+X = jnp.arange(3.0)
+
+
+def uses_builtin_names(type, Exception, x=None):  # noqa: A002 - parameters named like builtins
+    return type * 2 + Exception + (0 if x is None else x)
+
+
+def with_default(x, n=3):
+    return x * n
+
+
+def test_parameters_named_like_builtins():
+    static = dy2st.to_static(uses_builtin_names)
+    for _ in range(2):
+        np.testing.assert_allclose(static(X, X, X), uses_builtin_names(X, X, X))
+    np.testing.assert_allclose(static(X, Exception=X), uses_builtin_names(X, X))
+
+
+def test_keywords_defaults_and_errors_bind_as_python_does():
+    static = dy2st.to_static(with_default)
+    np.testing.assert_allclose(static(X), X * 3)
+    np.testing.assert_allclose(static(X, 2), X * 2)
+    np.testing.assert_allclose(static(n=2, x=X), X * 2)
+    np.testing.assert_allclose(static(X, jnp.float32(4)), X * 4)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        static(X, m=1)
+    with pytest.raises(TypeError, match="with_default"):
+        static(X, 1, 2)
+
+
+def test_a_keyword_call_shares_the_positional_program():
+    static = dy2st.to_static(lambda x, y: x + y)
+    static(X, X)
+    static(x=X, y=X)
+    static(X, y=X)
+    assert len(static.programs) == 1
+    assert jax.jit(static)(X, X).shape == (3,)
