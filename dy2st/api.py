@@ -15,7 +15,7 @@ import jax
 from dy2st import callables, conversion, input_spec, stateful
 from dy2st.config import _switch_listeners, config
 from dy2st.errors import RuntimeChecks, at_boundary
-from dy2st.program import ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ContainerEffect, ProgramCache
+from dy2st.program import ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, ConcreteProgram, ContainerEffect, ProgramCache
 from dy2st.sharding import Shardings
 from dy2st.runtime import python_choice
 from dy2st.runtime.calls import NOT_TO_STATIC_ATTR, runs_eagerly, top_level_target
@@ -84,7 +84,7 @@ def _dispatcher(fn=None):
 
 
 _MISSING = object()  # a parameter the call did not pass (the generated dispatcher's default)
-_PLAIN_CONTAINERS = (list, dict)  # argument types tried as plain inputs (program.ContainerEffect)
+_LIFT = object()  # a call's list/dict arguments must be lifted as state (program.ContainerEffect)
 _MAX_SPECIALIZED = 8
 
 
@@ -222,7 +222,7 @@ class StaticFunction(functools.partial):
         self._cache = ProgramCache(None, name, max_programs, get_fn=lambda: self._converted, shardings=shardings)
         self._fast = None  # the cache's shared jit, once a call has shown it may be used directly
         self._cache.on_shared_change = self._drop_fast
-        self._cache.watch_nested = True
+        self._cache.watch_containers = True
         self._containers_stateful = False  # a list/dict argument needed the stateful path once
         self._stateful = None  # programs for calls whose self/arguments carry state (dy2st/state.py)
         self._bound = weakref.WeakValueDictionary()  # id(instance) -> BoundStaticFunction
@@ -248,16 +248,12 @@ class StaticFunction(functools.partial):
             containers = False  # arrays or static values, with as few steps as it takes (each shows)
             for a in args:
                 if type(a) is not ARRAY_IMPL and stateful.is_stateful(a):
-                    if type(a) not in _PLAIN_CONTAINERS or self._containers_stateful:
+                    if type(a) not in LIFTED_ROOTS or self._containers_stateful:
                         break
                     containers = True
             else:
-                try:
-                    out = (self._cache.call_with_containers(args, None, self._inline) if containers
-                           else self._cache(args, None, self._inline))
-                except ContainerEffect:
-                    self._containers_stateful = True  # the way below lifts them from now on
-                else:
+                out = self._call_cache(args, None, containers)
+                if out is not _LIFT:
                     return out if self._fast is not None else _finish_after_change(out)
         if self._input_spec is not None:
             (self._checker or self._spec_checker).check(args, kwargs)
@@ -294,14 +290,24 @@ class StaticFunction(functools.partial):
             return self._fn(*args, **kwargs)
         positions = stateful.root_positions(args, kwargs)
         if positions:
-            if self._containers_stateful or not stateful.plain_containers(args, kwargs, positions):
-                return self._stateful_programs.call(args, kwargs, positions)
-            try:  # lists and dicts as plain pytree inputs: jit's own flattening, no state walk
-                return self._cache.call_with_containers(args, kwargs, self._inline)
-            except ContainerEffect:
-                self._containers_stateful = True  # from now on, lifted and written back
-                return self._stateful_programs.call(args, kwargs, positions)
+            if not self._containers_stateful and stateful.plain_containers(args, kwargs, positions):
+                out = self._call_cache(args, kwargs, containers=True)
+                if out is not _LIFT:
+                    return out
+            return self._stateful_programs.call(args, kwargs, positions)
         return self._cache(args, kwargs, self._inline)
+
+    def _call_cache(self, args, kwargs, containers: bool):
+        """The plain program; with list/dict arguments (`containers`) passed as plain pytree
+        inputs (jit's own flattening, no state walk), or `_LIFT` once a trace shows the function
+        changes or keeps one: from then on, such arguments are lifted and written back."""
+        if not containers:
+            return self._cache(args, kwargs, self._inline)
+        try:
+            return self._cache(args, kwargs, self._inline, containers=True)
+        except ContainerEffect:
+            self._containers_stateful = True
+            return _LIFT
 
     @property
     def _spec_checker(self) -> input_spec.ArgumentChecker:

@@ -29,6 +29,7 @@ After:
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -50,7 +51,7 @@ _FAST_TYPES = frozenset({ARRAY_IMPL})
 DEFAULT_MAX_PROGRAMS = 64
 _GENERAL = object()  # first element of the keys of programs with static leaves
 _flatten = jax.tree_util.tree_flatten
-_tree_leaves = jax.tree_util.tree_leaves
+_NO_KWARGS: dict = {}  # never written: `(args, {})`'s structure without a new dict per call
 
 
 class ContainerEffect(Exception):
@@ -61,6 +62,7 @@ class ContainerEffect(Exception):
 
 
 _PLAIN_STATICS = frozenset({int, float, bool, complex, str, bytes, type(None)})
+LIFTED_ROOTS = (list, dict)  # argument types tried as plain inputs before being lifted as state
 
 
 def _containers(tree) -> list:
@@ -88,21 +90,23 @@ class _ContainerWatch:
     same contents (by identity), no new references to them (kept in a global, an attribute, a
     closure). (A returned input list is an equal new list, as on the stateful path.)"""
 
-    def __init__(self, inputs):
-        self.snapshot = [(c, _contents(c)) for c in _containers(inputs)]
+    def __init__(self, args, kwargs):
+        self.snapshot = [(c, _contents(c)) for c in _containers((args, kwargs))]
         self.counts = [sys.getrefcount(c) for c, _ in self.snapshot]
+        # A list or dict argument of its own is a root the stateful path lifts (the call took
+        # the plain way only because it has no other kind of root: api.StaticFunction._run).
+        self.liftable = any(type(a) in LIFTED_ROOTS for a in (*args, *kwargs.values()))
 
-    def check(self, lifted: bool) -> None:
-        """Raise ContainerEffect (the caller lifts the arguments as state instead) when
-        `lifted`, else a PythonEffectError: a list or dict inside another argument (a tuple, a
-        pytree) cannot be lifted, and eager code would have changed the caller's own object."""
-        if not self.snapshot:
-            return
+    def check(self) -> None:
+        """Raise ContainerEffect (the caller lifts the arguments as state instead) when the
+        call has list or dict arguments, else a PythonEffectError: a list or dict inside
+        another argument (a tuple, a pytree) cannot be lifted, and eager code would have
+        changed the caller's own object."""
         for (c, (keys, values)), count in zip(self.snapshot, self.counts):
             keys_after, values_after = _contents(c)
             if (sys.getrefcount(c) > count or keys_after != keys
                     or any(a is not b for a, b in zip(values_after, values))):
-                if lifted:
+                if self.liftable:
                     raise ContainerEffect("an input list or dict was changed or kept")
                 raise PythonEffectError(
                     f"a {type(c).__name__} inside an argument (a tuple or another pytree) is changed in "
@@ -239,34 +243,21 @@ class ProgramCache:
         self.on_shared_change: Callable[[], None] | None = None  # told when `shared` changes role
         self.has_checks = False  # the shared jit traced a run-time check (an assert)
         self.has_choices = False  # a program returns python_choice.PythonChoices: resolve outputs
-        self._watching = threading.local()  # .on: this thread's call passes lists/dicts as plain inputs
-        self.watch_nested = False  # refuse a trace that changes a list/dict inside an argument
+        self.watch_containers = False  # check, while tracing, the lists/dicts among the arguments
         self.shared = self._new_shared()
 
     # -- calling ------------------------------------------------------------------------------
-    def call_with_containers(self, args, kwargs, on_traced):
-        """`self(args, kwargs, on_traced)` for arguments holding lists or dicts, as plain inputs:
-        raises ContainerEffect where they need lifting as state instead."""
-        watching = self._watching
-        watching.on = True
-        try:
-            return self(args, kwargs, on_traced, containers=True)
-        finally:
-            watching.on = False
-
     def __call__(self, args, kwargs=None, on_traced=None, containers=False):
         """Run the program for these arguments, building it on a miss; with any traced leaf
-        and an `on_traced`, return `on_traced(args, kwargs)` instead."""
-        if not kwargs:  # the common case, with as little Python as it takes (each step shows)
-            shared = self.shared
-            if shared is not None and _ARRAY_ONLY.issuperset(map(type, _tree_leaves(args))):
-                return shared(*args)
-        kwargs = kwargs or {}
+        and an `on_traced`, return `on_traced(args, kwargs)` instead. `containers`: the
+        arguments hold lists or dicts as plain inputs; raises ContainerEffect where they need
+        lifting as state instead."""
+        kwargs = kwargs or _NO_KWARGS
         leaves, treedef = _flatten((args, kwargs))
         if _ARRAY_ONLY.issuperset(map(type, leaves)):  # the program takes the arguments as they are
             shared = self.shared
-            if shared is not None:
-                return shared(*args, **kwargs)
+            if shared is not None:  # (no `**{}`: each step of the common case shows)
+                return shared(*args, **kwargs) if kwargs else shared(*args)
             return self._run(_arrays_key(args, kwargs, leaves, treedef), args, kwargs)
         if on_traced is not None:
             for leaf in leaves:
@@ -409,15 +400,13 @@ class ProgramCache:
         """What a program returns: `fn`'s outputs, with the candidates of values whose Python
         type eager picks by data (`python_choice`); the call's boundary resolves them. Not with
         `out_shardings` (they fix the outputs' structure): such values stay arrays there."""
-        lifted = getattr(self._watching, "on", False)
-        watch = _ContainerWatch((args, kwargs)) if lifted or self.watch_nested else None
-        if self._shardings is not None:
+        watch = _ContainerWatch(args, kwargs) if self.watch_containers else None
+        with python_choice.recording() if self._shardings is None else contextlib.nullcontext() as recorded:
             out = check_defined(fn(*args, **kwargs))
-            watch and watch.check(lifted)
+        if watch is not None:
+            watch.check()
+        if recorded is None:
             return out
-        with python_choice.recording() as recorded:
-            out = check_defined(fn(*args, **kwargs))
-        watch and watch.check(lifted)
         result = recorded.finish(out)
         if result is not out and not self.has_choices:
             self.has_choices = True  # calls must resolve outputs: not the direct jit path

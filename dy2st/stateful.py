@@ -18,7 +18,7 @@ import threading
 import jax
 
 from dy2st.config import config, logger
-from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, ProgramCache
+from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, ProgramCache
 from dy2st.runtime import python_choice
 from dy2st.runtime.undefined import check_defined
 from dy2st.state import Layout, describe_difference, is_stateful, make_recipe
@@ -55,7 +55,7 @@ def plain_containers(args, kwargs, positions) -> bool:
     """Whether every stateful argument is a list or dict (no object, no NNX module): such
     calls first try the plain program path (`program.ContainerEffect`)."""
     for p in positions:
-        if type(kwargs[p] if type(p) is str else args[p]) not in (list, dict):
+        if type(kwargs[p] if type(p) is str else args[p]) not in LIFTED_ROOTS:
             return False
     return True
 
