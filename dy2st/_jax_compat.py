@@ -107,10 +107,18 @@ def wrap_while_transpose(make_rule) -> None:
 def current_equation_frames() -> list:
     """`(code, line)` of the Python frames that created the equation JAX is transforming now,
     innermost first (empty when jax keeps no traceback)."""
-    source_info = importlib.import_module("jax._src.source_info_util")
-    traceback = source_info.current().traceback
+    return _code_frames(importlib.import_module("jax._src.source_info_util").current().traceback)
+
+
+def equation_code_frames(eqn) -> list:
+    """`(code, line)` of the Python frames that created a jaxpr equation, innermost first."""
+    return _code_frames(getattr(getattr(eqn, "source_info", None), "traceback", None))
+
+
+def _code_frames(traceback) -> list:
     if traceback is None:
         return []
+    source_info = importlib.import_module("jax._src.source_info_util")
     codes, lasti = traceback.raw_frames()
     return [(code, source_info.raw_frame_to_frame(code, last).start_line) for code, last in zip(codes, lasti)]
 
@@ -123,6 +131,26 @@ def equation_lines(eqn) -> list:
     if traceback is None:
         return []
     return [(frame.file_name, frame.line_num) for frame in traceback.frames]
+
+
+# -- the equations of the jaxpr being traced ---------------------------------------------------
+# `python_choice` must know, at the end of a program's trace, whether a value whose Python kind
+# eager picks by data was computed on (runtime/choice_kinds.py). jax exposes the equations
+# recorded so far only on its private trace frame; the jaxprs inside them are public types.
+_core = importlib.import_module("jax._src.core")
+
+
+def traced_equations() -> list:
+    """The live equations of the jaxpr being traced now, in order (`jax.extend.core.JaxprEqn`s
+    whose inputs are `Var`s or `Literal`s); empty when no jaxpr is being traced."""
+    frame = getattr(_core.trace_ctx.trace, "frame", None)
+    return [] if frame is None else frame.get_eqns()
+
+
+def tracer_var(value):
+    """The jaxpr variable a traced value stands for, or None (a constant, not a jaxpr tracer)."""
+    return getattr(value, "val", None) if isinstance(value, jax.core.Tracer) else None
+
 
 # -- logging ---------------------------------------------------------------------------------
 def debug_callback_logger():

@@ -21,7 +21,7 @@ import types
 from typing import Callable, NamedTuple
 
 from dy2st import conversion
-from dy2st.errors import ConversionError, InputSpecError, OriginInfo, _is_library
+from dy2st.errors import ConversionError, InputSpecError, OriginInfo, is_library_file
 
 
 STATIC_METHOD_ATTR = "__dy2st_staticmethod__"
@@ -47,9 +47,9 @@ def normalise(fn) -> Normalised:
         return Normalised(fn.__func__, staticmethod)
     if isinstance(fn, classmethod):
         return Normalised(fn.__func__, classmethod)
-    if isinstance(fn, types.FunctionType) and _is_library(fn.__code__.co_filename):
+    if isinstance(fn, types.FunctionType) and is_library_file(fn.__code__.co_filename):
         inner = inspect.unwrap(fn)
-        if inner is not fn and isinstance(inner, types.FunctionType) and not _is_library(inner.__code__.co_filename):
+        if inner is not fn and isinstance(inner, types.FunctionType) and not is_library_file(inner.__code__.co_filename):
             origin = OriginInfo(inner.__code__.co_filename, inner.__code__.co_firstlineno, inner.__name__)
             library_file = os.path.basename(fn.__code__.co_filename)
             raise ConversionError(

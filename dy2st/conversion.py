@@ -392,7 +392,7 @@ def convert_code(fn: types.FunctionType) -> ConvertedCode:
     code = _compile(tree, fn, ctx.runtime, filename)
     if fn.__name__ == "<lambda>":
         code = code.replace(co_name="<lambda>", co_qualname=fn.__qualname__)
-    register_converted_code(code)
+    register_converted_code(code, ctx.namer.is_generated)
     runtime.calls.register_converted(code)  # calls to its nested functions need no conversion
     log(1, "dy2st: converted %s (%s:%d)", fn.__qualname__, filename, first_line)
     return ConvertedCode(code, ctx.runtime, tree, name)

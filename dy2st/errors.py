@@ -37,10 +37,24 @@ if config.traceback_filtering:
 # Code objects of converted user functions. Generated helpers (branch and loop bodies) run
 # nested inside them; errors name the enclosing user function rather than `if_body`.
 _converted_codes: set = set()
+_generated_in: dict = {}  # code of a generated nested function -> the user's function holding it
 
 
-def register_converted_code(code: types.CodeType) -> None:
+def register_converted_code(code: types.CodeType, is_generated=lambda name: False) -> None:
+    """Note a converted function's code; its generated nested functions (`if_body`, loop
+    bodies: `is_generated(name)`) are reported in the name of the function that holds them."""
     _converted_codes.add(code)
+    _note_generated(code, code.co_name, is_generated)
+
+
+def _note_generated(code: types.CodeType, holder: str, is_generated) -> None:
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            if is_generated(const.co_name):
+                _generated_in[const] = holder
+                _note_generated(const, holder, is_generated)
+            else:
+                _note_generated(const, const.co_name, is_generated)
 
 
 def _user_function_name(frame: types.FrameType) -> str:
@@ -67,6 +81,15 @@ class OriginInfo:
     @classmethod
     def from_frame(cls, frame: types.FrameType) -> "OriginInfo":
         return cls(frame.f_code.co_filename, frame.f_lineno, _user_function_name(frame))
+
+    @classmethod
+    def from_code_frames(cls, frames: list) -> "OriginInfo | None":
+        """The innermost user frame of `(code, line)` frames (innermost first), named after
+        the user's function it runs in (not a generated branch or loop body)."""
+        for at, (code, line) in enumerate(frames):
+            if not is_library_file(code.co_filename):
+                return cls(code.co_filename, line, _generated_in.get(code, code.co_name))
+        return None
 
     @classmethod
     def of_caller(cls, depth: int = 1) -> "OriginInfo":
@@ -261,6 +284,23 @@ class TracedValueError(Dy2StaticError, TypeError):
     """
 
 
+class DataDependentKindError(Dy2StaticError, TypeError):
+    """A result whose type eager Python picks by data: computed from an int-or-float choice.
+
+    Eagerly `max(0, x.sum())` is the Python int 0 or a float array; arithmetic on it gives an
+    int on one path and a float on the other, where one compiled program has one dtype.
+
+    Example::
+
+        k = max(k, x.sum())     # k = 0 before: the Python int 0, or a float32 array
+        return k % 97           # eager: an int or a float array; one program: one dtype
+
+    Raised when the call is traced, at the line that computes on it. Returning or storing
+    such a value as it is gives eager's exact value; comparing it (`k > 1`) is fine. Fix: give
+    both sides one kind (`k = 0.0`, `float(...)`), or make the result an int with `int(...)`.
+    """
+
+
 class ScopeWriteError(Dy2StaticError):
     """A traced value is written to a `global` or outer `nonlocal` variable.
 
@@ -388,7 +428,8 @@ def is_internal(filename: str) -> bool:
     return os.path.abspath(filename).startswith(_PACKAGE_DIR)
 
 
-def _is_library(filename: str) -> bool:
+def is_library_file(filename: str) -> bool:
+    """True for dy2st's, the stdlib's and installed packages' files: not the user's."""
     if filename.startswith("<"):
         return True
     path = os.path.abspath(filename)
@@ -405,7 +446,7 @@ def innermost_user_frame(tb) -> OriginInfo | None:
     """The deepest traceback entry in user code (not dy2st, jax, the stdlib, site-packages)."""
     found = None
     for entry in _walk(tb):
-        if not _is_library(entry.tb_frame.f_code.co_filename):
+        if not is_library_file(entry.tb_frame.f_code.co_filename):
             frame = entry.tb_frame
             found = OriginInfo(frame.f_code.co_filename, entry.tb_lineno, _user_function_name(frame))
     return found
@@ -459,7 +500,7 @@ def _as_undefined_use(exc: BaseException) -> BaseException:
 
     for entry in reversed(list(_walk(exc.__traceback__))):
         frame = entry.tb_frame
-        if _is_library(frame.f_code.co_filename):
+        if is_library_file(frame.f_code.co_filename):
             continue
         line = linecache.getline(frame.f_code.co_filename, entry.tb_lineno)
         marker = next((v for k, v in frame.f_locals.items()

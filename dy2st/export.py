@@ -302,11 +302,11 @@ def _host_callbacks(jaxpr) -> Iterator[_HostCallback]:
 
 def _user_origin_of(eqn) -> OriginInfo | None:
     """The user's line that made `eqn`: the innermost traceback frame outside the libraries."""
-    from dy2st.errors import _is_library  # the one test of "library file" every error message uses
+    from dy2st.errors import is_library_file  # the one test of "library file" every error message uses
 
     traceback = getattr(eqn.source_info, "traceback", None)
     for frame in getattr(traceback, "frames", ()):  # innermost first
-        if not _is_library(frame.file_name):
+        if not is_library_file(frame.file_name):
             return OriginInfo(frame.file_name, frame.line_num, frame.function_name)
     return None
 

@@ -31,7 +31,7 @@ from dy2st.errors import (
     LoopGradientError,
     LoopVariableError,
     OriginInfo,
-    _is_library,
+    is_library_file,
 )
 
 ON_BOUND_CHOICES = ("error", "stop")
@@ -116,7 +116,7 @@ def _staged_while_origin() -> OriginInfo | None:
     for code, line in _jax_compat.current_equation_frames():  # innermost frame first
         if code is while_loop.__code__:
             ours = True
-        elif ours and not _is_library(code.co_filename):
+        elif ours and not is_library_file(code.co_filename):
             return OriginInfo(code.co_filename, line, code.co_name)
     return None
 

@@ -58,6 +58,9 @@ class Leaf:
     python_start: object = None  # a Python number before the loop that the carry reshaped
     # A user variable unbound before the loop (not dy2st's return value, read only when set).
     unbound_before: bool = False
+    # The Python number the body sets this carried leaf to (the same in every iteration):
+    # eagerly the value after a loop that ran (`k = x.min()` before, `k = 2` in the body: 2).
+    python_after: object = None
 
     @property
     def carried(self) -> bool:
@@ -217,7 +220,7 @@ def _same_var(a: Var, b: Var) -> bool:
         return a.is_list and b.is_list and a.items == b.items
     return a.treedef == b.treedef and len(a.leaves) == len(b.leaves) and all(
         x.carried == y.carried and (x.aval == y.aval if x.carried else _same_static(x.static, y.static)) and x.zeros == y.zeros
-        for x, y in zip(a.leaves, b.leaves)
+        and _same_static(x.python_after, y.python_after) for x, y in zip(a.leaves, b.leaves)
     )
 
 
@@ -253,6 +256,8 @@ def _join_leaf(old: Leaf, out: ArrayOut | PythonOut, label, origin) -> Leaf:
     out_static = out.value if is_python else None
     if is_python and not old.carried and _same_static(old.static, out_static):
         return old
+    # a number the body gives though it was handed a carried value: the same in every iteration
+    after = out_static if is_python and old.carried and isinstance(out_static, PY_SCALARS) else None
     if is_python and isinstance(out_static, PY_SCALARS):
         new = scalar_aval(out_static)
         if type(out_static) is bool:  # joins a number as the 0/1 Python arithmetic reads it
@@ -280,9 +285,9 @@ def _join_leaf(old: Leaf, out: ArrayOut | PythonOut, label, origin) -> Leaf:
         start = scalar_aval(old.static)
         start = jax.core.ShapedArray(new.shape, start.dtype, weak_type=start.weak_type)  # a scalar broadcasts
         reshaped = old.static if new.shape != () else None
-        return Leaf(aval=merge_types(start, new, label, origin), python_start=reshaped)
+        return Leaf(aval=merge_types(start, new, label, origin), python_start=reshaped, python_after=after)
     return Leaf(aval=merge_types(old.aval, new, label, origin), zeros=old.zeros, python_start=old.python_start,
-                unbound_before=old.unbound_before)
+                unbound_before=old.unbound_before, python_after=after)
 
 
 def merge_types(before, after, label, origin):
@@ -400,6 +405,7 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
     asked for."""
     bound = loop.length if loop.length is not None else loop.bound()
     final_spec = []  # the settled spec, once the body has been traced (it knows appended items)
+    last = []  # the settled iteration's outputs: which leaves the body gives as Python numbers
 
     def body(index, carried):
         """One iteration inside the lax loop: `(new carry, appended items)`."""
@@ -419,6 +425,7 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
         if loop.test is not None:
             _refuse_lists(new, origin)
         final_spec[:] = new
+        last[:] = iteration.outputs
         return _next_carry(spec, iteration), iteration.appended()
 
     def test(index, carried):
@@ -428,19 +435,20 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
     carried = initial_carry(spec, init)
     try:
         with ad_context.scope(carried):
-            return _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin)
+            return _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, last, init)
     except _Abandon as abandon:
         return abandon.retype
 
 
-def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin) -> list:
+def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, last, init) -> list:
     index = _weak_int32(0) if loop.indexed else None
     if loop.test is None:  # a static trip count (never zero here): one scan
         (_, final), ys = lax.scan(lambda c, _: _step(body, *c), (index, carried), None, length=bound)
-        return _final_values(final_spec, final, ys, bound)
+        return _final_values(final_spec, final, ys, bound, last)
     # A loop that may run zero times carries whether it ran, when that decides what eager gives.
     zero_trip_checks = _zero_trip_checks(spec, loop.facts.unread_after)
-    ran = jnp.asarray(False) if zero_trip_checks else None
+    python_after = _python_after(spec) if python_choice.is_recording() else []
+    ran = jnp.asarray(False) if zero_trip_checks or python_after else None
 
     def step_noting_ran(i, carried, ran):
         return (*_step(body, i, carried)[0], None if ran is None else jnp.asarray(True))
@@ -464,10 +472,33 @@ def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin) ->
                 advice="call dy2st.set_loop_options(maximum_iterations=N) inside the loop body with an upper bound N; "
                 "the loop then becomes a scan of N masked steps, which jax.grad supports.",
             )
-    if ran is not None:
+    if zero_trip_checks:
         _check_zero_trips(zero_trip_checks[0], ran, origin)
-    return _final_values(final_spec, final, [], 0)
+    values = _final_values(final_spec, final, [], 0)
+    if python_after:
+        _record_python_after(final_spec, init, values, ran)
+    return values
 
+
+def _python_after(spec) -> list:
+    """`(var index, leaf index, number)` of carried leaves the body sets to a Python number."""
+    return [(i, j, leaf.python_after) for i, var in enumerate(spec) if not var.is_list
+            for j, leaf in enumerate(var.leaves) if leaf.carried and leaf.python_after is not None]
+
+
+def _record_python_after(spec, init, values, ran) -> None:
+    """After a loop that may run zero times, a leaf the body sets to a Python number is that
+    number if the loop ran, else its value before: a choice eager makes by data, recorded so
+    the call returns the number itself (python_choice)."""
+    for i, j, number in _python_after(spec):
+        leaves, treedef = flatten_state(values[i])
+        before = flatten_state(init[i])[0][j] if not isinstance(init[i], Undefined) else None
+        if before is None or isinstance(before, Undefined):
+            continue  # unbound if the loop never ran: the zero-trip check raises then
+        start = python_choice.choice_of(before)
+        table, (_, offset) = python_choice.combined((start, python_choice.choice_of(number)))
+        index = jnp.where(ran, np.int32(offset), jnp.asarray(start.index, jnp.int32))
+        python_choice.record(leaves[j], python_choice.Choice(index, table), (before,))
 
 def _zero_trip_checks(spec, unread_after) -> list:
     """`(var, leaf)` pairs whose value after zero iterations eager Python would not give."""
@@ -570,13 +601,23 @@ def _as_carried(value, aval):
     return cast_to(jnp.broadcast_to(value, aval.shape), aval)
 
 
-def _final_values(spec, final, ys, length) -> list:
+def _final_values(spec, final, ys, length, last=None) -> list:
+    """The state after the loop. `last`: the outputs of an iteration that surely ran last (a
+    static trip count): a carried leaf it gives as a Python number is that number after the
+    loop, as eagerly (`k = x.min()` before, `k = 2` in the body: the int 2, not 2.0)."""
     carried, ys = iter(final), iter(ys)
     values = []
-    for var in spec:
+    for i, var in enumerate(spec):
         if var.is_list:
             stacks = [next(ys) for _ in var.items]
             values.append(var.prefix + [s[t] for t in range(length) for s in stacks])
-        else:
-            values.append(jax.tree_util.tree_unflatten(var.treedef, [next(carried) if l.carried else l.static for l in var.leaves]))
+            continue
+        outs = last[i].leaves if last else (None,) * len(var.leaves)
+        leaves = []
+        for leaf, out in zip(var.leaves, outs):
+            value = next(carried) if leaf.carried else leaf.static
+            if leaf.carried and isinstance(out, PythonOut) and isinstance(out.value, PY_SCALARS):
+                value = out.value  # the same number every iteration: the body read nothing carried for it
+            leaves.append(value)
+        values.append(jax.tree_util.tree_unflatten(var.treedef, leaves))
     return values

@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dy2st import _jax_compat
+from dy2st.runtime import choice_kinds
 from dy2st.runtime.values import PY_SCALARS
 
 
@@ -67,6 +68,21 @@ class Choice:
     candidates: tuple
 
 
+@dataclasses.dataclass(frozen=True)
+class Recorded:
+    """A staged value noted while a program is traced, for `finish` and `choice_kinds`.
+
+    choice: the candidates it stands for; None where eager's type is the staged one (a pick
+      among arrays of that type, a `float(...)` cast).
+    sources: the values it was picked from (`select`/`pick`: eagerly it *is* one of them, not
+      a promotion of them); None for a `lax.cond` merge (`choice_kinds` follows its sides
+      inside the cond) and a cast."""
+
+    value: object
+    choice: Choice | None
+    sources: tuple | None
+
+
 _local = threading.local()
 
 
@@ -98,9 +114,9 @@ def choice_of(value) -> Choice:
     if isinstance(value, PY_SCALARS):
         return Choice(np.int32(0), (PythonNumber(value),))
     table = _table()
-    entry = table.get(id(value)) if table is not None else None
-    if entry is not None and entry[0] is value:
-        return entry[1]
+    choice = _recorded_choice(table, value) if table is not None else None
+    if choice is not None:
+        return choice
     aval = jax.typeof(value)
     return Choice(np.int32(0), (ArrayOf(aval.dtype, aval.weak_type),))
 
@@ -122,17 +138,40 @@ def any_recorded(values) -> bool:
     if not table:
         return False
     for leaf in jax.tree_util.tree_leaves(values):
-        entry = table.get(id(leaf))
-        if entry is not None and entry[0] is leaf:
+        if _recorded_choice(table, leaf) is not None:
             return True
     return False
 
 
-def record(value, choice: Choice) -> None:
-    """Note that the staged `value` is `choice` (no-op unless a program is being traced)."""
+def _recorded_choice(table: dict, value) -> Choice | None:
+    entry = table.get(id(value))
+    return entry.choice if entry is not None and entry.value is value else None
+
+
+def record(value, choice: Choice, sources: tuple | None = None) -> None:
+    """Note that the staged `value` is `choice`, picked from `sources` (no-op unless a program
+    is being traced)."""
     table = _table()
-    if table is not None and needs_recording(choice, jax.typeof(value)):
-        table[id(value)] = (value, choice)
+    if table is None:
+        return
+    if needs_recording(choice, jax.typeof(value)):
+        table[id(value)] = Recorded(value, choice, sources)
+    elif sources is not None and any(isinstance(s, jax.core.Tracer) for s in sources):
+        table[id(value)] = Recorded(value, None, sources)  # a pick whose sources may be computed
+
+
+def cast_to_python_kind(value, result):
+    """`result` of `float(value)`: a Python float whatever `value`'s kind, so arithmetic on it
+    is eager's even where `value` was a choice between an int and a float array. jax gives
+    `value` itself back for a float scalar; while choices are recorded it is then a copy,
+    known (`choice_kinds`) to have one kind."""
+    table = _table()
+    if not table:
+        return result
+    if _jax_compat.tracer_var(result) is _jax_compat.tracer_var(value):
+        result = jnp.copy(result)
+    table[id(result)] = Recorded(result, None, None)
+    return result
 
 
 def combined(choices) -> tuple:
@@ -166,7 +205,7 @@ def select(pred, on_true, on_false, result):
     a, b = choice_of(on_true), choice_of(on_false)
     table, (_, offset) = combined((a, b))
     choice = Choice(jnp.where(pred, a.index, b.index + offset).astype(jnp.int32), table)
-    record(result, choice)
+    record(result, choice, (on_true, on_false))
     return result
 
 
@@ -182,30 +221,63 @@ def pick(index, items, results) -> list:
     # Each item stands for one candidate (a recorded one may stand for several: its own index).
     item_index = jnp.stack([jnp.asarray(c.index, jnp.int32) + o for c, o in zip(choices, offsets)])
     for i, result in enumerate(results):
-        record(result, Choice(item_index[index[i]], table))
+        record(result, Choice(item_index[index[i]], table), tuple(items))
     return results
 
 
 class Recording:
-    """The choices recorded during one program's trace: `id(value) -> (value, Choice)`."""
+    """The choices recorded during one program's trace: `id(value) -> Recorded`."""
 
     def __init__(self):
         self.table: dict = {}
 
     def finish(self, outputs):
-        """`outputs`, or `PythonChoices(outputs, indices)` when some leaves are recorded choices."""
+        """`outputs`, or `PythonChoices(outputs, indices)` when some leaves are recorded choices.
+        Raises DataDependentKindError when an output was computed from a value whose kind
+        (int or float) eager picks by data (`choice_kinds`)."""
         if not self.table:
             return outputs
         leaves = jax.tree_util.tree_leaves(outputs)
         chosen = []
         for position, leaf in enumerate(leaves):
-            entry = self.table.get(id(leaf))
-            if entry is not None and entry[0] is leaf:
-                chosen.append((position, entry[1]))
+            choice = _recorded_choice(self.table, leaf)
+            if choice is not None:
+                chosen.append((position, choice))
+        entries = [_flow_entry(e) for e in self.table.values()]
+        if any(mixed for *_, mixed in entries):
+            choice_kinds.check_outputs(entries, leaves, {p for p, _ in chosen})
         if not chosen:
             return outputs
         indices = [jnp.asarray(c.index, jnp.int32) for _, c in chosen]
         return PythonChoices(outputs, indices, tuple((p, c.candidates) for p, c in chosen))
+
+
+def _flow_entry(entry: Recorded) -> tuple:
+    """`(value, candidate types, sources, mixed)` as `choice_kinds` reads them: a source is
+    its jaxpr variable, or the types of a Python number or constant array."""
+    sources = None if entry.sources is None else [_source(s) for s in entry.sources]
+    if entry.choice is None:
+        return entry.value, None, sources, False
+    types = frozenset(_candidate_type(c) for c in entry.choice.candidates)
+    mixed = not choice_kinds.covers(choice_kinds.type_of(jax.typeof(entry.value)), types)
+    return entry.value, types, sources, mixed
+
+
+def _candidate_type(candidate) -> tuple:
+    """A Python number is weak (an array standing for it must be); an array is an array of
+    its dtype, weak or not (arrays compute alike by dtype)."""
+    if type(candidate) is PythonNumber:
+        return choice_kinds.python_type(candidate.value)
+    return candidate.dtype, False
+
+
+def _source(value):
+    var = _jax_compat.tracer_var(value)
+    if var is not None:
+        return var
+    if isinstance(value, PY_SCALARS):
+        return frozenset({choice_kinds.python_type(value)})
+    return frozenset({choice_kinds.type_of(jax.typeof(value))})
 
 
 class PythonChoices:

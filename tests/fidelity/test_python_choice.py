@@ -200,8 +200,10 @@ def _int_then_bool(x, n):
 
 def test_loop_carry_keeps_an_int_a_bool_would_truncate():
     """A Python int before a staged loop and a Python bool after an iteration are carried as
-    int32 (as Python's arithmetic reads a bool), never as a bool that turns 3 into True."""
+    int32 (as Python's arithmetic reads a bool), never as a bool that turns 3 into True; the
+    call returns eager's exact value: 3 if the loop never ran, else the body's True."""
     static = dy2st.to_static(_int_then_bool)
     for n in (0, 2):
         expected, got = _int_then_bool(POS, jnp.int32(n)), static(POS, jnp.int32(n))
-        assert got.dtype == jnp.int32 and int(got) == int(expected)
+        assert type(got) is type(expected) and got == expected, (got, expected)
+    assert jax.jit(static)(POS, jnp.int32(2)).dtype == jnp.int32

@@ -1,0 +1,173 @@
+"""issue 13: arithmetic on a value that eager makes an int on some inputs and a float array on
+others (`k = max(0, x.sum()); k % 97`) is refused at the line that computes on it, on every
+input (eager's result kind depends on the data; one compiled program has one dtype). Returned
+or stored as it is, compared, cast with int()/float(), or made of one kind, such a value
+computes exactly as eager's."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dy2st
+from dy2st.errors import DataDependentKindError
+
+POS = jnp.array([1.0, 2.0, 3.0])
+NEG = jnp.array([-1.0, 0.0, -3.0])
+
+
+def _refused(fn, line_text, *args):
+    for x in (POS, NEG):
+        fn(x, *args)  # eager runs on both
+        with pytest.raises(DataDependentKindError) as info:
+            dy2st.to_static(fn)(x, *args)
+        message = str(info.value)
+        assert message.startswith('File "' + __file__), message
+        assert f", in {fn.__name__}\n    {line_text}\n" in message, message
+        assert "To fix: give both sides one kind" in message
+
+
+def _exact(fn, *args):
+    static = dy2st.to_static(fn)
+    for x in (POS, NEG):
+        expected, got = fn(x, *args), static(x, *args)
+        e_leaves, e_tree = jax.tree_util.tree_flatten(expected)
+        g_leaves, g_tree = jax.tree_util.tree_flatten(got)
+        assert e_tree == g_tree
+        for e, g in zip(e_leaves, g_leaves):
+            if isinstance(e, (bool, int, float)):
+                assert type(g) is type(e) or (isinstance(g, jax.Array) and g.weak_type), (e, g)
+            else:  # a same-kind choice computed on is weakly typed as its number (python_choice)
+                assert g.dtype == e.dtype, (e, g)
+            np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(e, np.float64))
+        jax.jit(static)(x, *args)  # runs under an outer jit, where every output is an array
+
+
+# -- refused: the result's kind is eager's choice by data ----------------------------------------
+def max_then_rem(x):
+    k = max(0, x.sum())
+    return k % 97
+
+
+def if_sides_then_add(x):
+    if x.sum() > 0:
+        k = x.sum()
+    else:
+        k = 3
+    return k + 1
+
+
+def computed_inside_a_branch(x):
+    if x[0] > 0:
+        m = min(x.sum(), 2)
+        y = m * 2
+    else:
+        y = x.sum()
+    return y
+
+
+def sorted_middle_into_dict(x):
+    out = {"k": 1}
+    k = sorted([1, x.min(), 4])[1]
+    out.update(k=k % 97)
+    return out
+
+
+def choice_of_computed(x):
+    k = max(0, x.sum())
+    return max(k * 2, x[0])
+
+
+def through_jnp_function(x):
+    k = max(1, x.sum())
+    return jnp.abs(k)
+
+
+def accumulated_in_loop(x):
+    total = 0
+    for i in range(3):
+        total = total + max(0, x[i])
+    return total
+
+
+@pytest.mark.parametrize("fn, line", [
+    (max_then_rem, "return k % 97"),
+    (if_sides_then_add, "return k + 1"),
+    (computed_inside_a_branch, "y = m * 2"),
+    (sorted_middle_into_dict, "out.update(k=k % 97)"),
+    (choice_of_computed, "return max(k * 2, x[0])"),
+    (through_jnp_function, "return jnp.abs(k)"),
+    (accumulated_in_loop, "total = total + max(0, x[i])"),
+])
+def test_computing_on_a_mixed_kind_is_refused_at_its_line(fn, line):
+    _refused(fn, line)
+
+
+class Tracker:
+    def __init__(self):
+        self.best = 0
+
+    @dy2st.to_static
+    def step(self, x):
+        self.best = max(self.best, x.sum()) * 1
+        return x
+
+
+def test_an_attribute_computed_from_a_mixed_kind_is_refused_and_left_alone():
+    tracker = Tracker()
+    with pytest.raises(DataDependentKindError, match=r"self.best = max\(self.best, x.sum\(\)\) \* 1"):
+        tracker.step(POS)
+    assert tracker.best == 0 and type(tracker.best) is int
+
+
+# -- exact: as it is, compared, cast, or one kind --------------------------------------------------
+def returned_as_is(x):
+    k = max(0, x.sum())
+    return k, x
+
+
+def compared_only(x):
+    k = max(0, x.sum())
+    unused = k * 2  # computed, but it never leaves the function
+    if k > 1:
+        y = x * 2
+    else:
+        y = x - 1
+    return y
+
+
+def picked_again(x):
+    k = max(0, x.sum())
+    return max(k, x[0])
+
+
+def cast_to_int(x):
+    k = max(0, x.sum())
+    return int(k) % 97
+
+
+def cast_to_float(x):
+    k = max(0, x.sum())
+    return float(k) * 2
+
+
+def one_kind(x):
+    k = max(0.0, x.sum())
+    return k * 2 + 1
+
+
+def int_array_and_int(x):
+    k = max(1, x.astype(jnp.int32).sum())
+    return k % 5
+
+
+@pytest.mark.parametrize("fn", [returned_as_is, compared_only, picked_again, cast_to_int, cast_to_float,
+                                one_kind, int_array_and_int])
+def test_a_mixed_kind_not_computed_on_is_exact(fn):
+    _exact(fn)
+
+
+def test_no_check_without_recorded_choices_and_none_under_an_outer_jit():
+    # Under jax.jit of the converted function every output is an array: nothing to refuse.
+    out = jax.jit(dy2st.to_static(max_then_rem))(POS)
+    assert float(out) == 6.0
