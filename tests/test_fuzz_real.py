@@ -25,7 +25,9 @@ from dy2st.testing.real_program_gen import PRELUDE, RealProgram, draw_program
 # continue (7813), a read no path assigned (8154, 10065, 21100, 21276, 26617, 22829), a closure reading a write made in staged code (28426), an untaken staged branch raising while traced (44501), and the 5000-5599 campaign's (5038, 5042,
 # 5093, 5151, 5301, 5353, 5376, 5540). Drawn by the generator as it is now (seeds before 90000
 # drew other programs): a Python int carried by a zero-trip while whose body sets a bool (97426),
-# a scalar whose dtype eager picks by data, under jit (90460).
+# a scalar whose dtype eager picks by data, under jit (90460). The generator has grown since
+# (kinds 36-37: an int-or-array choice times an array, int() of one), so these seeds now draw
+# other programs too; the classes they found are pinned by tests/regressions and tests/fidelity.
 CAMPAIGN_SEEDS = (5038, 5042, 5093, 5151, 5301, 5353, 5376, 5540, 6220, 6434, 6451, 6828, 6896, 7085,
                   7110, 7813, 8120, 8154, 10065, 21100, 21276, 26617, 22829, 28426, 44501, 90460, 97426)
 FAST_SEEDS = (*range(0, 60), *CAMPAIGN_SEEDS)
@@ -125,6 +127,8 @@ CONSTRUCTS = {
     "max/min picking a number or an array": r"^\s+k\d = (max|min)\(",
     "sorted of numbers and arrays": r"^\s+k\d = sorted\(\[",
     "if giving a number or an array": r"^\s+k\d = (0\.5|True)$",
+    "number-or-array choice times an array": r"\* (max|min)\(k\d, ",
+    "int() of a number-or-array choice": r"k\d = int\((max|min)\(",
     "variable first set in a loop": r"^\s{8,}t\d+ = clip\(",
 }
 

@@ -250,7 +250,7 @@ class _Generator:
         k = self.pick(s.ints)
         can_resize_L = "L" not in s.frozen
         can_resize_xs = "xs" not in s.frozen
-        kind = self.rng.randint(0, 36)
+        kind = self.rng.randint(0, 38)
         if kind <= 3:
             self.emit(indent, f"{a} = clip({self.arr_expr(s)})")
         elif kind <= 5:
@@ -322,6 +322,10 @@ class _Generator:
             self.emit(indent, f"{k} = sorted([{self.scalar(s)}, {self.int_atom(s)}, {self.scalar(s)}])[{self.pick(['0', '-1', '1'])}]")
         elif kind == 35:
             self.emit(indent, f"if {self.cond(s)}:\n    {k} = {self.scalar(s)}\nelse:\n    {k} = {self.pick([self.int_atom(s), '0.5', 'True'])}")
+        elif kind == 36:  # an int-or-array choice computed with an array: float32 either way
+            self.emit(indent, f"{a} = clip({a} * {self.pick(['max', 'min'])}({k}, {self.scalar(s)}))")
+        elif kind == 37:  # ... cast: a Python int either way
+            self.emit(indent, f"{k} = int({self.pick(['max', 'min'])}({self.int_expr(s)}, {self.scalar(s)})) % {INT_MOD}")
         else:
             self.emit(indent, f"{a} = clip({a} + {self.pick(['L[-1]', 'L[0]', 'xs[-1]', 'obj.h', 'sum(L[-2:], x)'])})")
 

@@ -2,10 +2,13 @@
 for what broke. Each runs eagerly, via to_static and via jit(to_static) on inputs taking every
 path (and the loop zero, one and several times where it loops)."""
 
+import jax
 import jax.numpy as jnp
 import pytest
 
+import dy2st
 from dy2st.testing import check_equivalent
+from dy2st.testing.fuzz import tree_difference
 
 POS = jnp.array([1.0, 2.0, 0.0, 1.0])
 NEG = jnp.array([-3.0, -3.0, -1.0, -2.0])
@@ -114,3 +117,39 @@ def test_defined_only_on_the_branch_that_does_not_return(x):
 @pytest.mark.parametrize("x", [POS, NEG, POS * 0.1])
 def test_defined_only_on_the_branch_that_does_not_break(x):
     check_equivalent(defined_only_on_the_branch_that_does_not_break, x)
+
+
+def python_number_set_in_a_loop_over_rows(x, y):
+    # Campaign seed 92732 (reduced): `k` is an array before a loop over an array's rows whose
+    # body sets it to a Python int; eagerly it is that int after the loop (the rows are there),
+    # the staged scan carried it as float32 (2.0 for 2).
+    k = x.min()
+    for e in y:
+        t = (e, 2)
+        k = t[1] % 97
+    return k
+
+
+def python_number_set_in_a_while(x, n):
+    # Campaign seed 99908, as a traced trip count: the body's int if the loop ran, else the array.
+    k = x.min()
+    w = 0
+    while w < n:
+        w += 1
+        k = 5
+    return k, w
+
+
+def _exact(fn, *args):
+    expected, static = fn(*args), dy2st.to_static(fn)
+    assert tree_difference(expected, static(*args), "to_static") is None
+    assert tree_difference(expected, jax.jit(static)(*args), "jit", under_jit=True) is None
+
+
+def test_python_number_set_in_a_loop_over_rows():
+    _exact(python_number_set_in_a_loop_over_rows, POS, jnp.stack([POS, NEG]))
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_python_number_set_in_a_while(n):
+    _exact(python_number_set_in_a_while, POS, jnp.int32(n))
