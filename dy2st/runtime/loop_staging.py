@@ -447,8 +447,8 @@ def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, la
         return _final_values(final_spec, final, ys, bound, last)
     # A loop that may run zero times carries whether it ran, when that decides what eager gives.
     zero_trip_checks = _zero_trip_checks(spec, loop.facts.unread_after)
-    python_after = _python_after(spec) if python_choice.is_recording() else []
-    ran = jnp.asarray(False) if zero_trip_checks or python_after else None
+    choices = _kind_by_trips(spec, init, loop.facts.unread_after) if python_choice.is_recording() else []
+    ran = jnp.asarray(False) if zero_trip_checks or choices else None
 
     def step_noting_ran(i, carried, ran):
         return (*_step(body, i, carried)[0], None if ran is None else jnp.asarray(True))
@@ -475,30 +475,42 @@ def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, la
     if zero_trip_checks:
         _check_zero_trips(zero_trip_checks[0], ran, origin)
     values = _final_values(final_spec, final, [], 0)
-    if python_after:
-        _record_python_after(final_spec, init, values, ran)
+    if choices:
+        _record_kind_by_trips(_kind_by_trips(final_spec, init, loop.facts.unread_after), values, ran)
     return values
 
 
-def _python_after(spec) -> list:
-    """`(var index, leaf index, number)` of carried leaves the body sets to a Python number."""
-    return [(i, j, leaf.python_after) for i, var in enumerate(spec) if not var.is_list
-            for j, leaf in enumerate(var.leaves) if leaf.carried and leaf.python_after is not None]
-
-
-def _record_python_after(spec, init, values, ran) -> None:
-    """After a loop that may run zero times, a leaf the body sets to a Python number is that
-    number if the loop ran, else its value before: a choice eager makes by data, recorded so
-    the call returns the number itself (python_choice)."""
-    for i, j, number in _python_after(spec):
-        leaves, treedef = flatten_state(values[i])
-        before = flatten_state(init[i])[0][j] if not isinstance(init[i], Undefined) else None
-        if before is None or isinstance(before, Undefined):
+def _kind_by_trips(spec, init, unread_after) -> list:
+    """`(var index, leaf index, value before, Python number after or None)` of the carried
+    leaves whose eager type after a loop that may run zero times depends on whether it ran: a
+    Python number before it (`k = 0`, read after the loop), or a Python number the body sets."""
+    found = []
+    for i, var in enumerate(spec):
+        if var.is_list or isinstance(init[i], Undefined):
             continue  # unbound if the loop never ran: the zero-trip check raises then
+        befores = flatten_state(init[i])[0]
+        for j, leaf in enumerate(var.leaves):
+            before = befores[j] if j < len(befores) else None
+            if not leaf.carried or before is None or isinstance(before, Undefined):
+                continue
+            if leaf.python_after is not None or (isinstance(before, PY_SCALARS) and var.name not in unread_after):
+                found.append((i, j, before, leaf.python_after, leaf.aval))
+    return found
+
+
+def _record_kind_by_trips(found: list, values, ran) -> None:
+    """After a loop that may run zero times, such a leaf is eagerly its value before if the
+    loop never ran, else what the body gave (a Python number it sets, or an array of the
+    carried type): a choice eager makes by data, recorded so the call returns the number itself
+    (python_choice)."""
+    for i, j, before, number, aval in found:
+        leaves = flatten_state(values[i])[0]
         start = python_choice.choice_of(before)
-        table, (_, offset) = python_choice.combined((start, python_choice.choice_of(number)))
+        after = python_choice.choice_of(number) if number is not None else python_choice.Choice(
+            np.int32(0), (python_choice.ArrayOf(aval.dtype, aval.weak_type),))
+        table, (_, offset) = python_choice.combined((start, after))
         index = jnp.where(ran, np.int32(offset), jnp.asarray(start.index, jnp.int32))
-        python_choice.record(leaves[j], python_choice.Choice(index, table), (before,))
+        python_choice.record(leaves[j], python_choice.Choice(index, table))
 
 def _zero_trip_checks(spec, unread_after) -> list:
     """`(var, leaf)` pairs whose value after zero iterations eager Python would not give."""

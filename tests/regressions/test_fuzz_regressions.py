@@ -140,6 +140,15 @@ def python_number_set_in_a_while(x, n):
     return k, w
 
 
+def python_number_before_a_while(x, n):
+    # A Python int before a loop that may run zero times, an array after an iteration: eagerly
+    # still the int 0 if it never ran (it came back as float32 0.0).
+    k = 0
+    while k < n:
+        k = k + jnp.abs(x.sum()) + 1
+    return k
+
+
 def _exact(fn, *args):
     expected, static = fn(*args), dy2st.to_static(fn)
     assert tree_difference(expected, static(*args), "to_static") is None
@@ -153,3 +162,8 @@ def test_python_number_set_in_a_loop_over_rows():
 @pytest.mark.parametrize("n", [0, 1, 3])
 def test_python_number_set_in_a_while(n):
     _exact(python_number_set_in_a_while, POS, jnp.int32(n))
+
+
+@pytest.mark.parametrize("n", [0, 1, 30])
+def test_python_number_before_a_while(n):
+    _exact(python_number_before_a_while, POS, jnp.int32(n))
