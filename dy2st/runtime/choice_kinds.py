@@ -71,7 +71,7 @@ def check_outputs(entries: list, leaves: list, chosen: set) -> None:
         taint = flow.taint_of(var)
         if taint is None or taint.choice and position in chosen or covers(type_of(var.aval), taint.types):
             continue
-        raise _error(taint.origin)
+        raise _error(taint.origin, flow.origins())
 
 
 def covers(staged: tuple, types: frozenset | None) -> bool:
@@ -108,6 +108,11 @@ class _Flow:
             if var is not None:
                 self.recorded[var] = (types, sources, mixed)
 
+    def origins(self) -> list:
+        """The equations that computed tainted values, in order (where to report, failing the
+        first's traceback: jax keeps a bounded one)."""
+        return [t.origin for t in self.taints.values() if t.origin is not None]
+
     def taint_of(self, var) -> Taint | None:
         return self.taints.get(var) if isinstance(var, Var) else None
 
@@ -120,11 +125,13 @@ class _Flow:
             return taint.types
         return self.before_promotion.get(atom) or frozenset({type_of(atom.aval)})
 
-    def _set(self, var, taint: Taint | None) -> None:
+    def _set(self, var, taint: Taint | None, eqn=None) -> None:
         if not isinstance(var, Var):
             return
         if var in self.recorded:
             taint = self._recorded_taint(var, taint)
+        if taint is not None and taint.origin is None and eqn is not None:  # where to report it
+            taint = dataclasses.replace(taint, origin=eqn)
         if taint is not None and taint.types is not None and taint.types == {type_of(var.aval)} and not taint.choice:
             taint = None  # eager's type is the staged one on every path
         if taint is not None:
@@ -153,9 +160,7 @@ class _Flow:
     def run(self, eqns) -> None:
         for eqn in eqns:
             for var, taint in zip(eqn.outvars, self._through(eqn)):
-                if taint is not None and taint.origin is None:  # where to report it, if it must be
-                    taint = dataclasses.replace(taint, origin=eqn)
-                self._set(var, taint)
+                self._set(var, taint, eqn)
 
     def run_jaxpr(self, jaxpr, ins: list) -> list:
         """The taints of `jaxpr`'s outputs given its inputs' (constants are clean)."""
@@ -181,8 +186,10 @@ class _Flow:
             return [_called(t, ins, eqn) for t in self.run_jaxpr(called, ins)]
         if name == "convert_element_type":
             self._note_promotion(eqn)
-            if _same_dtype(eqn):
-                return ins  # a weak-type flag set or cleared: the value as it is
+            if not _casts_to_python_int(eqn):
+                # A cast jnp's promotion or a staged merge makes: the operation using it combines
+                # eager's types, and a merge records the choice's own candidates.
+                return ins
         tainted = [t for t in ins if t is not None]
         if not tainted or name in _COMPARISONS or name in _INDICES or _casts_to_python_int(eqn):
             return [None] * n
@@ -205,8 +212,6 @@ class _Flow:
             operands = operands[1:]
         if any(types is None for types in operands):
             return None
-        if name == "convert_element_type":
-            return operands[0]  # a promotion: the operation that uses it combines eager's types
         if name in _PROMOTING:
             try:
                 return frozenset(_promote(combo) for combo in itertools.product(*operands))
@@ -348,18 +353,23 @@ def _casts_to_python_int(eqn) -> bool:
     return _kind(eqn.invars[0].aval.dtype) in "fc" and _kind(eqn.params["new_dtype"]) in "biu"
 
 
-def _same_dtype(eqn) -> bool:
-    return eqn.invars[0].aval.dtype == eqn.params["new_dtype"]
+
+def _user_origin(eqns) -> OriginInfo | None:
+    for eqn in eqns:
+        origin = OriginInfo.from_code_frames(_jax_compat.equation_code_frames(eqn))
+        if origin is not None:
+            return origin
+    return None
 
 
-def _error(eqn) -> DataDependentKindError:
+def _error(eqn, others: list) -> DataDependentKindError:
     does = "This loop carries" if eqn is not None and eqn.primitive.name in ("while", "scan") else "This computes"
     return DataDependentKindError(
         f"{does} a value whose type eager Python picks by data: it comes from a value that is a "
         "Python int on some inputs and a float array on others (a `max`/`min`/`sorted`, or an `if` "
         "whose sides give an int and a float), and eager's result here is an int on one path and "
         "a float on the other; a compiled program has one dtype.",
-        OriginInfo.from_code_frames(_jax_compat.equation_code_frames(eqn)) if eqn is not None else None,
+        _user_origin([eqn, *others] if eqn is not None else others),
         advice="give both sides one kind: a float literal (`0.0`, not `0`) or `float(...)` where "
         "the int side is made, or convert the result with `int(...)` where an int is meant.",
     )

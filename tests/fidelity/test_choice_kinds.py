@@ -161,8 +161,25 @@ def int_array_and_int(x):
     return k % 5
 
 
+def merged_again_after_a_cast(x):
+    # Campaign seed 96768 (reduced): the second `if` merges `k` (an int or a bool) with a float
+    # array, casting it inside the branch; the merge still carries its candidates.
+    if x[1] > 1.5:
+        k = 1
+    else:
+        k = True
+    if max(k, x.min()) > 0.5:
+        k = sorted([x[1], k, k])[-1]
+    return k
+
+
+def array_times_choice(x):
+    a = x * 2
+    return a * max(0, x.sum()), a + min(x.sum(), 3)
+
+
 @pytest.mark.parametrize("fn", [returned_as_is, compared_only, picked_again, cast_to_int, cast_to_float,
-                                one_kind, int_array_and_int])
+                                one_kind, int_array_and_int, merged_again_after_a_cast, array_times_choice])
 def test_a_mixed_kind_not_computed_on_is_exact(fn):
     _exact(fn)
 
