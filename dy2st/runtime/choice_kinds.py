@@ -166,6 +166,11 @@ class _Flow:
         """The taints of `jaxpr`'s outputs given its inputs' (constants are clean)."""
         if isinstance(jaxpr, ClosedJaxpr):
             jaxpr = jaxpr.jaxpr
+        # One jaxpr may be run for several calls (jax caches a jitted function's): forget what
+        # an earlier one left in its variables.
+        for var in itertools.chain(jaxpr.invars, *(eqn.outvars for eqn in jaxpr.eqns)):
+            self.taints.pop(var, None)
+            self.before_promotion.pop(var, None)
         for var, taint in zip(jaxpr.invars, ins):
             self._set(var, taint)
         self.run(jaxpr.eqns)
