@@ -239,18 +239,41 @@ class _Flow:
     def _while(self, eqn, ins: list) -> list:
         cond_n, body_n = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
         cond_consts, body_consts, carry = ins[:cond_n], ins[cond_n:cond_n + body_n], ins[cond_n + body_n:]
-        carry = self._fixed_point(lambda c: self.run_jaxpr(eqn.params["body_jaxpr"], body_consts + c), carry, eqn)
+        body = eqn.params["body_jaxpr"]
+        carry = self._fixed_point(lambda c: self.run_jaxpr(body, body_consts + c), carry, eqn)
         (stop,) = self.run_jaxpr(eqn.params["cond_jaxpr"], cond_consts + carry)
         if stop is not None:
             return [Taint(None, origin=stop.origin or eqn)] * len(carry)
-        return [_carried(t, eqn) for t in carry]
+        outs = self.run_jaxpr(body, body_consts + carry)
+        # Zero or more iterations: the value before, or the body's last.
+        return [self._after_loop(i, t, out, body.jaxpr, body_n, eqn, before=t) for i, (t, out) in enumerate(zip(carry, outs))]
 
     def _scan(self, eqn, ins: list) -> list:
         consts_n, carry_n = eqn.params["num_consts"], eqn.params["num_carry"]
         consts, carry, xs = ins[:consts_n], ins[consts_n:consts_n + carry_n], ins[consts_n + carry_n:]
         body = eqn.params["jaxpr"]
         carry = self._fixed_point(lambda c: self.run_jaxpr(body, consts + c + xs)[:carry_n], carry, eqn)
-        return [_carried(t, eqn) for t in carry + self.run_jaxpr(body, consts + carry + xs)[carry_n:]]
+        outs = self.run_jaxpr(body, consts + carry + xs)
+        # At least one iteration (a scan's length is never zero here): the body's last value.
+        finals = [self._after_loop(i, t, out, body.jaxpr, consts_n, eqn, before=None) for i, (t, out) in enumerate(zip(carry, outs))]
+        return finals + [_carried(t, eqn) for t in outs[carry_n:]]
+
+    def _after_loop(self, position: int, fixed: Taint | None, out: Taint | None, body, offset: int, eqn, before) -> Taint | None:
+        """A carried value after the loop: `before` (the start's taint; None for a scan, which
+        runs) or the body's last output `out`. A body output made clean, or the carry passed on
+        as it is, keeps a choice a choice (the call records it when its eager type depends on
+        whether the loop ran); one the body computed from a choice is no longer one: the loop
+        carries it with one dtype."""
+        passed = body.outvars[position] is body.invars[offset + position]
+        if out is not None and not passed:
+            return _carried(fixed, eqn)
+        made = None if out is None else out
+        if out is None:  # the body's clean value: eagerly of its own type
+            made = Taint(self.eager_types(body.outvars[position]), choice=True)
+        merged = made if before is None else _join(made, before)
+        if merged is not None and merged.types == {type_of(eqn.outvars[position].aval)}:
+            return None  # eager's type is the staged one either way
+        return merged
 
     @staticmethod
     def _fixed_point(step, carry: list, eqn) -> list:

@@ -440,11 +440,11 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
         return abandon.retype
 
 
-def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, last, init) -> list:
+def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, last_outputs, init) -> list:
     index = _weak_int32(0) if loop.indexed else None
     if loop.test is None:  # a static trip count (never zero here): one scan
         (_, final), ys = lax.scan(lambda c, _: _step(body, *c), (index, carried), None, length=bound)
-        return _final_values(final_spec, final, ys, bound, last)
+        return _final_values(final_spec, final, ys, bound, last_outputs)
     # A loop that may run zero times carries whether it ran, when that decides what eager gives.
     zero_trip_checks = _zero_trip_checks(spec, loop.facts.unread_after)
     choices = _kind_by_trips(spec, init, loop.facts.unread_after) if python_choice.is_recording() else []
@@ -476,14 +476,15 @@ def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, la
         _check_zero_trips(zero_trip_checks[0], ran, origin)
     values = _final_values(final_spec, final, [], 0)
     if choices:
-        _record_kind_by_trips(_kind_by_trips(final_spec, init, loop.facts.unread_after), values, ran)
+        _record_kind_by_trips(_kind_by_trips(final_spec, init, loop.facts.unread_after), values, ran, last_outputs)
     return values
 
 
 def _kind_by_trips(spec, init, unread_after) -> list:
     """`(var index, leaf index, value before, Python number after or None)` of the carried
     leaves whose eager type after a loop that may run zero times depends on whether it ran: a
-    Python number before it (`k = 0`, read after the loop), or a Python number the body sets."""
+    Python number (or a recorded choice of one) before it (`k = 0`, read after the loop), or
+    a Python number the body sets."""
     found = []
     for i, var in enumerate(spec):
         if var.is_list or isinstance(init[i], Undefined):
@@ -493,21 +494,24 @@ def _kind_by_trips(spec, init, unread_after) -> list:
             before = befores[j] if j < len(befores) else None
             if not leaf.carried or before is None or isinstance(before, Undefined):
                 continue
-            if leaf.python_after is not None or (isinstance(before, PY_SCALARS) and var.name not in unread_after):
+            chosen_before = isinstance(before, PY_SCALARS) or python_choice.any_recorded([before])
+            if leaf.python_after is not None or (chosen_before and var.name not in unread_after):
                 found.append((i, j, before, leaf.python_after, leaf.aval))
     return found
 
 
-def _record_kind_by_trips(found: list, values, ran) -> None:
+def _record_kind_by_trips(found: list, values, ran, last_outputs) -> None:
     """After a loop that may run zero times, such a leaf is eagerly its value before if the
-    loop never ran, else what the body gave (a Python number it sets, or an array of the
-    carried type): a choice eager makes by data, recorded so the call returns the number itself
+    loop never ran, else what the body gave (a Python number it sets, or an array of the type
+    the body gives it, which the carry may have promoted: `k = 0.5` before, `k = int(...)` in
+    the body): a choice eager makes by data, recorded so the call returns eager's value
     (python_choice)."""
-    for i, j, before, number, aval in found:
+    for i, j, before, _, _ in found:
         leaves = flatten_state(values[i])[0]
+        out = last_outputs[i].leaves[j]
         start = python_choice.choice_of(before)
-        after = python_choice.choice_of(number) if number is not None else python_choice.Choice(
-            np.int32(0), (python_choice.ArrayOf(aval.dtype, aval.weak_type),))
+        after = python_choice.choice_of(out.value) if isinstance(out, PythonOut) else python_choice.Choice(
+            np.int32(0), (python_choice.ArrayOf(out.aval.dtype, out.aval.weak_type),))
         table, (_, offset) = python_choice.combined((start, after))
         index = jnp.where(ran, np.int32(offset), jnp.asarray(start.index, jnp.int32))
         python_choice.record(leaves[j], python_choice.Choice(index, table))
@@ -616,7 +620,8 @@ def _as_carried(value, aval):
 def _final_values(spec, final, ys, length, last=None) -> list:
     """The state after the loop. `last`: the outputs of an iteration that surely ran last (a
     static trip count): a carried leaf it gives as a Python number is that number after the
-    loop, as eagerly (`k = x.min()` before, `k = 2` in the body: the int 2, not 2.0)."""
+    loop, as eagerly (`k = x.min()` before, `k = 2` in the body: the int 2, not 2.0), and one
+    the carry promoted (`k = 0.5` before, an int in the body) has the body's type again."""
     carried, ys = iter(final), iter(ys)
     values = []
     for i, var in enumerate(spec):
@@ -630,6 +635,8 @@ def _final_values(spec, final, ys, length, last=None) -> list:
             value = next(carried) if leaf.carried else leaf.static
             if leaf.carried and isinstance(out, PythonOut) and isinstance(out.value, PY_SCALARS):
                 value = out.value  # the same number every iteration: the body read nothing carried for it
+            elif leaf.carried and isinstance(out, ArrayOut) and out.aval != leaf.aval and out.aval.shape == leaf.aval.shape:
+                value = cast_to(value, out.aval)
             leaves.append(value)
         values.append(jax.tree_util.tree_unflatten(var.treedef, leaves))
     return values
