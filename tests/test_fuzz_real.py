@@ -28,8 +28,12 @@ from dy2st.testing.real_program_gen import PRELUDE, RealProgram, draw_program
 # a scalar whose dtype eager picks by data, under jit (90460). The generator has grown since
 # (kinds 36-37: an int-or-array choice times an array, int() of one), so these seeds now draw
 # other programs too; the classes they found are pinned by tests/regressions and tests/fidelity.
+# Drawn by the generator as it is now: an int-or-float choice computed on, returned and stored
+# in a dict (90041, 90633: refused), a float carry the body makes an int, read after a loop with
+# a traced trip count (95669).
 CAMPAIGN_SEEDS = (5038, 5042, 5093, 5151, 5301, 5353, 5376, 5540, 6220, 6434, 6451, 6828, 6896, 7085,
-                  7110, 7813, 8120, 8154, 10065, 21100, 21276, 26617, 22829, 28426, 44501, 90460, 97426)
+                  7110, 7813, 8120, 8154, 10065, 21100, 21276, 26617, 22829, 28426, 44501, 90460, 97426,
+                  90041, 90633, 95669)
 FAST_SEEDS = (*range(0, 60), *CAMPAIGN_SEEDS)
 SLOW_SEEDS = range(60, 400)
 # Seeds of a bug class still open, with the class as the reason (none open now). Classes fixed so
