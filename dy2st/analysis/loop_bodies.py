@@ -74,28 +74,31 @@ def mark(function_def) -> EffectScope:
     """Set `Fact.PYTHON_BODY` on every loop, `if` and ternary of `function_def` whose body or
     branches need Python; returns the scope facts, for the guards later steps make
     (`mark_guard`)."""
-    local_names = _assigned_names(function_def) - _declared_outside(function_def)
-    writers = _scope_writers(function_def)
+    local_names = _own_locals(function_def)
+    decisions, nested = [], []  # one walk of the whole function collects both
     for node in ast_util.walk(function_def):
+        if isinstance(node, (gast.For, gast.While, gast.If, gast.IfExp)):
+            decisions.append(node)
+        elif isinstance(node, (gast.FunctionDef, gast.Lambda)) and node is not function_def:
+            nested.append(node)
+    writers = _scope_writers(nested)
+    for node in decisions:
         if isinstance(node, (gast.For, gast.While)):
             found = python_body(node.body, local_names, writers)
         elif isinstance(node, gast.If):
             found = branch_effects(node.body + node.orelse, local_names, rewritten_appends=True, writers=writers)
-        elif isinstance(node, gast.IfExp):
-            found = branch_effects([node.body, node.orelse], local_names, rewritten_appends=False, writers=writers)
         else:
-            continue
+            found = branch_effects([node.body, node.orelse], local_names, rewritten_appends=False, writers=writers)
         if found is not None:
             setanno(node, Fact.PYTHON_BODY, found)
-    return EffectScope(frozenset(local_names), writers, _captured(function_def, local_names))
+    return EffectScope(local_names, writers, _captured(nested, local_names))
 
 
-def _captured(function_def, local_names) -> frozenset:
+def _captured(nested: list, local_names: frozenset) -> frozenset:
     names = set()
-    for node in ast_util.walk(function_def):
-        if node is not function_def and isinstance(node, (gast.FunctionDef, gast.Lambda)):
-            names.update(s.base for s in free_reads(node))
-    return frozenset(names) & frozenset(local_names)
+    for node in nested:
+        names.update(s.base for s in free_reads(node))
+    return frozenset(names) & local_names
 
 
 def mark_guard(guard, scope: EffectScope | None) -> None:
@@ -121,12 +124,13 @@ class _Effects:
     iterators: int = 0
 
 
-def _scope_writers(function_def) -> dict:
-    """Nested functions of `function_def` that declare `nonlocal`/`global` names: calling one
-    writes those names, an effect a staged loop or branch would run the wrong number of times."""
+def _scope_writers(nested: list) -> dict:
+    """The nested functions (of those in `nested`) that declare `nonlocal`/`global` names:
+    calling one writes those names, an effect a staged loop or branch would run the wrong number
+    of times."""
     writers = {}
-    for node in ast_util.walk(function_def):
-        if isinstance(node, gast.FunctionDef) and node is not function_def:
+    for node in nested:
+        if isinstance(node, gast.FunctionDef):
             declared = [n for stmt in _walk_own_scope(node.body) if isinstance(stmt, (gast.Nonlocal, gast.Global))
                         for n in stmt.names]
             if declared:
@@ -249,21 +253,16 @@ def _describe(expr) -> str:
     return gast.unparse(expr).strip()
 
 
-def _assigned_names(function_def) -> frozenset:
-    """Names the function itself binds (not its parameters): its own local variables."""
-    names = set()
+def _own_locals(function_def) -> frozenset:
+    """Names the function itself binds (not its parameters, nor names it declares `global` or
+    `nonlocal`): its own local variables. One walk of its own scope."""
+    bound, declared = set(), set()
     for node in _walk_own_scope(function_def.body):
         if isinstance(node, gast.Name) and isinstance(node.ctx, (gast.Store, gast.Del)):
-            names.add(node.id)
-    return frozenset(names)
-
-
-def _declared_outside(function_def) -> frozenset:
-    names = set()
-    for node in _walk_own_scope(function_def.body):
-        if isinstance(node, (gast.Global, gast.Nonlocal)):
-            names.update(node.names)
-    return frozenset(names)
+            bound.add(node.id)
+        elif isinstance(node, (gast.Global, gast.Nonlocal)):
+            declared.update(node.names)
+    return frozenset(bound - declared)
 
 
 def _walk_own_scope(body: list):
