@@ -83,20 +83,20 @@ class IfElseTransformer(StateTransformer):
         state = outputs + carried
         namer = self.ctx.namer
         stmts = []
-        if_body = self._branch(namer.new_symbol("if_body"), node.body, state, outputs)
+        if_body = self._branch(namer.helper_symbol("if_body"), node.body, state, outputs)
         stmts.append(if_body)
         else_body = None
         if node.orelse:
-            else_body = self._branch(namer.new_symbol("else_body"), node.orelse, state, outputs)
+            else_body = self._branch(namer.helper_symbol("else_body"), node.orelse, state, outputs)
             stmts.append(else_body)
         elif self._is_return_guard(node.test) and self._dead_loads([], outputs, returned=True):
             # `if not do_return: ...` (made by the return step): its missing else is the path
             # that has returned already, where nothing the body assigns is read again.
-            else_body = self._branch(namer.new_symbol("else_body"), [], state, outputs, returned=True)
+            else_body = self._branch(namer.helper_symbol("else_body"), [], state, outputs, returned=True)
             stmts.append(else_body)
         get_state = set_state = None
         if state:
-            get_state, set_state = namer.new_symbol("get_state"), namer.new_symbol("set_state")
+            get_state, set_state = namer.helper_symbol("get_state"), namer.helper_symbol("set_state")
             stmts += self._state_functions(get_state, set_state, state, defined, live_in)
         guard = self._guard_branch_names(node)
         call = templates.replace_as_expression(

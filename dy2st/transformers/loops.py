@@ -107,7 +107,7 @@ class LoopTransformer(StateTransformer):
 
     def _state_and_accessors(self, node, state):
         namer = self.ctx.namer
-        get_state, set_state = namer.new_symbol("get_state"), namer.new_symbol("set_state")
+        get_state, set_state = namer.helper_symbol("get_state"), namer.helper_symbol("set_state")
         defined = getanno(node, Fact.DEFINED_IN)
         accessors = self._state_functions(get_state, set_state, state, defined, getanno(node, Fact.LIVE_IN))
         names = templates.tuple_of([templates.constant(self._display(s)) for s in state])

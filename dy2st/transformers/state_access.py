@@ -85,7 +85,7 @@ class StateTransformer(StatementTransformer):
             get_state=get_name,
             values=templates.tuple_of(reads),
         )[0]
-        state_param = self.ctx.namer.new_symbol("state")
+        state_param = self.ctx.namer.helper_symbol("state")
         set_state = templates.replace(
             "def set_state(param):\n    decls\n    assignments",
             set_state=set_name,
