@@ -12,8 +12,10 @@ Choices are recorded only while a program of a StaticFunction is traced (`record
 that reaches the program's outputs as it is leaves with its index (`finish`: the output becomes
 a `PythonChoices` node), and the call's boundary turns it back into what eager returns
 (`resolve`): the Python number itself, or the array in the chosen side's dtype. A value that
-is computed on (`max(loss, 0.0) * 2`) is an ordinary array from then on. Under an enclosing
-`jax.jit`/`grad`/`vmap` nothing is recorded: every output is an array there anyway.
+is computed on (`max(loss, 0.0) * 2`) is an ordinary array from then on; where its sides are of
+different kinds (an int and a float array), `choice_kinds` follows it through the program and
+refuses a result whose eager type depends on the side taken (`DataDependentKindError`). Under
+an enclosing `jax.jit`/`grad`/`vmap` nothing is recorded: every output is an array there anyway.
 
 Before:                                   After, in the program and at the boundary:
     m = max(loss, 0.0)                        m = where(0.0 > loss, 0.0, loss); index = where(.., 0, 1)
