@@ -125,12 +125,8 @@ def _code_frames(traceback) -> list:
 
 
 def equation_lines(eqn) -> list:
-    """`(filename, line)` of the Python frames that created a jaxpr equation, innermost first
-    (empty when jax kept no traceback). `eqn.source_info` has no public accessor."""
-    traceback = getattr(getattr(eqn, "source_info", None), "traceback", None)
-    if traceback is None:
-        return []
-    return [(frame.file_name, frame.line_num) for frame in traceback.frames]
+    """`(filename, line)` of `equation_code_frames(eqn)`."""
+    return [(code.co_filename, line) for code, line in equation_code_frames(eqn)]
 
 
 # -- the equations of the jaxpr being traced ---------------------------------------------------

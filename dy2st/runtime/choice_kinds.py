@@ -32,6 +32,7 @@ from jax.extend.core import ClosedJaxpr, Jaxpr, Literal, Var
 
 from dy2st import _jax_compat
 from dy2st.errors import DataDependentKindError, OriginInfo
+from dy2st.input_spec import user_origin
 
 _COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne", "is_finite"})
 _PROMOTING = frozenset({"add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "nextafter",
@@ -44,7 +45,7 @@ _TO_FLOAT = frozenset({"exp", "exp2", "log", "log1p", "expm1", "sin", "cos", "ta
                        "cbrt", "erf", "erfc", "erf_inv", "lgamma", "digamma"})
 _REDUCING = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "cumsum", "cumprod",
                        "cummax", "cummin", "reduce_and", "reduce_or"})
-_INDICES = frozenset({"argmax", "argmin", "iota"})
+_INDICES = frozenset({"argmax", "argmin"})  # positions: the same whatever the values' type
 _CALLS = ("jaxpr", "call_jaxpr", "fun_jaxpr")  # pjit, closed_call, remat, custom_jvp/vjp_call
 _MAX_ROUNDS = 6
 
@@ -190,13 +191,14 @@ class _Flow:
         if called is not None and len(_invars(called)) == len(ins):
             return [_called(t, ins, eqn) for t in self.run_jaxpr(called, ins)]
         if name == "convert_element_type":
+            if _casts_to_python_int(eqn):
+                return [None] * n  # `int(k)`: a Python int whatever `k` was
+            # A cast jnp's promotion or a staged merge makes: the operation using it combines
+            # eager's types, and a merge records the choice's own candidates.
             self._note_promotion(eqn)
-            if not _casts_to_python_int(eqn):
-                # A cast jnp's promotion or a staged merge makes: the operation using it combines
-                # eager's types, and a merge records the choice's own candidates.
-                return ins
+            return ins
         tainted = [t for t in ins if t is not None]
-        if not tainted or name in _COMPARISONS or name in _INDICES or _casts_to_python_int(eqn):
+        if not tainted or name in _COMPARISONS or name in _INDICES:
             return [None] * n
         origin = next((t.origin for t in tainted if not t.choice), eqn)
         types = self._result_types(eqn)
@@ -206,7 +208,7 @@ class _Flow:
         """What jnp converted (a weak int scalar to float, to combine it with a float) computes
         eagerly as what it was: remember the type before the cast."""
         (atom,), (out,) = eqn.invars, eqn.outvars
-        if not _casts_to_python_int(eqn) and isinstance(out, Var) and self.taint_of(atom) is None:
+        if isinstance(out, Var) and self.taint_of(atom) is None:
             self.before_promotion[out] = self.eager_types(atom)
 
     def _result_types(self, eqn) -> frozenset | None:
@@ -267,9 +269,8 @@ class _Flow:
         passed = body.outvars[position] is body.invars[offset + position]
         if out is not None and not passed:
             return _carried(fixed, eqn)
-        made = None if out is None else out
-        if out is None:  # the body's clean value: eagerly of its own type
-            made = Taint(self.eager_types(body.outvars[position]), choice=True)
+        # a clean body value is eagerly of its own type
+        made = out if out is not None else Taint(self.eager_types(body.outvars[position]), choice=True)
         merged = made if before is None else _join(made, before)
         if merged is not None and merged.types == {type_of(eqn.outvars[position].aval)}:
             return None  # eager's type is the staged one either way
@@ -316,7 +317,6 @@ def _promote(types) -> tuple:
     """What jnp's promotion gives for operands of these eager types."""
     dtype, weak = _jax_compat.weak_result_type(*[_representative(t) for t in types])
     return dtype, bool(weak)
-
 
 
 def _representative(t):
@@ -397,7 +397,8 @@ def _error(eqn, others: list) -> DataDependentKindError:
         "Python int on some inputs and a float array on others (a `max`/`min`/`sorted`, or an `if` "
         "whose sides give an int and a float), and eager's result here is an int on one path and "
         "a float on the other; a compiled program has one dtype.",
-        _user_origin([eqn, *others] if eqn is not None else others),
+        # jax keeps a bounded traceback per equation: failing every one, the user's call
+        _user_origin([eqn, *others] if eqn is not None else others) or user_origin(),
         advice="give both sides one kind: a float literal (`0.0`, not `0`) or `float(...)` where "
         "the int side is made, or convert the result with `int(...)` where an int is meant.",
     )

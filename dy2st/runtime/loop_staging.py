@@ -475,16 +475,15 @@ def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, la
     if zero_trip_checks:
         _check_zero_trips(zero_trip_checks[0], ran, origin)
     values = _final_values(final_spec, final, [], 0)
-    if choices:
-        _record_kind_by_trips(_kind_by_trips(final_spec, init, loop.facts.unread_after), values, ran, last_outputs)
+    if choices:  # (the settled spec: `final_spec` gives the same leaves)
+        _record_kind_by_trips(choices, values, ran, last_outputs)
     return values
 
 
 def _kind_by_trips(spec, init, unread_after) -> list:
-    """`(var index, leaf index, value before, Python number after or None)` of the carried
-    leaves whose eager type after a loop that may run zero times depends on whether it ran: a
-    Python number (or a recorded choice of one) before it (`k = 0`, read after the loop), or
-    a Python number the body sets."""
+    """`(var index, leaf index, value before)` of the carried leaves whose eager type after a
+    loop that may run zero times depends on whether it ran: a Python number (or a recorded
+    choice of one) before it (`k = 0`, read after the loop), or a Python number the body sets."""
     found = []
     for i, var in enumerate(spec):
         if var.is_list or isinstance(init[i], Undefined):
@@ -496,7 +495,7 @@ def _kind_by_trips(spec, init, unread_after) -> list:
                 continue
             chosen_before = isinstance(before, PY_SCALARS) or python_choice.any_recorded([before])
             if leaf.python_after is not None or (chosen_before and var.name not in unread_after):
-                found.append((i, j, before, leaf.python_after, leaf.aval))
+                found.append((i, j, before))
     return found
 
 
@@ -506,7 +505,7 @@ def _record_kind_by_trips(found: list, values, ran, last_outputs) -> None:
     the body gives it, which the carry may have promoted: `k = 0.5` before, `k = int(...)` in
     the body): a choice eager makes by data, recorded so the call returns eager's value
     (python_choice)."""
-    for i, j, before, _, _ in found:
+    for i, j, before in found:
         leaves = flatten_state(values[i])[0]
         out = last_outputs[i].leaves[j]
         start = python_choice.choice_of(before)
@@ -515,6 +514,7 @@ def _record_kind_by_trips(found: list, values, ran, last_outputs) -> None:
         table, (_, offset) = python_choice.combined((start, after))
         index = jnp.where(ran, np.int32(offset), jnp.asarray(start.index, jnp.int32))
         python_choice.record(leaves[j], python_choice.Choice(index, table))
+
 
 def _zero_trip_checks(spec, unread_after) -> list:
     """`(var, leaf)` pairs whose value after zero iterations eager Python would not give."""
