@@ -65,17 +65,27 @@ _PLAIN_STATICS = frozenset({int, float, bool, complex, str, bytes, type(None)})
 LIFTED_ROOTS = (list, dict)  # argument types tried as plain inputs before being lifted as state
 
 
-def _containers(tree) -> list:
-    """The lists and dicts in a pytree, at any depth."""
-    found = []
+def _mutables(tree) -> tuple[list, list]:
+    """`(lists and dicts, other objects)` in a pytree, at any depth, parents first: the other
+    objects are the nodes of registered pytree classes that are not tuples (a dataclass
+    pytree, a Flax NNX module or Variable), which code can change in place."""
+    containers, objects = [], []
 
     def note(x):
+        tp = type(x)
+        if tp in _IMMUTABLE_NODES:
+            return False
         if isinstance(x, (list, dict)):
-            found.append(x)
+            containers.append(x)
+        elif not isinstance(x, (tuple, *ARRAY_TYPES)) and hasattr(x, "__dict__"):
+            objects.append(x)  # a leaf (an opaque object) too: the flatten below tells them apart
         return False
 
     _flatten(tree, is_leaf=note)
-    return found
+    return containers, objects
+
+
+_IMMUTABLE_NODES = frozenset({ARRAY_IMPL, tuple, type(None), *_PLAIN_STATICS})
 
 
 def _contents(container) -> tuple:
@@ -85,23 +95,45 @@ def _contents(container) -> tuple:
     return list(container), list(container.values())
 
 
-class _ContainerWatch:
-    """Whether a trace left its input lists and dicts as eager code would see them untouched:
-    same contents (by identity), no new references to them (kept in a global, an attribute, a
-    closure). (A returned input list is an equal new list, as on the stateful path.)"""
+def _watched(args, kwargs) -> tuple[list, list]:
+    """`(lists and dicts with their contents, (argument, object, flattened object) of the
+    other mutable objects)` among the arguments."""
+    snapshot, objects = [], []
+    for argument in (*args, *kwargs.values()):
+        if type(argument) is not ARRAY_IMPL:
+            containers, others = _mutables(argument)
+            snapshot += [(c, _contents(c)) for c in containers]
+            objects += [(argument, o, _flatten(o)) for o in others]
+    return snapshot, objects
 
-    def __init__(self, args, kwargs):
-        self.snapshot = [(c, _contents(c)) for c in _containers((args, kwargs))]
+
+def _is_nnx_object(x) -> bool:
+    """A Flax NNX module or Variable: the stateful path writes its changes back in place."""
+    nnx = sys.modules.get("flax.nnx")
+    return nnx is not None and isinstance(x, (nnx.Pytree, nnx.Variable))
+
+
+class _ContainerWatch:
+    """Whether a trace left its input lists, dicts and pytree objects as eager code would see
+    them: lists and dicts with the same contents (by identity) and no new references to them
+    (kept in a global, an attribute, a closure); objects of registered pytree classes (a
+    dataclass pytree, an NNX module inside a list) with the same leaves and structure. The
+    program gets such arguments as values, so a change made in place would not reach the
+    caller's objects. (A returned input list is an equal new list, as on the stateful path.)
+
+    `liftable`: whether lists and dicts among the arguments may be lifted as state instead
+    (a list or dict argument of its own is a root the stateful path lifts; the call took the
+    plain way only because it has no other kind of root: api.StaticFunction._run).
+    """
+
+    def __init__(self, args, kwargs, liftable: bool = True):
+        self.liftable = liftable and any(type(a) in LIFTED_ROOTS for a in (*args, *kwargs.values()))
+        self.snapshot, self.objects = _watched(args, kwargs)  # (a call: its locals are gone below)
         self.counts = [sys.getrefcount(c) for c, _ in self.snapshot]
-        # A list or dict argument of its own is a root the stateful path lifts (the call took
-        # the plain way only because it has no other kind of root: api.StaticFunction._run).
-        self.liftable = any(type(a) in LIFTED_ROOTS for a in (*args, *kwargs.values()))
 
     def check(self) -> None:
-        """Raise ContainerEffect (the caller lifts the arguments as state instead) when the
-        call has list or dict arguments, else a PythonEffectError: a list or dict inside
-        another argument (a tuple, a pytree) cannot be lifted, and eager code would have
-        changed the caller's own object."""
+        """Raise ContainerEffect (the caller lifts the arguments as state instead) where the
+        stateful path writes the change back as eager code makes it, else a PythonEffectError."""
         for (c, (keys, values)), count in zip(self.snapshot, self.counts):
             keys_after, values_after = _contents(c)
             if (sys.getrefcount(c) > count or keys_after != keys
@@ -116,6 +148,29 @@ class _ContainerWatch:
                     advice="pass the list or dict as an argument of its own (dy2st then writes changes "
                     "back to it), or return the new contents instead of changing them in place.",
                 )
+        for argument, obj, (leaves, treedef) in self.objects:
+            leaves_after, treedef_after = _flatten(obj)
+            if treedef_after == treedef and all(a is b for a, b in zip(leaves_after, leaves)):
+                continue
+            # An NNX module in a list or dict argument: the stateful path lifts the list and
+            # updates the module in place (nnx.update), as the eager call changes it.
+            if self.liftable and type(argument) in LIFTED_ROOTS and _is_nnx_object(obj):
+                raise ContainerEffect("an NNX object inside an input list or dict was changed")
+            raise _object_changed_error(obj, obj is argument)
+
+
+def _object_changed_error(obj, is_argument: bool) -> PythonEffectError:
+    name = type(obj).__name__
+    where = f"an argument of type {name}" if is_argument else f"a {name} inside an argument"
+    return PythonEffectError(
+        f"{where} is changed in place by the function (an attribute set, a "
+        f"Variable written): {name} is a registered pytree, which dy2st passes to the program as "
+        "values (its leaves), so the caller's object would not see the change.",
+        origin=user_origin(),
+        advice=f"return the new {name} (or the new values) instead of changing it in place "
+        "(`dataclasses.replace(obj, w=...)`); or pass a Flax NNX module or an object of a plain "
+        "class (not a registered pytree) as an argument of its own, whose changes dy2st writes back.",
+    )
 
 
 _ARRAY_ONLY = frozenset({ARRAY_IMPL})

@@ -18,7 +18,7 @@ import threading
 import jax
 
 from dy2st.config import config, logger
-from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, ProgramCache
+from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, ProgramCache, _ContainerWatch
 from dy2st.runtime import python_choice
 from dy2st.runtime.undefined import check_defined
 from dy2st.state import Layout, describe_difference, is_stateful, make_recipe
@@ -85,9 +85,13 @@ class _Entry:
             try:
                 layout.fill(tracers)
                 roots = dict(zip(positions, layout.roots))
-                args = [roots[i] if i in roots else next(rest) for i in range(n_args + len(flat) - n_state)]
+                others = list(rest)
+                watch = _ContainerWatch(others, kwargs, liftable=False)  # objects inside tuples, pytrees
+                others = iter(others)
+                args = [roots[i] if i in roots else next(others) for i in range(n_args + len(flat) - n_state)]
                 kwargs.update((p, r) for p, r in roots.items() if type(p) is str)
                 out = fn(*args, **kwargs)
+                watch.check()
                 recipe, outs = make_recipe(layout, Layout(layout.roots), tracers)
             except Exception as exc:
                 _explain(exc)

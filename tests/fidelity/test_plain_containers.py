@@ -2,9 +2,12 @@
 fast path, issue 17), lifted and written back as eager code would see them as soon as it
 changes, keeps or returns one (issue 13, class 2)."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import dy2st
 
@@ -132,3 +135,61 @@ def test_a_list_inside_a_tuple_changed_in_place_is_refused():
 def test_a_list_inside_a_tuple_read_only_works():
     static = dy2st.to_static(lambda pair, x: pair[0][0] + x)
     np.testing.assert_allclose(static(([X], X), X), X * 2)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class Pair:
+    w: jax.Array
+    b: jax.Array
+
+
+def _moves(pair, x):
+    pair.w = pair.w + x
+    return x * 2
+
+
+def _reads(pair, x):
+    return pair.w * x + pair.b
+
+
+@pytest.mark.parametrize("wrap", [lambda p: p, lambda p: (p,), lambda p: {"p": p}],
+                         ids=["argument", "in tuple", "in dict"])
+def test_a_registered_pytree_changed_in_place_is_refused(wrap):
+    # A registered pytree reaches the program as its leaves; eager code would change the
+    # caller's object, which nothing writes back: refused, not a silent no-op.
+    def fn(arg, x):
+        pair = arg if isinstance(arg, Pair) else (arg[0] if isinstance(arg, tuple) else arg["p"])
+        return _moves(pair, x)
+
+    pair = Pair(jnp.zeros(3), jnp.zeros(3))
+    with pytest.raises(dy2st.errors.PythonEffectError, match=r"(?s)Pair.* is changed in place.*return the new Pair") as info:
+        dy2st.to_static(fn)(wrap(pair), X)
+    assert info.value.origin.filename == __file__
+    np.testing.assert_array_equal(pair.w, jnp.zeros(3))
+
+
+def test_a_registered_pytree_only_read_is_a_plain_input():
+    static = dy2st.to_static(_reads)
+    pair = Pair(jnp.ones(3), jnp.arange(3.0))
+    for _ in range(2):
+        np.testing.assert_allclose(static(pair, X), _reads(pair, X))
+        np.testing.assert_allclose(jax.jit(static)(pair, X), _reads(pair, X))
+    assert static._stateful is None
+
+
+class _Model:
+    def __init__(self):
+        self.scale = jnp.float32(2)
+
+    @dy2st.to_static
+    def forward(self, pair, x):
+        pair.b = pair.b + self.scale
+        return x * self.scale
+
+
+def test_a_registered_pytree_changed_beside_a_model_is_refused():
+    pair = Pair(jnp.zeros(3), jnp.zeros(3))
+    with pytest.raises(dy2st.errors.PythonEffectError, match=r"an argument of type Pair is changed in place"):
+        _Model().forward(pair, X)
+    np.testing.assert_array_equal(pair.b, jnp.zeros(3))

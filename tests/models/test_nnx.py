@@ -171,3 +171,56 @@ def test_optimizer_with_state_writes_into_the_same_variables():
     assert_same_state(reference, model, rtol=1e-4, atol=1e-5)
     assert_same_state(ref_opt, opt, rtol=1e-4, atol=1e-5)
     assert int(opt.step[...]) == 3
+
+
+def _bump_first(layers, x):
+    layers[0].kernel.value = layers[0].kernel.value + 1.0
+    return layers[0](x)
+
+
+def _bump_named(layers, x):
+    layers["a"].kernel.value = layers["a"].kernel.value * 2.0
+    return layers["a"](x)
+
+
+def _read_first(layers, x):
+    return layers[0](x)
+
+
+@pytest.mark.parametrize("fn, make", [
+    (_bump_first, lambda: [nnx.Linear(4, 3, rngs=nnx.Rngs(0))]),
+    (_bump_named, lambda: {"a": nnx.Linear(4, 3, rngs=nnx.Rngs(0))}),
+], ids=["list", "dict"])
+def test_module_inside_a_list_or_dict_argument_is_written_back_in_place(fn, make):
+    # Found in issue 17's call-path work: a module inside a list argument reached the program
+    # as a pytree and its changes were lost (a silent wrong answer); now the list is lifted.
+    eager_layers, static_layers = make(), make()
+    eager_module = next(iter(eager_layers.values())) if isinstance(eager_layers, dict) else eager_layers[0]
+    static_module = next(iter(static_layers.values())) if isinstance(static_layers, dict) else static_layers[0]
+    static = dy2st.to_static(fn)
+    for _ in range(3):
+        np.testing.assert_allclose(static(static_layers, POS), fn(eager_layers, POS), rtol=1e-6)
+        np.testing.assert_allclose(static_module.kernel.value, eager_module.kernel.value, rtol=1e-6)
+    kept = static_layers[0] if isinstance(static_layers, list) else static_layers["a"]
+    assert kept is static_module  # updated in place, as the eager call does
+
+
+def test_module_read_inside_a_list_stays_on_the_plain_path():
+    layers = [nnx.Linear(4, 3, rngs=nnx.Rngs(0))]
+    static = dy2st.to_static(_read_first)
+    for _ in range(2):
+        np.testing.assert_allclose(static(layers, POS), _read_first(layers, POS), rtol=1e-6)
+    assert static._stateful is None and not static._containers_stateful
+
+
+def test_module_changed_inside_a_tuple_argument_is_refused():
+    def bump(pair, x):
+        pair[0].kernel.value = pair[0].kernel.value + 1.0
+        return x
+
+    module = nnx.Linear(4, 3, rngs=nnx.Rngs(0))
+    before = np.asarray(module.kernel.value)
+    with pytest.raises(dy2st.errors.PythonEffectError,
+                       match=r"(?s)a Linear inside an argument is changed in place.*return the new Linear"):
+        dy2st.to_static(bump)((module,), POS)
+    np.testing.assert_array_equal(module.kernel.value, before)
