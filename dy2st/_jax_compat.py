@@ -70,6 +70,17 @@ def is_linearize_tracer(value) -> bool:
     return linearize_tracer is not None and isinstance(value, linearize_tracer)
 
 
+# -- the trace a call runs under ---------------------------------------------------------------
+# A StaticFunction passes pytree arguments straight to its jit (no flatten of its own) only when
+# no transformation is tracing the call: the leaves are then concrete, never an outer tracer.
+_trace_ctx = _private("jax._src.core", "trace_ctx")
+
+
+def at_top_level() -> bool:
+    """Whether no jax transformation (jit, grad, vmap, ...) is tracing the current call."""
+    return _trace_ctx.is_top_level()
+
+
 # -- tracebacks --------------------------------------------------------------------------------
 # JAX hides registered files' frames from tracebacks leaving its API boundaries, and reads
 # JAX_TRACEBACK_FILTERING; dy2st's error formatter follows the same switch.

@@ -12,10 +12,11 @@ import weakref
 
 import jax
 
-from dy2st import callables, conversion, input_spec, stateful
+from dy2st import _jax_compat, callables, conversion, input_spec, stateful
 from dy2st.config import _switch_listeners, config
 from dy2st.errors import RuntimeChecks, at_boundary
-from dy2st.program import ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, ConcreteProgram, ContainerEffect, ProgramCache
+from dy2st.program import (ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, AmbiguousLeaf, ConcreteProgram,
+                           ContainerEffect, ProgramCache)
 from dy2st.sharding import Shardings
 from dy2st.runtime import python_choice
 from dy2st.runtime.calls import NOT_TO_STATIC_ATTR, runs_eagerly, top_level_target
@@ -84,6 +85,9 @@ def _dispatcher(fn=None):
 
 
 _MISSING = object()  # a parameter the call did not pass (the generated dispatcher's default)
+_NOT_TAKEN = object()  # the pytree route gave the call back to the general path
+_DIRECT_ROOTS = frozenset({ARRAY_IMPL, tuple, list, dict})  # argument types the pytree route takes
+_DIRECT_ROOTS_NO_CONTAINERS = frozenset({ARRAY_IMPL, tuple})  # once lists and dicts are lifted
 _LIFT = object()  # a call's list/dict arguments must be lifted as state (program.ContainerEffect)
 _MAX_SPECIALIZED = 8
 
@@ -224,6 +228,7 @@ class StaticFunction(functools.partial):
         self._cache.on_shared_change = self._drop_fast
         self._cache.watch_containers = True
         self._containers_stateful = False  # a list/dict argument needed the stateful path once
+        self._pytree_route = True  # `_call_pytrees` may pass pytree arguments to the shared jit
         self._stateful = None  # programs for calls whose self/arguments carry state (dy2st/state.py)
         self._bound = weakref.WeakValueDictionary()  # id(instance) -> BoundStaticFunction
         self._checker = None
@@ -245,7 +250,17 @@ class StaticFunction(functools.partial):
     def _call_general(self, args, kwargs):
         """Every call the dispatcher does not send straight to the shared jit."""
         if self._fast is not None and not kwargs:  # armed (nothing unusual seen): pytrees of
-            containers = False  # arrays or static values, with as few steps as it takes (each shows)
+            if self._pytree_route:  # arrays or static values, with as few steps as it takes (each shows)
+                roots = _DIRECT_ROOTS if not self._containers_stateful else _DIRECT_ROOTS_NO_CONTAINERS
+                for a in args:
+                    if type(a) not in roots:
+                        break
+                else:
+                    if _jax_compat.at_top_level():
+                        out = self._call_pytrees(args)
+                        if out is not _NOT_TAKEN:
+                            return out
+            containers = False
             for a in args:
                 if type(a) is not ARRAY_IMPL and stateful.is_stateful(a):
                     if type(a) not in LIFTED_ROOTS or self._containers_stateful:
@@ -269,6 +284,35 @@ class StaticFunction(functools.partial):
               and config.enable_to_static and not self._cache.has_choices):
             self._set_fast(self._cache.shared)  # arm the hit path (None once the cache retired it)
         return out
+
+    def _call_pytrees(self, args):
+        """The pytree route: tuples, lists and dicts of arrays go to the shared jit as they
+        are, so that jit's C++ dispatch flattens them and finds the program, and dy2st adds no
+        flatten or key of its own (on an optax step that was most of dy2st's cost per call).
+
+        What dy2st's own flatten would have told apart is refused by jit or by the shared
+        jit's trace instead, and the call goes the general way (`_NOT_TAKEN`), the route closed
+        for this function: a leaf jit cannot take (a string, an object: static to dy2st), a
+        Python number (its jit signature is a weak-typed or bool scalar's, which the shared
+        jit never traces in a pytree: `program.AmbiguousLeaf`), a list or dict the function
+        changes or keeps (`ContainerEffect`: lifted from then on).
+        """
+        cache = self._cache
+        traces_before = cache.traces_started()
+        try:
+            out = self._fast(*args)
+        except ContainerEffect:
+            self._containers_stateful = True
+            return _NOT_TAKEN
+        except AmbiguousLeaf:
+            self._pytree_route = False
+            return _NOT_TAKEN
+        except TypeError:
+            if cache.traces_started() != traces_before:
+                raise  # the function's own error, raised while tracing it
+            self._pytree_route = False  # jit's argument check refused a leaf
+            return _NOT_TAKEN
+        return out if self._fast is not None else _finish_after_change(out)
 
     def _set_fast(self, jitted):
         self._fast = jitted

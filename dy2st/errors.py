@@ -301,6 +301,21 @@ class DataDependentKindError(Dy2StaticError, TypeError):
     """
 
 
+class ProgramOutputError(Dy2StaticError, TypeError):
+    """The function returns a value a compiled program cannot give back on every call.
+
+    Arrays, and Python constants made while tracing (numbers, strings, numpy values), come
+    back as eager gives them; a set, an object of a class or a closure would be one object
+    made once, where eager makes a new one per call.
+
+    Example::
+
+        return x * 2, {1, 2}     # a set
+
+    Fix: return arrays (or numbers, strings) and build the object from them after the call.
+    """
+
+
 class ScopeWriteError(Dy2StaticError):
     """A traced value is written to a `global` or outer `nonlocal` variable.
 

@@ -42,7 +42,7 @@ import jax
 from dy2st.config import config, log, logger
 from dy2st.errors import InputSignatureError, PythonEffectError, RuntimeChecks
 from dy2st.input_spec import user_origin
-from dy2st.runtime import python_choice
+from dy2st.runtime import python_choice, static_outputs
 from dy2st.runtime.undefined import check_defined
 from dy2st.runtime.values import ARRAY_TYPES
 
@@ -59,6 +59,18 @@ class ContainerEffect(Exception):
     changes one in place or keeps one (a global, an attribute would hold the caller's object),
     or one holds an object with state. The call goes the way
     of objects with state instead (`dy2st/stateful.py`), which lifts and writes back."""
+
+
+class AmbiguousLeaf(Exception):
+    """The shared jit was asked to trace a pytree or keyword signature with a leaf whose jit
+    signature a Python scalar shares (a weak-typed array, a bool scalar): such programs live in
+    the table instead. Then jit's own dispatch (`StaticFunction`'s pytree route, which passes
+    pytrees to the shared jit without flattening them first) never runs a program of dy2st's
+    for a call passing a Python number (static to dy2st) where an array was, nor traces one."""
+
+
+def _ambiguous(avals) -> bool:
+    return any(a.weak_type or (a.dtype == bool and not a.shape) for a in avals)
 
 
 _PLAIN_STATICS = frozenset({int, float, bool, complex, str, bytes, type(None)})
@@ -299,6 +311,8 @@ class ProgramCache:
         self.has_checks = False  # the shared jit traced a run-time check (an assert)
         self.has_choices = False  # a program returns python_choice.PythonChoices: resolve outputs
         self.watch_containers = False  # check, while tracing, the lists/dicts among the arguments
+        self.ambiguous_seen = False  # the shared jit refused a signature (AmbiguousLeaf)
+        self._local = threading.local()  # traces of the shared jit begun by this thread
         self.shared = self._new_shared()
 
     # -- calling ------------------------------------------------------------------------------
@@ -311,8 +325,11 @@ class ProgramCache:
         leaves, treedef = _flatten((args, kwargs))
         if _ARRAY_ONLY.issuperset(map(type, leaves)):  # the program takes the arguments as they are
             shared = self.shared
-            if shared is not None:  # (no `**{}`: each step of the common case shows)
-                return shared(*args, **kwargs) if kwargs else shared(*args)
+            if shared is not None and not (self.ambiguous_seen and self._ambiguous(args, kwargs, leaves, treedef)):
+                try:  # (no `**{}`: each step of the common case shows)
+                    return shared(*args, **kwargs) if kwargs else shared(*args)
+                except AmbiguousLeaf:
+                    self.ambiguous_seen = True
             return self._run(_arrays_key(args, kwargs, leaves, treedef), args, kwargs)
         if on_traced is not None:
             for leaf in leaves:
@@ -327,6 +344,18 @@ class ProgramCache:
 
     def call_general(self, args, kwargs):
         return self(args, kwargs)
+
+    @staticmethod
+    def _ambiguous(args, kwargs, leaves, treedef) -> bool:
+        """Whether the shared jit refuses this signature (`AmbiguousLeaf`); asked only once it
+        has refused one, so that such calls go to the table without a failed trace each."""
+        key = _arrays_key(args, kwargs, leaves, treedef)
+        return not isinstance(key[0], jax.core.ShapedArray) and _ambiguous(key[1:])
+
+    def traces_started(self) -> int:
+        """How many traces of the shared jit this thread has begun: a call that raised without
+        beginning one was refused by jit's argument check, not by the function."""
+        return getattr(self._local, "traces", 0)
 
     def _run(self, key, args, kwargs):
         table = self.table
@@ -348,7 +377,10 @@ class ProgramCache:
         key, specs, signature = self._key(leaves, treedef, args, kwargs, _is_spec_leaf)
         shared = self.shared
         if shared is not None and signature.static_key[1] is None:
-            _trace(shared, signature, specs)  # records the program (or finds it traced already)
+            try:
+                _trace(shared, signature, specs)  # records the program (or finds it traced already)
+            except AmbiguousLeaf:
+                pass  # built in the table below
             with self._lock:
                 program = self._programs.get(key)
             if program is not None:
@@ -453,8 +485,9 @@ class ProgramCache:
 
     def _outputs(self, fn, args, kwargs):
         """What a program returns: `fn`'s outputs, with the candidates of values whose Python
-        type eager picks by data (`python_choice`); the call's boundary resolves them. Not with
-        `out_shardings` (they fix the outputs' structure): such values stay arrays there."""
+        type eager picks by data (`python_choice`) and the outputs that are not arrays
+        (`static_outputs`); the call's boundary resolves them. Not with `out_shardings` (they
+        fix the outputs' structure): such values stay arrays there."""
         watch = _ContainerWatch(args, kwargs) if self.watch_containers else None
         with python_choice.recording() if self._shardings is None else contextlib.nullcontext() as recorded:
             out = check_defined(fn(*args, **kwargs))
@@ -462,7 +495,7 @@ class ProgramCache:
             watch.check()
         if recorded is None:
             return out
-        result = recorded.finish(out)
+        result = recorded.finish(static_outputs.split(out))
         if result is not out and not self.has_choices:
             self.has_choices = True  # calls must resolve outputs: not the direct jit path
             if self.on_shared_change is not None:
@@ -517,11 +550,15 @@ class ProgramCache:
         jitted = None
 
         def program(*args, **kwargs):
+            self._local.traces = self.traces_started() + 1
+            key = _arrays_key(args, kwargs)
+            if key and not isinstance(key[0], jax.core.ShapedArray) and _ambiguous(key[1:]):
+                raise AmbiguousLeaf("a pytree signature with a weak-typed or bool scalar leaf")
             checks_before = RuntimeChecks.traced
             out = self._outputs(self._get_fn(), args, kwargs)
             if RuntimeChecks.traced != checks_before:
                 self._traced_checks()
-            self._record_shared(_arrays_key(args, kwargs), jitted)  # after the trace succeeded
+            self._record_shared(key, jitted)  # after the trace succeeded
             return out
 
         program.__name__ = program.__qualname__ = self._name.rsplit(".", 1)[-1]

@@ -39,6 +39,21 @@ def test_tracer_kinds_are_recognised():
     assert seen["linearize"] is True  # the pinned jax range linearizes through LinearizeTracer
 
 
+def test_top_level_is_told_apart_from_every_transformation():
+    seen = []
+
+    def probe(x):
+        seen.append(_jax_compat.at_top_level())
+        return x * 2.0
+
+    assert _jax_compat.at_top_level() is True
+    jax.jit(probe)(1.0)
+    jax.grad(probe)(1.0)
+    jax.vmap(probe)(jnp.ones(2))
+    jax.jvp(probe, (1.0,), (1.0,))
+    assert seen == [False, False, False, False]
+
+
 def test_traceback_helpers_answer():
     assert _jax_compat.traceback_filtering_mode() in {"off", "tracebackhide", "remove_frames",
                                                       "quiet_remove_frames", "auto"}

@@ -34,6 +34,7 @@ import numpy as np
 
 from dy2st import _jax_compat
 from dy2st.runtime import choice_kinds
+from dy2st.runtime.static_outputs import StaticOutputs
 from dy2st.runtime.values import PY_SCALARS
 
 
@@ -301,14 +302,17 @@ jax.tree_util.register_pytree_node(
 
 
 def resolve(result):
-    """What eager returns, from a program's concrete outputs (anything else as it is)."""
-    if type(result) is not PythonChoices:
-        return result
-    leaves, treedef = jax.tree_util.tree_flatten(result.outputs)
-    indices = jax.device_get(result.indices)
-    for (position, candidates), index in zip(result.where, indices):
-        leaves[position] = _as_candidate(leaves[position], candidates[int(index)])
-    return jax.tree_util.tree_unflatten(treedef, leaves)
+    """What eager returns, from a program's concrete outputs (anything else as it is): the
+    chosen candidates, then the outputs that are not arrays (`static_outputs`)."""
+    if type(result) is PythonChoices:
+        leaves, treedef = jax.tree_util.tree_flatten(result.outputs)
+        indices = jax.device_get(result.indices)
+        for (position, candidates), index in zip(result.where, indices):
+            leaves[position] = _as_candidate(leaves[position], candidates[int(index)])
+        result = jax.tree_util.tree_unflatten(treedef, leaves)
+    if type(result) is StaticOutputs:
+        return result.join()
+    return result
 
 
 def _as_candidate(leaf, candidate):

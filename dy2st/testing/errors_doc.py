@@ -169,6 +169,12 @@ def f(x):
 
 dy2st.to_static(f)(jnp.ones(3))
 """, "Make both sides one kind: `max(0.0, x.sum())` is a float on every path, so `k % 7` is too."),
+    Example(errors.ProgramOutputError, """
+def f(x):
+    return x * 2, {"seen"}   # a set
+
+dy2st.to_static(f)(jnp.ones(3))
+""", "Return arrays, numbers or strings and build the set after the call: `y, tag = f(x); seen = {tag}`."),
     Example(errors.ScopeWriteError, """
 total = 0.0
 

@@ -1,0 +1,125 @@
+"""The pytree route (issue 17): tuples, lists and dicts of arrays go to the shared jit as they
+are, flattened by jit's C++ dispatch; whatever dy2st's own flatten would have told apart (a
+Python number, a string, a list the function changes) still gets eager's answer."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dy2st
+
+X = jnp.arange(3.0)
+WEAK = jnp.add(1.0, 2.0)  # a weak-typed array: jit gives it the signature of a Python float
+assert WEAK.weak_type
+
+
+def layers(params, state, x):
+    for w, b in params:
+        x = jnp.tanh(x @ w + b)
+    return x * state[0], (state[0] + 1, state[1])
+
+
+def _args():
+    params = [(jnp.ones((3, 3)), jnp.zeros(3)), (jnp.ones((3, 3)) / 2, jnp.ones(3))]
+    return params, (jnp.float32(2), jnp.zeros(3)), X
+
+
+def _same(got, expected):
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(expected)
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(expected)):
+        assert type(a) is type(b) or (isinstance(a, jax.Array) and isinstance(b, jax.Array))
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_pytrees_of_arrays_take_the_route_and_keep_one_program(monkeypatch):
+    static = dy2st.to_static(layers)
+    _same(static(*_args()), layers(*_args()))  # the first call arms the route
+    flattens = []
+    real = jax.tree_util.tree_flatten
+    monkeypatch.setattr(jax.tree_util, "tree_flatten", lambda *a, **k: flattens.append(1) or real(*a, **k))
+    for _ in range(3):
+        _same(static(*_args()), layers(*_args()))
+    assert static._pytree_route and static._stateful is None and len(static.programs) == 1
+    assert flattens == []  # no flatten of dy2st's on the way: jit's own
+
+
+def pick(pair, x):
+    scale = pair[1]
+    if isinstance(scale, (bool, float, int)):
+        return x * 2, scale  # eager gives the Python value back
+    return x * 3, scale
+
+
+@pytest.mark.parametrize("order", ["number first", "array first"])
+@pytest.mark.parametrize("number, array", [(2.0, WEAK), (True, jnp.bool_(True)), (3, jnp.add(1, 2))],
+                         ids=["float", "bool", "int"])
+def test_a_python_number_where_a_same_signature_array_was(order, number, array):
+    # jit cannot tell a Python number from a weak-typed (or bool) scalar array; dy2st keeps the
+    # number static and the array an input, whichever came first.
+    static = dy2st.to_static(pick)
+    calls = [number, array] if order == "number first" else [array, number]
+    calls += calls
+    for value in calls:
+        for container in ((X, value), [X, value]):
+            got, expected = static(container, X), pick(container, X)
+            _same(got, expected)
+            assert type(got[1]) is type(expected[1]) or isinstance(expected[1], jax.Array)
+
+
+def test_a_string_in_a_dict_is_static():
+    def f(config, x):
+        return x * 2 if config["act"] == "double" else x + 1
+
+    static = dy2st.to_static(f)
+    for act in ("double", "inc", "double"):
+        np.testing.assert_allclose(static({"act": act, "w": X}, X), f({"act": act, "w": X}, X))
+    assert len(static.programs) == 2
+
+
+def test_a_list_changed_on_a_later_signature_is_written_back():
+    def f(xs, x):
+        if x.shape[0] > 3:
+            xs.append(x)
+        return x.sum()
+
+    static = dy2st.to_static(f)
+    xs = [X]
+    for _ in range(2):
+        static(xs, X)
+    assert len(xs) == 1 and static._pytree_route
+    longer = jnp.arange(5.0)
+    eager = [X]
+    f(eager, longer)
+    static(xs, longer)
+    assert len(xs) == len(eager) == 2 and xs[1] is longer or np.array_equal(xs[1], longer)
+
+
+def test_the_functions_own_type_error_is_not_swallowed():
+    def f(pair, x):
+        if x.shape[0] > 3:
+            return x + "a"
+        return pair[0] * x
+
+    static = dy2st.to_static(f)
+    static((X,), X)
+    static((X,), X)
+    with pytest.raises(TypeError) as info:
+        static((X,), jnp.arange(5.0))
+    assert "unsupported operand" in str(info.value)
+    assert any("test_pytree_route.py" in note for note in getattr(info.value, "__notes__", ()))
+    assert static._pytree_route
+
+
+def test_transformations_of_pytree_calls_match_eager():
+    static = dy2st.to_static(layers)
+    params, state, x = _args()
+    static(params, state, x)  # armed
+
+    def loss(fn, params):
+        return fn(params, state, x)[0].sum()
+
+    _same(jax.grad(lambda p: loss(static, p))(params), jax.grad(lambda p: loss(layers, p))(params))
+    _same(jax.jit(static)(params, state, x), layers(params, state, x))
+    xs = jnp.stack([x, x + 1])
+    _same(jax.vmap(lambda v: static(params, state, v))(xs), jax.vmap(lambda v: layers(params, state, v))(xs))

@@ -1,0 +1,110 @@
+"""Outputs that are not arrays (a Python number argument returned, `x.shape[0]`, a string, a
+numpy constant) come back as eager gives them, on every call; values a program could not give
+back the same each call are a ProgramOutputError at the call (found in issue 17's work: jit
+made the number an array and refused the string with its own error)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dy2st
+from dy2st.errors import ProgramOutputError
+
+X = jnp.arange(3.0)
+
+
+def _same(got, expected):
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(expected)
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(expected)):
+        assert type(a) is type(b), (a, b)
+        np.testing.assert_array_equal(a, b)
+
+
+def returns_argument(x, n):
+    return x * n, n
+
+
+def returns_shape(x):
+    return x.sum(), x.shape[0], "rows"
+
+
+def returns_nested(x, scale):
+    if x.sum() > 0:
+        y = x * scale
+    else:
+        y = x - scale
+    return {"y": y, "meta": {"scale": scale, "tag": "ok", "none": None}, "chosen": max(0, x.sum())}
+
+
+def returns_numpy(x):
+    return x + 1, np.arange(3)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (returns_argument, (X, 2)),
+    (returns_argument, (X, 2.5)),
+    (returns_argument, (X, True)),
+    (returns_shape, (X,)),
+    (returns_shape, (jnp.ones((5, 2)),)),
+    (returns_nested, (X, 2)),
+    (returns_nested, (-X - 1, 2)),
+    (returns_numpy, (X,)),
+], ids=lambda v: getattr(v, "__name__", None) or str(v)[:12])
+def test_constants_come_back_as_eager_gives_them(fn, args):
+    static = dy2st.to_static(fn)
+    for _ in range(3):  # the first call traces; the others run the cached program
+        _same(static(*args), fn(*args))
+    # Under an enclosing jit, jit's own rules: numbers become arrays, a string is refused.
+    statics = tuple(range(1, len(args)))
+    try:
+        expected = jax.jit(fn, static_argnums=statics)(*args)
+    except TypeError:
+        with pytest.raises(TypeError, match="not a valid JAX type"):
+            jax.jit(static, static_argnums=statics)(*args)
+    else:
+        _same(jax.jit(static, static_argnums=statics)(*args), expected)
+
+
+def test_a_returned_numpy_array_is_a_new_one_each_call():
+    static = dy2st.to_static(returns_numpy)
+    _, first = static(X)
+    first[0] = 100
+    _, second = static(X)
+    assert second[0] == 0 and second is not first
+
+
+class Counter:
+    def __init__(self):
+        self.w = jnp.ones(3)
+        self.calls = 0
+
+    @dy2st.to_static
+    def forward(self, x):
+        self.calls += 1
+        return x * self.w, self.calls
+
+
+def test_a_method_returning_a_python_value_of_its_state():
+    model, eager = Counter(), Counter()
+    for _ in range(3):
+        _same(model.forward(X), Counter.forward.__wrapped__(eager, X))
+    assert model.calls == eager.calls == 3
+
+
+def _closure(x):
+    scale = x.sum()
+    return x, lambda v: v * scale
+
+
+@pytest.mark.parametrize("fn, kind", [
+    (lambda x: (x, {1, 2}), "set"),
+    (_closure, "function"),
+], ids=["set", "closure"])
+def test_values_made_once_per_trace_are_refused(fn, kind):
+    def f(x):
+        return fn(x)
+
+    with pytest.raises(ProgramOutputError, match=rf"(?s)returns a {kind}, which is not an array.*To fix: return arrays") as info:
+        dy2st.to_static(f)(X)
+    assert info.value.origin.filename == __file__
