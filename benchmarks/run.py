@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 
 import dy2st  # noqa: E402
-from dy2st import conversion  # noqa: E402
+from dy2st import _jax_compat, conversion  # noqa: E402
 
 import workloads as wl  # noqa: E402
 from scaling import conversion_time  # noqa: E402
@@ -90,6 +90,7 @@ def _batch(fn, args, n: int) -> float:
 
 
 _ARRAY = type(jax.numpy.zeros(()))
+_PYTREE_ROOTS = frozenset({_ARRAY, tuple, list, dict})
 
 
 def steady_state(variants: dict, args, rounds: int, batch_s: float) -> tuple[dict, dict]:
@@ -127,6 +128,10 @@ def breakdown(static, args, rounds: int) -> dict:
     parts = {"key_s": lambda: static._cache._key(*_flat(args), args, {}, lambda l: isinstance(l, jax.Array))}
     if all(type(a) is _ARRAY for a in args):
         parts = {"key_s": lambda: [type(a) is _ARRAY for a in args]}  # the hit path's only check
+    elif static._pytree_route and static._stateful is None and {type(a) for a in args} <= {_ARRAY, tuple, list, dict}:
+        # pytrees of arrays: the pytree route's checks (argument types, no transformation
+        # tracing the call), then the shared jit flattens them itself
+        parts = {"key_s": lambda: ([type(a) in _PYTREE_ROOTS for a in args], _jax_compat.at_top_level())}
     elif all(type(leaf) is _ARRAY for leaf in jax.tree_util.tree_leaves(args)) and static._stateful is None:
         # lists/dicts as plain inputs, or pytrees of arrays: one flatten, then the shared jit
         parts = {"key_s": lambda: (stateful.root_positions(args, {}),

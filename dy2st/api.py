@@ -44,7 +44,7 @@ def _dispatcher(fn=None):
     path reads cells rather than attributes. For a function of plain parameters the call runs a
     dispatcher with those parameters instead (`_positional_dispatch`).
     """
-    owner = shared = None
+    owner = shared = pytrees = None
 
     def dispatch(*args, **kwargs):
         try:  # free when nothing is raised: the hit path pays nothing for the boundary
@@ -58,6 +58,10 @@ def _dispatcher(fn=None):
                     if shared is None:  # this call traced a check or a choice, or the cache changed
                         return _finish_after_change(out)
                     return out
+                if pytrees is not None and _PYTREE_ROOTS.issuperset(map(type, args)):
+                    out = pytrees(args)
+                    if out is not _NOT_TAKEN:
+                        return out
             return owner._call_general(args, kwargs)
         except Exception as exc:
             # Inline (not a helper): a bare `raise` here adds no frame of ours to the traceback.
@@ -75,19 +79,21 @@ def _dispatcher(fn=None):
         if namespace is not None:
             namespace["_dy2st_owner"] = static_function
 
-    def use_jit(jitted):
-        nonlocal shared
-        shared = jitted
+    def use_jit(jitted, pytree_route=None):
+        """Arm (or, with None, disarm) the hit path, and the pytree route beside it."""
+        nonlocal shared, pytrees
+        shared, pytrees = jitted, pytree_route
         if namespace is not None:
             namespace["_dy2st_shared"] = jitted
+            namespace["_dy2st_pytrees"] = pytree_route
 
     return specialized or dispatch, bind, use_jit
 
 
 _MISSING = object()  # a parameter the call did not pass (the generated dispatcher's default)
 _NOT_TAKEN = object()  # the pytree route gave the call back to the general path
-_DIRECT_ROOTS = frozenset({ARRAY_IMPL, tuple, list, dict})  # argument types the pytree route takes
-_DIRECT_ROOTS_NO_CONTAINERS = frozenset({ARRAY_IMPL, tuple})  # once lists and dicts are lifted
+_PYTREE_ROOTS = frozenset({ARRAY_IMPL, tuple, list, dict})  # argument types the pytree route takes
+_PYTREE_ROOTS_LIFTED = frozenset({ARRAY_IMPL, tuple})  # ... once lists and dicts are lifted as state
 _LIFT = object()  # a call's list/dict arguments must be lifted as state (program.ContainerEffect)
 _MAX_SPECIALIZED = 8
 
@@ -122,6 +128,7 @@ def _positional_dispatch(fn):
         return None, None
     arrays = " and ".join(f"_dy2st_type({n}) is _dy2st_ARRAY" for n in names)  # a parameter may be `type`
     values = ", ".join(names)
+    pytree_types = " and ".join(f"_dy2st_type({n}) in _dy2st_PYTREE_ROOTS" for n in names)
     name = getattr(fn, "__name__", "")  # so that a bad call's TypeError names the function
     if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_dy2st_"):
         name = "dispatch"
@@ -134,6 +141,10 @@ def _positional_dispatch(fn):
         f"            if _dy2st_shared is None:\n"
         f"                return _dy2st_finish(_dy2st_out)\n"
         f"            return _dy2st_out\n"
+        f"        if _dy2st_pytrees is not None and {pytree_types}:\n"
+        f"            _dy2st_out = _dy2st_pytrees(({values},))\n"
+        f"            if _dy2st_out is not _dy2st_NOT_TAKEN:\n"
+        f"                return _dy2st_out\n"
         f"        if {' or '.join(f'{n} is _dy2st_MISSING' for n in names)}:\n"
         f"            return _dy2st_owner._call_general(*_dy2st_passed(({values},), _dy2st_names))\n"
         f"        return _dy2st_owner._call_general(({values},), _dy2st_NO_KWARGS)\n"
@@ -145,6 +156,7 @@ def _positional_dispatch(fn):
         f"        raise _dy2st_error from _dy2st_error.__cause__\n"
     )
     namespace = {"_dy2st_shared": None, "_dy2st_owner": None, "_dy2st_ARRAY": ARRAY_IMPL,
+                 "_dy2st_pytrees": None, "_dy2st_PYTREE_ROOTS": _PYTREE_ROOTS, "_dy2st_NOT_TAKEN": _NOT_TAKEN,
                  "_dy2st_type": type, "_dy2st_Exception": Exception,
                  "_dy2st_MISSING": _MISSING, "_dy2st_finish": _finish_after_change, "_dy2st_boundary": at_boundary,
                  "_dy2st_config": config, "_dy2st_passed": _passed, "_dy2st_names": tuple(names),
@@ -250,17 +262,7 @@ class StaticFunction(functools.partial):
     def _call_general(self, args, kwargs):
         """Every call the dispatcher does not send straight to the shared jit."""
         if self._fast is not None and not kwargs:  # armed (nothing unusual seen): pytrees of
-            if self._pytree_route:  # arrays or static values, with as few steps as it takes (each shows)
-                roots = _DIRECT_ROOTS if not self._containers_stateful else _DIRECT_ROOTS_NO_CONTAINERS
-                for a in args:
-                    if type(a) not in roots:
-                        break
-                else:
-                    if _jax_compat.at_top_level():
-                        out = self._call_pytrees(args)
-                        if out is not _NOT_TAKEN:
-                            return out
-            containers = False
+            containers = False  # arrays or static values, with as few steps as it takes (each shows)
             for a in args:
                 if type(a) is not ARRAY_IMPL and stateful.is_stateful(a):
                     if type(a) not in LIFTED_ROOTS or self._containers_stateful:
@@ -297,26 +299,35 @@ class StaticFunction(functools.partial):
         jit never traces in a pytree: `program.AmbiguousLeaf`), a list or dict the function
         changes or keeps (`ContainerEffect`: lifted from then on).
         """
+        jitted = self._fast
+        if jitted is None or not _jax_compat.at_top_level():  # traced arguments: inlined
+            return _NOT_TAKEN
+        if self._containers_stateful and not _PYTREE_ROOTS_LIFTED.issuperset(map(type, args)):
+            return _NOT_TAKEN  # lists and dicts are lifted as state
         cache = self._cache
         traces_before = cache.traces_started()
         try:
-            out = self._fast(*args)
+            out = jitted(*args)
         except ContainerEffect:
             self._containers_stateful = True
             return _NOT_TAKEN
         except AmbiguousLeaf:
-            self._pytree_route = False
+            self._close_pytree_route()
             return _NOT_TAKEN
-        except TypeError:
+        except Exception:
             if cache.traces_started() != traces_before:
                 raise  # the function's own error, raised while tracing it
-            self._pytree_route = False  # jit's argument check refused a leaf
-            return _NOT_TAKEN
+            self._close_pytree_route()  # jit's argument check refused a leaf (a TypeError, an
+            return _NOT_TAKEN  # OverflowError for a Python int beyond int32): the general way
         return out if self._fast is not None else _finish_after_change(out)
+
+    def _close_pytree_route(self):
+        self._pytree_route = False
+        self._use_jit(self._fast)
 
     def _set_fast(self, jitted):
         self._fast = jitted
-        self._use_jit(jitted)
+        self._use_jit(jitted, self._call_pytrees if jitted is not None and self._pytree_route else None)
 
     def _drop_fast(self):
         """The cache replaced or retired its shared jit, or it traced a run-time check: the next

@@ -77,6 +77,16 @@ def test_a_string_in_a_dict_is_static():
     assert len(static.programs) == 2
 
 
+def test_a_python_int_beyond_int32_in_a_list_is_static():
+    def f(xs, x):
+        return x * 2, xs[1] + 1
+
+    static = dy2st.to_static(f)
+    static([X, X], X)  # armed on a pytree of arrays
+    for big in (2**40, 2**41):
+        _same(static([X, big], X), f([X, big], X))
+
+
 def test_a_list_changed_on_a_later_signature_is_written_back():
     def f(xs, x):
         if x.shape[0] > 3:
