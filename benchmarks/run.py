@@ -13,8 +13,8 @@ the per-call mean of a batch. First call (W5): a fresh function each round (the 
 cache cleared for dy2st), time to the first result, conversion + trace + compile + run, median.
 Conversion alone: source to code object, median. Each workload's cached call is broken down
 into JAX's dispatch of the compiled program (the hand-written call: the floor), dy2st's key
-(flattening the arguments), its state handling (walking models and list/dict arguments) and
-the rest. Prints a table and writes it as JSON.
+(flattening the arguments; none where the call is jit's own dispatch, dy2st's front), its state
+handling (walking models and list/dict arguments) and the rest. Prints a table and writes it as JSON.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import platform
 import statistics
 import sys
 import time
+import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -126,7 +127,10 @@ def breakdown(static, args, rounds: int) -> dict:
     walking them). The remainder of a call beyond the hand-written one is dispatch glue."""
     positions = stateful.root_positions(args, {})
     parts = {"key_s": lambda: static._cache._key(*_flat(args), args, {}, lambda l: isinstance(l, jax.Array))}
-    if all(type(a) is _ARRAY for a in args):
+    if not isinstance(static.func, types.FunctionType):
+        # the front: jit's own C++ dispatch, no step of dy2st's (dy2st key 0)
+        parts = {"key_s": lambda: None}
+    elif all(type(a) is _ARRAY for a in args):
         parts = {"key_s": lambda: [type(a) is _ARRAY for a in args]}  # the hit path's only check
     elif static._pytree_route and static._stateful is None and {type(a) for a in args} <= {_ARRAY, tuple, list, dict}:
         # pytrees of arrays: the pytree route's checks (argument types, no transformation

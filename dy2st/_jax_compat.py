@@ -81,6 +81,47 @@ def at_top_level() -> bool:
     return _trace_ctx.is_top_level()
 
 
+# -- the call front ----------------------------------------------------------------------------
+# A StaticFunction's cached call is jit's own C++ dispatch with no Python frame of dy2st's: a
+# jit function object (`_jax.pjit`, what `jax.jit` builds) whose cache miss is dy2st's Python.
+# jax has no public constructor with a custom miss, and a jit's own miss (`_cache_miss`, which
+# returns the outputs with the data jit's C++ caches for the signature) is a private attribute.
+_jaxlib_jax = _private("jax._src.lib", "_jax")
+_pjit_function = _jaxlib_jax.pjit
+_pjit_cache = _jaxlib_jax.PjitFunctionCache
+_cpp_cache_keys = _private("jax._src.interpreters.pxla", "JitGlobalCppCacheKeys")
+_shard_arg = _private("jax._src.interpreters.pxla", "cc_shard_arg")
+_dispatch_registry = _private("jax._src.tree_util", "dispatch_registry")
+
+
+def jit_front(name: str, fun, miss):
+    """A jit function object named `name`: a call whose signature it has cached runs that
+    program in C++; any other call runs `miss(*args, **kwargs)`, which returns
+    `front_result(outputs, cached)`, `cached` from `jit_miss` (the front caches the signature)
+    or None (it does not). Under `jax.disable_jit()` a call runs `fun(*args, **kwargs)`.
+    `clear_front` empties the cache. `miss` is called with no frame of ours around it, so that
+    an error it lets out has only the frames it leaves."""
+    return _pjit_function(name, fun, miss, (), (), _cpp_cache_keys(), _dispatch_registry, _shard_arg, _pjit_cache(1))
+
+
+def front_result(out, cached) -> tuple:
+    """What a front's miss returns: the outputs, what to cache, and no profile-guided rebuild."""
+    return out, cached, False
+
+
+def jit_miss(jitted, args: tuple) -> tuple:
+    """Run `jax.jit` object `jitted` on positional `args` as its own cache miss does:
+    `(outputs, what jit's C++ caches for this signature)` (the second None where jit caches
+    nothing, e.g. a program with effects)."""
+    out, cached, _ = jitted._cache_miss(*args)
+    return out, cached
+
+
+def clear_front(front) -> None:
+    """Forget every signature `front` has cached: each next call runs its miss."""
+    front._clear_cache()
+
+
 # -- tracebacks --------------------------------------------------------------------------------
 # JAX hides registered files' frames from tracebacks leaving its API boundaries, and reads
 # JAX_TRACEBACK_FILTERING; dy2st's error formatter follows the same switch.

@@ -38,11 +38,19 @@ def is_not_to_static(fn) -> bool:
 def _dispatcher(fn=None):
     """The call path of one StaticFunction: `(dispatch, bind, use_jit)`.
 
-    `dispatch(*args, **kwargs)` is what a call runs. Positional jax arrays go straight to the
-    jit shared by their signatures (`use_jit` sets it; None sends every call the general way);
-    everything else goes to `owner._call_general` (`bind` sets the owner). A closure, so the hit
-    path reads cells rather than attributes. For a function of plain parameters the call runs a
-    dispatcher with those parameters instead (`_positional_dispatch`).
+    While the hit path is armed (`use_jit` sets the jit shared by the array signatures; None
+    disarms it) a call runs the front: a jit function object whose C++ dispatch runs every
+    signature it has cached with no Python of dy2st's, and whose miss (`miss`) runs the shared
+    jit as jit's own miss does for the calls the hit path takes (positional arrays, and the
+    pytree route's tuples, lists and dicts), handing jit what it caches. The first other call
+    (static values, keywords, models) hands the function back to the dispatcher for good, whose
+    checks cost less than a miss. The front starts empty whenever the hit path changes.
+
+    `dispatch(*args, **kwargs)` is the dispatcher: positional jax arrays go to the shared jit,
+    everything else to `owner._call_general` (`bind` sets the owner). A closure, so its hit
+    path reads cells rather than attributes. For a function of plain parameters it has those
+    parameters instead (`_positional_dispatch`). The StaticFunction (a partial) calls whichever
+    of the two `use_jit` chose.
     """
     owner = shared = pytrees = None
 
@@ -72,26 +80,61 @@ def _dispatcher(fn=None):
             raise error from error.__cause__  # a JAX error behind a TracedValueError stays its cause
 
     specialized, namespace = _positional_dispatch(fn)
+    entry = specialized or dispatch
+    front = None  # the front (see `miss`), once bound
+    front_off = False  # a call the front cannot cache came: this function keeps the dispatcher
+
+    def miss(*args, **kwargs):
+        """What the front runs for a signature it has not cached: a call the hit path takes
+        runs the shared jit as jit's own miss does, and gives the front what to cache; any
+        other call runs the dispatcher, and a concrete one hands the calls back to it."""
+        nonlocal front_off
+        try:
+            jitted = shared
+            if jitted is not None and _jax_compat.at_top_level():
+                if not kwargs and _FAST_TYPES.issuperset(map(type, args)):
+                    return _jax_compat.front_result(*owner._front_call(jitted, args, pytree=False))
+                if not kwargs and pytrees is not None and _PYTREE_ROOTS.issuperset(map(type, args)):
+                    result = owner._front_call(jitted, args, pytree=True)
+                    if result is not None:
+                        return _jax_compat.front_result(*result)
+                if not front_off:
+                    front_off = True  # static values, keywords, state: the dispatcher's checks cost less
+                    use_jit(shared, pytrees)
+            return _jax_compat.front_result(entry(*args, **kwargs), None)
+        except Exception as exc:  # as in `dispatch`: the front calls this with no frame between
+            __tracebackhide__ = True  # noqa: F841
+            error = at_boundary(exc, config.traceback_filtering)
+            if error is exc:
+                raise
+            raise error from error.__cause__
 
     def bind(static_function):
-        nonlocal owner
+        nonlocal owner, front
         owner = static_function
         if namespace is not None:
             namespace["_dy2st_owner"] = static_function
+        front = _jax_compat.jit_front(str(getattr(fn, "__name__", "dispatch")), entry, miss)
 
     def use_jit(jitted, pytree_route=None):
-        """Arm (or, with None, disarm) the hit path, and the pytree route beside it."""
+        """Arm (or, with None, disarm) the hit path, and the pytree route beside it; while
+        armed, calls go to the front (unless it was handed back), which starts empty."""
         nonlocal shared, pytrees
         shared, pytrees = jitted, pytree_route
         if namespace is not None:
             namespace["_dy2st_shared"] = jitted
             namespace["_dy2st_pytrees"] = pytree_route
+        _jax_compat.clear_front(front)
+        target = front if jitted is not None and not front_off else entry
+        if owner.func is not target:
+            functools.partial.__setstate__(owner, (target, (), None, owner.__dict__))
 
-    return specialized or dispatch, bind, use_jit
+    return entry, bind, use_jit
 
 
 _MISSING = object()  # a parameter the call did not pass (the generated dispatcher's default)
 _NOT_TAKEN = object()  # the pytree route gave the call back to the general path
+_FAST_TYPES = frozenset({ARRAY_IMPL})  # argument types the hit path takes
 _PYTREE_ROOTS = frozenset({ARRAY_IMPL, tuple, list, dict})  # argument types the pytree route takes
 _PYTREE_ROOTS_LIFTED = frozenset({ARRAY_IMPL, tuple})  # ... once lists and dicts are lifted as state
 _LIFT = object()  # a call's list/dict arguments must be lifted as state (program.ContainerEffect)
@@ -207,8 +250,10 @@ class StaticFunction(functools.partial):
     enclosing transformation inlines it.
 
     A `functools.partial` subclass for speed only: calling a partial is C code that calls its
-    `func`, here this object's dispatcher closure (`_dispatcher`), where a class `__call__`
-    costs a Python-level method call more (measured: about 0.15 us of a 6 us call).
+    `func`, here jit's C++ dispatch of the programs cached so far, or the dispatcher closure
+    (`_dispatcher`), where a class `__call__` costs a Python-level method call more (measured:
+    about 0.15 us of a 6 us call). A cached call of positional arrays or pytrees of them runs no
+    Python at all (tests/api/test_front.py).
     """
 
     def __new__(cls, *args, **kwargs):
@@ -287,7 +332,29 @@ class StaticFunction(functools.partial):
             self._set_fast(self._cache.shared)  # arm the hit path (None once the cache retired it)
         return out
 
-    def _call_pytrees(self, args):
+    def _front_call(self, jitted, args, pytree: bool):
+        """The front's miss for a call the hit path takes (positional arrays, or the pytree
+        route's arguments): `(outputs, what the front caches)`, or None where the pytree route
+        gave the call back. The front caches nothing for a call that changed the cache's mode
+        (it traced a run-time check or a Python choice: such calls resolve their outputs)."""
+        cached = []
+
+        def run(*args):
+            out, data = _jax_compat.jit_miss(jitted, args)
+            cached.append(data)
+            return out
+
+        if pytree:
+            out = self._call_pytrees(args, run)
+            if out is _NOT_TAKEN:
+                return None
+        else:
+            out = run(*args)
+            if self._fast is None:
+                return _finish_after_change(out), None
+        return out, (cached[0] if cached and self._fast is jitted else None)
+
+    def _call_pytrees(self, args, run=None):
         """The pytree route: tuples, lists and dicts of arrays go to the shared jit as they
         are, so that jit's C++ dispatch flattens them and finds the program, and dy2st adds no
         flatten or key of its own (on an optax step that was most of dy2st's cost per call).
@@ -307,9 +374,9 @@ class StaticFunction(functools.partial):
         cache = self._cache
         traces_before = cache.traces_started()
         try:
-            out = jitted(*args)
+            out = (run or jitted)(*args)
         except ContainerEffect:
-            self._containers_stateful = True
+            self._lift_containers()
             return _NOT_TAKEN
         except AmbiguousLeaf:
             self._close_pytree_route()
@@ -320,6 +387,12 @@ class StaticFunction(functools.partial):
             self._close_pytree_route()  # jit's argument check refused a leaf (a TypeError, an
             return _NOT_TAKEN  # OverflowError for a Python int beyond int32): the general way
         return out if self._fast is not None else _finish_after_change(out)
+
+    def _lift_containers(self):
+        """A trace showed the function changes or keeps a list/dict argument: such arguments
+        are lifted as state from now on (not passed as plain inputs, nor cached by the front)."""
+        self._containers_stateful = True
+        self._set_fast(self._fast)
 
     def _close_pytree_route(self):
         self._pytree_route = False
@@ -361,7 +434,7 @@ class StaticFunction(functools.partial):
         try:
             return self._cache(args, kwargs, self._inline, containers=True)
         except ContainerEffect:
-            self._containers_stateful = True
+            self._lift_containers()
             return _LIFT
 
     @property

@@ -6,7 +6,7 @@ of every other leaf (Python scalars and other hashables are static, as in AutoGr
 
 Calls with positional jax arrays only (the common case) go to one `jax.jit` shared by all
 their signatures, so jit's C++ dispatch finds the program and dy2st adds no key of its own:
-the hit path (`StaticFunction.__call__`) costs one type check per argument on top of jit. The
+a cached call is jit's own C++ dispatch (`api._dispatcher`'s front) with no Python of dy2st's. The
 shared function records each signature it traces (a ConcreteProgram for `programs`, the
 retrace warning). jit cannot drop one signature, so when a function has seen more than
 `max_programs` signatures it moves for good to the table below, which can.

@@ -89,3 +89,34 @@ def test_equation_frames_and_the_while_transpose_hook_exist():
     seen = []
     _jax_compat.wrap_while_transpose(lambda rule: seen.append(rule) or rule)  # wraps with itself
     assert callable(seen[0])
+
+
+def test_a_jit_front_caches_what_its_miss_gives_and_forgets_on_clear():
+    inner = jax.jit(lambda x: x * 2)
+    misses, direct = [], []
+
+    def miss(*args, **kwargs):
+        misses.append(args)
+        if kwargs or not all(isinstance(a, jax.Array) for a in args):
+            return _jax_compat.front_result(inner(*args, **kwargs), None)  # not cached
+        return _jax_compat.front_result(*_jax_compat.jit_miss(inner, args))
+
+    def fun(*args, **kwargs):
+        direct.append(args)
+        return inner(*args, **kwargs)
+
+    front = _jax_compat.jit_front("double", fun, miss)
+    x = jnp.arange(3.0)
+    for _ in range(3):
+        np.testing.assert_array_equal(front(x), x * 2)
+    assert len(misses) == 1
+    front(3.0), front(3.0)
+    assert len(misses) == 3  # never cached
+    _jax_compat.clear_front(front)
+    front(x)
+    assert len(misses) == 4
+    with jax.disable_jit():
+        front(x)
+    assert len(misses) == 4 and len(direct) == 1
+    jax.jit(front)(x)  # traced arguments: the miss, every time
+    assert len(misses) == 5
