@@ -122,6 +122,9 @@ def run_program(program: GeneratedProgram, check_grad: bool = True) -> Result:
         got = static(x, y, m, n)
         problem = _leaves_close(expected, got, "to_static")
         if problem is None:
+            stage = "cached"
+            problem = _cached_calls(f, static, x, y, m, n)
+        if problem is None:
             stage = "jit"
             if program.n_as_array:
                 got = jax.jit(static)(x, y, m, n)
@@ -138,6 +141,21 @@ def run_program(program: GeneratedProgram, check_grad: bool = True) -> Result:
     if problem is not None:
         return Result(Outcome.MISMATCH, stage, problem)
     return Result(Outcome.OK)
+
+
+def _cached_calls(f, static, x, y, m, n) -> str | None:
+    """Call `static` again with the first call's signature: the same values (the cached program,
+    jit's own dispatch once the front has it) and values that take other branches; each must
+    equal eager on the same values (values eager refuses are skipped)."""
+    for args in ((x, y, m), (-x, y, m), (x, -y, m), (-x, -y, m), (x, y, m)):
+        try:
+            want = f(*args, n)
+        except Exception:  # noqa: BLE001 - these values are outside what the program was made for
+            continue
+        problem = _leaves_close(want, static(*args, n), "to_static, a cached signature")
+        if problem is not None:
+            return problem
+    return None
 
 
 def _format(e: BaseException) -> str:
@@ -359,6 +377,14 @@ def run_real(f, make_state, inputs: RealInputs, check_grad: bool = True) -> Resu
                                   "side effect"))
     if problem is not None:
         return Result(RealOutcome.MISMATCH, "to_static", problem)
+    try:
+        problem = _real_call_again(static, expected, (x, y, n), inputs.fresh_xs(), make_state(), xs_eager, obj_eager)
+    except (ProgramTimeout, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 - the first call ran: any error now is a finding
+        return Result(RealOutcome.MISMATCH, "to_static, cached", "the second call raised " + _format(e))
+    if problem is not None:
+        return Result(RealOutcome.MISMATCH, "to_static, cached", problem)
 
     xs_jit, obj_jit = inputs.fresh_xs(), make_state()
     try:
@@ -378,6 +404,14 @@ def run_real(f, make_state, inputs: RealInputs, check_grad: bool = True) -> Resu
     if check_grad and _float_loss(expected) is not None:
         return _compare_grad(f, static, make_state, inputs)
     return Result(RealOutcome.MATCH)
+
+
+def _real_call_again(static, expected, arrays, xs, obj, xs_eager, obj_eager) -> str | None:
+    """A second call with fresh containers and state of the same values: the program the first
+    call cached (its key, state layout and write-back) must give eager's result again."""
+    got = static(*arrays, xs, obj)
+    return (tree_difference(expected, got, "to_static result, second call")
+            or tree_difference(_visible_state(xs_eager, obj_eager), _visible_state(xs, obj), "side effect, second call"))
 
 
 def _compare_grad(f, static, make_state, inputs: RealInputs) -> Result:
