@@ -166,6 +166,8 @@ def top_level_target(fn):
     wrapped function. A function whose source cannot be read is a ConversionError, as is a
     callable with no Python function to convert.
     """
+    if _is_static_function(fn):  # a partial of one (its `func` is its call path): its function
+        fn = fn._fn
     if isinstance(fn, types.FunctionType):
         return fn if _is_library_function(fn) else _converter(fn)
     if isinstance(fn, functools.partial):
@@ -211,6 +213,8 @@ def runs_eagerly(fn) -> bool:
     """Whether `to_static(fn)` should just call `fn`: library code that cannot take traced
     arrays at all (numpy ufuncs, `math`, builtins such as `len`), so tracing it could only fail
     where the eager call works."""
+    if _is_static_function(fn):
+        return runs_eagerly(fn._fn)
     if isinstance(fn, functools.partial):  # converted as its function, with its arguments bound
         return runs_eagerly(fn.func)
     if not _is_library_callable(fn) and not (isinstance(fn, types.FunctionType) and _is_library_function(fn)):

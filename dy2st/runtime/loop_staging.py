@@ -511,8 +511,9 @@ def _record_kind_by_trips(found: list, values, ran, last_outputs) -> None:
         start = python_choice.choice_of(before)
         after = python_choice.choice_of(out.value) if isinstance(out, PythonOut) else python_choice.Choice(
             np.int32(0), (python_choice.ArrayOf(out.aval.dtype, out.aval.weak_type),))
-        table, (_, offset) = python_choice.combined((start, after))
-        index = jnp.where(ran, np.int32(offset), jnp.asarray(start.index, jnp.int32))
+        table, (start_map, after_map) = python_choice.combined((start, after))
+        index = jnp.where(ran, python_choice.index_in(after.index, after_map),
+                          python_choice.index_in(start.index, start_map))
         python_choice.record(leaves[j], python_choice.Choice(index, table))
 
 

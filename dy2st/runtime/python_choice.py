@@ -178,12 +178,39 @@ def cast_to_python_kind(value, result):
 
 
 def combined(choices) -> tuple:
-    """One candidate table for several sides: `(table, offsets)`, side i's index + offsets[i]."""
-    table, offsets = [], []
+    """One candidate table for several sides: `(table, maps)`, side i's candidate j being
+    `table[maps[i][j]]` (`index_in` maps an index). Equal candidates share one entry: a cond
+    built again merges its sides' tables once more, and the table must not grow each time."""
+    table, maps, where = [], [], {}
     for choice in choices:
-        offsets.append(len(table))
-        table.extend(choice.candidates)
-    return tuple(table), offsets
+        mapping = []
+        for candidate in choice.candidates:
+            key = _candidate_key(candidate)
+            if key not in where:
+                where[key] = len(table)
+                table.append(candidate)
+            mapping.append(where[key])
+        maps.append(tuple(mapping))
+    return tuple(table), maps
+
+
+def _candidate_key(candidate):
+    """Equal keys for candidates eager cannot tell apart (not 0.0 and -0.0, nor 1 and 1.0)."""
+    if type(candidate) is PythonNumber:
+        return type(candidate.value), repr(candidate.value)
+    return candidate
+
+
+def index_in(index, mapping: tuple):
+    """A side's candidate index (an int32 scalar, maybe traced) as an index into the table
+    `combined` made: a shift where the side's candidates stay in order, else a lookup."""
+    start = mapping[0]
+    if mapping == tuple(range(start, start + len(mapping))):
+        index = jnp.asarray(index, jnp.int32)
+        return index + start if start else index
+    if isinstance(index, np.integer):
+        return np.int32(mapping[int(index)])
+    return jnp.asarray(mapping, jnp.int32)[index]
 
 
 _KINDS = {bool: "b", int: "iu", float: "f", complex: "c"}
@@ -206,8 +233,8 @@ def select(pred, on_true, on_false, result):
     if not is_recording():
         return result
     a, b = choice_of(on_true), choice_of(on_false)
-    table, (_, offset) = combined((a, b))
-    choice = Choice(jnp.where(pred, a.index, b.index + offset).astype(jnp.int32), table)
+    table, (a_map, b_map) = combined((a, b))
+    choice = Choice(jnp.where(pred, index_in(a.index, a_map), index_in(b.index, b_map)).astype(jnp.int32), table)
     record(result, choice, (on_true, on_false))
     return result
 
@@ -220,9 +247,9 @@ def pick(index, items, results) -> list:
     if not is_recording():
         return results
     choices = [choice_of(item) for item in items]
-    table, offsets = combined(choices)
+    table, maps = combined(choices)
     # Each item stands for one candidate (a recorded one may stand for several: its own index).
-    item_index = jnp.stack([jnp.asarray(c.index, jnp.int32) + o for c, o in zip(choices, offsets)])
+    item_index = jnp.stack([jnp.asarray(index_in(c.index, m), jnp.int32) for c, m in zip(choices, maps)])
     for i, result in enumerate(results):
         record(result, Choice(item_index[index[i]], table), tuple(items))
     return results

@@ -179,9 +179,9 @@ class _Merged:
     aval: object = None  # ShapedArray when the leaf is staged
     fill_zeros: tuple = (False, False)  # per branch: an UndefinedReturn to fill with zeros
     # Where eager's type depends on the side taken (a Python number on one side, say): the
-    # candidates (python_choice) of both sides, and where the second side's start.
+    # candidates (python_choice) of both sides, and where each side's are among them.
     candidates: tuple | None = None
-    offset: int = 0
+    maps: tuple = ((), ())
 
 
 def _is_aval(leaf) -> bool:
@@ -268,7 +268,7 @@ def _emit(branch: _Branch, arrays, merged: list, side: int) -> list:
         outs.append(cast_to(value, m.aval))
         if m.candidates is not None:
             index = _side_choice(branch, position, leaf, m).index
-            indices.append(jnp.asarray(index, jnp.int32) + (m.offset if side else 0))
+            indices.append(python_choice.index_in(index, m.maps[side]))
     return outs + indices
 
 
@@ -296,9 +296,9 @@ def _note_candidates(t: _Branch, f: _Branch, merged: list) -> None:
         if m.aval is None:
             continue
         sides = (_side_choice(t, position, a, m), _side_choice(f, position, b, m))
-        candidates, (_, offset) = python_choice.combined(sides)
+        candidates, maps = python_choice.combined(sides)
         if python_choice.needs_recording(python_choice.Choice(None, candidates), m.aval):
-            m.candidates, m.offset = candidates, offset
+            m.candidates, m.maps = candidates, tuple(maps)
 
 
 def _emitted_types(branch: _Branch, merged: list, side: int) -> list:

@@ -162,3 +162,18 @@ def test_clear_cache_and_the_program_bound_reach_cached_signatures():
         x = jnp.arange(float(n))
         np.testing.assert_array_equal(static(x, x), branchy(x, x))
     assert len(static.programs) <= 2
+
+
+def test_a_cached_function_inside_a_partial_or_another_converted_function():
+    import functools
+
+    static = dy2st.to_static(branchy)
+    for _ in range(3):
+        static(X3, X3)
+    bound_first = dy2st.to_static(functools.partial(static, X3))
+    for y in (X3, -X3, X3):
+        np.testing.assert_array_equal(bound_first(y), branchy(X3, y))
+    outer = dy2st.to_static(lambda a: static(a, a) * 2)
+    for x in (X3, -X3, X3):
+        np.testing.assert_array_equal(outer(x), branchy(x, x) * 2)
+    assert dy2st.to_static(static) is static

@@ -207,3 +207,17 @@ def test_loop_carry_keeps_an_int_a_bool_would_truncate():
         expected, got = _int_then_bool(POS, jnp.int32(n)), static(POS, jnp.int32(n))
         assert type(got) is type(expected) and got == expected, (got, expected)
     assert jax.jit(static)(POS, jnp.int32(2)).dtype == jnp.int32
+
+
+def test_a_combined_table_shares_equal_candidates_only():
+    from dy2st.runtime import python_choice as pc
+
+    f32 = pc.ArrayOf(jnp.dtype("float32"), False)
+    a = pc.Choice(np.int32(0), (pc.PythonNumber(0.0), f32, pc.PythonNumber(1)))
+    b = pc.Choice(np.int32(0), (f32, pc.PythonNumber(-0.0), pc.PythonNumber(1.0), pc.PythonNumber(1), pc.PythonNumber(True)))
+    table, (a_map, b_map) = pc.combined((a, b))
+    assert a_map == (0, 1, 2) and b_map == (1, 3, 4, 2, 5)
+    assert [type(c.value) for c in table if type(c) is pc.PythonNumber] == [float, int, float, float, bool]
+    assert int(pc.index_in(np.int32(1), b_map)) == 3
+    assert int(jax.jit(lambda i: pc.index_in(i, b_map))(jnp.int32(4))) == 5
+    assert int(pc.index_in(jnp.int32(2), a_map)) == 2

@@ -167,3 +167,35 @@ def test_python_number_set_in_a_while(n):
 @pytest.mark.parametrize("n", [0, 1, 30])
 def test_python_number_before_a_while(n):
     _exact(python_number_before_a_while, POS, jnp.int32(n))
+
+
+def choice_kept_through_a_rebuilt_cond(x, y, m, n):
+    # Fuzz seed 9000, example 40 (reduced): `k1` is a Python number or an array by data (a
+    # python_choice); the inner `if` leaves it as it is on both sides, and the outer cond is
+    # built again (its sides' types differ). Each build merged `k1`'s candidate table with
+    # itself once more, so the table grew each time and the builds never agreed: a false
+    # "the branches give different types each time they are traced".
+    k1 = jnp.sum(y > 0.0)
+    k1 = -2 if x.sum() == x[2] else k1
+    k0 = k1 if m[2, 0] <= -1 else -1
+    a0 = x
+    if (x <= x).all():
+        if x[0] > 1:
+            i2 = 0
+            while i2 < 0:
+                i2 += 1
+                k1 = -1 if x[i2 % 4] >= -1.0 else n
+        else:
+            a0 = x * x
+        a0 = (x * 2) if 3 <= k0 else y
+    return a0, k0, k1
+
+
+_M = jnp.array([[2.0, 1.0, -3.0, -1.0], [1.0, -3.0, 1.0, -2.0], [3.0, -2.0, -2.0, -1.0]])
+
+
+@pytest.mark.parametrize("x", [jnp.array([3.0, 3.0, 0.0, 1.0]), jnp.array([1.0, -1.0, 5.0, 0.0]),
+                               jnp.array([3.0, 1.0, 2.0, -6.0])], ids=["array", "number", "inner-if"])
+@pytest.mark.parametrize("m", [_M, _M.at[2, 0].set(-1.0)], ids=["k0-number", "k0-k1"])
+def test_choice_kept_through_a_rebuilt_cond(x, m):
+    _exact(choice_kept_through_a_rebuilt_cond, x, jnp.array([3.0, -2.0, -2.0, -1.0]), m, 2)
