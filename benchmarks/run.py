@@ -173,11 +173,12 @@ def first_call(work: wl.Workload, args, rounds: int) -> dict:
         start = time.perf_counter()
         _block(dy2st.to_static(work.eager)(*args))
         static.append(time.perf_counter() - start)
-    return {"hand": statistics.median(hand), "to_static": statistics.median(static)}
+    return {"hand": statistics.median(hand), "to_static": statistics.median(static),
+            "noise": (_spread(hand) ** 2 + _spread(static) ** 2) ** 0.5}
 
 
 def run(quick: bool = False, only=None) -> dict:
-    rounds, batch_s, first_rounds, conv_rounds = (3, 0.005, 1, 5) if quick else (31, 0.1, 7, 51)
+    rounds, batch_s, first_rounds, conv_rounds = (3, 0.005, 1, 5) if quick else (31, 0.1, 11, 51)
     rows = {}
     for work in wl.workloads():
         if only and work.name not in only:
@@ -207,6 +208,7 @@ def run(quick: bool = False, only=None) -> dict:
                 first = first_call(work, args, first_rounds)
                 row["first_hand_s"], row["first_to_static_s"] = first["hand"], first["to_static"]
                 row["first_ts_over_hand"] = first["to_static"] / first["hand"]
+                row["first_ts_over_hand_noise"] = first["noise"]
         rows[work.name] = row
         print(f"  {work.name} done", file=sys.stderr, flush=True)
     checks = []
