@@ -30,10 +30,11 @@ from dy2st.testing.real_program_gen import PRELUDE, RealProgram, draw_program
 # other programs too; the classes they found are pinned by tests/regressions and tests/fidelity.
 # Drawn by the generator as it is now: an int-or-float choice computed on, returned and stored
 # in a dict (90041, 90633: refused), a float carry the body makes an int, read after a loop with
-# a traced trip count (95669).
+# a traced trip count (95669). Kind 38 (an int-or-array choice an inner staged if assigns as it
+# is): a false refusal, "the branches give different types each time they are traced" (113, 196).
 CAMPAIGN_SEEDS = (5038, 5042, 5093, 5151, 5301, 5353, 5376, 5540, 6220, 6434, 6451, 6828, 6896, 7085,
                   7110, 7813, 8120, 8154, 10065, 21100, 21276, 26617, 22829, 28426, 44501, 90460, 97426,
-                  90041, 90633, 95669)
+                  90041, 90633, 95669, 113, 196)
 FAST_SEEDS = (*range(0, 60), *CAMPAIGN_SEEDS)
 SLOW_SEEDS = range(60, 400)
 # Seeds of a bug class still open, with the class as the reason (none open now). Classes fixed so
@@ -133,6 +134,7 @@ CONSTRUCTS = {
     "if giving a number or an array": r"^\s+k\d = (0\.5|True)$",
     "number-or-array choice times an array": r"\* (max|min)\(k\d, ",
     "int() of a number-or-array choice": r"k\d = int\((max|min)\(",
+    "a number-or-array choice an inner if assigns as it is": r"if .*:\n\s+if .*:\n\s+(k\d = k\d|for _ in range\(0\):)\n",
     "variable first set in a loop": r"^\s{8,}t\d+ = clip\(",
 }
 

@@ -334,8 +334,14 @@ def _float_loss(outputs):
     return sum(jnp.sum(leaf) for leaf in leaves)
 
 
+# Refusals that say dy2st could not settle its own work, not that the user's code cannot be
+# staged: findings, like raw errors (no program should get them).
+_INTERNAL_REFUSALS = ("each time they are traced",)
+
+
 def _classify_error(error: BaseException, stage: str) -> Result:
-    if isinstance(error, dy2st.errors.Dy2StaticError) and str(error).startswith('File "'):
+    if (isinstance(error, dy2st.errors.Dy2StaticError) and str(error).startswith('File "')
+            and not any(text in str(error) for text in _INTERNAL_REFUSALS)):
         return Result(RealOutcome.REFUSAL, stage, _format(error))
     return Result(RealOutcome.RAW_ERROR, stage, _format(error))
 

@@ -250,7 +250,7 @@ class _Generator:
         k = self.pick(s.ints)
         can_resize_L = "L" not in s.frozen
         can_resize_xs = "xs" not in s.frozen
-        kind = self.rng.randint(0, 38)
+        kind = self.rng.randint(0, 39)
         if kind <= 3:
             self.emit(indent, f"{a} = clip({self.arr_expr(s)})")
         elif kind <= 5:
@@ -326,6 +326,11 @@ class _Generator:
             self.emit(indent, f"{a} = clip({a} * {self.pick(['max', 'min'])}({k}, {self.scalar(s)}))")
         elif kind == 37:  # ... cast: a Python int either way
             self.emit(indent, f"{k} = int({self.pick(['max', 'min'])}({self.int_expr(s)}, {self.scalar(s)})) % {INT_MOD}")
+        elif kind == 38:  # an int-or-array choice an inner if assigns without changing it
+            keep = self.pick([f"{k} = {k}", f"for _ in range(0):\n            {k} = 2"])
+            self.emit(indent, f"{k} = {self.pick(['max', 'min'])}({self.int_expr(s)}, {self.scalar(s)})\n"
+                              f"if {self.cond(s)}:\n    if {self.cond(s)}:\n        {keep}\n        {a} = clip({a} * 2)\n"
+                              f"    else:\n        {a} = clip({a} - 1)")
         else:
             self.emit(indent, f"{a} = clip({a} + {self.pick(['L[-1]', 'L[0]', 'xs[-1]', 'obj.h', 'sum(L[-2:], x)'])})")
 
