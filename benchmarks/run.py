@@ -51,6 +51,7 @@ TARGETS = [
     ("W4n to_static / hand-written", "W4n", "ts_over_hand", 1.03, "max"),
     ("W6 optax step, to_static / jax.jit", "W6", "ts_over_hand", 1.05, "max"),
     ("W7 NNX step, to_static / nnx.jit", "W7", "ts_over_hand", 1.05, "max"),
+    ("W8 NNX forward, to_static(model) / nnx.jit", "W8", "ts_over_hand", 1.05, "max"),
     ("W5 conversion alone, W3 (ms)", "W3", "conversion_ms", 2.0, "max"),
     ("W5 conversion alone, W4 (ms)", "W4", "conversion_ms", 5.0, "max"),
     ("W5 conversion alone, W4n (ms)", "W4n", "conversion_ms", 5.0, "max"),
@@ -127,7 +128,12 @@ def breakdown(static, args, rounds: int) -> dict:
     walking them). The remainder of a call beyond the hand-written one is dispatch glue."""
     positions = stateful.root_positions(args, {})
     parts = {"key_s": lambda: static._cache._key(*_flat(args), args, {}, lambda l: isinstance(l, jax.Array))}
-    if not isinstance(static.func, types.FunctionType):
+    if isinstance(static, dy2st.api.BoundStaticFunction):
+        # a model object or bound method: the model's arrays are found and checked each call
+        positions, template, _ = static._owner._stateful._last
+        roots = [static.__self__]
+        parts = {"state_s": lambda: dy2st_state.Layout.like(template, roots)}
+    elif not isinstance(static.func, types.FunctionType):
         # the front: jit's own C++ dispatch, no step of dy2st's (dy2st key 0)
         parts = {"key_s": lambda: None}
     elif all(type(a) is _ARRAY for a in args):
@@ -289,7 +295,7 @@ def table(result: dict) -> str:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: few rounds, short batches")
-    parser.add_argument("--only", nargs="*", help="workload names to run (W1 W2 W3 W4 W4n W6 W7; none for none)")
+    parser.add_argument("--only", nargs="*", help="workload names to run (W1 W2 W3 W4 W4n W6 W7 W8; none for none)")
     parser.add_argument("--scaling", action="store_true",
                         help="also time conversion against function length and a 1,000-step loop's compile")
     parser.add_argument("--check", action="store_true",

@@ -1,7 +1,8 @@
 """W6 and W7: training steps, where arguments are pytrees and models (the real-code case).
 
 W6 is an optax step on a list of `(w, b)` layers with the optimizer state; W7 a Flax NNX step
-(model and `nnx.Optimizer` as arguments, updated in place). Each hand-written reference is the
+(model and `nnx.Optimizer` as arguments, updated in place); W8 an NNX model's forward,
+`to_static(model)(x)`, its arrays lifted to program inputs on every call. Each hand-written reference is the
 same code under `jax.jit` (W6) or `nnx.jit` (W7): they hold no Python control flow to rewrite,
 so the difference is the cost of the call path alone.
 """
@@ -66,3 +67,16 @@ def nnx_args():
     optimizer = nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)
     x = jax.random.normal(jax.random.PRNGKey(4), (16, 32), jnp.float32)
     return model, optimizer, x, jnp.zeros((16, 8), jnp.float32)
+
+
+def nnx_forward_parts():
+    """W8: `(model, hand-written forward of x, args, fresh hand)`; the hand-written forward is
+    `nnx.jit` of the same call on the same model."""
+    model = NNXModel(nnx.Rngs(1))
+    x = jax.random.normal(jax.random.PRNGKey(5), (16, 32), jnp.float32)
+
+    def fresh():
+        forward = nnx.jit(lambda m, x: m(x))
+        return lambda x: forward(model, x)
+
+    return model, fresh(), lambda: (x,), fresh

@@ -142,16 +142,18 @@ class Workload:
 
 
 def train_workloads() -> list[Workload]:
-    """W6 (optax step) and W7 (Flax NNX step), when the `models` extra is installed."""
+    """W6 (optax step), W7 (Flax NNX step) and W8 (NNX forward), when the `models` extra is installed."""
     import train_workloads as tw
 
     if tw.optax is None:
         return []
+    model, forward, forward_args, fresh_forward = tw.nnx_forward_parts()
     return [
         Workload("W6", "optax adam step, list of 3 (w, b)", tw.optax_step, jax.jit(tw.optax_step), tw.optax_args,
                  lambda: jax.jit(lambda *a: tw.optax_step(*a))),
         Workload("W7", "Flax NNX step, model + optimizer", tw.nnx_step, tw.nnx.jit(tw.nnx_step), tw.nnx_args,
                  lambda: tw.nnx.jit(lambda *a: tw.nnx_step(*a))),
+        Workload("W8", "Flax NNX forward, to_static(model)", model, forward, forward_args, fresh_forward),
     ]
 
 
