@@ -231,11 +231,18 @@ class Layout:
         for node, (kind, _, _), contents in zip(self.nodes, self.key, saved):
             _replace_contents(node, kind, contents.items() if kind != "l" else contents)
 
-    def fill(self, leaves) -> None:
-        """Put `leaves` (tracers) where this layout's arrays were, rebuilding pytrees around them."""
-        for node, (kind, _, slots) in zip(self.nodes, self.key):
+    def fill(self, leaves) -> dict:
+        """Put `leaves` (tracers) where this layout's arrays were, rebuilding pytrees around them;
+        returns the objects and tuples rebuilt (`id -> object`), for `make_recipe` to tell
+        which of them the call changed in place rather than replaced."""
+        built: dict = {}
+        for j, (node, (kind, _, slots)) in enumerate(zip(self.nodes, self.key)):
             values = [(k, _build(r, leaves, self.nodes)) for k, r in slots]
+            for (_, r), (k, value) in zip(slots, values):
+                if type(r) is TreeRef:
+                    _note_built(value, (j, k), (), built)
             _replace_contents(node, kind, [v for _, v in values] if kind == "l" else values)
+        return built
 
 
 def _matches(v, ref, nodes, leaves) -> bool:
@@ -282,6 +289,100 @@ def _merge_value(old, new):
 
         nnx.update(old, nnx.state(new))
         return old
+    return new
+
+
+# -- objects of registered pytree classes changed in place ------------------------------------
+# A registered pytree (a `register_dataclass` object, say) is carried as its arrays and rebuilt
+# around them, so write-back gives a slot new objects. Where the call kept an object it was
+# given (changed it in place, `self.p.w = ...`, or put it in a new container), eager's object is
+# the caller's own, seen through every reference to it: the trace notes, per changed slot, which
+# objects of the new value it kept and where they were in the slot's old value (a "kept plan"),
+# and write-back uses the caller's objects there, their fields set from the new value's.
+
+def _children(value) -> list:
+    """`(name, child)` a kept plan follows: a tuple's items, an object's dataclass fields (or
+    attributes)."""
+    if isinstance(value, tuple):
+        return list(enumerate(value))
+    if dataclasses.is_dataclass(value):
+        return [(f.name, vars(value)[f.name]) for f in dataclasses.fields(value) if f.name in vars(value)]
+    return list(vars(value).items())
+
+
+def _can_hold_kept(value) -> bool:
+    return isinstance(value, tuple) or (hasattr(value, "__dict__") and not isinstance(value, ARRAY_TYPES + (type,)))
+
+
+def _note_built(value, origin, path: tuple, built: dict) -> None:
+    """Record `value` (rebuilt for slot `origin`, at `path` in it) and what it holds."""
+    if _can_hold_kept(value) and id(value) not in built:
+        built[id(value)] = (value, origin, path)
+        for name, child in _children(value):
+            _note_built(child, origin, (*path, name), built)
+
+
+def _kept_plan(value, built: dict, origin, seen=None):
+    """How slot `origin`'s new `value` reuses what the call was given there: None (nothing),
+    `("kept", old path, children's plans)` for an object the call kept, `("new", children's
+    plans)` for a new container holding some."""
+    if not _can_hold_kept(value):
+        return None
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return None
+    seen.add(id(value))
+    kids = tuple((name, plan) for name, child in _children(value)
+                 if (plan := _kept_plan(child, built, origin, seen)) is not None)
+    entry = built.get(id(value))
+    if entry is not None and entry[0] is value and entry[1] == origin:
+        return ("kept", entry[2], kids)
+    return ("new", kids) if kids else None
+
+
+def _follow(root, path: tuple):
+    for step in path:
+        root = root[step] if isinstance(root, tuple) else vars(root).get(step, _GONE)
+        if root is _GONE:
+            break
+    return root
+
+
+_GONE = object()
+
+
+def _merge_kept(old_root, new, plan):
+    """`new` (write-back's value of a slot) with the objects the call kept being the caller's
+    own ones from the slot's old value `old_root`, their fields set from `new`'s."""
+    if plan is None:
+        return new
+    if plan[0] == "new":
+        return _with_kept_children(old_root, new, dict(plan[1]))
+    _, path, kids = plan
+    target = _follow(old_root, path)
+    if type(target) is not type(new):
+        return _with_kept_children(old_root, new, dict(kids))
+    kids = dict(kids)
+    if isinstance(new, tuple):
+        merged = _with_kept_children(old_root, new, kids)
+        return target if all(a is b for a, b in zip(merged, target)) and len(merged) == len(target) else merged
+    fields = vars(target)
+    for name, child in _children(new):
+        fields[name] = _merge_kept(old_root, child, kids.get(name))
+    return target
+
+
+def _with_kept_children(old_root, new, kids: dict):
+    """`new` with its children merged (`_merge_kept`): a tuple rebuilt, an object changed."""
+    if isinstance(new, tuple):
+        items = [_merge_kept(old_root, child, kids.get(i)) for i, child in enumerate(new)]
+        if type(new) is tuple:
+            return tuple(items)
+        return type(new)._make(items) if hasattr(type(new), "_make") else new  # a namedtuple
+    fields = vars(new)
+    for name, child in _children(new):
+        if name in kids:
+            fields[name] = _merge_kept(old_root, child, kids[name])
     return new
 
 
@@ -335,11 +436,12 @@ class Recipe:
     Refs use `InputRef(i)` for an unchanged input array and `ArrayRef(k)` for the k-th output.
     """
 
-    __slots__ = ("changes", "full")
+    __slots__ = ("changes", "full", "kept")
 
-    def __init__(self, changes, full=None):
+    def __init__(self, changes, full=None, kept=None):
         self.changes = changes
         self.full = full
+        self.kept = kept or {}  # (node index, slot) -> kept plan (`_kept_plan`) of a changed slot
 
     def apply(self, layout: Layout, outs) -> None:
         if self.full is None:
@@ -349,7 +451,9 @@ class Recipe:
                 old = container[slot]
                 if type(r) is TreeRef and _write_variables(old, r, layout.leaves, outs, layout.nodes):
                     continue
-                container[slot] = _merge_value(old, _build_out(r, layout.leaves, outs, layout.nodes))
+                new = _build_out(r, layout.leaves, outs, layout.nodes)
+                plan = self.kept.get((j, slot))
+                container[slot] = _merge_kept(old, new, plan) if plan is not None else _merge_value(old, new)
             return
         sources, descs = self.full
         nodes = [layout.nodes[s] if type(s) is int else _new_node(s) for s in sources]
@@ -382,9 +486,9 @@ def _build_out(ref, inputs, outs, nodes):
     return jax.tree_util.tree_unflatten(ref.treedef, [_build_out(r, inputs, outs, nodes) for r in ref.refs])
 
 
-def make_recipe(before: Layout, after: Layout, inputs) -> tuple[Recipe, list]:
+def make_recipe(before: Layout, after: Layout, inputs, built: dict | None = None) -> tuple[Recipe, list]:
     """Compare the walk after a traced call with the one before; returns the recipe and the
-    arrays (tracers) the program must output."""
+    arrays (tracers) the program must output. `built`: what `before.fill` rebuilt."""
     position = {id(t): i for i, t in enumerate(inputs)}
     outs, leaf_refs = [], []
     for leaf in after.leaves:
@@ -414,10 +518,22 @@ def make_recipe(before: Layout, after: Layout, inputs) -> tuple[Recipe, list]:
                 break  # attributes added or removed: replay the whole node structure
             changes.extend((j, k, r) for k, r in new if r != old[k])
         else:
-            return Recipe(tuple(changes)), outs
+            return Recipe(tuple(changes), kept=_kept_plans(after, changes, built or {})), outs
     index = {id(n): i for i, n in enumerate(before.nodes)}
     sources = [index.get(id(n), type(n)) for n in after.nodes]
     return Recipe((), (sources, descs)), outs
+
+
+def _kept_plans(after: Layout, changes, built: dict) -> dict:
+    """The kept plan of each changed slot holding a rebuilt pytree the call changed in place."""
+    plans = {}
+    for j, slot, r in changes:
+        if type(r) is TreeRef:
+            node = after.nodes[j]
+            plan = _kept_plan((vars(node) if after.key[j][0] == "o" else node)[slot], built, (j, slot))
+            if plan is not None:
+                plans[(j, slot)] = plan
+    return plans
 
 
 # -- public helper -------------------------------------------------------------------------------

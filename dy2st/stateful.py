@@ -83,7 +83,7 @@ class _Entry:
             tracers, rest = flat[:n_state], iter(flat[n_state:])
             saved = layout.snapshot()
             try:
-                layout.fill(tracers)
+                built = layout.fill(tracers)
                 roots = dict(zip(positions, layout.roots))
                 others = list(rest)
                 watch = _ContainerWatch(others, kwargs, liftable=False)  # objects inside tuples, pytrees
@@ -92,7 +92,7 @@ class _Entry:
                 kwargs.update((p, r) for p, r in roots.items() if type(p) is str)
                 out = fn(*args, **kwargs)
                 watch.check()
-                recipe, outs = make_recipe(layout, Layout(layout.roots), tracers)
+                recipe, outs = make_recipe(layout, Layout(layout.roots), tracers, built)
             except Exception as exc:
                 _explain(exc)
                 raise

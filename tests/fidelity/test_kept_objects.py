@@ -1,0 +1,85 @@
+"""An object of a registered pytree class held by a model (a `register_dataclass` object) and
+changed in place by the call is the caller's own object afterwards, as eagerly: every other
+reference to it sees the change. One the call replaces is replaced, the old one left as it was."""
+
+import dataclasses
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dy2st
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class Inner:
+    w: jax.Array
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class Outer:
+    inner: Inner
+    b: jax.Array
+    scale: float = dataclasses.field(default=2.0, metadata=dict(static=True))
+
+
+class Pair(NamedTuple):
+    first: Inner
+    second: jax.Array
+
+
+class Model:
+    def __init__(self):
+        self.outer = Outer(Inner(jnp.zeros(3)), jnp.ones(3))
+        self.pair = Pair(Inner(jnp.zeros(3)), jnp.zeros(2))
+        self.loose = (Inner(jnp.zeros(3)), 1)
+
+    def in_place(self, x):
+        self.outer.inner.w = self.outer.inner.w + x
+        self.outer.b = self.outer.b * self.outer.scale
+        if x.sum() > 0:
+            self.pair.first.w = self.pair.first.w - x
+        self.loose[0].w = self.loose[0].w + 1
+        return self.outer.inner.w.sum()
+
+    def replaces(self, x):
+        self.outer = Outer(Inner(self.outer.inner.w + x), self.outer.b)
+        self.pair = Pair(self.pair.first, self.pair.second + 1)
+        return x.sum()
+
+
+def _references(model):
+    return {"outer": model.outer, "inner": model.outer.inner, "pair": model.pair, "first": model.pair.first,
+            "loose": model.loose, "loose0": model.loose[0]}
+
+
+def _state(model, refs):
+    leaves = jax.tree_util.tree_leaves((model.outer, model.pair, model.loose[0]))
+    identity = {name: getattr_path(model, name) is obj for name, obj in refs.items()}
+    return [np.asarray(leaf) for leaf in leaves], identity, [np.asarray(x) for x in jax.tree_util.tree_leaves(refs)]
+
+
+def getattr_path(model, name):
+    return {"outer": lambda m: m.outer, "inner": lambda m: m.outer.inner, "pair": lambda m: m.pair,
+            "first": lambda m: m.pair.first, "loose": lambda m: m.loose, "loose0": lambda m: m.loose[0]}[name](model)
+
+
+@pytest.mark.parametrize("method", ["in_place", "replaces"])
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["positive", "negative"])
+def test_references_to_changed_objects_see_what_eager_shows(method, sign):
+    eager, static_model = Model(), Model()
+    eager_refs, static_refs = _references(eager), _references(static_model)
+    run = dy2st.to_static(getattr(Model, method))
+    for step in range(3):  # the first call traces; later ones run the cached program
+        x = sign * jnp.arange(3.0) + step
+        want = getattr(Model, method)(eager, x)
+        got = run(static_model, x)
+        np.testing.assert_allclose(got, want)
+        (a_leaves, a_ids, a_refs), (b_leaves, b_ids, b_refs) = _state(eager, eager_refs), _state(static_model, static_refs)
+        assert a_ids == b_ids
+        for a, b in zip(a_leaves + a_refs, b_leaves + b_refs):
+            np.testing.assert_allclose(b, a)
