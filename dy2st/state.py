@@ -340,6 +340,38 @@ def _kept_plan(value, built: dict, origin, seen=None):
     return ("new", kids) if kids else None
 
 
+def aliased_slots(layout: "Layout", contents: list) -> dict:
+    """`(node index, slot) -> class name` of the slots holding an object of a registered
+    pytree class (at any depth) that is held twice (by another slot, or twice in this one):
+    `contents` is `layout.snapshot()` of the caller's state. Each slot's value is rebuilt on
+    its own in a program, so such an object would not stay one object there."""
+    first: dict = {}
+    aliased: dict = {}
+    for j, ((_, _, slots), values) in enumerate(zip(layout.key, contents)):
+        for k, r in slots:
+            if type(r) is not TreeRef:
+                continue
+            here: set = set()
+            for obj in _occurrences(values[k], 0):
+                origin = first.setdefault(id(obj), (j, k))
+                if origin != (j, k) or id(obj) in here:
+                    aliased[origin] = aliased[(j, k)] = type(obj).__name__
+                here.add(id(obj))
+    return aliased
+
+
+def _occurrences(value, depth: int):
+    """Every place a mutable object of a registered pytree class sits in a slot's value (not
+    tuples; not frozen dataclasses, which only a new object changes; not NNX modules and
+    Variables, which are written back into their own Variables)."""
+    if not _can_hold_kept(value) or depth > 32 or is_nnx(value) or _is_variable(value):
+        return
+    if not isinstance(value, tuple) and not (dataclasses.is_dataclass(value) and value.__dataclass_params__.frozen):
+        yield value
+    for _, child in _children(value):
+        yield from _occurrences(child, depth + 1)
+
+
 def _follow(root, path: tuple):
     for step in path:
         root = root[step] if isinstance(root, tuple) else vars(root).get(step, _GONE)

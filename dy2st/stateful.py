@@ -21,7 +21,9 @@ from dy2st.config import config, logger
 from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, ProgramCache, _ContainerWatch
 from dy2st.runtime import python_choice
 from dy2st.runtime.undefined import check_defined
-from dy2st.state import Layout, describe_difference, is_stateful, make_recipe
+from dy2st.errors import PythonEffectError
+from dy2st.input_spec import user_origin
+from dy2st.state import Layout, aliased_slots, describe_difference, is_stateful, make_recipe
 
 _Tracer = jax.core.Tracer
 
@@ -93,6 +95,7 @@ class _Entry:
                 out = fn(*args, **kwargs)
                 watch.check()
                 recipe, outs = make_recipe(layout, Layout(layout.roots), tracers, built)
+                _check_aliases(layout, saved, recipe)
             except Exception as exc:
                 _explain(exc)
                 raise
@@ -204,6 +207,28 @@ _NNX_BRANCH_WRITE = (
     "value, which dy2st stages as lax.cond/while_loop: NNX allows writes only at the trace "
     "level where the module was made. To fix: compute the new value inside the branch and "
     "write the Variable after it (`update = ...` in each branch, then `self.v[...] = update`).")
+
+
+def _check_aliases(layout, saved: list, recipe) -> None:
+    """Refuse a change to a slot holding a registered pytree object the state holds twice:
+    eagerly every place sees the change, in the program each place is its own copy."""
+    aliased = aliased_slots(layout, saved)
+    if not aliased:
+        return
+    changed = [(j, k) for j, k, _ in recipe.changes] if recipe.full is None else list(aliased)
+    hit = next((slot for slot in changed if slot in aliased), None)
+    if hit is None:
+        return
+    name = aliased[hit]
+    raise PythonEffectError(
+        f"an object of class {name} that the state holds in two places (two attributes, or twice "
+        f"inside one) is changed by the function: {name} is a registered pytree, which dy2st passes "
+        "to the program as values, one copy per place, so the places would not see each other's change.",
+        origin=user_origin(),
+        advice=f"hold the {name} in one place and reach it through that one; or make its class a plain "
+        "class (not a registered pytree), whose objects dy2st keeps as one object; or give every place "
+        "the new object (`self.p = self.q = new`).",
+    )
 
 
 def _explain(exc: Exception) -> None:

@@ -83,3 +83,44 @@ def test_references_to_changed_objects_see_what_eager_shows(method, sign):
         assert a_ids == b_ids
         for a, b in zip(a_leaves + a_refs, b_leaves + b_refs):
             np.testing.assert_allclose(b, a)
+
+
+class Tied:
+    """Holds one registered pytree object in two places."""
+
+    def __init__(self):
+        self.p = Inner(jnp.zeros(3))
+        self.q = self.p
+        self.both = (self.p, 1)
+
+    def change(self, x):
+        self.p.w = self.p.w + x
+        return self.q.w
+
+    def read(self, x):
+        return self.p.w + self.q.w + self.both[0].w + x
+
+    def replace(self, x):
+        self.p = Inner(x)
+        return self.q.w
+
+
+def test_an_object_held_in_two_places_and_changed_is_refused_at_the_call():
+    static = dy2st.to_static(Tied.change)
+    model = Tied()
+    with pytest.raises(dy2st.errors.PythonEffectError) as info:
+        static(model, jnp.ones(3))  # the refused call
+    text = str(info.value)
+    assert text.startswith(f'File "{__file__}"') and "static(model, jnp.ones(3))  # the refused call" in text
+    assert "Inner that the state holds in two places" in text and "hold the Inner in one place" in text
+    np.testing.assert_array_equal(model.p.w, jnp.zeros(3))  # nothing written
+    with pytest.raises(dy2st.errors.PythonEffectError):
+        dy2st.to_static(Tied.replace)(Tied(), jnp.ones(3))  # which place eager changes is not told apart
+
+
+def test_an_object_held_in_two_places_and_only_read_matches_eager():
+    static = dy2st.to_static(Tied.read)
+    model, eager = Tied(), Tied()
+    for step in range(2):
+        np.testing.assert_array_equal(static(model, jnp.ones(3) * step), Tied.read(eager, jnp.ones(3) * step))
+    assert model.q is model.p and model.both[0] is model.p
