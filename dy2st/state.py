@@ -489,11 +489,16 @@ class Recipe:
             return
         sources, descs = self.full
         nodes = [layout.nodes[s] if type(s) is int else _new_node(s) for s in sources]
-        for node, (kind, _, slots) in zip(nodes, descs):
+        for j, (node, (kind, _, slots)) in enumerate(zip(nodes, descs)):
             old = node if kind != "o" else vars(node)
-            values = [(k, _build_out(r, layout.leaves, outs, nodes)) for k, r in slots]
-            if kind != "l":
-                values = [(k, _merge_value(old.get(k), v)) for k, v in values]
+            values = []
+            for k, r in slots:
+                value, plan = _build_out(r, layout.leaves, outs, nodes), self.kept.get((j, k))
+                if plan is not None:  # the node was there before, and so was this slot
+                    value = _merge_kept(old[k], value, plan)
+                elif kind != "l":
+                    value = _merge_value(old.get(k), value)
+                values.append((k, value))
             _replace_contents(node, kind, [v for _, v in values] if kind == "l" else values)
 
     def __repr__(self):
@@ -553,7 +558,15 @@ def make_recipe(before: Layout, after: Layout, inputs, built: dict | None = None
             return Recipe(tuple(changes), kept=_kept_plans(after, changes, built or {})), outs
     index = {id(n): i for i, n in enumerate(before.nodes)}
     sources = [index.get(id(n), type(n)) for n in after.nodes]
-    return Recipe((), (sources, descs)), outs
+    kept = {}
+    for j, (source, (kind, _, slots)) in enumerate(zip(sources, after.key)):
+        if type(source) is int:
+            container = vars(after.nodes[j]) if kind == "o" else after.nodes[j]
+            for k, r in slots:
+                plan = _kept_plan(container[k], built or {}, (source, k)) if type(r) is TreeRef else None
+                if plan is not None:
+                    kept[(j, k)] = plan
+    return Recipe((), (sources, descs), kept), outs
 
 
 def _kept_plans(after: Layout, changes, built: dict) -> dict:

@@ -136,6 +136,8 @@ CONSTRUCTS = {
     "int() of a number-or-array choice": r"k\d = int\((max|min)\(",
     "a number-or-array choice an inner if assigns as it is": r"if .*:\n\s+if .*:\n\s+(k\d = k\d|for _ in range\(0\):)\n",
     "variable first set in a loop": r"^\s{8,}t\d+ = clip\(",
+    "a registered pytree object changed in place": r"obj\.acc\.w = clip\(",
+    "a registered pytree object replaced": r"obj\.acc = Acc\(",
 }
 
 

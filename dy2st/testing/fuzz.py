@@ -319,7 +319,8 @@ def tree_difference(expected, actual, what: str, under_jit: bool = False) -> str
 
 def _visible_state(xs, obj):
     """What the caller can see after a call: its list and its object's attributes."""
-    return {"xs": list(xs), "obj.count": obj.count, "obj.cache": list(obj.cache), "obj.h": obj.h}
+    return {"xs": list(xs), "obj.count": obj.count, "obj.cache": list(obj.cache), "obj.h": obj.h,
+            "obj.acc.w": obj.acc.w, "obj.acc is the first Acc": obj.acc_is_first()}
 
 
 def _holds_tracer(tree) -> bool:

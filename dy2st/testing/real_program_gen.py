@@ -250,7 +250,7 @@ class _Generator:
         k = self.pick(s.ints)
         can_resize_L = "L" not in s.frozen
         can_resize_xs = "xs" not in s.frozen
-        kind = self.rng.randint(0, 39)
+        kind = self.rng.randint(0, 41)
         if kind <= 3:
             self.emit(indent, f"{a} = clip({self.arr_expr(s)})")
         elif kind <= 5:
@@ -331,6 +331,12 @@ class _Generator:
             self.emit(indent, f"{k} = {self.pick(['max', 'min'])}({self.int_expr(s)}, {self.scalar(s)})\n"
                               f"if {self.cond(s)}:\n    if {self.cond(s)}:\n        {keep}\n        {a} = clip({a} * 2)\n"
                               f"    else:\n        {a} = clip({a} - 1)")
+        elif kind == 39:  # a registered pytree object of the state changed in place
+            self.emit(indent, f"obj.acc.w = clip(obj.acc.w * {self.pick(['2', '-1', '0.5'])} + {self.arr(s)})")
+        elif kind == 40 and indent == 1:  # ... or given a new one (not where the data decides: docs/limitations.md)
+            self.emit(indent, f"obj.acc = Acc(clip(obj.acc.w - {self.arr(s)}))")
+        elif kind == 41:
+            self.emit(indent, f"{a} = clip({a} + obj.acc.w)")
         else:
             self.emit(indent, f"{a} = clip({a} + {self.pick(['L[-1]', 'L[0]', 'xs[-1]', 'obj.h', 'sum(L[-2:], x)'])})")
 

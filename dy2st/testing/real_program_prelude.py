@@ -2,7 +2,22 @@
 generator writes at the top of each program), importable by tests that need the same objects.
 """
 
+import dataclasses
+import weakref
+
+import jax
 import jax.numpy as jnp
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class Acc:
+    """A registered pytree object a State holds and programs change in place."""
+
+    w: jax.Array
+
+
+_FIRST_ACC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class State:
@@ -12,6 +27,12 @@ class State:
         self.count = 0
         self.cache = []
         self.h = jnp.zeros(3, jnp.float32)
+        self.acc = Acc(jnp.ones(3, jnp.float32))
+        _FIRST_ACC[self] = self.acc  # kept out of the state, so that programs do not see it
+
+    def acc_is_first(self):
+        """Whether `acc` is still the object this State was made with."""
+        return self.acc is _FIRST_ACC.get(self)
 
     def bump(self, v):
         self.count += 1
