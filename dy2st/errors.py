@@ -231,7 +231,9 @@ class StagedBranchError(Dy2StaticError):
     __str__ = Exception.__str__  # a KeyError's would quote the message
 
     # Builtin exceptions whose one-message constructor the combined class can call.
-    KEPT_TYPES = (IndexError, KeyError, ValueError, TypeError, ZeroDivisionError, AttributeError)
+    # NameError: a variable no path has assigned, read by the side (eager reads it only when taken).
+    KEPT_TYPES = (IndexError, KeyError, ValueError, TypeError, ZeroDivisionError, AttributeError, NameError,
+                  UnboundLocalError)
     _classes: dict = {}
 
     @classmethod
@@ -246,9 +248,14 @@ class StagedBranchError(Dy2StaticError):
             "traced array, so both sides are traced whichever one the data picks; eager Python raises this only "
             "when the data takes that side.",
             origin,
-            advice="make that side valid for every input (guard the index or key, fix the shape), or make the "
-            "condition a Python value; to raise only for bad values, use `assert` (checked when the program runs).",
+            advice=_UNBOUND_IN_BRANCH if issubclass(kind, NameError) else _INVALID_BRANCH,
         )
+
+
+_INVALID_BRANCH = ("make that side valid for every input (guard the index or key, fix the shape), or make the "
+                   "condition a Python value; to raise only for bad values, use `assert` (checked when the program runs).")
+_UNBOUND_IN_BRANCH = ("assign the variable on every path before this `if` (a default value), or make the condition "
+                      "a Python value.")
 
 
 class MissingAfterLoopError(Dy2StaticError, KeyError, AttributeError):

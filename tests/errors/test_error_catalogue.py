@@ -379,6 +379,25 @@ def test_a_builtin_error_in_a_staged_branch_is_a_refusal_that_keeps_its_type(fn,
     assert "if branch" in str(info.value) and "To fix:" in str(info.value)
 
 
+def reads_unassigned_in_untaken_branch(x, flag=False):
+    if flag:
+        t = x * 2
+    elif x.sum() > 100:  # E:unassigned_in_branch
+        x = t + 1
+    return x
+
+
+def test_a_variable_no_path_assigned_read_in_a_staged_branch_is_a_refusal_at_the_if():
+    # Fuzz seed 130964 (reduced): eagerly the side is not taken here, so `t` is never read; the
+    # staged side is traced anyway and read `t`, which raised a raw NameError (UnboundLocalError).
+    assert reads_unassigned_in_untaken_branch(POS) is POS
+    with pytest.raises(dy2st.errors.StagedBranchError) as info:
+        dy2st.to_static(reads_unassigned_in_untaken_branch)(POS)
+    assert isinstance(info.value, NameError) and isinstance(info.value.__cause__, NameError)
+    assert_points_at(info.value, reads_unassigned_in_untaken_branch, "E:unassigned_in_branch", "'t'",
+                     "if branch", "assign the variable on every path before this `if`")
+
+
 @pytest.mark.parametrize(
     "fn, where, marker, error, words",
     [
@@ -563,7 +582,7 @@ def test_unhashable_static_argument():
 
 
 def countdown(x, n):
-    if n > 0:
+    if n > 0:  # E:recursion_if
         return countdown(x * 2, n - 1)  # E:recursion
     return x
 
@@ -573,7 +592,12 @@ def test_recursion_on_python_value_works_and_on_traced_value_explains():
     assert float(f(POS, 3).sum()) == 48.0
     with pytest.raises(RecursionError) as info:
         f(POS, jnp.array(3))
-    assert_points_at(info.value, countdown, "E:recursion", "base case", "Python value")
+    # Python's recursion limit strikes at a depth that depends on the stack the call began
+    # with: inside the recursive call or inside the staged `if` around it, both the user's.
+    try:
+        assert_points_at(info.value, countdown, "E:recursion", "base case", "Python value")
+    except AssertionError:
+        assert_points_at(info.value, countdown, "E:recursion_if", "base case", "Python value")
 
 
 # -- with staged loops ---------------------------------------------------------------------------
