@@ -374,7 +374,10 @@ def _occurrences(value, depth: int):
 
 def _follow(root, path: tuple):
     for step in path:
-        root = root[step] if isinstance(root, tuple) else vars(root).get(step, _GONE)
+        if isinstance(root, tuple):
+            root = root[step] if type(step) is int and step < len(root) else _GONE
+        else:
+            root = vars(root).get(step, _GONE) if hasattr(root, "__dict__") else _GONE
         if root is _GONE:
             break
     return root
@@ -385,36 +388,48 @@ _GONE = object()
 
 def _merge_kept(old_root, new, plan):
     """`new` (write-back's value of a slot) with the objects the call kept being the caller's
-    own ones from the slot's old value `old_root`, their fields set from `new`'s."""
+    own ones from the slot's old value `old_root`, their fields set from `new`'s. Every kept
+    object is found in `old_root` before any field is set (the call may have swapped them)."""
     if plan is None:
         return new
-    if plan[0] == "new":
-        return _with_kept_children(old_root, new, dict(plan[1]))
-    _, path, kids = plan
-    target = _follow(old_root, path)
+    targets: dict = {}
+    _find_targets(old_root, plan, targets)
+    return _merge(targets, new, plan)
+
+
+def _find_targets(old_root, plan, targets: dict) -> None:
+    if plan[0] == "kept":
+        targets[plan[1]] = _follow(old_root, plan[1])
+    for _, kid in plan[-1]:
+        _find_targets(old_root, kid, targets)
+
+
+def _merge(targets: dict, new, plan):
+    if plan is None:
+        return new
+    kids = dict(plan[-1])
+    target = targets[plan[1]] if plan[0] == "kept" else _GONE
     if type(target) is not type(new):
-        return _with_kept_children(old_root, new, dict(kids))
-    kids = dict(kids)
+        return _with_kept_children(targets, new, kids)
     if isinstance(new, tuple):
-        merged = _with_kept_children(old_root, new, kids)
-        return target if all(a is b for a, b in zip(merged, target)) and len(merged) == len(target) else merged
-    fields = vars(target)
-    for name, child in _children(new):
-        fields[name] = _merge_kept(old_root, child, kids.get(name))
+        merged = _with_kept_children(targets, new, kids)
+        return target if len(merged) == len(target) and all(a is b for a, b in zip(merged, target)) else merged
+    merged_fields = [(name, _merge(targets, child, kids.get(name))) for name, child in _children(new)]
+    vars(target).update(merged_fields)
     return target
 
 
-def _with_kept_children(old_root, new, kids: dict):
-    """`new` with its children merged (`_merge_kept`): a tuple rebuilt, an object changed."""
+def _with_kept_children(targets: dict, new, kids: dict):
+    """`new` with its children merged (`_merge`): a tuple rebuilt, an object changed."""
     if isinstance(new, tuple):
-        items = [_merge_kept(old_root, child, kids.get(i)) for i, child in enumerate(new)]
+        items = [_merge(targets, child, kids.get(i)) for i, child in enumerate(new)]
         if type(new) is tuple:
             return tuple(items)
         return type(new)._make(items) if hasattr(type(new), "_make") else new  # a namedtuple
     fields = vars(new)
     for name, child in _children(new):
         if name in kids:
-            fields[name] = _merge_kept(old_root, child, kids[name])
+            fields[name] = _merge(targets, child, kids[name])
     return new
 
 

@@ -124,3 +124,57 @@ def test_an_object_held_in_two_places_and_only_read_matches_eager():
     for step in range(2):
         np.testing.assert_array_equal(static(model, jnp.ones(3) * step), Tied.read(eager, jnp.ones(3) * step))
     assert model.q is model.p and model.both[0] is model.p
+
+
+class Swapper:
+    def __init__(self):
+        self.outer = Outer(Inner(jnp.zeros(3)), jnp.ones(3))
+        self.pair = (Inner(jnp.ones(3)), Inner(jnp.full(3, 2.0)))
+
+    def swap(self, x):
+        first, second = self.pair
+        self.pair = (second, first)
+        first.w = first.w + x
+        return x.sum()
+
+
+def test_kept_objects_swapped_by_the_call_stay_the_callers_own():
+    eager, model = Swapper(), Swapper()
+    eager_items, items = eager.pair, model.pair
+    run = dy2st.to_static(Swapper.swap)
+    for step in range(3):
+        Swapper.swap(eager, jnp.ones(3) * step)
+        run(model, jnp.ones(3) * step)
+        assert [a is b for a in model.pair for b in items] == [a is b for a in eager.pair for b in eager_items]
+        for a, b in zip(model.pair, eager.pair):
+            np.testing.assert_array_equal(a.w, b.w)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class Two:
+    a: Inner
+    b: Inner
+
+
+class FieldSwapper:
+    def __init__(self):
+        self.two = Two(Inner(jnp.ones(3)), Inner(jnp.full(3, 2.0)))
+
+    def swap(self, x):
+        self.two.a, self.two.b = self.two.b, self.two.a
+        self.two.a.w = self.two.a.w + x
+        return x.sum()
+
+
+def test_fields_swapped_in_place_keep_the_callers_objects():
+    eager, model = FieldSwapper(), FieldSwapper()
+    eager_items, items = (eager.two.a, eager.two.b), (model.two.a, model.two.b)
+    run = dy2st.to_static(FieldSwapper.swap)
+    for step in range(3):
+        FieldSwapper.swap(eager, jnp.ones(3) * step)
+        run(model, jnp.ones(3) * step)
+        got, want = (model.two.a, model.two.b), (eager.two.a, eager.two.b)
+        assert [a is b for a in got for b in items] == [a is b for a in want for b in eager_items]
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a.w, b.w)
