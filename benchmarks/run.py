@@ -130,7 +130,7 @@ def breakdown(static, args, rounds: int) -> dict:
     parts = {"key_s": lambda: static._cache._key(*_flat(args), args, {}, lambda l: isinstance(l, jax.Array))}
     if isinstance(static, dy2st.api.BoundStaticFunction):
         # a model object or bound method: the model's arrays are found and checked each call
-        positions, template, _ = static._owner._stateful._last
+        _, template, _ = static._owner._stateful._last
         roots = [static.__self__]
         parts = {"state_s": lambda: dy2st_state.Layout.like(template, roots)}
     elif not isinstance(static.func, types.FunctionType):

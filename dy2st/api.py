@@ -15,8 +15,8 @@ import jax
 from dy2st import _jax_compat, callables, conversion, input_spec, stateful
 from dy2st.config import _switch_listeners, config
 from dy2st.errors import RuntimeChecks, at_boundary
-from dy2st.program import (ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, AmbiguousLeaf, ConcreteProgram,
-                           ContainerEffect, ProgramCache)
+from dy2st.program import (_FAST_TYPES, ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, AmbiguousLeaf,
+                           ConcreteProgram, ContainerEffect, ProgramCache)
 from dy2st.sharding import Shardings
 from dy2st.runtime import python_choice
 from dy2st.runtime.calls import NOT_TO_STATIC_ATTR, runs_eagerly, top_level_target
@@ -92,12 +92,12 @@ def _dispatcher(fn=None):
         try:
             jitted = shared
             if jitted is not None and _jax_compat.at_top_level():
-                if not kwargs and _FAST_TYPES.issuperset(map(type, args)):
-                    return _jax_compat.front_result(*owner._front_call(jitted, args, pytree=False))
-                if not kwargs and pytrees is not None and _PYTREE_ROOTS.issuperset(map(type, args)):
-                    result = owner._front_call(jitted, args, pytree=True)
-                    if result is not None:
-                        return _jax_compat.front_result(*result)
+                if not kwargs:
+                    kinds = set(map(type, args))
+                    if _FAST_TYPES.issuperset(kinds) or (pytrees is not None and _PYTREE_ROOTS.issuperset(kinds)):
+                        result = owner._front_call(jitted, args, pytree=not _FAST_TYPES.issuperset(kinds))
+                        if result is not None:
+                            return _jax_compat.front_result(*result)
                 if not front_off:
                     front_off = True  # static values, keywords, state: the dispatcher's checks cost less
                     use_jit(shared, pytrees)
@@ -134,7 +134,6 @@ def _dispatcher(fn=None):
 
 _MISSING = object()  # a parameter the call did not pass (the generated dispatcher's default)
 _NOT_TAKEN = object()  # the pytree route gave the call back to the general path
-_FAST_TYPES = frozenset({ARRAY_IMPL})  # argument types the hit path takes
 _PYTREE_ROOTS = frozenset({ARRAY_IMPL, tuple, list, dict})  # argument types the pytree route takes
 _PYTREE_ROOTS_LIFTED = frozenset({ARRAY_IMPL, tuple})  # ... once lists and dicts are lifted as state
 _LIFT = object()  # a call's list/dict arguments must be lifted as state (program.ContainerEffect)
@@ -344,15 +343,12 @@ class StaticFunction(functools.partial):
             cached.append(data)
             return out
 
-        if pytree:
-            out = self._call_pytrees(args, run)
-            if out is _NOT_TAKEN:
-                return None
-        else:
-            out = run(*args)
-            if self._fast is None:
-                return _finish_after_change(out), None
-        return out, (cached[0] if cached and self._fast is jitted else None)
+        out = self._call_pytrees(args, run) if pytree else run(*args)  # the route finishes its own
+        if out is _NOT_TAKEN:
+            return None
+        if self._fast is not jitted:  # disarmed by this call
+            return (out if pytree else _finish_after_change(out)), None
+        return out, cached[0]
 
     def _call_pytrees(self, args, run=None):
         """The pytree route: tuples, lists and dicts of arrays go to the shared jit as they
@@ -396,7 +392,7 @@ class StaticFunction(functools.partial):
 
     def _close_pytree_route(self):
         self._pytree_route = False
-        self._use_jit(self._fast)
+        self._set_fast(self._fast)
 
     def _set_fast(self, jitted):
         self._fast = jitted
