@@ -483,12 +483,14 @@ class Recipe:
     Refs use `InputRef(i)` for an unchanged input array and `ArrayRef(k)` for the k-th output.
     """
 
-    __slots__ = ("changes", "full", "kept")
+    __slots__ = ("changes", "full", "kept", "touched")
 
-    def __init__(self, changes, full=None, kept=None):
+    def __init__(self, changes, full=None, kept=None, touched=None):
         self.changes = changes
         self.full = full
         self.kept = kept or {}  # (node index, slot) -> kept plan (`_kept_plan`) of a changed slot
+        # (node index before the call, slot) of every slot the call changed, added or removed
+        self.touched = frozenset((j, k) for j, k, _ in changes) if touched is None else touched
 
     def apply(self, layout: Layout, outs) -> None:
         if self.full is None:
@@ -573,15 +575,18 @@ def make_recipe(before: Layout, after: Layout, inputs, built: dict | None = None
             return Recipe(tuple(changes), kept=_kept_plans(after, changes, built or {})), outs
     index = {id(n): i for i, n in enumerate(before.nodes)}
     sources = [index.get(id(n), type(n)) for n in after.nodes]
-    kept = {}
+    kept, touched = {}, set()
     for j, (source, (kind, _, slots)) in enumerate(zip(sources, after.key)):
         if type(source) is int:
             container = vars(after.nodes[j]) if kind == "o" else after.nodes[j]
+            old = {k: translate(r, before_refs) for k, r in before.key[source][2]}
+            new = dict(descs[j][2])
+            touched.update((source, k) for k in old.keys() | new.keys() if old.get(k) != new.get(k))
             for k, r in slots:
                 plan = _kept_plan(container[k], built or {}, (source, k)) if type(r) is TreeRef else None
                 if plan is not None:
                     kept[(j, k)] = plan
-    return Recipe((), (sources, descs), kept), outs
+    return Recipe((), (sources, descs), kept, frozenset(touched)), outs
 
 
 def _kept_plans(after: Layout, changes, built: dict) -> dict:

@@ -215,8 +215,7 @@ def _check_aliases(layout, saved: list, recipe) -> None:
     aliased = aliased_slots(layout, saved)
     if not aliased:
         return
-    changed = [(j, k) for j, k, _ in recipe.changes] if recipe.full is None else list(aliased)
-    hit = next((slot for slot in changed if slot in aliased), None)
+    hit = next((slot for slot in recipe.touched if slot in aliased), None)
     if hit is None:
         return
     name = aliased[hit]

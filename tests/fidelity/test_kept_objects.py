@@ -178,3 +178,21 @@ def test_fields_swapped_in_place_keep_the_callers_objects():
         assert [a is b for a in got for b in items] == [a is b for a in want for b in eager_items]
         for a, b in zip(got, want):
             np.testing.assert_array_equal(a.w, b.w)
+
+
+class TiedWithLog(Tied):
+    def __init__(self):
+        super().__init__()
+        self.log = []
+
+    def read_and_log(self, x):
+        self.log.append(1)  # a list grows: write-back replays the whole state
+        return self.p.w + self.q.w + x
+
+
+def test_an_object_held_in_two_places_only_read_while_a_list_grows_matches_eager():
+    static = dy2st.to_static(TiedWithLog.read_and_log)
+    model, eager = TiedWithLog(), TiedWithLog()
+    for step in range(2):
+        np.testing.assert_array_equal(static(model, jnp.ones(3) * step), TiedWithLog.read_and_log(eager, jnp.ones(3) * step))
+    assert model.log == eager.log and model.q is model.p
