@@ -244,7 +244,10 @@ def _noting_arguments(fn, name: str):
                 writes.note_container(value, name)
             elif hasattr(value, "__dict__") and not isinstance(value, _NOT_OBJECTS):
                 _note_user_receiver(value)
-        return fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
+        if isinstance(fn, type) and isinstance(result, fn):
+            writes.note_born(result)
+        return result
 
     return call
 

@@ -74,11 +74,20 @@ def stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origi
             with tracker:
                 if body is not None:
                     body()
-            outs = get_state()[:nouts] if get_state is not None else ()
-            lists.see(outs)
+            state = get_state() if get_state is not None else ()
+            outs = state[:nouts]
+            # The items now: take() puts back the lists code called here changed in place.
+            items = {id(v): list(v) for v in state if type(v) is list}
             changes = tracker.take()
+            versions = _ListVersions(_side_lists(state, items, changes, tracker), origin)  # dead ones too
+            lists.see(outs)
+            outs = tuple(versions.latest(items[id(v)], grown_from(v)) if type(v) is list else v for v in outs)
+            changes = {k: versions.latest(v, _root(tracker, k, v)) for k, v in changes.items() if _carried(tracker, k)}
+            for key, container in tracker.side_containers().items():
+                if versions.latest(container) is not container and _carried(tracker, key):
+                    changes[key] = list(versions.latest(container))  # grown through another reference
             found.update(changes)
-            return tuple(outs) + tuple(changes.get(k, tracker.original_value(k)) for k in carried_writes)
+            return tuple(outs) + tuple(changes.get(k, versions.latest_of_original(tracker, k)) for k in carried_writes)
 
         return run
 
@@ -154,6 +163,91 @@ class _ListIdentity:
                     advice=f"append in both branches, or build a new list in both (`{names[i]} = {names[i]} + [v]`).",
                 )
         return tuple(final)
+
+
+class _ListVersions:
+    """The lists one traced side leaves, by the list eager code would hold.
+
+    While a side is traced an in-place append gives a new list (see `lists.list_append`), and
+    code called as it is (a method's `self.log.append(v)`) changes a list in place, so two
+    references to one list (a variable and a `Logger`'s or `Ctx`'s attribute) can each hold
+    their own items. Eagerly they are one list holding every item. Where the versions form one
+    chain (each a prefix of the longest) the longest is what eager holds, and every reference
+    gets it; versions that grew apart (`a = log`, then `a.append(1)` and `log.append(2)`, or an
+    append through a variable and one through a method) are refused: the order of their items
+    is lost.
+    """
+
+    def __init__(self, versions, origin: OriginInfo):
+        """versions: `(items, root)` pairs, `root` the list from before the side."""
+        self._longest: dict = {}  # id of the list from before -> its longest version
+        for items, root in versions:
+            known = self._longest.get(id(root), root)
+            if _extends(items, known):
+                self._longest[id(root)] = items
+            elif not _extends(known, items):
+                raise _about_the_if(PythonEffectError(
+                    "two references to one list are appended to separately in a branch of this staged if "
+                    "(eagerly both see every item, in the order appended; traced, each holds its own copy).",
+                    origin,
+                    advice="append through one reference in the branch (a variable, or the object holding "
+                    "the list), or build the list before the `if` and pick among whole lists in it.",
+                ))
+
+    def latest(self, value, root=None):
+        """What eager holds where a reference holds `value` (a version of `root`)."""
+        if type(value) is not list:
+            return value
+        return self._longest.get(id(grown_from(value) if root is None else root), value)
+
+    def latest_of_original(self, tracker: WriteTracker, key):
+        """An attribute a side did not change: its value from before, or the longest version of
+        the list it holds, grown through another reference."""
+        original = tracker.originals[key]
+        if type(original.value) is list and id(original.value) in self._longest:
+            return list(self._longest[id(original.value)])
+        return tracker.original_value(key)
+
+
+def _about_the_if(error: Exception) -> Exception:
+    """`error`, raised by dy2st about the `if` itself while a side is traced: not noted as the
+    side's own error (see `staging._note_branch_error`)."""
+    error._dy2st_noted = True
+    return error
+
+
+def _side_lists(state, items: dict, changes: dict, tracker: WriteTracker) -> list:
+    """`(items, root)` of every list a side leaves: its variables' (`items`: their contents
+    before `take()` put back what called code changed in place) and the attributes it changed."""
+    versions = [(items[id(v)], grown_from(v)) for v in state if type(v) is list]
+    for key, value in changes.items():
+        if type(value) is list:
+            versions.append((value, _root(tracker, key, value)))
+    return versions
+
+
+def _root(tracker: WriteTracker, key, value):
+    """The list from before the side that a changed attribute's `value` is a version of: the
+    list a grown copy was grown from, or the list it held that code changed in place (`take`
+    gives its items as a new list)."""
+    if grown_from(value) is not value:
+        return grown_from(value)
+    before = tracker.originals[key].value
+    return grown_from(before) if type(before) is list else value
+
+
+def _carried(tracker: WriteTracker, key) -> bool:
+    """Whether a change a side made is carried out of the `if`: not one to an object made in
+    the side (a new one each trace) nor to a list grown in it (a copy; its items reach eager's
+    list through the references `_ListVersions` gives them to)."""
+    if tracker.is_born(key):
+        return False
+    container = tracker.side_containers().get(key)
+    return container is None or grown_from(container) is container
+
+
+def _extends(longer: list, shorter: list) -> bool:
+    return len(longer) >= len(shorter) and all(a is b for a, b in zip(longer, shorter))
 
 
 # Each round can only add attributes, and the second sees every one either side writes.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dy2st.runtime.staging import note_grown, tracing_staged_code
+from dy2st.runtime.staging import grown_here, note_grown, tracing_staged_code
 
 
 def list_append(target, value):
@@ -10,13 +10,15 @@ def list_append(target, value):
 
     A Python list is appended to in place when the code runs as plain Python (other references
     to it see the item, as eagerly); while a staged branch or loop body is traced it gives a new
-    list (`target + [value]`): two branches or loop iterations traced from the same state never
-    share one list object. Any other object has its own `append`
+    list (`target + [value]`) the first time: two branches or loop iterations traced from the
+    same state never share one list object; that copy then grows in place within the side. Any other object has its own `append`
     called and is returned unchanged.
     """
     if type(target) is list:
-        if not tracing_staged_code():  # plain Python here: append in place, as eagerly (other
-            target.append(value)       # references to the list, a context manager's, see it)
+        # Plain Python here, or a copy made in the side being traced: append in place, as
+        # eagerly (other references to the list, a context manager's, see the item).
+        if not tracing_staged_code() or grown_here(target):
+            target.append(value)
             return target
         grown = target + [value]
         note_grown(grown, target)  # the staged `if` writes it back into `target` (see control_flow)

@@ -34,7 +34,8 @@ from dy2st import _jax_compat
 from dy2st.errors import MissingAfterLoopError, UndefinedVariableError, LoopGradientError, LoopVariableError, OriginInfo
 from dy2st.runtime import ad_context, events, loop_checks, python_choice
 from dy2st.runtime.asserts import check_when_run
-from dy2st.runtime.staging import cast_to, static_equal, weak_proxy, describe, scalar_predicate, staged_tracing
+from dy2st.runtime.staging import (cast_to, static_equal, weak_proxy, describe, scalar_predicate, staged_tracing,
+                                   grown_from, note_grown, tracing_staged_code)
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
 from dy2st.runtime.values import PY_SCALARS, flatten_state, is_array
@@ -76,6 +77,9 @@ class Var:
     leaves: tuple = ()
     prefix: list | None = None  # an append-only list: its items before the loop
     items: tuple | None = None  # avals of the values one iteration appends (None: not known yet)
+    # The body grows the list it was given (`xs.append(v)`), rather than binding a new list
+    # with the old items (`xs = xs + [v]`): eagerly the list after the loop is the one before.
+    in_place: bool = False
 
     @property
     def is_list(self) -> bool:
@@ -123,7 +127,7 @@ def initial_carry(spec, init) -> list:
             if not leaf.carried:
                 continue
             if leaf.zeros or isinstance(start, Undefined):
-                out.append(jnp.zeros(leaf.aval.shape, leaf.aval.dtype))
+                out.append(cast_to(jnp.zeros(leaf.aval.shape, leaf.aval.dtype), leaf.aval))  # weak as the body gives it
             else:
                 out.append(_as_carried(start, leaf.aval))
     return out
@@ -158,6 +162,7 @@ class AppendedOut:
     """An append-only list: the arrays this iteration appended, to be stacked as scan outputs."""
 
     items: tuple  # of ArrayOut
+    in_place: bool  # appended to in place (see `Var.in_place`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,8 +176,9 @@ class Iteration:
         return [self.arrays[item.pos] for out in self.outputs if isinstance(out, AppendedOut) for item in out.items]
 
 
-def describe_outputs(spec, outs, origin: OriginInfo) -> Iteration:
-    """Split one iteration's new values into arrays and, per variable, where each leaf comes from."""
+def describe_outputs(spec, given, outs, origin: OriginInfo) -> Iteration:
+    """Split one iteration's new values into arrays and, per variable, where each leaf comes from
+    (`given`: the values the iteration started from)."""
     arrays = []
 
     def array_out(value) -> ArrayOut:
@@ -180,7 +186,7 @@ def describe_outputs(spec, outs, origin: OriginInfo) -> Iteration:
         return ArrayOut(scalar_aval(value), len(arrays) - 1)
 
     outputs = []
-    for var, out in zip(spec, outs):
+    for var, start, out in zip(spec, given, outs):
         if var.is_list and type(out) is list and len(out) >= len(var.prefix) and all(
             a is b for a, b in zip(out, var.prefix)
         ):
@@ -192,7 +198,8 @@ def describe_outputs(spec, outs, origin: OriginInfo) -> Iteration:
                         origin,
                         advice=f"append arrays to '{var.name}', or build it in a Python loop.",
                     )
-            outputs.append(AppendedOut(tuple(array_out(v) for v in new)))
+            in_place = out is start or grown_from(out) is start
+            outputs.append(AppendedOut(tuple(array_out(v) for v in new), in_place))
             continue
         leaves, treedef = flatten_state(out)
         outputs.append(TreeOut(treedef, tuple(array_out(l) if is_array(l) else PythonOut(l) for l in leaves)))
@@ -238,7 +245,7 @@ def _join_var(var: Var, out: TreeOut | AppendedOut, origin) -> Var:
                 origin,
                 advice=f"append the same number of same-shaped arrays to '{var.name}' in every iteration.",
             )
-        return Var(var.name, prefix=var.prefix, items=items)
+        return Var(var.name, prefix=var.prefix, items=items, in_place=out.in_place)
     treedef, desc = out.treedef, out.leaves
     if var.is_list:  # not append-only after all: carry the list as a pytree of arrays
         return _join_var(_tree_var(var.name, var.prefix), out, origin)
@@ -409,16 +416,19 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
 
     def body(index, carried):
         """One iteration inside the lax loop: `(new carry, appended items)`."""
+        given = assemble(spec, carried)
         with WriteTracker() as tracker, staged_tracing():  # attributes changed by called methods are refused
-            outs = loop.body(index, assemble(spec, carried))
+            outs = loop.body(index, given)
+            iteration = describe_outputs(spec, given, outs, origin)  # reads lists grown while tracing
         refuse_loop_writes(tracker, origin)
         if loop.length is not None and python_choice.any_recorded(outs):
             raise Refused(python_choice.CARRY_REASON)  # unrolled, each choice stays exact
-        iteration = describe_outputs(spec, outs, origin)
         new = join(spec, iteration, origin)
         if not settled(spec, new) or (loop.length is None and loop.bound() != bound):
             raise _Abandon(_Retype(new))
         _refuse_first_set_observed(new, loop.facts.observed, origin)
+        if loop.length is None:
+            _refuse_kind_chosen_by_data(new, outs, origin)
         reason = check(new) if check is not None else None
         if reason is not None:
             raise Refused(reason)
@@ -435,9 +445,26 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
     carried = initial_carry(spec, init)
     try:
         with ad_context.scope(carried):
-            return _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, last, init)
+            values = _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, last, init)
     except _Abandon as abandon:
         return abandon.retype
+    return _lists_grown_in_place(final_spec, init, values)
+
+
+def _lists_grown_in_place(spec, init, values) -> list:
+    """A list the body appended to in place is, eagerly, the list from before the loop, grown:
+    other references to it (the caller's, a context manager's) see the items. They are written
+    into it; inside a staged branch or body being traced, where nothing may change in place,
+    the new list is noted as grown from it instead (`staging.note_grown`, read by the `if`)."""
+    for i, var in enumerate(spec):
+        if not (var.is_list and var.in_place):
+            continue
+        if tracing_staged_code():
+            note_grown(values[i], init[i])
+        else:
+            init[i][:] = values[i]
+            values[i] = init[i]
+    return values
 
 
 def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, last_outputs, init) -> list:
@@ -583,6 +610,29 @@ def _refuse_first_set_observed(spec, observed: frozenset, origin: OriginInfo) ->
                 advice=f"set {var.name} before the loop (to the value its first iteration should see), "
                 "or make the loop's condition or range a Python value so the loop unrolls.",
             )
+
+
+def _refuse_kind_chosen_by_data(spec, outs, origin: OriginInfo) -> None:
+    """A loop whose trip count is traced cannot be unrolled, and its carry has one type per
+    variable: a variable the body sets to a Python number or an array by data (`k = obj.count`
+    on one side of a staged `if`, `k = x.sum()` before the loop) of a kind the carry does not
+    have would come out of the loop, and into the next iteration, as the carry's type."""
+    for var, out in zip(spec, outs):
+        if var.is_list:
+            continue
+        for leaf, value in zip(var.leaves, flatten_state(out)[0]):
+            choice = python_choice.recorded_choice(value) if leaf.carried and is_array(value) else None
+            misfits = [c for c in choice.candidates if not python_choice.fits(c, leaf.aval)] if choice else []
+            if misfits:
+                raise LoopVariableError(
+                    f"'{var.name}' is set in this loop to a Python number or an array depending on the data "
+                    f"({python_choice.describe_candidates(choice)}), and the loop carries it as "
+                    f"{describe(leaf.aval)}: its number of iterations is traced, so the loop cannot be unrolled "
+                    "to keep eager's type.",
+                    origin,
+                    advice=f"give '{var.name}' one kind on every path, in and before the loop "
+                    f"(`float(...)`, `jnp.asarray(..., dtype)`, `0.0` for `0`).",
+                )
 
 
 def _refuse_lists(spec, origin):

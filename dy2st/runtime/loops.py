@@ -153,15 +153,16 @@ def _lax_while(test, body, get_state, set_state, names, origin, facts):
     return _stage(get_state, set_state, names, origin, run_body, run_test, None, "while", facts, indexed=False)
 
 
-def _stage(get_state, set_state, names, origin, run_body, run_test, length, kind, facts, indexed=True):
-    """Stage a loop from the current state; on any error the state is restored first."""
+def _stage(get_state, set_state, names, origin, run_body, run_test, length, kind, facts, indexed=True, check=None):
+    """Stage a loop from the current state; on any error the state is restored first (`check`: as
+    for `loop_staging.stage`)."""
     init = get_state()
     options = LoopOptions()
     loop = loop_staging.Loop(run_body, run_test, length, indexed, bound=lambda: options.maximum_iterations,
                              facts=facts, stop_at_bound=lambda: options.on_bound == "stop")
     try:
         with _options_scope(options):
-            values = loop_staging.stage(loop_staging.initial_spec(init, names), init, loop, origin)
+            values = loop_staging.stage(loop_staging.initial_spec(init, names), init, loop, origin, check=check)
     except BaseException:
         set_state(init)
         raise
@@ -268,7 +269,8 @@ def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin, fa
         init = get_state()
         attempt = events.Attempt()
         try:
-            return _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length, facts)
+            return _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length, facts,
+                              check=lambda spec: _python_values_needed(spec, init))
         except (LoopVariableError, loop_staging.Refused) as why:
             set_state(init)
             attempt.discard()
@@ -278,7 +280,7 @@ def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin, fa
     return _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length, facts)
 
 
-def _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length, facts):
+def _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length, facts, check=None):
     def run_test(index, values):
         set_state(tuple(values))
         go = extra_test() if extra_test is not None else True
@@ -288,7 +290,8 @@ def _stage_for(iterable, run_body, get_state, set_state, names, extra_test, orig
         return within if go is True else jax.numpy.logical_and(within, scalar_predicate(go, origin) if is_traced(go) else go)
 
     needs_test = extra_test is not None or length is None
-    return _stage(get_state, set_state, names, origin, run_body, run_test if needs_test else None, length, "for", facts)
+    return _stage(get_state, set_state, names, origin, run_body, run_test if needs_test else None, length, "for", facts,
+                  check=check)
 
 
 def _py_for(iterable, body, get_state, set_state, names, extra_test, origin, facts, python_reason=None,
@@ -423,6 +426,8 @@ def _python_values_needed(spec, init):
     """Why staging would change what eager code gives (a Python number becoming an array)."""
     for var, value in zip(spec, init):
         if var.is_list:
+            if any(aval.weak_type for aval in var.items or ()):  # `xs.append(i)`, `xs.append(2 * i)`
+                return f"'{var.name}' gets values appended that would be Python numbers eagerly"
             continue
         starts = jax.tree_util.tree_leaves(value, is_leaf=lambda x: isinstance(x, Undefined))
         if isinstance(value, Undefined):

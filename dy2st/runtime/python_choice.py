@@ -146,6 +146,27 @@ def any_recorded(values) -> bool:
     return False
 
 
+def recorded_choice(value) -> Choice | None:
+    """The Choice recorded for the staged `value`, or None."""
+    table = _table()
+    return _recorded_choice(table, value) if table else None
+
+
+def fits(candidate, aval) -> bool:
+    """Whether a value of type `aval` gives eager's `candidate` as a weak scalar gives a Python
+    number (same kind) or as an array of its dtype (the weak flag aside, as for `select`)."""
+    if type(candidate) is PythonNumber:
+        return np.dtype(aval.dtype).kind in _KINDS.get(type(candidate.value), "")
+    return candidate.dtype == aval.dtype
+
+
+def describe_candidates(choice: Choice) -> str:
+    """What eager may give, in words: `Python int 0 or a float32 array`."""
+    words = [f"Python {type(c.value).__name__} {c.value!r}" if type(c) is PythonNumber else f"a{'n' if str(c.dtype)[0] in 'aeiou' else ''} {c.dtype} array"
+             for c in choice.candidates]
+    return " or ".join(dict.fromkeys(words))
+
+
 def _recorded_choice(table: dict, value) -> Choice | None:
     entry = table.get(id(value))
     return entry.choice if entry is not None and entry.value is value else None

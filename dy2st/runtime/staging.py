@@ -85,12 +85,21 @@ def tracing_staged_code() -> bool:
 def staged_tracing():
     """Trace a staged branch or loop body inside this (see `tracing_staged_code`)."""
     _staging.depth = getattr(_staging, "depth", 0) + 1
+    _sides().append(object())
     try:
         yield
     finally:
+        _sides().pop()
         _staging.depth -= 1
         if not _staging.depth:
             _grown_lists().clear()
+
+
+def _sides() -> list:
+    """A token per staged side or body being traced, innermost last."""
+    if not hasattr(_staging, "sides"):
+        _staging.sides = []
+    return _staging.sides
 
 
 def _grown_lists() -> dict:
@@ -102,7 +111,15 @@ def _grown_lists() -> dict:
 def note_grown(grown: list, original: list) -> None:
     """`grown` stands for `original` after an in-place append made while tracing staged code
     (`list_append` gives a new list there; eagerly `original` itself would have grown)."""
-    _grown_lists()[id(grown)] = (grown, grown_from(original))
+    _grown_lists()[id(grown)] = (grown, grown_from(original), _sides()[-1] if _sides() else None)
+
+
+def grown_here(value) -> bool:
+    """Whether `value` is a copy `note_grown` noted in the side being traced now: nothing
+    outside the side holds it, so it may grow in place (as eagerly, every reference to it sees
+    the item: a `Ctx` given the list, then an append through the variable)."""
+    entry = _grown_lists().get(id(value))
+    return entry is not None and entry[0] is value and bool(_sides()) and entry[2] is _sides()[-1]
 
 
 def grown_from(value):

@@ -100,6 +100,7 @@ class WriteTracker:
         self._containers: dict = {}  # id -> list or dict given to a call, of this side
         self._objects: dict = {}  # id -> object, of every side
         self._given_to: dict = {}  # id of a tracked list/dict -> the name of the call it was given to
+        self._born: dict = {}  # id -> object made by a user's class called in this side
 
     def __enter__(self):
         stack = getattr(_active, "trackers", None)
@@ -108,6 +109,7 @@ class WriteTracker:
         stack.append(self)
         self._seen = {}
         self._containers = {}
+        self._born = {}
         return self
 
     def __exit__(self, exc_type, *exc):
@@ -134,6 +136,20 @@ class WriteTracker:
         self._containers[id(container)] = container
         self._objects[id(container)] = container
         self.originals.setdefault(AttributeKey(id(container), ITSELF), _Original(container, container, _contents(container)))
+
+    def see_born(self, obj) -> None:
+        """An object a user's class made while this side is traced (a `Ctx(log, 1)` of a `with`)."""
+        self._born[id(obj)] = obj
+
+    def is_born(self, key: AttributeKey) -> bool:
+        """Whether `key` is an attribute of an object made in this side: each trace makes a new
+        one, nothing outside the side held it before, so it is not carried (a staged `if` reads
+        the lists it holds, see `control_flow._ListVersions`)."""
+        return key.object_id in self._born
+
+    def side_containers(self) -> dict:
+        """`AttributeKey -> list or dict` of the containers given to calls in this side."""
+        return {AttributeKey(i, ITSELF): c for i, c in self._containers.items()}
 
     def take(self) -> dict:
         """The attributes this side changed (AttributeKey -> new value, lists as their contents),
@@ -201,6 +217,12 @@ def note_receiver(obj) -> None:
     for tracker in getattr(_active, "trackers", ()) or ():
         if hasattr(obj, "__dict__") and not isinstance(obj, type):
             tracker.see(obj)
+
+
+def note_born(obj) -> None:
+    """Called by `convert_call` for an object a user's class made: see `WriteTracker.is_born`."""
+    for tracker in getattr(_active, "trackers", ()) or ():
+        tracker.see_born(obj)
 
 
 def tracking() -> bool:

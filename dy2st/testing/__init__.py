@@ -8,14 +8,34 @@ import numpy as np
 import dy2st
 
 
-def _assert_tree_close(expected, actual, what: str, rtol=1e-5, atol=1e-6):
+_PY_NUMBERS = (bool, int, float, complex)
+
+
+def _same_kind(python, other) -> bool:
+    """A Python number is matched by one of its type, or by a weakly typed scalar array of the
+    dtype it becomes (what a staged value eager holds as a Python number is: a loop's counter)."""
+    if isinstance(other, _PY_NUMBERS) and not isinstance(python, _PY_NUMBERS):
+        python, other = other, python
+    if isinstance(other, _PY_NUMBERS):
+        return type(other) is type(python)
+    weak = getattr(other, "weak_type", False) or type(python) is bool
+    return getattr(other, "shape", None) == () and weak and other.dtype == jax.numpy.asarray(python).dtype
+
+
+def _assert_tree_close(expected, actual, what: str, rtol=1e-5, atol=1e-6, kinds=True):
+    """Values, structure and dtypes agree; with `kinds`, also whether each leaf is a Python
+    number or an array, and its Python type (an enclosing `jax.jit` makes every output an array)."""
     exp_leaves, exp_tree = jax.tree_util.tree_flatten(expected)
     act_leaves, act_tree = jax.tree_util.tree_flatten(actual)
     assert exp_tree == act_tree, f"{what}: structure {act_tree} != eager {exp_tree}"
     for e, a in zip(exp_leaves, act_leaves):
+        if kinds and (isinstance(e, _PY_NUMBERS) or isinstance(a, _PY_NUMBERS)):
+            assert _same_kind(e, a), f"{what}: {a!r} ({type(a).__name__}) != eager {e!r} ({type(e).__name__})"
         if isinstance(e, (bool, int, float, complex, np.ndarray, np.generic, jax.Array)) or hasattr(e, "shape"):
             e_arr, a_arr = np.asarray(e), np.asarray(a)
             assert e_arr.shape == a_arr.shape, f"{what}: shape {a_arr.shape} != eager {e_arr.shape}"
+            if kinds and not isinstance(e, _PY_NUMBERS) or isinstance(e, jax.Array):
+                assert a_arr.dtype == e_arr.dtype, f"{what}: dtype {a_arr.dtype} != eager {e_arr.dtype}"
             np.testing.assert_allclose(a_arr, e_arr, rtol=rtol, atol=atol, err_msg=what)
         else:
             assert e == a, f"{what}: {a!r} != eager {e!r}"
@@ -42,7 +62,7 @@ def check_equivalent(fn, *args, grad_argnums=None, jit=True, rtol=1e-5, atol=1e-
             return static(*full, **kwargs)
 
         jitted = jax.jit(call)(*[args[i] for i in array_pos])
-        _assert_tree_close(expected, jitted, "jit(to_static)", rtol, atol)
+        _assert_tree_close(expected, jitted, "jit(to_static)", rtol, atol, kinds=False)
     if grad_argnums is not None:
         def loss(f):
             return lambda *a: sum(jax.numpy.sum(l) for l in jax.tree_util.tree_leaves(f(*a, **kwargs)))

@@ -250,7 +250,7 @@ class _Generator:
         k = self.pick(s.ints)
         can_resize_L = "L" not in s.frozen
         can_resize_xs = "xs" not in s.frozen
-        kind = self.rng.randint(0, 41)
+        kind = self.rng.randint(0, 42)
         if kind <= 3:
             self.emit(indent, f"{a} = clip({self.arr_expr(s)})")
         elif kind <= 5:
@@ -337,6 +337,8 @@ class _Generator:
             self.emit(indent, f"obj.acc = Acc(clip(obj.acc.w - {self.arr(s)}))")
         elif kind == 41:
             self.emit(indent, f"{a} = clip({a} + obj.acc.w)")
+        elif kind == 42:  # an array appended in place to the list a `Ctx` also holds (a scan stacks it)
+            self.emit(indent, f"log.append(clip({self.arr_expr(s)}))")
         else:
             self.emit(indent, f"{a} = clip({a} + {self.pick(['L[-1]', 'L[0]', 'xs[-1]', 'obj.h', 'sum(L[-2:], x)'])})")
 
@@ -354,7 +356,7 @@ class _Generator:
         self.emit(indent, f"{self.pick(s.arrays)} = {h}({self.arr_expr(s)}){'' if self.chance(0.5) else ' + ' + h + '(' + self.arr(s) + ', 1)'}")
 
     def compound(self, s: _Scope, indent: int, depth: int) -> None:
-        kind = self.rng.randint(0, 10)
+        kind = self.rng.randint(0, 11)
         if kind <= 2:
             self.emit(indent, f"if {self.cond(s)}:")
             self.block(s, indent + 1, depth + 1)
@@ -375,9 +377,35 @@ class _Generator:
             self.emit(indent, f"finally:\n    log.append({self.rng.randint(10, 20)})")
         elif kind == 9:
             self.emit(indent, f"with Ctx(log, {self.rng.randint(1, 9)}) as c:")
+            if self.chance(0.4):  # `Ctx` holds `log` while a loop (maybe a scan) appends to it
+                self.for_loop(s, indent + 1, depth + 1)
             self.block(s, indent + 1, depth + 1)
-        else:
+        elif kind == 10:
             self.iterator(s, indent, depth)
+        else:
+            self.logged_scan(s, indent, depth)
+
+    def logged_scan(self, s: _Scope, indent: int, depth: int) -> None:
+        """A loop that a scan may run (a static range, an array carried) appending arrays to
+        `log`, which a `Ctx` also holds (its exit appends through its own reference), maybe
+        inside a staged `if`, maybe appending through `c.log` too."""
+        a, i = self.pick(s.arrays), self.new("i")
+        self.emit(indent, f"with Ctx(log, {self.rng.randint(1, 9)}) as c:")
+        inner = indent + 1
+        if self.chance(0.3):
+            self.emit(inner, f"if {self.cond(s)}:")
+            inner += 1
+        bound = self.pick(['3', '4', 'n'])
+        self.emit(inner, f"for {i} in range({bound}):")
+        self.emit(inner + 1, f"{a} = clip({a} + {self.arr(s)} * 0.5)")
+        self.emit(inner + 1, f"log.append(clip({a} * {self.pick(['1', '2', i])}))")
+        if self.chance(0.3):
+            self.emit(inner + 1, f"c.log.append(clip({a} - 1))")
+        if self.chance(0.3):
+            self.block(s.child(loop_depth=s.loop_depth + 1, int_reads=s.int_reads + [i]), inner + 1, depth + 1, 1)
+        if inner > indent + 1:
+            self.emit(inner - 1, "else:")
+            self.emit(inner, f"for {i} in range({bound}):\n    log.append(clip({self.arr(s)}))")
 
     def for_loop(self, s: _Scope, indent: int, depth: int) -> None:
         i = self.new("i")
@@ -423,6 +451,8 @@ class _Generator:
             self.late.append(t)
         if self.chance(0.2):
             self.emit(indent, f"FN.append(lambda v: clip(v + {self.pick(s.int_reads or ['1'])}))")  # late binding
+        if self.chance(0.2):  # stacked by a scan; `log` is also a `Ctx`'s
+            self.emit(indent, f"log.append(clip({self.arr_expr(s)}))")
         self.block(s, indent, depth + 1)
         if self.chance(0.45):
             self.emit(indent, f"if {self.cond(s)}:\n    {self.pick(['break', 'continue'])}")

@@ -5,6 +5,11 @@
   once, while tracing) — it used to pop once and return a wrong result.
 * A list appended to in a staged `if` while another object holds it (a context manager's log):
   after the `if` the name still refers to that same list, grown, as eagerly.
+* Likewise a list appended to in place in a staged loop (a scan of a static range that carries
+  an array, the rows of an array, nested loops, a loop inside a staged `if`): the appended
+  items reach the list from before, so every other reference sees them; a list rebuilt with
+  `xs = xs + [v]` is a new list there, as eagerly. Items eager holds as Python numbers (the
+  range index) unroll the loop, so they stay Python numbers.
 """
 
 import jax.numpy as jnp
@@ -155,3 +160,205 @@ def test_appends_in_an_unrolled_loop_reach_the_context_managers_list():
 def test_appended_in_one_branch_replaced_in_the_other_is_refused():
     with pytest.raises(BranchOutputError, match="appended to in place in one branch and replaced"):
         dy2st.to_static(appended_here_replaced_there)(X)
+
+
+def scan_appends_in_place(x):
+    log = [7]
+    other = log
+    a = x
+    with Ctx(log, 2):
+        for i in range(3):
+            a = a + 1
+            log.append(a * i)
+    return a, log, other
+
+
+def scan_rebinds_the_list(x):
+    log = [x]
+    other = log
+    a = x
+    for _ in range(3):
+        a = a + 1
+        log = log + [a]
+    return a, log, other
+
+
+def scan_appends_the_index(x):
+    log = [7]
+    other = log
+    a = x
+    for i in range(3):
+        a = a + 1
+        log.append(i)
+        log.append(2.5 * i)
+    return a, log, other
+
+
+def rows_loop_counts_and_appends(xs):
+    log = []
+    other = log
+    acc = xs[0] * 0
+    k = 0
+    for i, row in enumerate(xs):
+        acc = acc + row
+        k = k + 1
+        log.append(row * i)
+    return acc, k, log, other
+
+
+def nested_scans_append(x):
+    log = []
+    other = log
+    a = x
+    for _ in range(2):
+        for _ in range(3):
+            a = a + 1
+            log.append(a)
+    return a, log, other
+
+
+def scan_inside_staged_if_appends(x):
+    log = [x]
+    a = x
+    with Ctx(log, 2):
+        if x.sum() > 0:
+            for _ in range(3):
+                a = a + 1
+                log.append(a)
+        else:
+            for _ in range(3):
+                log.append(-x)
+    return a, log
+
+
+def appends_to_the_callers_list(x, out):
+    a = x
+    for _ in range(3):
+        a = a * 2
+        out.append(a)
+    return a
+
+
+@pytest.mark.parametrize("fn", [scan_appends_in_place, scan_rebinds_the_list, scan_appends_the_index,
+                                nested_scans_append])
+def test_a_list_appended_in_a_scan_is_the_list_from_before(fn):
+    a, log, other = check_equivalent(fn, X)
+    static = dy2st.to_static(fn)
+    for _ in range(2):  # the cached call too
+        s_a, s_log, s_other = static(X)
+        assert len(s_other) == len(other) and len(s_log) == len(log)
+        assert [type(v) for v in s_log] == [type(v) for v in log]
+
+
+def test_the_context_managers_exit_reaches_a_list_a_scan_appended_to():
+    _, log, other = dy2st.to_static(scan_appends_in_place)(X)
+    assert log[-1] == -2 and len(log) == 6 and len(other) == 6
+
+
+def test_the_range_index_appended_stays_a_python_number():
+    _, log, _ = dy2st.to_static(scan_appends_the_index)(X)
+    assert log == [7, 0, 0.0, 1, 2.5, 2, 5.0]
+    assert [type(v) for v in log] == [int, int, float, int, float, int, float]
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_rows_of_an_array_keep_a_python_counter_and_the_list(rows):
+    xs = jnp.arange(rows * 2.0).reshape(rows, 2)
+    acc, k, log, other = check_equivalent(rows_loop_counts_and_appends, xs)
+    _, s_k, s_log, s_other = dy2st.to_static(rows_loop_counts_and_appends)(xs)
+    assert type(s_k) is int and len(s_other) == rows
+
+
+@pytest.mark.parametrize("x", [X, -X])
+def test_a_scan_inside_a_staged_if_appends_to_the_context_managers_list(x):
+    _, log = check_equivalent(scan_inside_staged_if_appends, x)
+    assert log[-1] == -2
+
+
+def test_a_scan_appends_to_the_callers_list():
+    eager, static = [], []
+    expected = appends_to_the_callers_list(X, eager)
+    out = dy2st.to_static(appends_to_the_callers_list)(X, static)
+    assert len(static) == len(eager) == 3
+    for e, s in zip([expected, *eager], [out, *static]):
+        assert jnp.array_equal(e, s)
+
+
+class Logger:
+    """Holds the caller's list and appends to it in a method (code dy2st calls as it is)."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def note(self, v):
+        self.log.append(v)
+
+
+def method_then_variable_appends(x):
+    log = [0]
+    logger = Logger(log)
+    if x.sum() > 0:
+        logger.note(x * 2)
+        log.append(x)
+    else:
+        logger.note(x * 3)
+        log.append(-x)
+    return log, logger.log
+
+
+def variable_then_method_appends(x):
+    log = [0]
+    logger = Logger(log)
+    if x.sum() > 0:
+        log.append(x)
+        logger.note(x * 2)
+    else:
+        log.append(-x)
+        logger.note(x * 3)
+    return log
+
+
+def two_names_append_apart(x):
+    log = [0]
+    other = log
+    if x.sum() > 0:
+        log.append(x)
+        other.append(x * 2)
+    else:
+        log.append(-x)
+        other.append(x * 3)
+    return log
+
+
+def ctx_made_in_each_branch(x):
+    log = []
+    a = x
+    if x.sum() > 0:
+        log.append(a)
+        with Ctx(log, 6):
+            a = a + 1
+            log.append(a)
+    else:
+        log.append(-a)
+        with Ctx(log, 5):
+            a = a - 1
+            log.append(a)
+    return a, log
+
+
+@pytest.mark.parametrize("x", [X, -X])
+@pytest.mark.parametrize("fn", [method_then_variable_appends, ctx_made_in_each_branch])
+def test_every_reference_to_a_list_sees_the_items_a_staged_branch_appends(fn, x):
+    """A method's `self.log.append` and the variable's append reach one list, in order (a `Ctx`
+    made in the branch is a new object each trace: it used to keep the `if` from settling)."""
+    check_equivalent(fn, x)
+
+
+@pytest.mark.parametrize("fn", [variable_then_method_appends, two_names_append_apart])
+def test_references_to_one_list_that_grow_apart_in_a_staged_branch_are_refused(fn):
+    """Traced, the variable's append makes a copy the later append through the other
+    reference does not reach: the order of items would be lost (it returned one item)."""
+    with pytest.raises(PythonEffectError) as err:
+        dy2st.to_static(fn)(X)
+    assert "two references to one list are appended to separately in a branch of this staged if" in str(err.value)
+    assert "if x.sum() > 0:" in str(err.value) and "append through one reference" in str(err.value)

@@ -221,3 +221,45 @@ def test_a_combined_table_shares_equal_candidates_only():
     assert int(pc.index_in(np.int32(1), b_map)) == 3
     assert int(jax.jit(lambda i: pc.index_in(i, b_map))(jnp.int32(4))) == 5
     assert int(pc.index_in(jnp.int32(2), a_map)) == 2
+
+
+def _kind_by_data_in_a_traced_loop(x, n):
+    k = x.sum()
+    for i in range(n):
+        if x.sum() > 0:
+            k = 0
+        else:
+            k = i
+    return k
+
+
+def _same_kind_by_data_in_a_traced_loop(x, n):
+    best = x.sum()
+    for i in range(n):
+        best = max(best, 0.5 * i)
+    return best
+
+
+def test_a_traced_loop_refuses_a_kind_the_data_picks_that_its_carry_cannot_hold():
+    """Eagerly `k` is a Python int once the loop ran; the loop carries the float32 `x.sum()` it
+    held before, and a loop with a traced trip count cannot be unrolled (it returned 0.0)."""
+    from dy2st.errors import LoopVariableError
+
+    with pytest.raises(LoopVariableError) as err:
+        dy2st.to_static(_kind_by_data_in_a_traced_loop)(POS, jnp.int32(2))
+    text = str(err.value)
+    assert "line" in text and "for i in range(n):" in text
+    assert "'k' is set in this loop to a Python number or an array depending on the data" in text
+    assert "Python int 0 or an int32 array" in text and "float32[]" in text
+    assert "give 'k' one kind on every path" in text
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_a_traced_loop_keeps_a_same_kind_choice(n):
+    """A Python float or a float32 array by data: the carry holds either (the weak flag aside,
+    see docs/limitations.md), so the loop stages."""
+    static = dy2st.to_static(_same_kind_by_data_in_a_traced_loop)
+    for count in (jnp.int32(n), n):
+        expected, got = _same_kind_by_data_in_a_traced_loop(NEG, count), static(NEG, count)
+        assert jnp.asarray(got).dtype == jnp.float32
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
