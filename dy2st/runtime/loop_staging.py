@@ -443,6 +443,8 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
         return scalar_predicate(pred, origin) if is_traced(pred) else jnp.asarray(bool(pred))
 
     carried = initial_carry(spec, init)
+    if loop.length is None and python_choice.is_recording():
+        carried = _note_python_starts(spec, init, carried)
     try:
         with ad_context.scope(carried):
             values = _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, last, init)
@@ -610,6 +612,28 @@ def _refuse_first_set_observed(spec, observed: frozenset, origin: OriginInfo) ->
                 advice=f"set {var.name} before the loop (to the value its first iteration should see), "
                 "or make the loop's condition or range a Python value so the loop unrolls.",
             )
+
+
+def _note_python_starts(spec, init, carried: list) -> list:
+    """A loop that may run any number of times carries a Python number it starts from (`k = 1`)
+    as the type its body gives (float32 after `k = x.sum()` on one side of a staged `if`): the
+    start is recorded as the Python number it is, so that `choice_kinds` follows it through the
+    loop and refuses a result that may still be that number eagerly (`k = k` on the other side)
+    in the carry's type; one the body always replaces is exact (see `_record_kind_by_trips`)."""
+    carried, position = list(carried), 0
+    for var, value in zip(spec, init):
+        if var.is_list:
+            continue
+        starts = flatten_state(value)[0] if not isinstance(value, Undefined) else [value] * len(var.leaves)
+        for leaf, start in zip(var.leaves, starts):
+            if not leaf.carried:
+                continue
+            number = python_choice.PythonNumber(start) if isinstance(start, PY_SCALARS) else None
+            if number is not None and not python_choice.fits(number, leaf.aval):
+                carried[position] = jnp.copy(carried[position])  # a traced value of its own, to follow
+                python_choice.record(carried[position], python_choice.Choice(np.int32(0), (number,)))
+            position += 1
+    return carried
 
 
 def _refuse_kind_chosen_by_data(spec, outs, origin: OriginInfo) -> None:

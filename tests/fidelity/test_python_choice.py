@@ -263,3 +263,43 @@ def test_a_traced_loop_keeps_a_same_kind_choice(n):
         expected, got = _same_kind_by_data_in_a_traced_loop(NEG, count), static(NEG, count)
         assert jnp.asarray(got).dtype == jnp.float32
         np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
+
+
+def _python_start_kept_on_one_side(x, n):
+    k = 1
+    w = 0
+    while w < n and x.sum() < 6:
+        w += 1
+        if x.sum() > 100:
+            k = x.sum()
+        else:
+            k = k  # eagerly still the Python int 1
+    return k
+
+
+def _python_start_always_replaced(x, n):
+    k = 0
+    w = 0
+    while w < n:
+        w += 1
+        k = x.sum()
+    return k
+
+
+def test_a_traced_loop_refuses_a_python_start_the_body_may_keep_in_another_kind():
+    """The carry is float32 (one side sets `x.sum()`); eagerly `k` stays the int 1 through the
+    other side, so the loop's result is an int or a float by data (it returned 1.0; fuzz seed
+    170325): refused at the loop on every input."""
+    from dy2st.errors import DataDependentKindError
+
+    for n in (0, 2):
+        with pytest.raises(DataDependentKindError) as err:
+            dy2st.to_static(_python_start_kept_on_one_side)(NEG, jnp.int32(n))
+        assert "while w < n and x.sum() < 6:" in str(err.value) and "one kind" in str(err.value)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_a_traced_loop_that_always_replaces_a_python_start_is_exact(n):
+    expected, got = _python_start_always_replaced(NEG, jnp.int32(n)), dy2st.to_static(_python_start_always_replaced)(NEG, jnp.int32(n))
+    assert type(got) is type(expected) or (n and got.dtype == expected.dtype)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
