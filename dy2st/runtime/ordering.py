@@ -7,8 +7,10 @@ and propagate every NaN. So each choice here is a `jnp.where` on Python's own co
 Python's left-to-right scan would keep. `sorted` is stable, as Python's is. `any`/`all` read
 each item's truth as `bool()` would, giving a scalar bool array.
 
-With no traced argument each is exactly the builtin. `key=`/`default=` with traced values
-are refused (the comparison could not be staged faithfully in general).
+With no traced argument each is exactly the builtin. `key=` calls the key once per item, left
+to right, as Python does, and compares the keys as above (staged where a key is traced); the
+items must then be arrays (or numbers) of one shape, since the data picks which one is the
+result. `sorted(..., key=)` sorts by the keys (one-element each), stably.
 """
 
 from __future__ import annotations
@@ -73,8 +75,9 @@ _NO_DEFAULT = object()
 
 
 def _choose(builtin, larger: bool, name: str, args, kwargs, origin: OriginInfo):
+    kwargs = dict(kwargs)
+    key = kwargs.pop("key", None)
     if len(args) == 1 and is_traced(args[0]):
-        kwargs = dict(kwargs)
         default = kwargs.pop("default", _NO_DEFAULT)
         _refuse_keywords(name, kwargs, origin)
         items = _rows_of(args[0], name, origin)
@@ -82,18 +85,61 @@ def _choose(builtin, larger: bool, name: str, args, kwargs, origin: OriginInfo):
             if default is not _NO_DEFAULT:
                 return default
             raise ValueError(f"{name}() arg is an empty sequence")
-        return _scan_choice(items, larger)
-    values = tuple(args[0]) if len(args) == 1 else args
-    if not _any_traced(values):
-        return builtin(values, **kwargs) if len(args) == 1 else builtin(*args, **kwargs)
-    kwargs = dict(kwargs)
-    kwargs.pop("default", None)  # only used when there are no items, and there are traced ones
-    _refuse_keywords(name, kwargs, origin)
+        if key is None:
+            return _scan_choice(items, larger)
+        values = tuple(items[i] for i in range(items.shape[0]))
+    else:
+        values = tuple(args[0]) if len(args) == 1 else args
+        if not values or key is None and not _any_traced(values):
+            if key is not None:
+                kwargs["key"] = key
+            return builtin(values, **kwargs) if len(args) == 1 else builtin(*args, **kwargs)
+        kwargs.pop("default", None)  # only used when there are no items
+        _refuse_keywords(name, kwargs, origin)
     compare = (lambda b, a: b > a) if larger else (lambda b, a: b < a)
+    if key is not None:
+        return _choose_by_key(values, key, compare, name, origin)
     kept = values[0]
     for later in values[1:]:
         kept = _later_wins(later, kept, compare, origin)
     return kept
+
+
+def _choose_by_key(values, key, compare, name: str, origin: OriginInfo):
+    """Python's `max`/`min` with `key=`: each key computed once, left to right; a later item
+    wins only where its key compares strictly better than the kept one's."""
+    keys = [key(v) for v in values]
+    if not _any_traced(keys):  # Python's own choice, by the keys
+        kept = 0
+        for i in range(1, len(values)):
+            if compare(keys[i], keys[kept]):
+                kept = i
+        return values[kept]
+    _refuse_mixed_items(values, name, origin)
+    kept, kept_key = values[0], keys[0]
+    for later, later_key in zip(values[1:], keys[1:]):
+        pred = compare(later_key, kept_key)
+        if not is_traced(pred):
+            kept, kept_key = (later, later_key) if pred else (kept, kept_key)
+            continue
+        pred = scalar_predicate(pred, origin, what="The comparison of two keys")
+        kept = python_choice.select(pred, later, kept, jnp.where(pred, later, kept))
+        kept_key = jnp.where(pred, later_key, kept_key)
+    return kept
+
+
+def _refuse_mixed_items(values, name: str, origin: OriginInfo) -> None:
+    """Items the data picks among must be one array type (or numbers): the result's shape."""
+    if all(is_traced(v) or isinstance(v, (int, float, bool, jnp.ndarray, np.ndarray, np.generic)) for v in values) \
+            and len({np.shape(v) for v in values}) == 1:
+        return
+    raise BuiltinError(
+        f"{name}() with key= over traced keys picks one of its items by data, but the items are not "
+        "arrays of one shape (the result would have a shape, or a structure, chosen by data).",
+        origin,
+        advice="give the items one shape, or pick an index with jnp.argmax/jnp.argmin over the stacked keys "
+        "and use it on arrays of one shape.",
+    )
 
 
 def convert_max(*args, **kwargs):
@@ -107,31 +153,43 @@ def convert_min(*args, **kwargs):
 
 
 def convert_sorted(iterable, *, key=None, reverse=False):
-    """`sorted(...)`: a stable sort, giving a list as Python does."""
+    """`sorted(...)`: a stable sort, giving a list as Python does (`key=` called once per item)."""
     originals = None  # the items of a list, which eager's result holds as they are
     if is_traced(iterable):
         origin = OriginInfo.of_caller()
         items = _rows_of(iterable, "sorted", origin)
+        keys = None if key is None else [key(items[i]) for i in range(items.shape[0])]
     else:
-        items = list(iterable)
-        if not _any_traced(items):
-            return builtins.sorted(items, key=key, reverse=reverse)
+        originals = list(iterable)
+        keys = None if key is None else [key(item) for item in originals]
+        if not _any_traced(originals) and not _any_traced(keys or ()):
+            order = builtins.sorted(range(len(originals)), key=(keys or originals).__getitem__, reverse=reverse)
+            return [originals[i] for i in order]
         origin = OriginInfo.of_caller()
-        shapes = {np.shape(i) for i in items}
-        if len(shapes) != 1 or int(np.prod(next(iter(shapes)))) != 1:
+        shapes = {np.shape(i) for i in originals}
+        if len(shapes) != 1 or (key is None and int(np.prod(next(iter(shapes)))) != 1):
             raise BuiltinError(
-                "sorted() of traced values that are not all one-element arrays of one shape.",
+                f"sorted() of traced values that are not all {'arrays' if key else 'one-element arrays'} of one shape.",
                 origin, advice="stack them into one array and use jnp.sort / jnp.argsort.")
-        originals, items = items, jnp.stack([jnp.asarray(i) for i in items])
-    if key is not None:
-        raise BuiltinError("sorted() with key= cannot compare traced values.", origin,
-                           advice="sort with jnp.argsort on the keys, then index the values.")
-    keys = items.reshape(items.shape[0], -1)[:, 0] if items.ndim > 1 else items
+        items = jnp.stack([jnp.asarray(i) for i in originals])
+    if keys is not None:
+        keys = _sort_keys(keys, origin)
+    else:
+        keys = items.reshape(items.shape[0], -1)[:, 0] if items.ndim > 1 else items
     order = jnp.argsort(keys, stable=True, descending=bool(reverse))
     result = list(items[order])
     if originals is not None:  # eager's list holds the items themselves: Python numbers, say
         result = python_choice.pick(order, originals, result)
     return result
+
+
+def _sort_keys(keys: list, origin: OriginInfo):
+    """The keys `sorted(..., key=)` computed, one per item, as one 1-D array to sort by."""
+    if any(np.size(k) != 1 for k in keys):
+        raise BuiltinError(
+            "sorted() with key= over traced values needs one-element keys: these compare as arrays.",
+            origin, advice="make the key a scalar (`key=lambda v: v.sum()`), or sort with jnp.argsort.")
+    return jnp.stack([jnp.asarray(k).reshape(()) for k in keys])
 
 
 def _truths(iterable, name: str, origin: OriginInfo):

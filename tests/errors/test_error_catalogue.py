@@ -478,7 +478,7 @@ def float_of_matrix(x):
 
 
 def max_with_key(x):
-    return max(x[0], x[1], key=abs)  # E:max_key
+    return max(x, x[1:], key=lambda v: v.sum())  # E:max_key
 
 
 def max_of_matrix(x):
@@ -500,7 +500,7 @@ def range_iterated_in_python(x):
     [
         (int_of_vector, "E:int", ["int()", "shape (3,)", "reduce"]),
         (float_of_matrix, "E:float", ["float()", "shape (3, 1)", "reduce"]),
-        (max_with_key, "E:max_key", ["max()", "key=", "jnp.max"]),
+        (max_with_key, "E:max_key", ["max()", "key=", "one shape", "jnp.argmax"]),
         (max_of_matrix, "E:max_2d", ["max()", "shape (2, 3)", "axis"]),
         (range_float_bound, "E:range_float", ["range()", "float32", "int("]),
         (range_iterated_in_python, "E:range_list", ["range()", "for` loop", "jnp.arange"]),
