@@ -1,7 +1,7 @@
 """What a `for` loop iterates when the loop must be staged: traced ranges and arrays.
 
-Generated code calls `loop_iter(range, a, b)` (likewise `enumerate`, `zip`, and any other
-function called in a `for` header, which may be `range` under another name) instead of the
+Generated code calls `loop_iter(range, a, b)` (likewise `enumerate`, `zip`, `reversed`, the
+calls in their arguments, and any other function called in a `for` header, which may be `range` under another name) instead of the
 builtin, so a traced bound or a traced array reaches `convert_for` before Python would try to
 iterate it. Each staged iterable gives its `static_length` (a Python int, or None when traced),
 `within(i)` (whether a traced index is before the end) and `element(i)`, its item at a traced
@@ -66,6 +66,14 @@ class StagedIterable(abc.ABC):
     @abc.abstractmethod
     def element(self, i):
         """The item at traced index `i` (0 <= i < length)."""
+
+    def __iter__(self):
+        """Python iteration (another header call, `zip` with a Python iterable): a static length's
+        items as eager gives them; a traced one has none while the program is traced."""
+        if self.static_length is None:
+            raise TypeError(f"{type(self).__name__[len('Staged'):].lower()}() of a traced length can only be "
+                            "iterated by a `for` loop header")
+        return iter(self.python_items())
 
     def python_items(self) -> list:
         """The items as eager iteration gives them, for a static length (an unrolled loop)."""
@@ -144,6 +152,20 @@ class StagedZip(StagedIterable):
         return tuple(p.python_item(i) if isinstance(p, StagedIterable) else p[i] for p in self.parts)
 
 
+class StagedReversed(StagedIterable):
+    """`reversed(...)` of a staged iterable: its items from the last."""
+
+    def __init__(self, inner: StagedIterable):
+        self.inner = inner
+        self.count = inner.count
+
+    def element(self, i):
+        return self.inner.element(self.inner.length - 1 - i)
+
+    def python_item(self, i: int):
+        return self.inner.python_item(self.count - 1 - i)
+
+
 def _stageable(value) -> bool:
     return isinstance(value, StagedIterable) or is_traced(value)
 
@@ -169,6 +191,8 @@ def loop_iter(fn, *args, **kwargs):
     if fn is builtins.enumerate and args and _stageable(args[0]):
         start = args[1] if len(args) > 1 else kwargs.get("start", 0)
         return StagedEnumerate(_as_staged(args[0]), start)
+    if fn is builtins.reversed and len(args) == 1 and not kwargs and _stageable(args[0]):
+        return StagedReversed(_as_staged(args[0]))
     if fn is builtins.zip and args and not kwargs and any(_stageable(a) for a in args):
         if all(_stageable(a) or hasattr(a, "shape") for a in args):
             return StagedZip([_as_staged(a) for a in args])
@@ -177,4 +201,4 @@ def loop_iter(fn, *args, **kwargs):
     return convert_call(fn)(*args, **kwargs)  # any other header call, converted as call_trees would
 
 
-_LOOP_BUILTINS = (builtins.range, builtins.enumerate, builtins.zip)
+_LOOP_BUILTINS = (builtins.range, builtins.enumerate, builtins.zip, builtins.reversed)

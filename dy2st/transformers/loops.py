@@ -191,17 +191,23 @@ class LoopTransformer(StateTransformer):
 
     def _iterable(self, expr):
         """`range(a, b)` -> `jst.loop_iter(range, a, b)`, likewise any call of a plain name (it may
-        be `range` by another name, `rng = range`); else as is."""
+        be `range` by another name, `rng = range`), and the calls in the arguments of `enumerate`,
+        `zip` and `reversed` (`reversed(range(n))`); else as is."""
         if (
             isinstance(expr, gast.Call)
             and isinstance(expr.func, gast.Name)
             and not any(isinstance(a, gast.Starred) for a in expr.args)
         ):
             call = templates.replace_as_expression("jst.loop_iter(fn)", jst=self.ctx.runtime, fn=expr.func)
-            call.args.extend(expr.args)
+            wraps = expr.func.id in _ITERABLE_WRAPPERS
+            call.args.extend(self._iterable(a) if wraps else a for a in expr.args)
             call.keywords = list(expr.keywords)
             return call
         return expr
+
+
+# Builtins of a `for` header that take iterables `loop_iter` may stage (a traced `range`).
+_ITERABLE_WRAPPERS = frozenset({"enumerate", "zip", "reversed"})
 
 
 def transform(tree, ctx):

@@ -636,3 +636,34 @@ def greedy_decode(tok):
 @pytest.mark.parametrize("start", [0, 1, 2, 3])
 def test_greedy_decoding_with_early_stop(start):
     check_equivalent(greedy_decode, jnp.array(start))
+
+
+def reversed_traced_range(x, n):
+    acc = x
+    for i in reversed(range(n)):
+        acc = acc * 2 + i
+    return acc
+
+
+def enumerate_reversed_stepped_range(x, n):
+    acc = x
+    for j, i in enumerate(reversed(range(1, n, 2))):
+        acc = acc - i * j
+    return acc
+
+
+def zip_reversed_range_and_rows(x, n):
+    acc = x[0] * 0
+    for i, v in zip(reversed(range(n)), reversed(x)):
+        acc = acc + v * i
+    return acc
+
+
+@pytest.mark.parametrize("fn", [reversed_traced_range, enumerate_reversed_stepped_range, zip_reversed_range_and_rows])
+@pytest.mark.parametrize("n", [0, 1, 3, 4])
+def test_reversed_range_of_a_traced_bound_is_staged(fn, n):
+    """`reversed(range(n))` in a `for` header (also inside enumerate/zip) with a traced `n` is a
+    staged loop from the last item (it was refused: a traced range has no items)."""
+    x = jnp.array([1.0, 2.0, 3.0])
+    check_equivalent(fn, x, jnp.int32(n), jit=False, grad_argnums=0)
+    check_equivalent(fn, x, n)
