@@ -65,26 +65,34 @@ def stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origi
     initial = get_state() if get_state is not None else ()
     tracker = WriteTracker()
     carried_writes: list = []  # attributes called methods change, carried as extra outputs
-    lists = _ListIdentity(initial[:nouts])
+    contents = _StateContents(initial, names)
+    live = {id(v) for v in initial[:nouts] if type(v) in (list, dict)}
+    lists = _ListIdentity(initial[:nouts], contents)
 
     def branch(body):
         def run():
             if set_state is not None:
                 set_state(initial)
             with tracker:
+                contents.watch(tracker)
                 if body is not None:
                     body()
             state = get_state() if get_state is not None else ()
             outs = state[:nouts]
-            # The items now: take() puts back the lists code called here changed in place.
-            items = {id(v): list(v) for v in state if type(v) is list}
-            changes = tracker.take()
-            versions = _ListVersions(_side_lists(state, items, changes, tracker), origin)  # dead ones too
+            # The items now: take() and put_back() put back the lists and dicts the side
+            # changed in place (code run as it is: `log += [x]`, `d |= {...}`, a method's append).
+            items = {id(v): type(v)(v) for v in state if type(v) in (list, dict)}
             lists.see(outs)
-            outs = tuple(versions.latest(items[id(v)], grown_from(v)) if type(v) is list else v for v in outs)
+            changes = tracker.take()
+            contents.put_back()
+            versions = _ListVersions(_side_lists(state, items, changes, tracker), origin)  # dead ones too
+            outs = tuple(versions.latest(items[id(v)], grown_from(v)) if type(v) is list else items.get(id(v), v)
+                         for v in outs)
             changes = {k: versions.latest(v, _root(tracker, k, v)) for k, v in changes.items() if _carried(tracker, k)}
             for key, container in tracker.side_containers().items():
-                if versions.latest(container) is not container and _carried(tracker, key):
+                if id(container) in live or not _carried(tracker, key):
+                    continue  # a live variable's list reaches the one from before through `lists`
+                if versions.latest(container) is not container:
                     changes[key] = list(versions.latest(container))  # grown through another reference
             found.update(changes)
             return tuple(outs) + tuple(changes.get(k, versions.latest_of_original(tracker, k)) for k in carried_writes)
@@ -114,6 +122,7 @@ def stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origi
         # Tracing a side wrote its tracers into the state (attributes, items, nonlocals): put
         # back what was there, so no object the caller holds keeps a tracer after the error.
         tracker.restore()
+        contents.put_back()
         if set_state is not None:
             set_state(initial)
         raise
@@ -131,36 +140,87 @@ def _carries(labels, values) -> str:
     return f"carries {events.describe_values(labels, values)}" if labels else "carries nothing (effects only)"
 
 
-class _ListIdentity:
-    """How each branch left the carried lists: `same` (the list from before), `grown` (appended
-    to in place: `xs.append(v)` gives a new list while tracing, see `lists.list_append`) or
-    `replaced` (another list). Where no branch replaced it, the list eager code holds after the
-    `if` is the one from before, grown: other references to it (a context manager's, the
-    caller's) must see the items, so the merged items are written back into it."""
+class _StateContents:
+    """The items of the lists and dicts the `if`'s variables hold before it. A side may change
+    them in place (code run as it is: `log += [x]`, `d |= {...}`); each side starts from these
+    items, and they are put back after it. Such a change is an effect whoever reads the list
+    after the `if` (`other = log`, while `log` itself is dead there): the side's `WriteTracker`
+    watches each one, so its items are carried out of the cond and written back in place."""
 
-    def __init__(self, initial):
+    def __init__(self, state, names):
+        self.saved = {id(v): (v, type(v)(v)) for v in state if type(v) in (list, dict)}
+        self.labels = {id(v): f"the {type(v).__name__} '{name}' (changed in place)"
+                       for v, name in zip(state, names) if type(v) in (list, dict)}
+
+    def watch(self, tracker: WriteTracker) -> None:
+        for container, _ in self.saved.values():
+            tracker.see_container(container, "", label=self.labels[id(container)])
+
+    def before(self, container):
+        return self.saved[id(container)][1]
+
+    def put_back(self) -> None:
+        for container, items in self.saved.values():
+            if _changed_contents(container, items):
+                _refill(container, items)
+
+
+def _changed_contents(container, items) -> bool:
+    if len(container) != len(items):
+        return True
+    if type(container) is dict:
+        return container.keys() != items.keys() or any(container[k] is not items[k] for k in items)
+    return any(a is not b for a, b in zip(container, items))
+
+
+def _refill(container, items) -> None:
+    container.clear()
+    if type(container) is dict:
+        container.update(items)
+    else:
+        container.extend(items)
+
+
+class _ListIdentity:
+    """How each branch left the carried lists and dicts: `same` (the one from before, as it
+    was), `changed` (the one from before, changed in place by code run as it is), `grown` (a
+    list appended to in place: `xs.append(v)` gives a new list while tracing, see
+    `lists.list_append`) or `replaced` (another one). Where no branch replaced it, the list or
+    dict eager code holds after the `if` is the one from before: other references to it (a
+    context manager's, the caller's) must see the items, so the merged items are written back
+    into it."""
+
+    def __init__(self, initial, contents: _StateContents):
         self.initial = initial
+        self.contents = contents
         self.seen = [set() for _ in initial]
 
     def see(self, outs) -> None:
         for i, (before, after) in enumerate(zip(self.initial, outs)):
-            if type(before) is list:
-                self.seen[i].add("same" if after is before else "grown" if grown_from(after) is before else "replaced")
+            if type(before) not in (list, dict):
+                continue
+            if after is before:
+                self.seen[i].add("changed" if _changed_contents(after, self.contents.before(before)) else "same")
+            else:
+                self.seen[i].add("grown" if type(before) is list and grown_from(after) is before else "replaced")
 
     def kept(self, outputs, names, origin: OriginInfo) -> tuple:
         final = list(outputs)
         for i, (before, seen) in enumerate(zip(self.initial, self.seen)):
-            if not seen or type(final[i]) is not list:
+            if not seen or type(final[i]) is not type(before):
                 continue
             if "replaced" not in seen:
-                before[:] = final[i]
+                _refill(before, final[i])
                 final[i] = before
-            elif "grown" in seen:
+            elif seen & {"grown", "changed"}:
+                kind, name = type(before).__name__, names[i]
+                new = f"{name} = {name} + [v]" if kind == "list" else f"{name} = {{**{name}, 'k': v}}"
                 raise BranchOutputError(
-                    f"'{names[i]}' is appended to in place in one branch and replaced by another list in the "
-                    "other: other references to the list would see the new items on one side only.",
+                    f"'{name}' is {'appended to or ' if kind == 'list' else ''}changed in place in one branch and "
+                    f"replaced by another {kind} in the other: other references to the {kind} would see the "
+                    "change on one side only.",
                     origin,
-                    advice=f"append in both branches, or build a new list in both (`{names[i]} = {names[i]} + [v]`).",
+                    advice=f"change it in place in both branches, or build a new {kind} in both (`{new}`).",
                 )
         return tuple(final)
 

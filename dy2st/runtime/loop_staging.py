@@ -155,6 +155,7 @@ class TreeOut:
 
     treedef: object
     leaves: tuple
+    in_place: bool = False  # a dict the body changed in place (`d |= {...}`), not a new one
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,7 +203,8 @@ def describe_outputs(spec, given, outs, origin: OriginInfo) -> Iteration:
             outputs.append(AppendedOut(tuple(array_out(v) for v in new), in_place))
             continue
         leaves, treedef = flatten_state(out)
-        outputs.append(TreeOut(treedef, tuple(array_out(l) if is_array(l) else PythonOut(l) for l in leaves)))
+        outputs.append(TreeOut(treedef, tuple(array_out(l) if is_array(l) else PythonOut(l) for l in leaves),
+                               type(out) is dict and out is start))
     return Iteration(arrays, outputs)
 
 
@@ -255,7 +257,8 @@ def _join_var(var: Var, out: TreeOut | AppendedOut, origin) -> Var:
         else:
             raise loop_checks.structure_changed(var.name, var.treedef, treedef, origin)
     label = f"'{var.name}'" if len(desc) == 1 else f"a part of '{var.name}'"
-    return Var(var.name, treedef, tuple(_join_leaf(l, d, label, origin) for l, d in zip(var.leaves, desc)))
+    return Var(var.name, treedef, tuple(_join_leaf(l, d, label, origin) for l, d in zip(var.leaves, desc)),
+               in_place=out.in_place)
 
 
 def _join_leaf(old: Leaf, out: ArrayOut | PythonOut, label, origin) -> Leaf:
@@ -450,22 +453,26 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
             values = _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, last, init)
     except _Abandon as abandon:
         return abandon.retype
-    return _lists_grown_in_place(final_spec, init, values)
+    return _changed_in_place(final_spec, init, values)
 
 
-def _lists_grown_in_place(spec, init, values) -> list:
-    """A list the body appended to in place is, eagerly, the list from before the loop, grown:
-    other references to it (the caller's, a context manager's) see the items. They are written
-    into it; inside a staged branch or body being traced, where nothing may change in place,
-    the new list is noted as grown from it instead (`staging.note_grown`, read by the `if`)."""
+def _changed_in_place(spec, init, values) -> list:
+    """A list the body appended to in place, or a dict it changed in place (`d |= {...}`), is,
+    eagerly, the one from before the loop: other references to it (the caller's, a context
+    manager's) see the change. The items are written into it. Inside a staged branch or body
+    being traced, a list is noted as grown from it instead (`staging.note_grown`, read by the
+    `if`); a dict is written in place there too (the `if` watches its variables' dicts and puts
+    them back after each side, see `control_flow._StateContents`)."""
     for i, var in enumerate(spec):
-        if not (var.is_list and var.in_place):
+        if not var.in_place or type(init[i]) is not type(values[i]):
             continue
-        if tracing_staged_code():
+        if var.is_list and tracing_staged_code():
             note_grown(values[i], init[i])
-        else:
-            init[i][:] = values[i]
-            values[i] = init[i]
+            continue
+        before = init[i]
+        before.clear()
+        before.update(values[i]) if type(before) is dict else before.extend(values[i])
+        values[i] = before
     return values
 
 

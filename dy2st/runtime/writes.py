@@ -128,9 +128,10 @@ class WriteTracker:
                 continue
             self.originals.setdefault(AttributeKey(id(obj), attr), _Original(obj, value, _contents(value)))
 
-    def see_container(self, container, callee: str) -> None:
-        """A list or dict given to a user's call: its contents as they were before the call."""
-        self._given_to.setdefault(id(container), callee)
+    def see_container(self, container, callee: str, label: str | None = None) -> None:
+        """A list or dict given to a user's call (or held by a variable of the staged `if`,
+        named by `label`): its contents as they were before the call."""
+        self._given_to.setdefault(id(container), label or f"the {type(container).__name__} given to {callee}() (which changes it)")
         if id(container) in self._containers:
             return
         self._containers[id(container)] = container
@@ -208,7 +209,7 @@ class WriteTracker:
     def label(self, key: AttributeKey) -> str:
         obj = self._objects.get(key.object_id) or self.originals[key].obj
         if key.attr == ITSELF:
-            return f"the {type(obj).__name__} given to {self._given_to[key.object_id]}() (which changes it)"
+            return self._given_to[key.object_id]
         return f"{type(obj).__name__}.{key.attr} (set by a method called here)"
 
 

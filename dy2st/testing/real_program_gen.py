@@ -250,7 +250,7 @@ class _Generator:
         k = self.pick(s.ints)
         can_resize_L = "L" not in s.frozen
         can_resize_xs = "xs" not in s.frozen
-        kind = self.rng.randint(0, 42)
+        kind = self.rng.randint(0, 44)
         if kind <= 3:
             self.emit(indent, f"{a} = clip({self.arr_expr(s)})")
         elif kind <= 5:
@@ -339,6 +339,10 @@ class _Generator:
             self.emit(indent, f"{a} = clip({a} + obj.acc.w)")
         elif kind == 42:  # an array appended in place to the list a `Ctx` also holds (a scan stacks it)
             self.emit(indent, f"log.append(clip({self.arr_expr(s)}))")
+        elif kind == 43:  # the same by augmented assignment (in place, as `extend`)
+            self.emit(indent, f"log += [clip({self.arr_expr(s)})]")
+        elif kind == 44:  # a dict changed in place; `DD` is another reference to it
+            self.emit(indent, f'D |= {{"a": clip({self.arr_expr(s)})}}')
         else:
             self.emit(indent, f"{a} = clip({a} + {self.pick(['L[-1]', 'L[0]', 'xs[-1]', 'obj.h', 'sum(L[-2:], x)'])})")
 
@@ -481,11 +485,11 @@ def draw_program(seed: int) -> RealProgram:
     g = _Generator(rng)
     scope = _Scope(arrays=["a0", "a1"], ints=["k0", "k1"], int_reads=[], scalar_reads=[])
     g.emit(1, "a0 = x\na1 = clip(y * 2)\nk0 = 1\nk1 = len(xs)\nL = [x, y]\nP = [3, 1, 2]\n"
-              'D = {"a": x, "k": 1}\nFN = []\nlog = []')
+              'D = {"a": x, "k": 1}\nDD = D\nFN = []\nlog = []')
     while g.budget > 0:
         g.statement(scope, 1, 0)
     g.emit(1, "out = [fn(a0) for fn in FN]")
-    g.emit(1, "return a0, a1, k0, k1, L, D, out, log, P")
+    g.emit(1, "return a0, a1, k0, k1, L, D, out, log, P, DD")
     source = PRELUDE + "\ndef f(x, y, n, xs, obj):\n" + "\n".join(g.lines) + "\n"
     values = rng.sample(range(-3, 6), 6)
     x = np.array(values[:3], np.float32)

@@ -158,7 +158,7 @@ def test_appends_in_an_unrolled_loop_reach_the_context_managers_list():
 
 
 def test_appended_in_one_branch_replaced_in_the_other_is_refused():
-    with pytest.raises(BranchOutputError, match="appended to in place in one branch and replaced"):
+    with pytest.raises(BranchOutputError, match="appended to or changed in place in one branch and replaced"):
         dy2st.to_static(appended_here_replaced_there)(X)
 
 
@@ -362,3 +362,71 @@ def test_references_to_one_list_that_grow_apart_in_a_staged_branch_are_refused(f
         dy2st.to_static(fn)(X)
     assert "two references to one list are appended to separately in a branch of this staged if" in str(err.value)
     assert "if x.sum() > 0:" in str(err.value) and "append through one reference" in str(err.value)
+
+
+def augmented_in_a_staged_branch(x):
+    log = [x]
+    other = log
+    d = {"a": x}
+    seen = d
+    if x.sum() > 0:
+        log += [x * 2]
+        d |= {"a": x * 2}
+    else:
+        log += [x * 3]
+        d |= {"a": -x}
+    return other, seen
+
+
+def augmented_in_a_scan(x):
+    log = [x]
+    other = log
+    d = {"a": x}
+    seen = d
+    a = x
+    for _ in range(3):
+        a = a + 1
+        log += [a]
+        d |= {"a": d["a"] + a}
+    return other, seen
+
+
+def dict_changed_in_a_traced_while(x, n):
+    d = {"a": x}
+    seen = d
+    w = 0
+    while w < n:
+        w += 1
+        d |= {"a": d["a"] * 2}
+    return seen
+
+
+def changed_here_replaced_there(x):
+    d = {"a": x}
+    if x.sum() > 0:
+        d |= {"a": x * 2}
+    else:
+        d = {"a": -x}
+    return d
+
+
+@pytest.mark.parametrize("x", [X, -X])
+def test_lists_and_dicts_changed_by_augmented_assignment_reach_every_reference(x):
+    """`log += [v]` and `d |= {...}` change the list or dict in place: in a staged branch they
+    leaked tracers into it (a raw UnexpectedTracerError); in a loop the dict was a new one, so
+    other references missed the change."""
+    check_equivalent(augmented_in_a_staged_branch, x)
+    check_equivalent(augmented_in_a_scan, x)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_a_dict_changed_in_place_in_a_traced_loop_is_the_dict_from_before(n):
+    check_equivalent(dict_changed_in_a_traced_while, X, jnp.int32(n), jit=False)
+    check_equivalent(dict_changed_in_a_traced_while, X, n)
+
+
+def test_a_dict_changed_in_place_in_one_branch_and_replaced_in_the_other_is_refused():
+    with pytest.raises(BranchOutputError) as err:
+        dy2st.to_static(changed_here_replaced_there)(X)
+    assert "'d' is changed in place in one branch and replaced by another dict in the other" in str(err.value)
+    assert "if x.sum() > 0:" in str(err.value)
