@@ -66,7 +66,6 @@ def stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origi
     tracker = WriteTracker()
     carried_writes: list = []  # attributes called methods change, carried as extra outputs
     contents = _StateContents(initial, names)
-    live = {id(v) for v in initial[:nouts] if type(v) in (list, dict)}
     lists = _ListIdentity(initial[:nouts], contents)
 
     def branch(body):
@@ -78,24 +77,10 @@ def stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origi
                 if body is not None:
                     body()
             state = get_state() if get_state is not None else ()
-            outs = state[:nouts]
-            # The items now: take() and put_back() put back the lists and dicts the side
-            # changed in place (code run as it is: `log += [x]`, `d |= {...}`, a method's append).
-            items = {id(v): type(v)(v) for v in state if type(v) in (list, dict)}
-            lists.see(outs)
-            changes = tracker.take()
-            contents.put_back()
-            versions = _ListVersions(_side_lists(state, items, changes, tracker), origin)  # dead ones too
-            outs = tuple(versions.latest(items[id(v)], grown_from(v)) if type(v) is list else items.get(id(v), v)
-                         for v in outs)
-            changes = {k: versions.latest(v, _root(tracker, k, v)) for k, v in changes.items() if _carried(tracker, k)}
-            for key, container in tracker.side_containers().items():
-                if id(container) in live or not _carried(tracker, key):
-                    continue  # a live variable's list reaches the one from before through `lists`
-                if versions.latest(container) is not container:
-                    changes[key] = list(versions.latest(container))  # grown through another reference
-            found.update(changes)
-            return tuple(outs) + tuple(changes.get(k, versions.latest_of_original(tracker, k)) for k in carried_writes)
+            side = _Side(state, nouts, tracker, contents, lists, origin)
+            found.update(side.changes)
+            return side.outs + tuple(side.changes.get(k, side.versions.latest_of_original(tracker, k))
+                                     for k in carried_writes)
 
         return run
 
@@ -138,6 +123,31 @@ def stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origi
 
 def _carries(labels, values) -> str:
     return f"carries {events.describe_values(labels, values)}" if labels else "carries nothing (effects only)"
+
+
+class _Side:
+    """What one traced side of a staged `if` gives: `outs`, its live variables' values, and
+    `changes`, the attributes and containers it changed that the cond carries. Lists and dicts
+    are given as their items: the side's changes in place are put back here (by `take()` and
+    `contents`), and the versions of one list references hold are unified (`_ListVersions`)."""
+
+    def __init__(self, state, nouts: int, tracker: WriteTracker, contents: "_StateContents", lists: "_ListIdentity",
+                 origin: OriginInfo):
+        outs = state[:nouts]
+        items = {id(v): type(v)(v) for v in state if type(v) in (list, dict)}  # before they are put back
+        lists.see(outs)
+        changes = tracker.take()
+        contents.put_back()
+        self.versions = versions = _ListVersions(_side_lists(state, items, changes, tracker), origin)  # dead ones too
+        self.outs = tuple(versions.latest(items[id(v)], grown_from(v)) if type(v) is list else items.get(id(v), v)
+                          for v in outs)
+        self.changes = {k: versions.latest(v, _root(tracker, k, v)) for k, v in changes.items() if _carried(tracker, k)}
+        live = {id(v) for v in lists.initial if type(v) in (list, dict)}  # the live variables' from before
+        for key, container in tracker.side_containers().items():
+            if id(container) in live or not _carried(tracker, key):
+                continue  # a live variable's list reaches the one from before through `lists`
+            if versions.latest(container) is not container:
+                self.changes[key] = list(versions.latest(container))  # grown through another reference
 
 
 class _StateContents:
