@@ -177,6 +177,23 @@ def walk(root):
                 stack.append(value)
 
 
+def walk_scope(nodes: list, closed: tuple):
+    """Every node of `nodes` and under them, not entering the nodes of the types `closed`
+    (yielded, their children not): a function's own scope without its nested ones, say."""
+    stack = list(reversed(nodes))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, closed):
+            continue
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                stack.extend([item for item in value if isinstance(item, _AST)])
+            elif isinstance(value, _AST):
+                stack.append(value)
+
+
 _FUNCTION_DEFS = (gast.FunctionDef, gast.AsyncFunctionDef)
 
 

@@ -142,8 +142,10 @@ def _effects(nodes: list, local_names: frozenset, rewritten_appends: bool, write
     """`rewritten_appends`: statements `name.append(v)` on a local list are rewritten into
     assignments by transformers.lists (not in-place changes): count them in `appended`."""
     found = _Effects()
-    statement_calls = {id(n.value) for n in _walk_statements(nodes) if isinstance(n, gast.Expr)}
+    statement_calls = set()  # calls whose value is dropped (`xs.sort()`), filled as their statement is passed
     for node in _walk_statements(nodes):
+        if isinstance(node, gast.Expr):  # a node comes before its children
+            statement_calls.add(id(node.value))
         if isinstance(node, (gast.Assign, gast.AugAssign)):
             targets = node.targets if isinstance(node, gast.Assign) else [node.target]
             for target in targets:
@@ -266,12 +268,5 @@ def _own_locals(function_def) -> frozenset:
 
 
 def _walk_own_scope(body: list):
-    """Nodes of `body` without entering nested functions, lambdas or classes."""
-    stack = list(reversed(body))
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, _NESTED_SCOPES):
-            continue
-        for child in gast.iter_child_nodes(node):
-            stack.append(child)
+    """Nodes of `body` without entering nested functions, lambdas or classes (in no set order)."""
+    return ast_util.walk_scope(body, _NESTED_SCOPES)
