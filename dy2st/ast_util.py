@@ -165,16 +165,7 @@ def copy_tree(node):
 def walk(root):
     """Every node under `root`, itself included, like `gast.walk` but faster (depth first,
     not breadth first: for callers that do not depend on the order)."""
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        for field in node._fields:
-            value = getattr(node, field, None)
-            if isinstance(value, list):
-                stack.extend([item for item in value if isinstance(item, _AST)])
-            elif isinstance(value, _AST):
-                stack.append(value)
+    return walk_scope([root], ())
 
 
 def walk_scope(nodes: list, closed: tuple):
