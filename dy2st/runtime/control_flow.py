@@ -12,7 +12,11 @@ is, for a Python `pred`, exactly::
 
 and for a traced `pred`, `y = lax.cond(pred, <if_body's y>, <else_body's y>)`. Attributes that
 methods called inside a traced branch change (`self.total = ...` in `self.bump(x)`) are
-found by `dy2st.runtime.writes` and carried through the same cond, then written back.
+found by `dy2st.runtime.writes` and carried through the same cond, then written back. Lists
+and dicts keep eager's identity: a side starts from the items they held before the `if`, what
+it appends or changes in place (through any reference) is carried, and the merged items are
+written back into the list or dict from before (`_StateContents`, `_ListVersions`,
+`_ListIdentity`).
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """What a `for` loop iterates when the loop must be staged: traced ranges and arrays.
 
 Generated code calls `loop_iter(range, a, b)` (likewise `enumerate`, `zip`, `reversed`, the
-calls in their arguments, and any other function called in a `for` header, which may be `range` under another name) instead of the
-builtin, so a traced bound or a traced array reaches `convert_for` before Python would try to
-iterate it. Each staged iterable gives its `static_length` (a Python int, or None when traced),
-`within(i)` (whether a traced index is before the end) and `element(i)`, its item at a traced
-index. Python arguments give the builtin's own result, and the loop stays Python.
+calls in their arguments, and any other function called in a `for` header, which may be
+`range` under another name) instead of the builtin, so a traced bound or a traced array
+reaches `convert_for` before Python would try to iterate it. Each staged iterable gives its
+`static_length` (a Python int, or None when traced), `within(i)` (whether a traced index is
+before the end) and `element(i)`, its item at a traced index. Python arguments give the
+builtin's own result, and the loop stays Python.
 """
 
 from __future__ import annotations

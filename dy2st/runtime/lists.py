@@ -9,10 +9,10 @@ def list_append(target, value):
     """`target.append(value)`, returning the list to assign back.
 
     A Python list is appended to in place when the code runs as plain Python (other references
-    to it see the item, as eagerly); while a staged branch or loop body is traced it gives a new
-    list (`target + [value]`) the first time: two branches or loop iterations traced from the
-    same state never share one list object; that copy then grows in place within the side. Any other object has its own `append`
-    called and is returned unchanged.
+    to it see the item, as eagerly); while a staged branch or loop body is traced, the first
+    append gives a new list (`target + [value]`), so two branches or loop iterations traced
+    from the same state never share one list object, and that copy then grows in place within
+    the side. Any other object has its own `append` called and is returned unchanged.
     """
     if type(target) is list:
         # Plain Python here, or a copy made in the side being traced: append in place, as

@@ -131,7 +131,8 @@ class WriteTracker:
     def see_container(self, container, callee: str, label: str | None = None) -> None:
         """A list or dict given to a user's call (or held by a variable of the staged `if`,
         named by `label`): its contents as they were before the call."""
-        self._given_to.setdefault(id(container), label or f"the {type(container).__name__} given to {callee}() (which changes it)")
+        label = label or f"the {type(container).__name__} given to {callee}() (which changes it)"
+        self._given_to.setdefault(id(container), label)
         if id(container) in self._containers:
             return
         self._containers[id(container)] = container
