@@ -74,7 +74,7 @@ def mark(function_def) -> EffectScope:
     """Set `Fact.PYTHON_BODY` on every loop, `if` and ternary of `function_def` whose body or
     branches need Python; returns the scope facts, for the guards later steps make
     (`mark_guard`)."""
-    local_names = _own_locals(function_def)
+    local_names = _own_locals(function_def) | _param_names(function_def)
     decisions, nested = [], []  # one walk of the whole function collects both
     for node in ast_util.walk(function_def):
         if isinstance(node, (gast.For, gast.While, gast.If, gast.IfExp)):
@@ -253,6 +253,14 @@ def _root_name(expr) -> str | None:
 
 def _describe(expr) -> str:
     return gast.unparse(expr).strip()
+
+
+def _param_names(function_def) -> frozenset:
+    """The function's parameters: its locals too (a list argument appended to is rewritten as
+    a local's is; the call writes its items back to the caller's list)."""
+    args = function_def.args
+    params = args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a is not None]
+    return frozenset(p.id for p in params if isinstance(p, gast.Name))
 
 
 def _own_locals(function_def) -> frozenset:

@@ -163,8 +163,7 @@ class _StateContents:
 
     def __init__(self, state, names):
         self.saved = {id(v): (v, type(v)(v)) for v in state if type(v) in (list, dict)}
-        self.labels = {id(v): f"the {type(v).__name__} '{name}' (changed in place)"
-                       for v, name in zip(state, names) if type(v) in (list, dict)}
+        self.labels = {id(v): name for v, name in zip(state, names) if type(v) in (list, dict)}
 
     def watch(self, tracker: WriteTracker) -> None:
         for container, _ in self.saved.values():

@@ -110,7 +110,7 @@ dy2st.to_static(f)(jnp.ones(3))
     Example(errors.PythonEffectError, """
 def f(x, history):
     if x.sum() > 0:
-        history.append(x)
+        history.extend([x, -x])
     return x
 
 dy2st.to_static(f)(jnp.ones(3), [])

@@ -14,8 +14,9 @@ staged `if` that appends on one side only is an error naming the list instead of
 unconditional append. `list_append` builds a new Python list (other objects get their own
 `append` called), so two branches traced from the same state never share one list. Only
 statements of the form `name.append(value)` are rewritten, and only where `name` is a local
-the function assigns (not a parameter, global or closure variable: rebinding those would change
-what the caller sees).
+the function assigns or one of its parameters (not a global or closure variable: rebinding
+those would change what other code sees). A parameter's list grown in staged code is written
+back into the caller's list object, as a local's is into the list from before.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class ListAppendTransformer(StatementTransformer):
 
     def visit_FunctionDef(self, node):
         scope = getanno(node, Fact.SCOPE)
-        self._locals.append(scope.bound - scope.params - scope.globals - scope.nonlocals)
+        self._locals.append((scope.bound | scope.params) - scope.globals - scope.nonlocals)
         self.generic_visit(node)
         self._locals.pop()
         return node

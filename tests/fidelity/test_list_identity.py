@@ -430,3 +430,24 @@ def test_a_dict_changed_in_place_in_one_branch_and_replaced_in_the_other_is_refu
         dy2st.to_static(changed_here_replaced_there)(X)
     assert "'d' is changed in place in one branch and replaced by another dict in the other" in str(err.value)
     assert "if x.sum() > 0:" in str(err.value)
+
+
+def appends_to_an_argument_in_a_staged_branch(x, out):
+    if x.sum() > 0:
+        out.append(x * 2)
+    else:
+        out.append(-x)
+    return x
+
+
+@pytest.mark.parametrize("x", [X, -X])
+def test_a_staged_branch_appends_to_the_callers_list(x):
+    """A list argument appended to in both branches (it was refused as an in-place change):
+    the caller's list gets the item the data picks, on the cached call too."""
+    static = dy2st.to_static(appends_to_an_argument_in_a_staged_branch)
+    for _ in range(2):
+        eager, staged = [X], [X]
+        appends_to_an_argument_in_a_staged_branch(x, eager)
+        static(x, staged)
+        assert len(staged) == len(eager) == 2
+        assert all(jnp.array_equal(a, b) for a, b in zip(eager, staged))

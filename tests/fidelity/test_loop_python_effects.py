@@ -189,7 +189,7 @@ def test_traced_loop_mutating_an_argument_list_is_refused():
             xs.append(x)
         return x
 
-    with pytest.raises(PythonEffectError, match=r"in place \(xs\.append\(\)\)"):
+    with pytest.raises(LoopVariableError, match=r"'xs' is appended to in a staged loop whose number of iterations"):
         dy2st.to_static(f)([], X)
 
 

@@ -156,7 +156,7 @@ def test_return_in_loop_goes_through_break_flag():
     assert "do_return = True" in code and "break_ = True" in code
 
 
-def test_list_append_becomes_assignment_for_locals_only():
+def test_list_append_becomes_assignment_for_locals_and_parameters_only():
     outer = []
 
     def f(xs, param):
@@ -172,7 +172,7 @@ def test_list_append_becomes_assignment_for_locals_only():
             outs = []
             for x in xs:
                 outs = jst.list_append(outs, x)
-                param.append(x)
+                param = jst.list_append(param, x)
                 outer.append(x)
             return outs
     """)
