@@ -220,10 +220,11 @@ class UndefinedVariableError(Dy2StaticError, UnboundLocalError):
 
 
 class StagedBranchError(Dy2StaticError):
-    """Tracing one side of a staged `if` raised (an IndexError, a shape TypeError, ...).
+    """Tracing one side of a staged `if` raised (an IndexError, a shape TypeError, ...), or
+    the body of a loop whose number of iterations is traced.
 
     The condition is a traced array, so both sides are traced whichever the data picks; eager
-    Python raises only when the data takes that side. The error is also an instance of what was
+    Python raises only when the data takes that side (or when an iteration runs). The error is also an instance of what was
     raised (an `IndexError` stays one), with that exception as its cause. Fix: make the side
     valid for every input (guard the index, fix the shape), or use `assert` for run-time checks.
     """
@@ -238,18 +239,36 @@ class StagedBranchError(Dy2StaticError):
 
     @classmethod
     def wrapping(cls, error: BaseException, branch_name: str, origin: "OriginInfo") -> "StagedBranchError":
-        kind = type(error)
+        return cls._combined(type(error))(
+            f"tracing the {branch_name} of this staged `if` raised {type(error).__name__}: {_first_line(error)} The "
+            "condition is a traced array, so both sides are traced whichever one the data picks; eager Python "
+            "raises this only when the data takes that side.",
+            origin,
+            advice=_UNBOUND_IN_BRANCH if issubclass(type(error), NameError) else _INVALID_BRANCH,
+        )
+
+    @classmethod
+    def wrapping_loop_body(cls, error: BaseException, origin: "OriginInfo") -> "StagedBranchError":
+        return cls._combined(type(error))(
+            f"tracing the body of this staged loop raised {type(error).__name__}: {_first_line(error)} Its number "
+            "of iterations is traced, so the body is traced whether or not it runs; eager Python raises this only "
+            "when an iteration runs.",
+            origin,
+            advice="make the body valid for the state before the loop as well (guard the index or key, fix the "
+            "shape), or make the loop's condition or range a Python value so the loop runs as Python.",
+        )
+
+    @classmethod
+    def _combined(cls, kind: type) -> type:
+        """This class and `kind` in one: the error is also what was raised."""
         combined = cls._classes.get(kind)
         if combined is None:
             combined = cls._classes[kind] = type(cls.__name__, (cls, kind), {"__module__": cls.__module__})
-        first = str(error).splitlines()[0].rstrip(".") + "." if str(error) else ""
-        return combined(
-            f"tracing the {branch_name} of this staged `if` raised {kind.__name__}: {first} The condition is a "
-            "traced array, so both sides are traced whichever one the data picks; eager Python raises this only "
-            "when the data takes that side.",
-            origin,
-            advice=_UNBOUND_IN_BRANCH if issubclass(kind, NameError) else _INVALID_BRANCH,
-        )
+        return combined
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).splitlines()[0].rstrip(".") + "." if str(error) else ""
 
 
 _INVALID_BRANCH = ("make that side valid for every input (guard the index or key, fix the shape), or make the "

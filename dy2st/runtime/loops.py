@@ -31,7 +31,7 @@ import threading
 import jax
 
 from dy2st.config import log
-from dy2st.errors import Dy2StaticError, LoopVariableError, OriginInfo, PythonEffectError
+from dy2st.errors import Dy2StaticError, LoopVariableError, OriginInfo, PythonEffectError, StagedBranchError
 from dy2st.runtime import events, loop_checks, loop_staging
 from dy2st.runtime.iterables import StagedArray, StagedIterable, StagedRange
 from dy2st.runtime.control_flow import stage_if
@@ -163,6 +163,11 @@ def _stage(get_state, set_state, names, origin, run_body, run_test, length, kind
     try:
         with _options_scope(options):
             values = loop_staging.stage(loop_staging.initial_spec(init, names), init, loop, origin, check=check)
+    except Exception as err:
+        set_state(init)
+        if length is None and type(err) in StagedBranchError.KEPT_TYPES:  # exactly: jax's errors subclass TypeError
+            raise StagedBranchError.wrapping_loop_body(err, origin).with_traceback(err.__traceback__) from err
+        raise
     except BaseException:
         set_state(init)
         raise

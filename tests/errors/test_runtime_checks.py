@@ -76,3 +76,26 @@ def test_zero_trip_error_prints_nothing_on_stderr(capfd):
     with pytest.raises(UnboundLocalError):
         dy2st.to_static(f)(jnp.ones(2), jnp.array(0))
     assert capfd.readouterr().err == ""
+
+
+def _pops_in_a_traced_loop(x, n):
+    items = []
+    for _ in range(n):
+        x = x + items[-1]  # eagerly raises only if an iteration runs
+    return x
+
+
+def test_an_error_tracing_the_body_of_a_traced_loop_says_eager_raises_it_only_when_it_runs():
+    """The body of a loop with a traced trip count is traced whether or not it runs: an
+    IndexError there was a raw error (fuzz seed 230149); it is a StagedBranchError at the loop,
+    also an IndexError, saying when eager raises it."""
+    from dy2st.errors import StagedBranchError
+
+    x = jnp.ones(3)
+    assert jnp.array_equal(_pops_in_a_traced_loop(x, 0), x)
+    with pytest.raises(StagedBranchError) as err:
+        dy2st.to_static(_pops_in_a_traced_loop)(x, jnp.int32(0))
+    assert isinstance(err.value, IndexError)
+    text = str(err.value)
+    assert "for _ in range(n):" in text and "tracing the body of this staged loop raised IndexError" in text
+    assert "eager Python raises this only when an iteration runs" in text and "To fix:" in text
