@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError
 from dy2st.runtime import events
-from dy2st.runtime.staging import grown_from, stage_cond
+from dy2st.runtime.staging import grown_from, grown_here, stage_cond
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined
 from dy2st.runtime.writes import WriteTracker
@@ -316,7 +316,7 @@ def _carried(tracker: WriteTracker, key) -> bool:
     if tracker.is_born(key):
         return False
     container = tracker.side_containers().get(key)
-    return container is None or grown_from(container) is container
+    return container is None or not grown_here(container)  # a copy made before the `if` is carried
 
 
 def _extends(longer: list, shorter: list) -> bool:

@@ -451,3 +451,25 @@ def test_a_staged_branch_appends_to_the_callers_list(x):
         static(x, staged)
         assert len(staged) == len(eager) == 2
         assert all(jnp.array_equal(a, b) for a, b in zip(eager, staged))
+
+
+def augmented_in_a_nested_staged_branch(x):
+    log = [0]
+    other = log
+    if x.sum() > 0:
+        log.append(x)
+        if x[0] > 0:
+            log += [x * 2]
+        else:
+            log += [x * 3]
+    else:
+        log.append(-x)
+        log.append(-x)
+    return other
+
+
+@pytest.mark.parametrize("x", [X, -X, jnp.array([-1.0, 5.0, 0.0])])
+def test_a_list_grown_before_an_inner_staged_if_and_changed_in_place_in_it_keeps_the_items(x):
+    """The inner `if` changes in place a copy the outer side made: the change is carried (it
+    was dropped, and the outer `if` then refused two branches of different lengths)."""
+    check_equivalent(augmented_in_a_nested_staged_branch, x)
