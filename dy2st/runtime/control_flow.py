@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError
 from dy2st.runtime import events
-from dy2st.runtime.staging import grown_from, grown_here, stage_cond
+from dy2st.runtime.staging import grown_from, grown_here, grown_in_this_side, stage_cond, watch_here
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined
-from dy2st.runtime.writes import WriteTracker
+from dy2st.runtime.writes import ITSELF, WriteTracker
 
 
 def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, branch_names=("if branch", "else branch"),
@@ -145,7 +145,10 @@ class _Side:
         self.versions = versions = _ListVersions(_side_lists(state, items, changes, tracker), origin)  # dead ones too
         self.outs = tuple(versions.latest(items[id(v)], grown_from(v)) if type(v) is list else items.get(id(v), v)
                           for v in outs)
-        self.changes = {k: versions.latest(v, _root(tracker, k, v)) for k, v in changes.items() if _carried(tracker, k)}
+        # A live variable still holding its list or dict carries its items itself (`lists`).
+        held = {id(v) for v, before in zip(outs, lists.initial) if v is before and type(v) in (list, dict)}
+        self.changes = {k: versions.latest(v, _root(tracker, k, v)) for k, v in changes.items()
+                        if _carried(tracker, k) and not (k.attr == ITSELF and k.object_id in held)}
         live = {id(v) for v in lists.initial if type(v) in (list, dict)}  # the live variables' from before
         for key, container in tracker.side_containers().items():
             if id(container) in live or not _carried(tracker, key):
@@ -168,6 +171,8 @@ class _StateContents:
     def watch(self, tracker: WriteTracker) -> None:
         for container, _ in self.saved.values():
             tracker.see_container(container, "", label=self.labels[id(container)])
+            if type(container) is list:
+                watch_here(container)  # appends may change it in place in this side (`lists.list_append`)
 
     def before(self, container):
         return self.saved[id(container)][1]
@@ -293,6 +298,7 @@ def _side_lists(state, items: dict, changes: dict, tracker: WriteTracker) -> lis
     """`(items, root)` of every list a side leaves: its variables' (`items`: their contents
     before `take()` put back what called code changed in place) and the attributes it changed."""
     versions = [(items[id(v)], grown_from(v)) for v in state if type(v) is list]
+    versions += [(list(copy), root) for copy, root in grown_in_this_side()]  # held by no variable, too
     for key, value in changes.items():
         if type(value) is list:
             versions.append((value, _root(tracker, key, value)))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dy2st.runtime.staging import grown_here, note_grown, tracing_staged_code
+from dy2st.runtime.staging import may_grow_here, note_grown, tracing_staged_code
 
 
 def list_append(target, value):
@@ -17,7 +17,7 @@ def list_append(target, value):
     if type(target) is list:
         # Plain Python here, or a copy made in the side being traced: append in place, as
         # eagerly (other references to the list, a context manager's, see the item).
-        if not tracing_staged_code() or grown_here(target):
+        if not tracing_staged_code() or may_grow_here(target):
             target.append(value)
             return target
         grown = target + [value]

@@ -93,6 +93,7 @@ def staged_tracing():
         _staging.depth -= 1
         if not _staging.depth:
             _grown_lists().clear()
+            _watched().clear()
 
 
 def _sides() -> list:
@@ -112,6 +113,35 @@ def note_grown(grown: list, original: list) -> None:
     """`grown` stands for `original` after an in-place append made while tracing staged code
     (`list_append` gives a new list there; eagerly `original` itself would have grown)."""
     _grown_lists()[id(grown)] = (grown, grown_from(original), _sides()[-1] if _sides() else None)
+
+
+def watch_here(container) -> None:
+    """`container` (a list an `if`'s variable holds before it) is put back after each side
+    being traced now (see `control_flow._StateContents`): it may change in place there."""
+    _watched()[id(container)] = (container, _sides()[-1] if _sides() else None)
+
+
+def _watched() -> dict:
+    if not hasattr(_staging, "watched"):
+        _staging.watched = {}
+    return _staging.watched
+
+
+def may_grow_here(value) -> bool:
+    """Whether an append while tracing may change `value` in place: a copy made in the side
+    being traced now, or a list that side's `if` puts back after it (so every reference to it,
+    a context manager's, sees the items in order, as eagerly)."""
+    if grown_here(value):
+        return True
+    entry = _watched().get(id(value))
+    return entry is not None and entry[0] is value and bool(_sides()) and entry[1] is _sides()[-1]
+
+
+def grown_in_this_side() -> list:
+    """`(copy, list it stands for)` of every copy an append made in the side traced now, held
+    by a variable or not (eagerly each append grew the list itself)."""
+    token = _sides()[-1] if _sides() else None
+    return [(grown, root) for grown, root, side in _grown_lists().values() if side is token]
 
 
 def grown_here(value) -> bool:

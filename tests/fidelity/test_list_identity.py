@@ -346,20 +346,49 @@ def ctx_made_in_each_branch(x):
     return a, log
 
 
+def nested_ctx_in_a_staged_branch(x):
+    log = [x]
+    with Ctx(log, 3):
+        if x.sum() > 0:
+            with Ctx(log, 4):
+                log.append(x)
+        else:
+            with Ctx(log, 5):
+                log.append(-x)
+    return log
+
+
+def alias_made_in_the_branch_grows_apart(x):
+    logger = Logger([0])
+    if x.sum() > 0:
+        log = logger.log
+        log.append(x)
+        logger.note(x * 2)
+    else:
+        log = logger.log
+        log.append(-x)
+        logger.note(x * 3)
+    return logger.log
+
+
 @pytest.mark.parametrize("x", [X, -X])
-@pytest.mark.parametrize("fn", [method_then_variable_appends, ctx_made_in_each_branch])
+@pytest.mark.parametrize("fn", [method_then_variable_appends, variable_then_method_appends, two_names_append_apart,
+                                ctx_made_in_each_branch, nested_ctx_in_a_staged_branch])
 def test_every_reference_to_a_list_sees_the_items_a_staged_branch_appends(fn, x):
-    """A method's `self.log.append` and the variable's append reach one list, in order (a `Ctx`
-    made in the branch is a new object each trace: it used to keep the `if` from settling)."""
+    """A variable's appends, a method's `self.log.append` and a `Ctx`'s reach one list, in
+    order: the `if`'s own lists grow in place while a side is traced (each side starts from
+    their items, see control_flow._StateContents). Before, the variable's append made a copy
+    the other reference did not reach (one item returned), and a `Ctx` made in the branch, a
+    new object each trace, kept the `if` from settling."""
     check_equivalent(fn, x)
 
 
-@pytest.mark.parametrize("fn", [variable_then_method_appends, two_names_append_apart])
-def test_references_to_one_list_that_grow_apart_in_a_staged_branch_are_refused(fn):
-    """Traced, the variable's append makes a copy the later append through the other
-    reference does not reach: the order of items would be lost (it returned one item)."""
+def test_references_to_one_list_that_grow_apart_in_a_staged_branch_are_refused():
+    """A list the `if` does not hold before it (`log = logger.log` in the branch): the
+    variable's append makes a copy the method's append does not reach, so the order of items
+    would be lost."""
     with pytest.raises(PythonEffectError) as err:
-        dy2st.to_static(fn)(X)
+        dy2st.to_static(alias_made_in_the_branch_grows_apart)(X)
     assert "two references to one list are appended to separately in a branch of this staged if" in str(err.value)
     assert "if x.sum() > 0:" in str(err.value) and "append through one reference" in str(err.value)
 
