@@ -26,7 +26,7 @@ from dy2st.runtime import events
 from dy2st.runtime.staging import grown_from, grown_here, grown_in_this_side, stage_cond, watch_here
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined
-from dy2st.runtime.writes import ITSELF, WriteTracker
+from dy2st.runtime.writes import ITSELF, WriteTracker, refill
 
 
 def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, branch_names=("if branch", "else branch"),
@@ -147,11 +147,12 @@ class _Side:
                           for v in outs)
         # A live variable still holding its list or dict carries its items itself (`lists`).
         held = {id(v) for v, before in zip(outs, lists.initial) if v is before and type(v) in (list, dict)}
+        containers = tracker.side_containers()
         self.changes = {k: versions.latest(v, _root(tracker, k, v)) for k, v in changes.items()
-                        if _carried(tracker, k) and not (k.attr == ITSELF and k.object_id in held)}
+                        if _carried(tracker, containers, k) and not (k.attr == ITSELF and k.object_id in held)}
         live = {id(v) for v in lists.initial if type(v) in (list, dict)}  # the live variables' from before
-        for key, container in tracker.side_containers().items():
-            if id(container) in live or not _carried(tracker, key):
+        for key, container in containers.items():
+            if id(container) in live or not _carried(tracker, containers, key):
                 continue  # a live variable's list reaches the one from before through `lists`
             if versions.latest(container) is not container:
                 self.changes[key] = list(versions.latest(container))  # grown through another reference
@@ -180,7 +181,7 @@ class _StateContents:
     def put_back(self) -> None:
         for container, items in self.saved.values():
             if _changed_contents(container, items):
-                _refill(container, items)
+                refill(container, items)
 
 
 def _changed_contents(container, items) -> bool:
@@ -189,14 +190,6 @@ def _changed_contents(container, items) -> bool:
     if type(container) is dict:
         return container.keys() != items.keys() or any(container[k] is not items[k] for k in items)
     return any(a is not b for a, b in zip(container, items))
-
-
-def _refill(container, items) -> None:
-    container.clear()
-    if type(container) is dict:
-        container.update(items)
-    else:
-        container.extend(items)
 
 
 class _ListIdentity:
@@ -228,7 +221,7 @@ class _ListIdentity:
             if not seen or type(final[i]) is not type(before):
                 continue
             if "replaced" not in seen:
-                _refill(before, final[i])
+                refill(before, final[i])
                 final[i] = before
             elif seen & {"grown", "changed"}:
                 kind, name = type(before).__name__, names[i]
@@ -315,13 +308,13 @@ def _root(tracker: WriteTracker, key, value):
     return grown_from(before) if type(before) is list else value
 
 
-def _carried(tracker: WriteTracker, key) -> bool:
+def _carried(tracker: WriteTracker, containers: dict, key) -> bool:
     """Whether a change a side made is carried out of the `if`: not one to an object made in
     the side (a new one each trace) nor to a list grown in it (a copy; its items reach eager's
     list through the references `_ListVersions` gives them to)."""
     if tracker.is_born(key):
         return False
-    container = tracker.side_containers().get(key)
+    container = containers.get(key)
     return container is None or not grown_here(container)  # a copy made before the `if` is carried
 
 

@@ -9,10 +9,12 @@ def list_append(target, value):
     """`target.append(value)`, returning the list to assign back.
 
     A Python list is appended to in place when the code runs as plain Python (other references
-    to it see the item, as eagerly); while a staged branch or loop body is traced, the first
-    append gives a new list (`target + [value]`), so two branches or loop iterations traced
-    from the same state never share one list object, and that copy then grows in place within
-    the side. Any other object has its own `append` called and is returned unchanged.
+    to it see the item, as eagerly), and while a staged side is traced where that side puts it
+    back afterwards (a list the staged `if` holds before it, or a copy made in the side: see
+    `staging.may_grow_here`). Any other list gets a new one (`target + [value]`) the first
+    time, noted as grown from it, so two branches or loop iterations traced from the same
+    state never share one list object. Any other object has its own `append` called and is
+    returned unchanged.
     """
     if type(target) is list:
         # Plain Python here, or a copy made in the side being traced: append in place, as

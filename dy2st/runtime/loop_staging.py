@@ -39,7 +39,7 @@ from dy2st.runtime.staging import (cast_to, static_equal, weak_proxy, describe, 
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
 from dy2st.runtime.values import PY_SCALARS, flatten_state, is_array
-from dy2st.runtime.writes import WriteTracker, refuse_loop_writes
+from dy2st.runtime.writes import WriteTracker, refill, refuse_loop_writes
 
 _MAX_ROUNDS = 4
 
@@ -469,10 +469,8 @@ def _changed_in_place(spec, init, values) -> list:
         if var.is_list and tracing_staged_code():
             note_grown(values[i], init[i])
             continue
-        before = init[i]
-        before.clear()
-        before.update(values[i]) if type(before) is dict else before.extend(values[i])
-        values[i] = before
+        refill(init[i], values[i])
+        values[i] = init[i]
     return values
 
 

@@ -67,18 +67,19 @@ def _items(container):
 def _put_back(original: _Original, attr: str) -> None:
     obj = original.obj
     if attr == ITSELF:
-        _refill(obj, original.contents)
+        refill(obj, original.contents)
         return
     if original.value is _MISSING:
         if attr in vars(obj):
             delattr(obj, attr)
         return
     if original.contents is not None:  # a list/dict changed in place: its contents go back
-        _refill(original.value, original.contents)
+        refill(original.value, original.contents)
     setattr(obj, attr, original.value)
 
 
-def _refill(container, contents) -> None:
+def refill(container, contents) -> None:
+    """Put `contents` (a list's items, a dict's) into `container` in place."""
     container.clear()
     if isinstance(container, dict):
         container.update(contents)
@@ -199,7 +200,7 @@ class WriteTracker:
         """Set the attribute to its value after the staged statement."""
         original = self.originals[key]
         if key.attr == ITSELF:
-            _refill(original.obj, value)
+            refill(original.obj, value)
         elif isinstance(value, Undefined):
             _put_back(_Original(original.obj, _MISSING, None), key.attr)
         elif original.contents is not None and type(value) is type(original.value):  # contents, in place
