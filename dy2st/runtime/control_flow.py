@@ -22,11 +22,11 @@ written back into the list or dict from before (`_StateContents`, `_ListVersions
 from __future__ import annotations
 
 from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError
-from dy2st.runtime import events
+from dy2st.runtime import events, reachable
 from dy2st.runtime.staging import grown_from, grown_here, grown_in_this_side, stage_cond, watch_here
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined
-from dy2st.runtime.writes import ITSELF, WriteTracker, refill
+from dy2st.runtime.writes import ITSELF, AttributeKey, WriteTracker, refill
 
 
 def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, branch_names=("if branch", "else branch"),
@@ -67,7 +67,7 @@ def stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origi
     """The `if` statement of `convert_ifelse` for a traced `pred`, as one `lax.cond` (also used
     for the iterations a traced `break` may skip, see `loops`)."""
     initial = get_state() if get_state is not None else ()
-    tracker = WriteTracker()
+    tracker = WriteTracker(reachable.snapshot((if_body, else_body), names, initial))
     carried_writes: list = []  # attributes called methods change, carried as extra outputs
     contents = _StateContents(initial, names)
     lists = _ListIdentity(initial[:nouts], contents)
@@ -139,7 +139,7 @@ class _Side:
                  origin: OriginInfo):
         outs = state[:nouts]
         items = {id(v): type(v)(v) for v in state if type(v) in (list, dict)}  # before they are put back
-        lists.see(outs)
+        lists.see(outs, tracker)
         changes = tracker.take()
         contents.put_back()
         self.versions = versions = _ListVersions(_side_lists(state, items, changes, tracker), origin)  # dead ones too
@@ -205,18 +205,35 @@ class _ListIdentity:
         self.initial = initial
         self.contents = contents
         self.seen = [set() for _ in initial]
+        # A variable that held no list before and that every side binds to one list or dict
+        # from before the `if` (`t = d["k"]`, then `t.append(x)`): index -> that list, or None
+        # once a side binds it to anything else.
+        self.bound_to_tracked: dict = {}
 
-    def see(self, outs) -> None:
+    def see(self, outs, tracker: WriteTracker) -> None:
         for i, (before, after) in enumerate(zip(self.initial, outs)):
             if type(before) not in (list, dict):
+                self._see_bound(i, after, tracker)
                 continue
             if after is before:
                 self.seen[i].add("changed" if _changed_contents(after, self.contents.before(before)) else "same")
             else:
                 self.seen[i].add("grown" if type(before) is list and grown_from(after) is before else "replaced")
 
+    def _see_bound(self, i: int, after, tracker: WriteTracker) -> None:
+        original = tracker.originals.get(AttributeKey(id(after), ITSELF)) if type(after) in (list, dict) else None
+        tracked = after if original is not None and original.obj is after else None
+        if i not in self.bound_to_tracked:
+            self.bound_to_tracked[i] = tracked
+        elif self.bound_to_tracked[i] is not tracked:
+            self.bound_to_tracked[i] = None
+
     def kept(self, outputs, names, origin: OriginInfo) -> tuple:
         final = list(outputs)
+        for i, held in self.bound_to_tracked.items():
+            if held is not None and type(final[i]) is type(held):
+                refill(held, final[i])  # eagerly the variable is that list: later appends reach it
+                final[i] = held
         for i, (before, seen) in enumerate(zip(self.initial, self.seen)):
             if not seen or type(final[i]) is not type(before):
                 continue

@@ -32,7 +32,7 @@ from jax import lax
 
 from dy2st import _jax_compat
 from dy2st.errors import MissingAfterLoopError, UndefinedVariableError, LoopGradientError, LoopVariableError, OriginInfo
-from dy2st.runtime import ad_context, events, loop_checks, python_choice
+from dy2st.runtime import ad_context, events, loop_checks, python_choice, reachable
 from dy2st.runtime.asserts import check_when_run
 from dy2st.runtime.staging import (cast_to, static_equal, weak_proxy, describe, scalar_predicate, staged_tracing,
                                    grown_from, note_grown, tracing_staged_code)
@@ -420,10 +420,11 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
     def body(index, carried):
         """One iteration inside the lax loop: `(new carry, appended items)`."""
         given = assemble(spec, carried)
-        with WriteTracker() as tracker, staged_tracing():  # attributes changed by called methods are refused
+        roots = reachable.snapshot((loop.body, loop.test), [v.name for v in spec], given)
+        with WriteTracker(roots) as tracker, staged_tracing():  # attributes changed by called methods are refused
             outs = loop.body(index, given)
             iteration = describe_outputs(spec, given, outs, origin)  # reads lists grown while tracing
-        refuse_loop_writes(tracker, origin)
+        refuse_loop_writes(tracker, origin, trips_known=loop.length is not None and loop.test is None)
         if loop.length is not None and python_choice.any_recorded(outs):
             raise Refused(python_choice.CARRY_REASON)  # unrolled, each choice stays exact
         new = join(spec, iteration, origin)

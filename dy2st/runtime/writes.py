@@ -24,6 +24,7 @@ import threading
 from typing import NamedTuple
 
 from dy2st.errors import LoopVariableError, OriginInfo
+from dy2st.runtime import reachable
 from dy2st.runtime.undefined import Undefined
 
 _MISSING = object()
@@ -95,13 +96,19 @@ def _current(obj, attr: str):
 class WriteTracker:
     """Records objects whose methods run while one staged side is traced; see the module docstring."""
 
-    def __init__(self):
+    def __init__(self, roots: "reachable.Roots | None" = None):
+        self.roots = roots  # what the side could read when it began: lists it did not make
+        self.appended: dict = {}  # id of a list from before, appended to in a side -> how the code reaches it
         self.originals: dict = {}  # AttributeKey -> _Original, kept across sides
         self._seen: dict = {}  # id -> object, of this side
         self._containers: dict = {}  # id -> list or dict given to a call, of this side
         self._objects: dict = {}  # id -> object, of every side
         self._given_to: dict = {}  # id of a tracked list/dict -> the name of the call it was given to
         self._born: dict = {}  # id -> object made by a user's class called in this side
+        # id of a list or dict -> (it, its items when first recorded): one list reached both as
+        # an attribute and as a container (`log = logger.log; log.append(x)`, then
+        # `logger.note(...)`) has one set of items from before, whichever is recorded second
+        self._first_items: dict = {}
 
     def __enter__(self):
         stack = getattr(_active, "trackers", None)
@@ -127,7 +134,9 @@ class WriteTracker:
         for attr, value in list(vars(obj).items()):
             if attr.startswith("__"):
                 continue
-            self.originals.setdefault(AttributeKey(id(obj), attr), _Original(obj, value, _contents(value)))
+            key = AttributeKey(id(obj), attr)
+            if key not in self.originals:
+                self.originals[key] = _Original(obj, value, self._items_before(value))
 
     def see_container(self, container, callee: str, label: str | None = None) -> None:
         """A list or dict given to a user's call (or held by a variable of the staged `if`,
@@ -138,7 +147,18 @@ class WriteTracker:
             return
         self._containers[id(container)] = container
         self._objects[id(container)] = container
-        self.originals.setdefault(AttributeKey(id(container), ITSELF), _Original(container, container, _contents(container)))
+        key = AttributeKey(id(container), ITSELF)
+        if key not in self.originals:
+            self.originals[key] = _Original(container, container, self._items_before(container))
+
+    def _items_before(self, value):
+        """A copy of a list's or dict's items as they were before the side changed them (None
+        for other values)."""
+        items = _contents(value)
+        if items is None:
+            return None
+        entry = self._first_items.setdefault(id(value), (value, items))
+        return entry[1] if entry[0] is value else items
 
     def see_born(self, obj) -> None:
         """An object a user's class made while this side is traced (a `Ctx(log, 1)` of a `with`)."""
@@ -228,6 +248,22 @@ def note_born(obj) -> None:
         tracker.see_born(obj)
 
 
+def adopt_reachable(target: list) -> bool:
+    """Whether `target`, appended to while a side is traced, is a list from before that side,
+    reached through another name (`t = d["k"]`, then `t.append(x)`): the trackers of the sides
+    it existed before then record it as a list changed in place, carried and written back like
+    one a called function appends to. Called by `lists.list_append` for lists the side's `if`
+    does not put back itself."""
+    adopted = False
+    for tracker in getattr(_active, "trackers", ()) or ():
+        path = tracker.roots.path_to(target) if tracker.roots is not None else None
+        if path is not None:
+            tracker.appended.setdefault(id(target), path)
+            tracker.see_container(target, "", label=path)
+            adopted = True
+    return adopted
+
+
 def tracking() -> bool:
     """Whether a staged side is being traced now (a `WriteTracker` is active)."""
     return bool(getattr(_active, "trackers", None))
@@ -240,12 +276,28 @@ def note_container(container, callee: str) -> None:
         tracker.see_container(container, callee)
 
 
-def refuse_loop_writes(tracker: WriteTracker, origin: OriginInfo) -> None:
+def refuse_loop_writes(tracker: WriteTracker, origin: OriginInfo, trips_known: bool) -> None:
     """After tracing a staged loop body: methods it called must not have changed attributes
-    (the loop carries what the body assigns itself, not what callees change)."""
+    (the loop carries what the body assigns itself, not what callees change), nor may it have
+    appended to a list from before the loop through a name it binds (`trips_known`: a scan,
+    which can stack a variable's appended items)."""
     changes = tracker.take()
     if not changes:
         return
+    appended = [tracker.appended[k.object_id] for k in changes if k.attr == ITSELF and k.object_id in tracker.appended]
+    if appended:
+        path = appended[0]
+        advice = (f"bind the list to a variable before the loop (`items = {path}`) and append to that "
+                  "variable in the loop body." if trips_known else
+                  "preallocate an array and write row i with .at[i].set(value), or loop over a Python "
+                  "range / an array without `break`.")
+        raise LoopVariableError(
+            f"{path} is appended to in this staged loop through a name bound in its body; a staged loop "
+            "carries the lists its own variables hold"
+            + ("." if trips_known else ", and cannot grow one when its number of iterations is not known."),
+            origin,
+            advice=advice,
+        )
     names = ", ".join(sorted(tracker.label(k).split(" ")[0] for k in changes))
     raise LoopVariableError(
         f"a method called in this staged loop changes {names}; dy2st carries the attributes "

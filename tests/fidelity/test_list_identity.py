@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import pytest
 
 import dy2st
-from dy2st.errors import BranchOutputError, PythonEffectError
+from dy2st.errors import BranchOutputError, LoopVariableError, PythonEffectError
 from dy2st.testing import check_equivalent
 from dy2st.testing.real_program_prelude import Ctx  # logs 'tag' on entry, '-tag' on exit
 
@@ -358,13 +358,54 @@ def nested_ctx_in_a_staged_branch(x):
     return log
 
 
-def alias_made_in_the_branch_grows_apart(x):
+def alias_made_in_the_branch_appends_beside_a_method(x):
     logger = Logger([0])
     if x.sum() > 0:
         log = logger.log
         log.append(x)
         logger.note(x * 2)
     else:
+        log = logger.log
+        log.append(-x)
+        logger.note(x * 3)
+    return logger.log
+
+
+def alias_made_in_the_branch_then_appended_after(x):
+    d = {"k": [1.0]}
+    if x.sum() > 0:
+        t = d["k"]
+        t.append(x)
+    else:
+        t = d["k"]
+        t.append(-x)
+    t.append(3.0)
+    return d, t
+
+
+def alias_in_nested_staged_ifs(x):
+    d = {"k": []}
+    if x.sum() > 0:
+        if x[0] > 1:
+            t = d["k"]
+            t.append(x)
+        else:
+            t = d["k"]
+            t.append(-x)
+    else:
+        t = d["k"]
+        t.append(x * 3)
+    return d
+
+
+def loggers_list_made_in_the_branch_grows_apart(x):
+    if x.sum() > 0:
+        logger = Logger([0])
+        log = logger.log
+        log.append(x)
+        logger.note(x * 2)
+    else:
+        logger = Logger([0])
         log = logger.log
         log.append(-x)
         logger.note(x * 3)
@@ -383,14 +424,57 @@ def test_every_reference_to_a_list_sees_the_items_a_staged_branch_appends(fn, x)
     check_equivalent(fn, x)
 
 
+@pytest.mark.parametrize("x", [X, -X, jnp.array([0.5, 1.0, -1.0])])
+@pytest.mark.parametrize("fn", [alias_made_in_the_branch_appends_beside_a_method,
+                                alias_made_in_the_branch_then_appended_after, alias_in_nested_staged_ifs])
+def test_a_list_from_before_appended_through_a_name_bound_in_the_branch_grows(fn, x):
+    """`t = d["k"]` (or `log = logger.log`) in a staged branch, then `t.append(x)`: the list
+    existed before the `if`, so eagerly `d["k"]` grows. The append made a copy written back to
+    nothing (the item was silently lost), or, beside a method's append to the same list, was
+    refused as two references growing apart. Now the side finds the list among what it could
+    reach when it began (`runtime.reachable`) and grows it in place, carried like a list a
+    called function appends to; after the `if`, `t` is that list again."""
+    check_equivalent(fn, x)
+
+
 def test_references_to_one_list_that_grow_apart_in_a_staged_branch_are_refused():
-    """A list the `if` does not hold before it (`log = logger.log` in the branch): the
-    variable's append makes a copy the method's append does not reach, so the order of items
-    would be lost."""
+    """A list made in the side (a `Logger` made in the branch): the variable's append makes a
+    copy the method's append does not reach, so the order of items would be lost."""
     with pytest.raises(PythonEffectError) as err:
-        dy2st.to_static(alias_made_in_the_branch_grows_apart)(X)
+        dy2st.to_static(loggers_list_made_in_the_branch_grows_apart)(X)
     assert "two references to one list are appended to separately in a branch of this staged if" in str(err.value)
     assert "if x.sum() > 0:" in str(err.value) and "append through one reference" in str(err.value)
+
+
+def appended_through_an_alias_in_a_scan(x):
+    d = {"k": [1.0]}
+    a = x
+    for _ in range(4):
+        a = a + 1
+        t = d["k"]
+        t.append(a)
+    return d, a
+
+
+def appended_through_an_alias_in_a_traced_while(x):
+    d = {"k": []}
+    while x.sum() < 5:
+        t = d["k"]
+        t.append(x)
+        x = x + 1
+    return d, x
+
+
+def test_a_list_from_before_appended_through_a_name_bound_in_a_loop_body():
+    """A scan of a static range unrolls (exact: the items reach `d["k"]`); a traced loop is
+    refused at the loop, naming the list and what to write. Both used to lose the items."""
+    check_equivalent(appended_through_an_alias_in_a_scan, X)
+    with pytest.raises(LoopVariableError) as err:
+        dy2st.to_static(appended_through_an_alias_in_a_traced_while)(X)
+    text = str(err.value)
+    assert "while x.sum() < 5:" in text
+    assert "d['k'] is appended to in this staged loop through a name bound in its body" in text
+    assert "preallocate an array" in text
 
 
 def augmented_in_a_staged_branch(x):

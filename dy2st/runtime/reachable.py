@@ -1,0 +1,122 @@
+"""Which lists a staged side can reach that existed before it.
+
+While a side of a staged `if` (or a loop body) is traced, `xs.append(v)` on a list the side
+did not make must change that list for every reference to it, as eagerly: `t = d["k"]` then
+`t.append(x)` in a branch grows `d["k"]`. The runtime cannot see where a list was made, so
+the side's `WriteTracker` keeps `Roots`: the values the side's code could read when it began
+(the `if`'s variables, the cells its branch functions close over, the globals they name), and
+looks for the list among what those reach. A list found there existed before the side; one
+not found was made in it (`t = []`), and no one outside the side can see it.
+
+The walk runs only when such an append is traced (never on a cached call), once per list.
+"""
+
+from __future__ import annotations
+
+import types
+from collections import deque
+from typing import Iterable, NamedTuple
+
+import jax
+import numpy as np
+
+_MAX_OBJECTS = 20_000  # a model's object graph is far smaller; a bound keeps a hostile one cheap
+_FUNCTION_DEPTH = 3  # a loop's runner -> the user's body -> a helper it calls
+_LEAVES = (str, bytes, int, float, complex, bool, type(None), np.ndarray, np.generic, type, types.ModuleType,
+           types.BuiltinFunctionType, types.CodeType)
+
+
+class Root(NamedTuple):
+    label: str  # how the user's code names it: a variable's name
+    value: object
+
+
+class Roots:
+    """What a side could read when it began (see the module docstring)."""
+
+    def __init__(self, roots: Iterable[Root], before: dict):
+        """before: the values the side's state variables held when it began, by display name
+        (`d['k']`, `m.buf`): where the walk reaches one of them it takes that value, not what
+        the side has put there since (`m.buf = []` in the branch)."""
+        self._roots = [r for r in roots if not _is_leaf(r.value)]
+        self._before = before
+        self._paths: dict | None = None  # id of a reachable list -> (list, how the code reaches it)
+
+    def path_to(self, target: list) -> str | None:
+        """How the side's code reaches `target` from a root (`d['k']`), or None if it cannot."""
+        if self._paths is None:
+            self._paths = _reachable_lists(self._roots, self._before)
+        entry = self._paths.get(id(target))
+        return entry[1] if entry is not None and entry[0] is target else None
+
+
+def snapshot(functions, state_names=(), state_values=()) -> Roots:
+    """The roots of a side about to run `functions` (a branch, a loop body): the cells the
+    functions close over and those of the functions held there (read now: the side rebinds
+    them), and the globals their code names. Where the walk reaches a state variable by its
+    display name (`m.buf`) it takes its value in `state_values`: an `if`'s value from before
+    it, or what a loop gives its body (its own lists, not lists from before)."""
+    before = dict(zip(state_names, state_values))
+    roots: list = []
+    seen: set = set()
+    for fn in functions:
+        roots += _function_roots(fn, seen, depth=0)
+    return Roots(roots, before)
+
+
+def _function_roots(fn, seen: set, depth: int) -> list:
+    fn = getattr(fn, "__func__", fn)
+    if not isinstance(fn, types.FunctionType) or id(fn) in seen or depth > _FUNCTION_DEPTH:
+        return []
+    seen.add(id(fn))
+    roots = []
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # a variable not yet assigned
+            continue
+        roots.append(Root(name, value))
+        roots += _function_roots(value, seen, depth + 1)  # a loop's body, a helper closing over a list
+    names: set = set()
+    _global_names(fn.__code__, names)
+    roots += [Root(n, fn.__globals__[n]) for n in sorted(names) if n in fn.__globals__]
+    return roots
+
+
+def _global_names(code: types.CodeType, into: set) -> None:
+    into.update(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _global_names(const, into)
+
+
+def _is_leaf(value) -> bool:
+    return isinstance(value, _LEAVES) or isinstance(value, (jax.Array, types.FunctionType))
+
+
+def _reachable_lists(roots: list, before: dict) -> dict:
+    """`id -> (list, path)` of the lists reachable from `roots`, breadth first (shortest paths)."""
+    found: dict = {}
+    seen = {id(r.value) for r in roots}
+    queue = deque((r.value, r.label) for r in roots)
+    while queue and len(seen) < _MAX_OBJECTS:
+        value, path = queue.popleft()
+        if type(value) is list:
+            found.setdefault(id(value), (value, path))
+        for child_path, child in _children(value, path):
+            child = before.get(child_path, child)
+            if id(child) not in seen and not _is_leaf(child):
+                seen.add(id(child))
+                queue.append((child, child_path))
+    return found
+
+
+def _children(value, path: str):
+    if isinstance(value, (list, tuple)):
+        return ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    if isinstance(value, dict):
+        return ((f"{path}[{k!r}]", v) for k, v in list(value.items()))
+    attrs = getattr(value, "__dict__", None)
+    if isinstance(attrs, dict):
+        return ((f"{path}.{k}", v) for k, v in list(attrs.items()) if not k.startswith("__"))
+    return ()
