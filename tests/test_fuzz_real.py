@@ -32,6 +32,7 @@ from dy2st.testing.real_program_gen import PRELUDE, RealProgram, draw_program
 # in a dict (90041, 90633: refused), a float carry the body makes an int, read after a loop with
 # a traced trip count (95669). Kind 38 (an int-or-array choice an inner staged if assigns as it
 # is): a false refusal, "the branches give different types each time they are traced" (113, 196).
+# An int-or-array choice carried into a scan as its start lost its kind (250318).
 CAMPAIGN_SEEDS = (5038, 5042, 5093, 5151, 5301, 5353, 5376, 5540, 6220, 6434, 6451, 6828, 6896, 7085,
                   7110, 7813, 8120, 8154, 10065, 21100, 21276, 26617, 22829, 28426, 44501, 90460, 97426,
                   90041, 90633, 95669, 113, 196, 160050, 160076, 170325, 200109, 200157, 230149, 250318)
@@ -40,10 +41,7 @@ SLOW_SEEDS = range(60, 400)
 # Seeds of a bug class still open, with the class as the reason. Classes fixed so
 # far: effects of methods/context managers/calls on lists in staged loops and ifs (A, C, G, I),
 # tracer leaks through caller-visible state (B), sorted()/index() over traced scalars (D).
-XFAIL: dict[int, str] = {
-    250318: "an int-or-array choice (sorted of k and x.sum()) in an unrolled loop inside a static range "
-            "loses its kind: float32 2.0 for eager's int 2",
-}
+XFAIL: dict[int, str] = {}
 
 
 def _params(seeds):
@@ -145,6 +143,7 @@ CONSTRUCTS = {
     "log extended by augmented assignment": r"log \+= \[clip\(",
     "a dict changed in place by |=": r"D \|= \{",
     "a Ctx around a loop": r"with Ctx\(log, \d\) as c:\n\s+(if .*:\n\s+)?for ",
+    "a list from before appended through a name bound here": r"(al\d+) = (log|obj\.cache|L|xs)\n\s+\1\.append\(clip\(",
 }
 
 

@@ -425,7 +425,7 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
             outs = loop.body(index, given)
             iteration = describe_outputs(spec, given, outs, origin)  # reads lists grown while tracing
         refuse_loop_writes(tracker, origin, trips_known=loop.length is not None and loop.test is None)
-        if loop.length is not None and python_choice.any_recorded(outs):
+        if loop.length is not None and (python_choice.any_recorded(outs) or _starts_chosen_by_data(spec, init)):
             raise Refused(python_choice.CARRY_REASON)  # unrolled, each choice stays exact
         new = join(spec, iteration, origin)
         if not settled(spec, new) or (loop.length is None and loop.bound() != bound):
@@ -626,20 +626,38 @@ def _note_python_starts(spec, init, carried: list) -> list:
     start is recorded as the Python number it is, so that `choice_kinds` follows it through the
     loop and refuses a result that may still be that number eagerly (`k = k` on the other side)
     in the carry's type; one the body always replaces is exact (see `_record_kind_by_trips`)."""
-    carried, position = list(carried), 0
+    carried = list(carried)
+    for position, (leaf, start) in enumerate(_carried_starts(spec, init)):
+        choice = _start_choice(start)
+        if choice is not None and python_choice.needs_recording(choice, leaf.aval):
+            carried[position] = jnp.copy(carried[position])  # a traced value of its own, to follow
+            python_choice.record(carried[position], choice)
+    return carried
+
+
+def _carried_starts(spec, init):
+    """`(leaf, its value before the loop)` of each carried leaf, in carry order."""
     for var, value in zip(spec, init):
         if var.is_list:
             continue
         starts = flatten_state(value)[0] if not isinstance(value, Undefined) else [value] * len(var.leaves)
-        for leaf, start in zip(var.leaves, starts):
-            if not leaf.carried:
-                continue
-            number = python_choice.PythonNumber(start) if isinstance(start, PY_SCALARS) else None
-            if number is not None and not python_choice.fits(number, leaf.aval):
-                carried[position] = jnp.copy(carried[position])  # a traced value of its own, to follow
-                python_choice.record(carried[position], python_choice.Choice(np.int32(0), (number,)))
-            position += 1
-    return carried
+        yield from ((leaf, start) for leaf, start in zip(var.leaves, starts) if leaf.carried)
+
+
+def _starts_chosen_by_data(spec, init) -> bool:
+    """Whether a carried leaf starts as a recorded choice (`k = sorted([2, x.sum()])[-1]`, an int
+    or an array by data) that the carry's type cannot say."""
+    return any(python_choice.needs_recording(choice, leaf.aval) for leaf, start in _carried_starts(spec, init)
+               if is_traced(start) and (choice := python_choice.recorded_choice(start)) is not None)
+
+
+def _start_choice(start) -> python_choice.Choice | None:
+    """What eager may hold at a loop's start: a Python number, or the recorded choice of a
+    traced value (`k = sorted([2, x.sum()])[-1]`, an int or an array by data); None for an
+    array that is just itself."""
+    if isinstance(start, PY_SCALARS):
+        return python_choice.Choice(np.int32(0), (python_choice.PythonNumber(start),))
+    return python_choice.recorded_choice(start) if is_traced(start) else None
 
 
 def _refuse_kind_chosen_by_data(spec, outs, origin: OriginInfo) -> None:

@@ -86,8 +86,11 @@ class _Scope:
 class _Generator:
     MAX_DEPTH = 3
 
-    def __init__(self, rng: random.Random):
+    def __init__(self, rng: random.Random, extra: random.Random):
         self.rng = rng
+        # Draws the statements added after the campaigns' seeds were pinned (`extra_statement`),
+        # so each seed keeps the statements `rng` drew for it before.
+        self.extra = extra
         self.budget = rng.randint(5, 16)
         self.fresh = 0
         self.lines: list[str] = []
@@ -345,6 +348,24 @@ class _Generator:
             self.emit(indent, f'D |= {{"a": clip({self.arr_expr(s)})}}')
         else:
             self.emit(indent, f"{a} = clip({a} + {self.pick(['L[-1]', 'L[0]', 'xs[-1]', 'obj.h', 'sum(L[-2:], x)'])})")
+        self.extra_statement(s, indent)
+
+    def extra_statement(self, s: _Scope, indent: int) -> None:
+        """Sometimes one more statement, drawn from `extra` only."""
+        if self.extra.random() >= 0.04:
+            return
+        main, self.rng = self.rng, self.extra
+        try:
+            self.aliased_append(s, indent)
+        finally:
+            self.rng = main
+
+    def aliased_append(self, s: _Scope, indent: int) -> None:
+        """A list from before appended to through a name bound here (`al3 = obj.cache`): in a
+        staged branch the list itself must grow, in a loop body too."""
+        sources = ["log", "obj.cache"] + [name for name in ("L", "xs") if name not in s.frozen]
+        t = self.new("al")
+        self.emit(indent, f"{t} = {self.pick(sources)}\n{t}.append(clip({self.arr_expr(s)}))")
 
     def nested_def(self, s: _Scope, indent: int) -> None:
         h = self.new("h")
@@ -482,7 +503,7 @@ class _Generator:
 def draw_program(seed: int) -> RealProgram:
     """The program and inputs that `seed` names."""
     rng = random.Random(seed)
-    g = _Generator(rng)
+    g = _Generator(rng, random.Random(f"extra-{seed}"))
     scope = _Scope(arrays=["a0", "a1"], ints=["k0", "k1"], int_reads=[], scalar_reads=[])
     g.emit(1, "a0 = x\na1 = clip(y * 2)\nk0 = 1\nk1 = len(xs)\nL = [x, y]\nP = [3, 1, 2]\n"
               'D = {"a": x, "k": 1}\nDD = D\nFN = []\nlog = []')

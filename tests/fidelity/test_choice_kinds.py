@@ -188,3 +188,43 @@ def test_no_check_without_recorded_choices_and_none_under_an_outer_jit():
     # Under jax.jit of the converted function every output is an array: nothing to refuse.
     out = jax.jit(dy2st.to_static(max_then_rem))(POS)
     assert float(out) == 6.0
+
+
+def chosen_before_a_scan_chosen_again_in_it(x):
+    # Campaign seed 250318 (reduced): the start is an int or an array by data, the scan's carry
+    # one type; the start's kind was lost (float32 2.0 for eager's int 2).
+    k = sorted([2, x.sum()])[-1]
+    a = x
+    for _ in range(4):
+        a = a + 1
+        k = sorted([k, k, x.sum()])[-1]
+    return a, k
+
+
+def chosen_before_an_inner_scan(x, xs):
+    # The same, reached as the seed did: the inner range loop runs in Python the first time
+    # (`k` is a Python int) and is staged the second (`k` is the recorded choice).
+    k = len(xs)
+    for _ in range(2):
+        for _ in range(3):
+            for _ in xs:
+                k = sorted([k, k, x.sum()])[-1]
+    return k
+
+
+def chosen_before_a_traced_while(x):
+    k = sorted([2, x.sum()])[-1]
+    a = x
+    while a.sum() < 10:
+        a = a + 1
+        k = sorted([k, k, x.sum()])[-1]
+    return a, k
+
+
+def test_a_loop_starting_from_a_mixed_kind_keeps_it_or_refuses():
+    """A scan unrolls when a carried start is a recorded int-or-array choice (each iteration's
+    choice stays exact); a loop with a traced trip count, which cannot unroll, refuses at the
+    loop on every input."""
+    _exact(chosen_before_a_scan_chosen_again_in_it)
+    _exact(chosen_before_an_inner_scan, [POS, POS])
+    _refused(chosen_before_a_traced_while, "while a.sum() < 10:")
