@@ -26,7 +26,7 @@ from dy2st.runtime import events, reachable
 from dy2st.runtime.staging import grown_from, grown_here, grown_in_this_side, stage_cond, watch_here
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined
-from dy2st.runtime.writes import ITSELF, AttributeKey, WriteTracker, refill
+from dy2st.runtime.writes import ITSELF, AttributeKey, WriteTracker, changed_contents, refill
 
 
 def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, branch_names=("if branch", "else branch"),
@@ -180,16 +180,8 @@ class _StateContents:
 
     def put_back(self) -> None:
         for container, items in self.saved.values():
-            if _changed_contents(container, items):
+            if changed_contents(container, items):
                 refill(container, items)
-
-
-def _changed_contents(container, items) -> bool:
-    if len(container) != len(items):
-        return True
-    if type(container) is dict:
-        return container.keys() != items.keys() or any(container[k] is not items[k] for k in items)
-    return any(a is not b for a, b in zip(container, items))
 
 
 class _ListIdentity:
@@ -216,7 +208,7 @@ class _ListIdentity:
                 self._see_bound(i, after, tracker)
                 continue
             if after is before:
-                self.seen[i].add("changed" if _changed_contents(after, self.contents.before(before)) else "same")
+                self.seen[i].add("changed" if changed_contents(after, self.contents.before(before)) else "same")
             else:
                 self.seen[i].add("grown" if type(before) is list and grown_from(after) is before else "replaced")
 

@@ -56,13 +56,16 @@ def _contents(value):
 def _changed(original: _Original, current) -> bool:
     if current is not original.value:
         return True
-    return original.contents is not None and (
-        len(current) != len(original.contents)
-        or any(a is not b for a, b in zip(_items(current), _items(original.contents))))
+    return original.contents is not None and changed_contents(current, original.contents)
 
 
-def _items(container):
-    return list(container.items()) if isinstance(container, dict) else list(container)
+def changed_contents(container, items) -> bool:
+    """Whether a list or dict no longer holds `items` (a copy of what it held), item by item."""
+    if len(container) != len(items):
+        return True
+    if isinstance(container, dict):
+        return container.keys() != items.keys() or any(container[k] is not items[k] for k in items)
+    return any(a is not b for a, b in zip(container, items))
 
 
 def _put_back(original: _Original, attr: str) -> None:
@@ -298,9 +301,10 @@ def refuse_loop_writes(tracker: WriteTracker, origin: OriginInfo, trips_known: b
             origin,
             advice=advice,
         )
-    names = ", ".join(sorted(tracker.label(k).split(" ")[0] for k in changes))
+    names = ", ".join(sorted(tracker.label(k).split(" (")[0] if k.attr == ITSELF else tracker.label(k).split(" ")[0]
+                             for k in changes))
     raise LoopVariableError(
-        f"a method called in this staged loop changes {names}; dy2st carries the attributes "
+        f"a function called in this staged loop changes {names}; dy2st carries the attributes "
         "a loop body assigns itself, not those changed inside the functions it calls.",
         origin,
         advice="return the new value from the method and assign it in the loop body "

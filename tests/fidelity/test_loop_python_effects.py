@@ -461,3 +461,54 @@ def test_nested_nonlocal_writer_in_a_static_loop_runs_per_iteration():
 def test_nested_nonlocal_writer_in_a_traced_loop_is_refused():
     with pytest.raises(PythonEffectError, match=r"bump\(\), which writes 'count' \(nonlocal/global\)"):
         dy2st.to_static(counting_with_a_nested_writer)(X, jnp.array(3))
+
+
+# -- dicts given to functions called in a loop body -------------------------------------------
+def scale_by(d, v):
+    return d["a"] * v
+
+
+def note_last(d, v):
+    d["last"] = v
+    return v
+
+
+def dict_read_by_a_helper_in_a_traced_while(x):
+    d = {"a": x}
+    a = x
+    while a.sum() < 100:
+        a = a + scale_by(d, a)
+    return a, d
+
+
+def dict_read_by_a_helper_in_a_scan(x):
+    d = {"a": x}
+    a = x
+    for _ in range(10):
+        a = a + scale_by(d, a)
+    return a
+
+
+def dict_changed_by_a_helper_in_a_traced_while(x):
+    d = {"a": x}
+    a = x
+    while a.sum() < 100:
+        a = a + note_last(d, a)
+    return a, d
+
+
+def test_a_dict_a_called_function_only_reads_does_not_stop_a_loop_staging():
+    """Every dict given to a call in a staged body counted as changed (its items were compared
+    as fresh `(key, value)` pairs): a traced `while` was refused and a scan unrolled."""
+    check_equivalent(dict_read_by_a_helper_in_a_traced_while, jnp.ones(3))
+    check_equivalent(dict_read_by_a_helper_in_a_scan, X)
+    jaxpr = str(dy2st.to_static(dict_read_by_a_helper_in_a_scan).get_concrete_program(X).jaxpr)
+    assert "scan" in jaxpr
+
+
+def test_a_dict_a_called_function_changes_in_a_traced_while_is_refused_by_name():
+    with pytest.raises(LoopVariableError) as err:
+        dy2st.to_static(dict_changed_by_a_helper_in_a_traced_while)(jnp.ones(3))
+    text = str(err.value)
+    assert "while a.sum() < 100:" in text
+    assert "a function called in this staged loop changes the dict given to note_last();" in text
