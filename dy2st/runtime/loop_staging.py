@@ -417,8 +417,11 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
     final_spec = []  # the settled spec, once the body has been traced (it knows appended items)
     last = []  # the settled iteration's outputs: which leaves the body gives as Python numbers
 
+    chosen = _chosen_starts(spec, init) if loop.length is None and python_choice.is_recording() else {}
+
     def body(index, carried):
         """One iteration inside the lax loop: `(new carry, appended items)`."""
+        carried = _as_chosen(carried, chosen)
         given = assemble(spec, carried)
         roots = reachable.snapshot((loop.body, loop.test), [v.name for v in spec], given)
         with WriteTracker(roots) as tracker, staged_tracing():  # attributes changed by called methods are refused
@@ -629,10 +632,17 @@ def _note_python_starts(spec, init, carried: list) -> list:
     carried = list(carried)
     for position, (leaf, start) in enumerate(_carried_starts(spec, init)):
         choice = _start_choice(start)
-        if choice is not None and python_choice.needs_recording(choice, leaf.aval):
+        if choice is not None and _misfits(choice, leaf.aval):
             carried[position] = jnp.copy(carried[position])  # a traced value of its own, to follow
             python_choice.record(carried[position], choice)
     return carried
+
+
+def _misfits(choice: python_choice.Choice, aval) -> bool:
+    """Whether eager may hold a value of another kind than the carry's (a Python int where the
+    carry is float32); a Python float in a float32 carry is the same kind (the weak flag aside,
+    see docs/limitations.md)."""
+    return any(not python_choice.fits(c, aval) for c in choice.candidates)
 
 
 def _carried_starts(spec, init):
@@ -644,10 +654,38 @@ def _carried_starts(spec, init):
         yield from ((leaf, start) for leaf, start in zip(var.leaves, starts) if leaf.carried)
 
 
+def _chosen_starts(spec, init) -> dict:
+    """`carry position -> Choice` of the carried leaves a loop with a traced trip count starts
+    from a Python number (or a recorded choice of one) the carry's type cannot say: eagerly the
+    first iteration, and any after it that keeps the value, sees that number."""
+    found = {}
+    for position, (leaf, start) in enumerate(_carried_starts(spec, init)):
+        choice = _start_choice(start)
+        if choice is not None and _misfits(choice, leaf.aval):
+            array = python_choice.ArrayOf(leaf.aval.dtype, leaf.aval.weak_type)
+            found[position] = python_choice.Choice(np.int32(len(choice.candidates)), (*choice.candidates, array))
+    return found
+
+
+def _as_chosen(carried, chosen: dict) -> list:
+    """The body's carried leaves, those of `chosen` recorded as the Python number they may be
+    (or an array of the carry's type): `max(k, y)` in the body is then a choice as eager's is,
+    and a result that may keep the number is refused (`_refuse_kind_chosen_by_data`) instead of
+    leaving the loop in the carry's type. The index is only a stand-in: such a value cannot
+    leave the loop as a choice."""
+    if not chosen:
+        return carried
+    carried = list(carried)
+    for position, choice in chosen.items():
+        carried[position] = jnp.copy(carried[position])  # a traced value of its own, to record
+        python_choice.record(carried[position], choice)
+    return carried
+
+
 def _starts_chosen_by_data(spec, init) -> bool:
     """Whether a carried leaf starts as a recorded choice (`k = sorted([2, x.sum()])[-1]`, an int
-    or an array by data) that the carry's type cannot say."""
-    return any(python_choice.needs_recording(choice, leaf.aval) for leaf, start in _carried_starts(spec, init)
+    or an array by data) of a kind the carry's type cannot say."""
+    return any(_misfits(choice, leaf.aval) for leaf, start in _carried_starts(spec, init)
                if is_traced(start) and (choice := python_choice.recorded_choice(start)) is not None)
 
 
@@ -670,8 +708,7 @@ def _refuse_kind_chosen_by_data(spec, outs, origin: OriginInfo) -> None:
             continue
         for leaf, value in zip(var.leaves, flatten_state(out)[0]):
             choice = python_choice.recorded_choice(value) if leaf.carried and is_array(value) else None
-            misfits = [c for c in choice.candidates if not python_choice.fits(c, leaf.aval)] if choice else []
-            if misfits:
+            if choice is not None and _misfits(choice, leaf.aval):
                 raise LoopVariableError(
                     f"'{var.name}' is set in this loop to a Python number or an array depending on the data "
                     f"({python_choice.describe_candidates(choice)}), and the loop carries it as "

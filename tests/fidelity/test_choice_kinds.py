@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import dy2st
-from dy2st.errors import DataDependentKindError
+from dy2st.errors import DataDependentKindError, LoopVariableError
 
 POS = jnp.array([1.0, 2.0, 3.0])
 NEG = jnp.array([-1.0, 0.0, -3.0])
@@ -227,4 +227,9 @@ def test_a_loop_starting_from_a_mixed_kind_keeps_it_or_refuses():
     loop on every input."""
     _exact(chosen_before_a_scan_chosen_again_in_it)
     _exact(chosen_before_an_inner_scan, [POS, POS])
-    _refused(chosen_before_a_traced_while, "while a.sum() < 10:")
+    for x in (POS, NEG):
+        with pytest.raises(LoopVariableError) as info:
+            dy2st.to_static(chosen_before_a_traced_while)(x)
+        message = str(info.value)
+        assert ", in chosen_before_a_traced_while\n    while a.sum() < 10:\n" in message, message
+        assert "'k' is set in this loop to a Python number or an array depending on the data" in message

@@ -290,12 +290,35 @@ def test_a_traced_loop_refuses_a_python_start_the_body_may_keep_in_another_kind(
     """The carry is float32 (one side sets `x.sum()`); eagerly `k` stays the int 1 through the
     other side, so the loop's result is an int or a float by data (it returned 1.0; fuzz seed
     170325): refused at the loop on every input."""
-    from dy2st.errors import DataDependentKindError
+    from dy2st.errors import LoopVariableError
 
     for n in (0, 2):
-        with pytest.raises(DataDependentKindError) as err:
+        with pytest.raises(LoopVariableError) as err:
             dy2st.to_static(_python_start_kept_on_one_side)(NEG, jnp.int32(n))
-        assert "while w < n and x.sum() < 6:" in str(err.value) and "one kind" in str(err.value)
+        text = str(err.value)
+        assert "while w < n and x.sum() < 6:" in text and "one kind" in text
+        assert "'k' is set in this loop to a Python number or an array depending on the data" in text
+
+
+def _python_start_picked_by_max(x, n):
+    # Campaign seed 280427 (reduced): eagerly `max(1, x[1])` is the int 1 when it wins; the
+    # body's `k` was the carry, a float32 array, so `max` picked among arrays and the loop
+    # returned 1.0.
+    k = 1
+    for _ in range(n):
+        k = max(k, x[1])
+    return k
+
+
+def test_a_traced_loop_refuses_a_python_start_a_builtin_may_pick_again():
+    from dy2st.errors import LoopVariableError
+
+    for x in (POS, NEG):
+        with pytest.raises(LoopVariableError) as err:
+            dy2st.to_static(_python_start_picked_by_max)(x, jnp.int32(1))
+        assert "for _ in range(n):" in str(err.value)
+        assert "(a float32 array or Python int 1)" in str(err.value)
+    assert dy2st.to_static(_python_start_picked_by_max)(POS, 1) == _python_start_picked_by_max(POS, 1)
 
 
 @pytest.mark.parametrize("n", [0, 1, 3])
