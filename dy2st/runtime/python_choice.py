@@ -178,6 +178,11 @@ def record(value, choice: Choice, sources: tuple | None = None) -> None:
     table = _table()
     if table is None:
         return
+    known = table.get(id(value))
+    if sources is None and known is not None and known.value is value and known.sources is not None:
+        # A staged `if` whose sides both left this value as it was (`k = k`) merges it with
+        # itself: it is still the pick it was, whose sources say what eager's value may be.
+        return
     if needs_recording(choice, jax.typeof(value)):
         table[id(value)] = Recorded(value, choice, sources)
     elif sources is not None and any(isinstance(s, jax.core.Tracer) for s in sources):

@@ -20,7 +20,7 @@ from typing import Iterable, NamedTuple
 import jax
 import numpy as np
 
-_MAX_OBJECTS = 20_000  # a model's object graph is far smaller; a bound keeps a hostile one cheap
+_MAX_OBJECTS = 200_000  # far more than a large model holds; a bound keeps a hostile graph finite
 _FUNCTION_DEPTH = 3  # a loop's runner -> the user's body -> a helper it calls
 _LEAVES = (str, bytes, int, float, complex, bool, type(None), np.ndarray, np.generic, type, types.ModuleType,
            types.BuiltinFunctionType, types.CodeType)

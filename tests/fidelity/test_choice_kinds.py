@@ -90,7 +90,19 @@ def accumulated_in_loop(x):
     return total
 
 
+def pick_of_computed_kept_by_a_staged_if(x):
+    # Campaign seed 290201 (reduced): `k = k` on a staged `if`'s side merged the pick with
+    # itself, and the merge's record replaced the pick's (which says what it was picked from:
+    # `abs(k - 1)`, an int or a float by data), so the float32 2.0 left for eager's int 2.
+    k = max(3, x[1] * 10)
+    k = max(max(abs(k - 1), 2), x[1] * 10)
+    if (x > 0).any():
+        k = k
+    return k
+
+
 @pytest.mark.parametrize("fn, line", [
+    (pick_of_computed_kept_by_a_staged_if, "k = max(max(abs(k - 1), 2), x[1] * 10)"),
     (max_then_rem, "return k % 97"),
     (if_sides_then_add, "return k + 1"),
     (computed_inside_a_branch, "y = m * 2"),

@@ -398,6 +398,31 @@ def alias_in_nested_staged_ifs(x):
     return d
 
 
+def list_made_in_the_branch_held_by_an_attribute(x):
+    logger = Logger([0])
+    if x.sum() > 0:
+        logger.log = [x]
+        t = logger.log
+        t.append(x)
+    else:
+        logger.log = [x * 3]
+        t = logger.log
+        t.append(-x)
+    return logger.log, t
+
+
+def append_in_a_helper_then_after_the_if(x):
+    d = {"k": [1.0]}
+    if x.sum() > 0:
+        t = d["k"]
+        Logger(t).note(x)
+    else:
+        t = d["k"]
+        Logger(t).note(-x)
+    t.append(3.0)
+    return d
+
+
 def loggers_list_made_in_the_branch_grows_apart(x):
     if x.sum() > 0:
         logger = Logger([0])
@@ -426,14 +451,17 @@ def test_every_reference_to_a_list_sees_the_items_a_staged_branch_appends(fn, x)
 
 @pytest.mark.parametrize("x", [X, -X, jnp.array([0.5, 1.0, -1.0])])
 @pytest.mark.parametrize("fn", [alias_made_in_the_branch_appends_beside_a_method,
-                                alias_made_in_the_branch_then_appended_after, alias_in_nested_staged_ifs])
+                                alias_made_in_the_branch_then_appended_after, alias_in_nested_staged_ifs,
+                                list_made_in_the_branch_held_by_an_attribute, append_in_a_helper_then_after_the_if])
 def test_a_list_from_before_appended_through_a_name_bound_in_the_branch_grows(fn, x):
     """`t = d["k"]` (or `log = logger.log`) in a staged branch, then `t.append(x)`: the list
     existed before the `if`, so eagerly `d["k"]` grows. The append made a copy written back to
     nothing (the item was silently lost), or, beside a method's append to the same list, was
     refused as two references growing apart. Now the side finds the list among what it could
     reach when it began (`runtime.reachable`) and grows it in place, carried like a list a
-    called function appends to; after the `if`, `t` is that list again."""
+    called function appends to; after the `if`, `t` is that list again (also when a called
+    method appended to it). A list the side made and stored in an attribute (`logger.log = []`)
+    is not one from before: the walk takes the attribute's value from before the `if`."""
     check_equivalent(fn, x)
 
 
