@@ -181,17 +181,19 @@ class LoopVariableError(Dy2StaticError):
 
 class PythonEffectError(Dy2StaticError):
     """A staged `if` or loop whose code has a Python effect that tracing would run the wrong
-    number of times: a list, dict or outside object changed in place (`xs.append(v)`,
-    `d.update(...)`, `xs.pop()`), or an iterator advanced with `next()`. A staged `if` traces
-    both branches; a staged loop traces its body once.
+    number of times: an object dy2st cannot put back changed in place (a set, a deque, a NumPy
+    array; in a staged loop, a list or dict from before it), a nonlocal written by a nested
+    function, or an iterator advanced with `next()`. A staged `if` traces both branches; a
+    staged loop traces its body once. (Lists and dicts changed in place in a staged `if`,
+    `log.extend(v)`, `d.update(...)`, `xs.pop()`, are carried and written back.)
 
     Example::
 
         if x.sum() > 0:
-            history.append(x)      # `history` belongs to the caller
+            seen.add(key)          # a set: tracing both branches would add it either way
 
-    Fix: build new values instead (`history = history + [x]`, return what changed), read by
-    index (`xs[i]`) instead of `next()`, or make the condition a Python value.
+    Fix: build new values instead (`seen = seen | {key}`, return what changed), read by index
+    (`xs[i]`) instead of `next()`, or make the condition a Python value.
     """
 
 

@@ -144,6 +144,7 @@ CONSTRUCTS = {
     "a dict changed in place by |=": r"D \|= \{",
     "a Ctx around a loop": r"with Ctx\(log, \d\) as c:\n\s+(if .*:\n\s+)?for ",
     "a list from before appended through a name bound here": r"(al\d+) = (log|obj\.cache|L|xs)\n\s+\1\.append\(clip\(",
+    "a list or dict changed in place by another method": r"(L\.extend|L\.insert|L\.reverse|obj\.cache\.extend|D\.setdefault)\(",
 }
 
 

@@ -118,6 +118,7 @@ class _Effects:
 
     appended: set = dataclasses.field(default_factory=set)  # local lists `name.append(...)`ed
     mutated: list = dataclasses.field(default_factory=list)  # other in-place changes, as text
+    by_method: list = dataclasses.field(default_factory=list)  # those by a method (`d.update()`)
     mutated_roots: set = dataclasses.field(default_factory=set)  # the local names those change
     mutated_outside: list = dataclasses.field(default_factory=list)  # of objects not local
     closures: int = 0
@@ -174,6 +175,7 @@ def _effects(nodes: list, local_names: frozenset, rewritten_appends: bool, write
                     continue
                 text = f"{_describe(func.value)}.{func.attr}()"
                 found.mutated.append(text)
+                found.by_method.append(text)
                 if not local:
                     found.mutated_outside.append(text)
                 else:
@@ -213,12 +215,15 @@ def branch_effects(branches: list, local_names: frozenset, rewritten_appends: bo
     """Why the branches of an `if` (or a ternary) cannot both be traced, or None.
 
     A staged `if` traces both branches, so an in-place change or a `next()` in either would
-    happen whichever branch the data picks."""
+    happen whichever branch the data picks. A method changing its receiver (`log.extend(v)`,
+    `d.update(...)`, `xs.pop()`) is left to the runtime in an `if` statement: its receiver is
+    recorded and put back after each side, the change carried (`runtime.writes.in_place`)."""
     found = _effects(branches, local_names, rewritten_appends, writers)
     if found.iterators:
         return PythonBody("a branch calls next() on an iterator", True)
-    if found.mutated:
-        return PythonBody(f"a branch changes a list or dict in place ({found.mutated[0]})", True)
+    others = [m for m in found.mutated if m not in found.by_method] if rewritten_appends else found.mutated
+    if others:
+        return PythonBody(f"a branch changes a list or dict in place ({others[0]})", True)
     return None
 
 

@@ -12,6 +12,7 @@ from dy2st.runtime.control_flow import convert_ifelse, convert_ifexp, write_comp
 from dy2st.runtime.formatting import convert_format, convert_percent
 from dy2st.runtime.iterables import loop_iter
 from dy2st.runtime.lists import list_append
+from dy2st.runtime.writes import in_place
 from dy2st.runtime.logical import convert_and, convert_compare_chain, convert_not, convert_or
 from dy2st.runtime.loops import convert_for, convert_while, set_loop_options
 from dy2st.runtime.values import is_traced
@@ -40,6 +41,7 @@ __all__ = [
     "ldu",
     "ldu_dead",
     "list_append",
+    "in_place",
     "loop_iter",
     "set_loop_options",
     "write_composite",

@@ -137,7 +137,9 @@ class _Side:
 
     def __init__(self, state, nouts: int, tracker: WriteTracker, contents: "_StateContents", lists: "_ListIdentity",
                  origin: OriginInfo):
-        outs = state[:nouts]
+        # Lists and dicts inside other values (the return value's tuple holding `d`) as the
+        # side leaves them, before the changes made in place are put back.
+        outs = tuple(v if type(v) in (list, dict) else _with_container_copies(v) for v in state[:nouts])
         items = {id(v): type(v)(v) for v in state if type(v) in (list, dict)}  # before they are put back
         lists.see(outs, tracker)
         changes = tracker.take()
@@ -156,6 +158,17 @@ class _Side:
                 continue  # a live variable's list reaches the one from before through `lists`
             if versions.latest(container) is not container:
                 self.changes[key] = list(versions.latest(container))  # grown through another reference
+
+
+def _with_container_copies(value):
+    """`value` with the lists and dicts it holds (in tuples, lists and dicts) copied, to the
+    leaves; other objects as they are."""
+    if type(value) in (list, tuple):
+        copies = [_with_container_copies(v) for v in value]
+        return type(value)(copies) if any(c is not v for c, v in zip(copies, value)) or type(value) is list else value
+    if type(value) is dict:
+        return {k: _with_container_copies(v) for k, v in value.items()}
+    return value
 
 
 class _StateContents:
@@ -259,9 +272,14 @@ class _ListVersions:
     """
 
     def __init__(self, versions, origin: OriginInfo):
-        """versions: `(items, root)` pairs, `root` the list from before the side."""
+        """versions: `(items, root, changed_in_place)`, `root` the list from before the side;
+        `changed_in_place`: the items the root itself holds after the side changed it in place
+        (`L.pop(0)`, `L.sort()` as well as appends), not a copy grown from it."""
         self._longest: dict = {}  # id of the list from before -> its longest version
-        for items, root in versions:
+        for items, root, changed_in_place in versions:
+            if changed_in_place and id(root) not in self._longest:
+                self._longest[id(root)] = items
+                continue
             known = self._longest.get(id(root), root)
             if _extends(items, known):
                 self._longest[id(root)] = items
@@ -299,11 +317,14 @@ def _about_the_if(error: Exception) -> Exception:
 def _side_lists(state, items: dict, changes: dict, tracker: WriteTracker) -> list:
     """`(items, root)` of every list a side leaves: its variables' (`items`: their contents
     before `take()` put back what called code changed in place) and the attributes it changed."""
-    versions = [(items[id(v)], grown_from(v)) for v in state if type(v) is list]
-    versions += [(list(copy), root) for copy, root in grown_in_this_side()]  # held by no variable, too
+    versions = [(items[id(v)], grown_from(v), False) for v in state if type(v) is list]
+    versions += [(list(copy), root, False) for copy, root in grown_in_this_side()]  # held by no variable, too
     for key, value in changes.items():
         if type(value) is list:
-            versions.append((value, _root(tracker, key, value)))
+            root = _root(tracker, key, value)
+            # A list recorded itself (`L.pop(0)` through `writes.in_place`, a list given to a
+            # call) holds these items now, whatever the change; others must only have grown.
+            versions.insert(0, (value, root, key.attr == ITSELF and root is tracker.originals[key].obj))
     return versions
 
 
@@ -324,7 +345,11 @@ def _carried(tracker: WriteTracker, containers: dict, key) -> bool:
     if tracker.is_born(key):
         return False
     container = containers.get(key)
-    return container is None or not grown_here(container)  # a copy made before the `if` is carried
+    if container is None:
+        return True
+    # A copy made in the side, or a list or dict the side made (`tmp = []; helper(tmp)`): no
+    # one outside the side sees it. (A copy made before the `if` is carried.)
+    return not grown_here(container) and tracker.existed_before(container)
 
 
 def _extends(longer: list, shorter: list) -> bool:

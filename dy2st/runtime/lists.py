@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dy2st.runtime.staging import may_grow_here, note_grown, tracing_staged_code
-from dy2st.runtime.writes import adopt_reachable
+from dy2st.runtime.writes import adopt_reachable, watched_container
 
 
 def list_append(target, value):
@@ -21,7 +21,7 @@ def list_append(target, value):
         # Plain Python here, a copy made in the side being traced, or a list from before the
         # side reached through another name (`t = d["k"]`): append in place, as eagerly (other
         # references to the list, a context manager's, see the item; the side carries it).
-        if not tracing_staged_code() or may_grow_here(target) or adopt_reachable(target):
+        if not tracing_staged_code() or may_grow_here(target) or watched_container(target) or adopt_reachable(target):
             target.append(value)
             return target
         grown = target + [value]

@@ -40,10 +40,11 @@ class Roots:
         the side has put there since (`m.buf = []` in the branch)."""
         self._roots = [r for r in roots if not _is_leaf(r.value)]
         self._before = before
-        self._paths: dict | None = None  # id of a reachable list -> (list, how the code reaches it)
+        self._paths: dict | None = None  # id of a reachable list or dict -> (it, how the code reaches it)
 
-    def path_to(self, target: list) -> str | None:
-        """How the side's code reaches `target` from a root (`d['k']`), or None if it cannot."""
+    def path_to(self, target) -> str | None:
+        """How the side's code reaches the list or dict `target` from a root (`d['k']`), or
+        None if it cannot."""
         if self._paths is None:
             self._paths = _reachable_lists(self._roots, self._before)
         entry = self._paths.get(id(target))
@@ -79,8 +80,21 @@ def _function_roots(fn, seen: set, depth: int) -> list:
         roots += _function_roots(value, seen, depth + 1)  # a loop's body, a helper closing over a list
     names: set = set()
     _global_names(fn.__code__, names)
-    roots += [Root(n, fn.__globals__[n]) for n in sorted(names) if n in fn.__globals__]
+    for name in sorted(names):
+        if name in fn.__globals__:
+            value = fn.__globals__[name]
+            roots.append(Root(name, value))
+            roots += _named_attributes(name, value, names)
+            roots += _function_roots(value, seen, depth + 1)  # a helper closing over a cache
     return roots
+
+
+def _named_attributes(label: str, holder, names: set) -> list:
+    """A module's or class's attributes the code names (`registry.LOG`, `Model.cache`): the
+    walk does not enter modules and classes (too many objects), but the code may reach these."""
+    if not isinstance(holder, (types.ModuleType, type)):
+        return []
+    return [Root(f"{label}.{n}", vars(holder)[n]) for n in sorted(names) if n in vars(holder)]
 
 
 def _global_names(code: types.CodeType, into: set) -> None:
@@ -95,13 +109,13 @@ def _is_leaf(value) -> bool:
 
 
 def _reachable_lists(roots: list, before: dict) -> dict:
-    """`id -> (list, path)` of the lists reachable from `roots`, breadth first (shortest paths)."""
+    """`id -> (list or dict, path)` of the lists and dicts reachable from `roots`, breadth first (shortest paths)."""
     found: dict = {}
     seen = {id(r.value) for r in roots}
     queue = deque((r.value, r.label) for r in roots)
     while queue and len(seen) < _MAX_OBJECTS:
         value, path = queue.popleft()
-        if type(value) is list:
+        if type(value) in (list, dict):
             found.setdefault(id(value), (value, path))
         for child_path, child in _children(value, path):
             child = before.get(child_path, child)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 from typing import NamedTuple
 
-from dy2st.errors import LoopVariableError, OriginInfo
+from dy2st.errors import LoopVariableError, OriginInfo, PythonEffectError
 from dy2st.runtime import reachable
 from dy2st.runtime.undefined import Undefined
 
@@ -163,6 +163,11 @@ class WriteTracker:
         entry = self._first_items.setdefault(id(value), (value, items))
         return entry[1] if entry[0] is value else items
 
+    def existed_before(self, container) -> bool:
+        """Whether a list or dict given to a call in this side existed before the side began
+        (the code could reach it then), rather than being made in it (`tmp = []`)."""
+        return self.roots is None or self.roots.path_to(container) is not None
+
     def see_born(self, obj) -> None:
         """An object a user's class made while this side is traced (a `Ctx(log, 1)` of a `with`)."""
         self._born[id(obj)] = obj
@@ -251,6 +256,14 @@ def note_born(obj) -> None:
         tracker.see_born(obj)
 
 
+def watched_container(target) -> bool:
+    """Whether the innermost side being traced records `target` as a container given to a call
+    (`helper(tmp)`, where `helper` appends to its parameter): it is put back after the side,
+    its change carried, so it may change in place."""
+    trackers = getattr(_active, "trackers", None)
+    return bool(trackers) and trackers[-1]._containers.get(id(target)) is target
+
+
 def adopt_reachable(target: list) -> bool:
     """Whether `target`, appended to while a side is traced, is a list from before that side,
     reached through another name (`t = d["k"]`, then `t.append(x)`): the trackers of the sides
@@ -265,6 +278,34 @@ def adopt_reachable(target: list) -> bool:
             tracker.see_container(target, "", label=path)
             adopted = True
     return adopted
+
+
+def in_place(receiver, what: str):
+    """`receiver` of an in-place change (`log.extend(v)`, `d.update(...)`, `xs.pop()`) about
+    to run in converted code; `what` shows the call (`log.extend()`). While a staged side is
+    traced, a list or dict from before the side is recorded by the trackers that could reach
+    it, so the change is carried and written back, and put back after the side, as for one a
+    called function changes; one the side made is changed as it is. An object of the user's
+    class is recorded by `convert_call` when its method is called. Anything else (a set, a
+    deque, a NumPy array) cannot be put back: refused."""
+    trackers = getattr(_active, "trackers", None)
+    if not trackers:
+        return receiver
+    if type(receiver) in (list, dict):
+        for tracker in trackers:
+            if tracker.existed_before(receiver):
+                tracker.see_container(receiver, "", label=f"{tracker.roots.path_to(receiver) or what}")
+        return receiver
+    if hasattr(receiver, "__dict__") and not isinstance(receiver, type):
+        return receiver
+    raise PythonEffectError(
+        f"this line changes a {type(receiver).__name__} in place ({what}) while a staged branch or loop body "
+        "is traced: tracing runs it whichever path the data picks, and dy2st can carry only lists, "
+        "dicts and your objects' attributes.",
+        OriginInfo.of_caller(),
+        advice="build a new value instead and use it after the `if` or loop (`s = s | {v}`), or make "
+        "the condition a Python value.",
+    )
 
 
 def tracking() -> bool:
@@ -284,7 +325,8 @@ def refuse_loop_writes(tracker: WriteTracker, origin: OriginInfo, trips_known: b
     (the loop carries what the body assigns itself, not what callees change), nor may it have
     appended to a list from before the loop through a name it binds (`trips_known`: a scan,
     which can stack a variable's appended items)."""
-    changes = tracker.take()
+    changes = {k: v for k, v in tracker.take().items()
+               if k.attr != ITSELF or tracker.existed_before(tracker.originals[k].obj)}  # not one it made
     if not changes:
         return
     appended = [tracker.appended[k.object_id] for k in changes if k.attr == ITSELF and k.object_id in tracker.appended]

@@ -108,13 +108,14 @@ def f(x):
 dy2st.to_static(f)(jnp.ones(3))
 """, 'Raise `maximum_iterations` to a true upper bound, or pass `on_bound="stop"` to stop there on purpose.'),
     Example(errors.PythonEffectError, """
-def f(x, history):
+def f(x):
+    seen = set()
     if x.sum() > 0:
-        history.extend([x, -x])
-    return x
+        seen.add("positive")
+    return x, len(seen)
 
-dy2st.to_static(f)(jnp.ones(3), [])
-""", "Build a new value instead (`history = history + [x]`) and return it, or make the condition a Python value."),
+dy2st.to_static(f)(jnp.ones(3))
+""", "Build a new value instead (`seen = seen | {v}`) and use it after the `if`, or make the condition a Python value."),
     Example(errors.UndefinedVariableError, """
 def f(x, n):
     for i in range(n):

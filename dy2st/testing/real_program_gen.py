@@ -356,9 +356,23 @@ class _Generator:
             return
         main, self.rng = self.rng, self.extra
         try:
-            self.aliased_append(s, indent)
+            if self.chance(0.5):
+                self.aliased_append(s, indent)
+            else:
+                self.in_place_change(s, indent)
         finally:
             self.rng = main
+
+    def in_place_change(self, s: _Scope, indent: int) -> None:
+        """A list or dict from before changed in place by a method other than `append` (in a
+        staged branch the change is carried and written back into the same object)."""
+        a = self.pick(s.arrays)
+        options = [f'D.update(a=clip({self.arr_expr(s)}))', f'{a} = clip({a} + D.setdefault("c", {self.arr(s)}))',
+                   f"obj.cache.extend([clip({self.arr_expr(s)})])"]
+        if "L" not in s.frozen:
+            options += [f"L.extend([clip({self.arr_expr(s)}), {self.arr(s)}])", f"L.insert(0, clip({self.arr(s)}))",
+                        "L.reverse()"]
+        self.emit(indent, self.pick(options))
 
     def aliased_append(self, s: _Scope, indent: int) -> None:
         """A list from before appended to through a name bound here (`al3 = obj.cache`): in a

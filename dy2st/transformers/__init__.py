@@ -12,6 +12,7 @@ from types import ModuleType
 
 import gast
 
+from dy2st.analysis import loop_bodies
 from dy2st.transformers import (
     asserts,
     break_statements,
@@ -67,7 +68,7 @@ PIPELINE: tuple[Step, ...] = (
     Step(lists, True,
          "Before if/loops: `xs.append(v)` becomes an assignment, so branches and loops see `xs` "
          "written and carry it (reads SCOPE to rewrite only local lists).",
-         triggers=("append",)),
+         triggers=("append", *loop_bodies.MUTATORS, *loop_bodies.RETURNING_MUTATORS)),
     Step(logical_expressions, False,
          "Before if/else: the `not do_return` guards and user and/or/not become operators that "
          "short-circuit on Python values and stage on traced ones.",

@@ -1,12 +1,15 @@
-"""Rewrites `xs.append(v)` statements into assignments, so loops can carry the list.
+"""Rewrites `xs.append(v)` statements into assignments, so loops can carry the list, and
+marks the receivers of other in-place changes for the runtime.
 
 Before::
 
     outs.append(h)
+    cache.update(k=v)
 
 After::
 
     outs = jst.list_append(outs, v)
+    jst.in_place(cache, 'cache.update()').update(k=v)
 
 As an assignment, the list becomes a variable the if/loop transformers see written: a staged
 loop with a static trip count turns the appended values into one stacked scan output, and a
@@ -17,15 +20,22 @@ statements of the form `name.append(value)` are rewritten, and only where `name`
 the function assigns or one of its parameters (not a global or closure variable: rebinding
 those would change what other code sees). A parameter's list grown in staged code is written
 back into the caller's list object, as a local's is into the list from before.
+
+Other methods that change their receiver in place (`extend`, `update`, `pop`, ...: see
+`analysis.loop_bodies.MUTATORS`) run as they are on a receiver `jst.in_place` hands back:
+while a staged side is traced, it records a list or dict from before the side so the change
+is carried out of the `if` and written back, and refuses what cannot be put back (a set).
 """
 
 from __future__ import annotations
 
 import gast
 
+from dy2st import ast_util
 from dy2st.analysis import Fact, getanno
+from dy2st.analysis.loop_bodies import MUTATORS, RETURNING_MUTATORS
 from dy2st.transformers import templates
-from dy2st.transformers.base import StatementTransformer
+from dy2st.transformers.base import StatementTransformer, copy_location_recursive
 
 
 class ListAppendTransformer(StatementTransformer):
@@ -65,5 +75,32 @@ class ListAppendTransformer(StatementTransformer):
         )
 
 
+def _wrap_in_place_receivers(tree, runtime: str) -> None:
+    """`recv.extend(v)` -> `jst.in_place(recv, 'recv.extend()').extend(v)`, for the methods that
+    change their receiver in place (`loop_bodies.MUTATORS` as statements, `pop`-like ones
+    anywhere): while a staged side is traced, the runtime records a list or dict from before
+    it, so the change is carried and put back (see `runtime.writes.in_place`)."""
+    statement_calls = set()
+    calls = []
+    for node in ast_util.walk(tree):
+        if isinstance(node, gast.Expr):  # a node comes before its children
+            statement_calls.add(id(node.value))
+        elif isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) and (
+            node.func.attr in RETURNING_MUTATORS or (node.func.attr in MUTATORS and id(node) in statement_calls)
+        ):
+            calls.append(node)
+    for call in calls:
+        receiver = call.func.value
+        if isinstance(receiver, gast.Name) and receiver.id == runtime:
+            continue
+        what = templates.constant(f"{gast.unparse(receiver).strip()}.{call.func.attr}()")
+        wrapped = templates.replace_as_expression("jst.in_place(receiver, what)", jst=runtime,
+                                                  receiver=receiver, what=what)
+        copy_location_recursive(wrapped, call)  # an error it raises names the user's line
+        call.func.value = wrapped
+
+
 def transform(tree, ctx):
-    return ListAppendTransformer(ctx).transform(tree)
+    tree = ListAppendTransformer(ctx).transform(tree)
+    _wrap_in_place_receivers(tree, ctx.runtime)
+    return tree

@@ -465,13 +465,71 @@ def test_a_list_from_before_appended_through_a_name_bound_in_the_branch_grows(fn
     check_equivalent(fn, x)
 
 
-def test_references_to_one_list_that_grow_apart_in_a_staged_branch_are_refused():
-    """A list made in the side (a `Logger` made in the branch): the variable's append makes a
-    copy the method's append does not reach, so the order of items would be lost."""
-    with pytest.raises(PythonEffectError) as err:
+def test_a_logger_made_in_each_branch_is_refused_not_guessed():
+    """A `Logger` made in each branch, its list appended to through a name and through its
+    method: the list is given to the class, so the side grows it in place (one list, in order);
+    the two branches still give two different objects for `logger`, which no program can
+    merge: refused at the `if`, as before (then as two references grown apart)."""
+    with pytest.raises(BranchOutputError) as err:
         dy2st.to_static(loggers_list_made_in_the_branch_grows_apart)(X)
+    assert "'logger' is Logger in the if branch but Logger in the else branch" in str(err.value)
+    assert "if x.sum() > 0:" in str(err.value)
+
+
+class OwnLogger:
+    """Makes its own list (no list is given to the class)."""
+
+    def __init__(self):
+        self.log = [0]
+
+    def note(self, v):
+        self.log.append(v)
+
+
+def own_loggers_list_grows_apart(x):
+    if x.sum() > 0:
+        logger = OwnLogger()
+        log = logger.log
+        log.append(x)
+        logger.note(x * 2)
+        n = len(logger.log)
+    else:
+        logger = OwnLogger()
+        log = logger.log
+        log.append(-x)
+        logger.note(x * 3)
+        n = len(logger.log)
+    return n
+
+
+def test_references_to_one_list_that_grow_apart_in_a_staged_branch_are_refused():
+    """A list made in the side and not given to a call: the variable's append makes a copy the
+    method's append does not reach, so the order of items would be lost."""
+    with pytest.raises(PythonEffectError) as err:
+        dy2st.to_static(own_loggers_list_grows_apart)(X)
     assert "two references to one list are appended to separately in a branch of this staged if" in str(err.value)
     assert "if x.sum() > 0:" in str(err.value) and "append through one reference" in str(err.value)
+
+
+def list_made_in_the_branch_given_to_a_helper(x):
+    if x.sum() > 0:
+        tmp = [x]
+        Logger(tmp).note(x * 2)
+        y = tmp[0] + tmp[1]
+    else:
+        tmp = [x]
+        Logger(tmp).note(-x)
+        y = tmp[0] - tmp[1]
+    return y
+
+
+@pytest.mark.parametrize("x", [X, -X])
+def test_a_list_made_in_a_branch_and_grown_by_a_called_function_converts(x):
+    """`tmp = [x]` then a called function appending to it: the copy its append made was lost
+    (an IndexError at `tmp[1]` while tracing, where eager works), and once grown in place the
+    list, a new one each trace, kept the `if` from settling. A list the side made is grown in
+    place and not carried: only lists and dicts it could reach when it began are."""
+    check_equivalent(list_made_in_the_branch_given_to_a_helper, x)
 
 
 def appended_through_an_alias_in_a_scan(x):

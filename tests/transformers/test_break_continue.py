@@ -157,6 +157,7 @@ def test_return_in_loop_goes_through_break_flag():
 
 
 def test_list_append_becomes_assignment_for_locals_and_parameters_only():
+    # A closure's list is not rebound: its receiver is marked for the runtime (`in_place`).
     outer = []
 
     def f(xs, param):
@@ -173,7 +174,7 @@ def test_list_append_becomes_assignment_for_locals_and_parameters_only():
             for x in xs:
                 outs = jst.list_append(outs, x)
                 param = jst.list_append(param, x)
-                outer.append(x)
+                jst.in_place(outer, 'outer.append()').append(x)
             return outs
     """)
 

@@ -1,0 +1,144 @@
+"""In-place changes of lists and dicts in a staged `if` (`d.update(...)`, `log.extend(v)`,
+`xs.pop()`, `self.history.append(x)`): eager == to_static == jit(to_static). They were refused
+when the code was read ("a branch changes a list or dict in place"); the receiver is now
+recorded while each side is traced (`runtime.writes.in_place`), put back after it, and the
+change carried out of the cond and written back into the same object. What cannot be put back
+(a set) is refused at its own line."""
+
+import jax.numpy as jnp
+import pytest
+
+import dy2st
+from dy2st.errors import PythonEffectError
+from dy2st.testing import check_equivalent
+
+XS = [jnp.array([1.0, 2.0, 3.0]), jnp.array([-1.0, 0.5, 0.2]), jnp.array([-3.0, -4.0, 0.5])]
+
+
+class History:
+    def __init__(self):
+        self.history = [jnp.zeros(3)]
+        self.cfg = {"a": jnp.zeros(3)}
+
+
+def dict_updated_in_both(x):
+    d = {"a": x, "k": 1}
+    other = d
+    if x.sum() > 0:
+        d.update(a=x * 2)
+    else:
+        d.update(a=-x)
+    return other
+
+
+def dict_updated_in_one(x):
+    d = {"a": x}
+    if x.sum() > 0:
+        d.update(a=x * 2)
+    return d
+
+
+def attribute_list_appended(x):
+    h = History()
+    if x.sum() > 0:
+        h.history.append(x)
+    else:
+        h.history.append(-x)
+    return h.history
+
+
+def attribute_dict_setdefault_and_pop(x):
+    h = History()
+    if x.sum() > 0:
+        v = h.cfg.setdefault("a", x)
+    else:
+        v = h.cfg.pop("a") * 2
+        h.cfg["a"] = v
+    return v, h.cfg
+
+
+def popped_from_either_end(x):
+    xs = [x, x * 2, x * 3]
+    if x.sum() > 0:
+        v = xs.pop()
+    else:
+        v = xs.pop(0)
+    return v, xs
+
+
+def extended(x):
+    log = [x]
+    if x[0] > 0:
+        log.extend([x, x * 2])
+    else:
+        log.extend([-x, x])
+    return log
+
+
+def updated_in_nested_ifs(x):
+    d = {"a": x}
+    if x.sum() > 0:
+        if x[0] > 1:
+            d.update(a=x * 5)
+        else:
+            d.update(a=x * 7)
+    else:
+        d.update(a=-x)
+    return d
+
+
+def sorted_or_reversed(x):
+    xs = [3, 1, 2]
+    if x.sum() > 0:
+        xs.sort()
+    else:
+        xs.reverse()
+    return xs, x
+
+
+def dict_made_in_the_branch(x):
+    if x.sum() > 0:
+        d = {}
+        d.update(a=x)
+    else:
+        d = {}
+        d.update(a=-x)
+    return d
+
+
+@pytest.mark.parametrize("x", XS)
+@pytest.mark.parametrize("fn", [dict_updated_in_both, dict_updated_in_one, attribute_list_appended,
+                                attribute_dict_setdefault_and_pop, popped_from_either_end, extended,
+                                updated_in_nested_ifs, sorted_or_reversed, dict_made_in_the_branch])
+def test_an_in_place_change_in_a_staged_branch_is_carried(fn, x):
+    check_equivalent(fn, x)
+
+
+def updated_in_one_branch_with_a_new_key(x):
+    d = {"a": x}
+    if x.sum() > 0:
+        d.update(b=x)
+    return d
+
+
+def set_added_to(x):
+    seen = set()
+    if x.sum() > 0:
+        seen.add("positive")
+    return x, len(seen)
+
+
+def test_a_change_only_one_branch_makes_to_the_structure_is_refused():
+    with pytest.raises(dy2st.errors.BranchOutputError) as err:
+        dy2st.to_static(updated_in_one_branch_with_a_new_key)(XS[0])
+    assert "if x.sum() > 0:" in str(err.value)
+
+
+def test_a_set_changed_in_a_staged_branch_is_refused_at_its_line():
+    with pytest.raises(PythonEffectError) as err:
+        dy2st.to_static(set_added_to)(XS[0])
+    text = str(err.value)
+    assert text.startswith('File "' + __file__)
+    assert 'seen.add("positive")' in text.splitlines()[1]
+    assert "this line changes a set in place (seen.add())" in text
+    assert "`s = s | {v}`" in text
