@@ -283,13 +283,81 @@ def _build(ref, leaves, nodes):
 
 
 def _merge_value(old, new):
-    """The value a slot holds after write-back: an NNX module is updated in place."""
+    """The value a slot holds after write-back: an NNX module is updated in place, its
+    Variables and the Python attributes the call changed (`self.calls += 1`)."""
     if new is not old and is_nnx(old) and type(new) is type(old):
         from flax import nnx
 
         nnx.update(old, nnx.state(new))
+        _copy_python_attributes(old, new)
         return old
     return new
+
+
+def _copy_python_attributes(old, new, depth: int = 0) -> None:
+    """Set on the NNX module `old` the Python numbers, strings and None of `new` (the module
+    the call left, rebuilt) that differ (a step counter); nested modules are matched attribute
+    by attribute. NNX keeps them as static data, which `nnx.update` does not write."""
+    if depth > 32:
+        return
+    current = vars(old)
+    for name, value in list(vars(new).items()):
+        if name.startswith("_"):
+            continue  # NNX's own bookkeeping
+        before = current.get(name)
+        if is_nnx(value) and is_nnx(before) and type(before) is type(value) and before is not value:
+            _copy_python_attributes(before, value, depth + 1)
+        elif type(value) in _SCALARS and (name not in current or type(before) is not type(value) or before != value):
+            setattr(old, name, value)
+
+
+def nnx_static_containers(roots) -> list:
+    """`(path, container, copy of its items)` of every list or dict an NNX module reachable from
+    `roots` holds as a plain attribute (static data for NNX, not an `nnx.Variable`)."""
+    found, seen = [], set()
+
+    def visit(value, path, depth):
+        if depth > 16 or id(value) in seen:
+            return
+        if type(value) in (list, tuple, dict):
+            seen.add(id(value))
+            items = value.items() if type(value) is dict else enumerate(value)
+            for k, v in list(items):
+                visit(v, f"{path}[{k!r}]", depth + 1)
+        elif is_nnx(value):
+            seen.add(id(value))
+            for name, v in list(vars(value).items()):
+                if name.startswith("_") or _is_variable(v):
+                    continue
+                if type(v) in (list, dict):
+                    found.append((f"{path}.{name}", v, type(v)(v)))
+                visit(v, f"{path}.{name}", depth + 1)
+        elif node_kind(value) == "o":
+            seen.add(id(value))
+            for name, v in list(vars(value).items()):
+                visit(v, f"{path}.{name}", depth + 1)
+
+    for i, root in enumerate(roots):
+        visit(root, type(root).__name__ if is_nnx(root) else f"argument {i}", 0)
+    return found
+
+
+def changed_nnx_static(saved: list) -> str | None:
+    """The path of the first container of `nnx_static_containers` whose items changed."""
+    from dy2st.runtime.writes import changed_contents
+
+    for path, container, items in saved:
+        if changed_contents(container, items):
+            return path
+    return None
+
+
+def restore_nnx_static(saved: list) -> None:
+    from dy2st.runtime.writes import changed_contents, refill
+
+    for _, container, items in saved:
+        if changed_contents(container, items):
+            refill(container, items)
 
 
 # -- objects of registered pytree classes changed in place ------------------------------------
@@ -483,11 +551,14 @@ class Recipe:
     Refs use `InputRef(i)` for an unchanged input array and `ArrayRef(k)` for the k-th output.
     """
 
-    __slots__ = ("changes", "full", "kept", "touched")
+    __slots__ = ("changes", "full", "kept", "touched", "restructured")
 
-    def __init__(self, changes, full=None, kept=None, touched=None):
+    def __init__(self, changes, full=None, kept=None, touched=None, restructured=frozenset()):
         self.changes = changes
         self.full = full
+        # (node index, slot) of the changes whose pytree structure changed (an NNX module's
+        # Python attribute, `self.calls += 1`): written whole, not only their Variables
+        self.restructured = restructured
         self.kept = kept or {}  # (node index, slot) -> kept plan (`_kept_plan`) of a changed slot
         # (node index before the call, slot) of every slot the call changed, added or removed
         self.touched = frozenset((j, k) for j, k, _ in changes) if touched is None else touched
@@ -498,7 +569,8 @@ class Recipe:
                 node, kind = layout.nodes[j], layout.key[j][0]
                 container = node if kind != "o" else vars(node)
                 old = container[slot]
-                if type(r) is TreeRef and _write_variables(old, r, layout.leaves, outs, layout.nodes):
+                if (type(r) is TreeRef and (j, slot) not in self.restructured
+                        and _write_variables(old, r, layout.leaves, outs, layout.nodes)):
                     continue
                 new = _build_out(r, layout.leaves, outs, layout.nodes)
                 plan = self.kept.get((j, slot))
@@ -565,14 +637,17 @@ def make_recipe(before: Layout, after: Layout, inputs, built: dict | None = None
         a is b for a, b in zip(after.nodes, before.nodes))
     descs = [(kind, tp, tuple((k, translate(r, leaf_refs)) for k, r in slots)) for kind, tp, slots in after.key]
     if same_nodes:
-        changes = []
+        changes, restructured = [], set()
         for j, ((kind, _, new), (_, _, old)) in enumerate(zip(descs, before.key)):
             old = {k: translate(r, before_refs) for k, r in old}
             if [k for k, _ in new] != list(old):
                 break  # attributes added or removed: replay the whole node structure
             changes.extend((j, k, r) for k, r in new if r != old[k])
+            restructured.update((j, k) for k, r in new if type(r) is TreeRef and type(old[k]) is TreeRef
+                                and r.treedef != old[k].treedef)
         else:
-            return Recipe(tuple(changes), kept=_kept_plans(after, changes, built or {})), outs
+            return Recipe(tuple(changes), kept=_kept_plans(after, changes, built or {}),
+                          restructured=frozenset(restructured)), outs
     index = {id(n): i for i, n in enumerate(before.nodes)}
     sources = [index.get(id(n), type(n)) for n in after.nodes]
     kept, touched = {}, set()

@@ -23,7 +23,8 @@ from dy2st.runtime import python_choice
 from dy2st.runtime.undefined import check_defined
 from dy2st.errors import PythonEffectError
 from dy2st.input_spec import user_origin
-from dy2st.state import Layout, aliased_slots, describe_difference, is_stateful, make_recipe
+from dy2st.state import (Layout, aliased_slots, changed_nnx_static, describe_difference, is_stateful, make_recipe,
+                         nnx_static_containers, restore_nnx_static)
 
 _Tracer = jax.core.Tracer
 
@@ -84,6 +85,7 @@ class _Entry:
             layout = getattr(self.local, "layout", None) or self.last_layout
             tracers, rest = flat[:n_state], iter(flat[n_state:])
             saved = layout.snapshot()
+            static = nnx_static_containers(layout.roots)
             try:
                 built = layout.fill(tracers)
                 roots = dict(zip(positions, layout.roots))
@@ -94,6 +96,7 @@ class _Entry:
                 kwargs.update((p, r) for p, r in roots.items() if type(p) is str)
                 out = fn(*args, **kwargs)
                 watch.check()
+                _refuse_nnx_static_changes(static, fn)
                 recipe, outs = make_recipe(layout, Layout(layout.roots), tracers, built)
                 _check_aliases(layout, saved, recipe)
             except Exception as exc:
@@ -101,6 +104,7 @@ class _Entry:
                 raise
             finally:
                 layout.restore(saved)
+                restore_nnx_static(static)
             return out, _Delta(recipe, outs)
 
         self.run = run  # `(*state arrays, *args) -> (output, _Delta)`, for a trace of one's own (explain)
@@ -227,6 +231,24 @@ def _check_aliases(layout, saved: list, recipe) -> None:
         advice=f"hold the {name} in one place and reach it through that one; or make its class a plain "
         "class (not a registered pytree), whose objects dy2st keeps as one object; or give every place "
         "the new object (`self.p = self.q = new`).",
+    )
+
+
+def _refuse_nnx_static_changes(static: list, fn) -> None:
+    """A list or dict an NNX module holds as a plain attribute, changed in place by the call
+    (`self.log.append(y)`): NNX keeps it as static data, so a program can neither carry the
+    change nor make it again on a cached call."""
+    where = changed_nnx_static(static)
+    if where is None:
+        return
+    raise PythonEffectError(
+        f"the call changes {where} in place, a list or dict that Flax NNX keeps as static data (a "
+        "plain attribute, not an nnx.Variable): a compiled program can neither carry the change out "
+        "nor make it again on the next call.",
+        user_origin(),
+        advice="keep arrays the forward changes in an nnx.Variable attribute (`self.total = "
+        "nnx.Variable(jnp.zeros(()))`, updated with `self.total.value = ...`), or return the values "
+        "from the call and collect them outside.",
     )
 
 

@@ -228,6 +228,12 @@ def _is_static_function(fn) -> bool:
     return type(fn).__name__ == "StaticFunction" and type(fn).__module__ == "dy2st.api"
 
 
+def is_users_object(obj) -> bool:
+    """An instance of a class of the user's code (not a library's or a builtin type), whose
+    attributes a WriteTracker records when its method is called."""
+    return hasattr(obj, "__dict__") and not isinstance(obj, _NOT_OBJECTS) and not _is_library_module(type(obj).__module__)
+
+
 def _note_user_receiver(obj) -> None:
     if not _is_library_module(type(obj).__module__):
         writes.note_receiver(obj)

@@ -287,7 +287,7 @@ def in_place(receiver, what: str):
     it, so the change is carried and written back, and put back after the side, as for one a
     called function changes; one the side made is changed as it is. An object of the user's
     class is recorded by `convert_call` when its method is called. Anything else (a set, a
-    deque, a NumPy array) cannot be put back: refused."""
+    deque, an OrderedDict, a NumPy array, a library's object) cannot be put back: refused."""
     trackers = getattr(_active, "trackers", None)
     if not trackers:
         return receiver
@@ -296,10 +296,14 @@ def in_place(receiver, what: str):
             if tracker.existed_before(receiver):
                 tracker.see_container(receiver, "", label=f"{tracker.roots.path_to(receiver) or what}")
         return receiver
-    if hasattr(receiver, "__dict__") and not isinstance(receiver, type):
+    from dy2st.runtime.calls import is_users_object  # calls imports this module
+
+    if is_users_object(receiver):
         return receiver
+    kind = type(receiver).__name__
     raise PythonEffectError(
-        f"this line changes a {type(receiver).__name__} in place ({what}) while a staged branch or loop body "
+        f"this line changes {'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind} in place ({what}) while a "
+        "staged branch or loop body "
         "is traced: tracing runs it whichever path the data picks, and dy2st can carry only lists, "
         "dicts and your objects' attributes.",
         OriginInfo.of_caller(),

@@ -5,6 +5,8 @@ recorded while each side is traced (`runtime.writes.in_place`), put back after i
 change carried out of the cond and written back into the same object. What cannot be put back
 (a set) is refused at its own line."""
 
+import collections
+
 import jax.numpy as jnp
 import pytest
 
@@ -126,6 +128,24 @@ def set_added_to(x):
     if x.sum() > 0:
         seen.add("positive")
     return x, len(seen)
+
+
+def ordered_dict_updated(x):
+    od = collections.OrderedDict(a=x)
+    if x.sum() > 0:
+        od.update(a=x * 2)
+    else:
+        od.update(a=-x)
+    return x, od["a"]
+
+
+def test_an_ordered_dict_changed_in_a_staged_branch_is_refused():
+    """Only plain lists and dicts are recorded and put back: a subclass, changed in place while
+    both sides are traced, would keep both sides' changes."""
+    with pytest.raises(PythonEffectError) as err:
+        dy2st.to_static(ordered_dict_updated)(XS[0])
+    assert "od.update(a=x * 2)" in str(err.value)
+    assert "this line changes an OrderedDict in place (od.update())" in str(err.value)
 
 
 def test_a_change_only_one_branch_makes_to_the_structure_is_refused():

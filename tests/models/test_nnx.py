@@ -224,3 +224,63 @@ def test_module_changed_inside_a_tuple_argument_is_refused():
                        match=r"(?s)a Linear inside an argument is changed in place.*return the new Linear"):
         dy2st.to_static(bump)((module,), POS)
     np.testing.assert_array_equal(module.kernel.value, before)
+
+
+class CountingNet(nnx.Module):
+    """Counts its calls in a plain Python int, which NNX keeps as static data."""
+
+    def __init__(self):
+        self.lin = nnx.Linear(4, 2, rngs=nnx.Rngs(0))
+        self.calls = 0
+        self.inner = Counter()
+
+    def __call__(self, x):
+        self.calls += 1
+        self.inner.seen += 2
+        y = self.lin(x)
+        if y.sum() > 0:
+            y = y * 2
+        return y
+
+
+class Counter(nnx.Module):
+    def __init__(self):
+        self.seen = 0
+
+
+def test_a_python_counter_of_an_nnx_module_is_written_back():
+    """`self.calls += 1` on an NNX module: `nnx.update` writes Variables only, so the counter
+    stayed 0 after `to_static(model)` calls (eager: one per call). The attributes NNX keeps as
+    static data are now set from the module the call left (each new value is a new program:
+    a Python number is part of the key, as for `nnx.jit`)."""
+    eager, static = CountingNet(), CountingNet()
+    forward = dy2st.to_static(static)
+    for x in (POS, NEG, POS):
+        np.testing.assert_allclose(forward(x), run_eagerly(lambda m, v: m(v), eager, x), rtol=1e-5, atol=1e-5)
+    assert static.calls == eager.calls == 3
+    assert static.inner.seen == eager.inner.seen == 6
+
+
+class LoggingNet(nnx.Module):
+    def __init__(self):
+        self.lin = nnx.Linear(4, 2, rngs=nnx.Rngs(0))
+        self.log = []
+
+    def __call__(self, x):
+        y = self.lin(x)
+        self.log.append(y.sum())
+        return y
+
+
+def test_a_list_an_nnx_module_keeps_as_static_data_changed_by_the_call_is_refused():
+    """NNX keeps a plain list attribute as static data: the traced append stayed in the
+    module's list (a tracer in the user's model) and later calls appended nothing. Refused at
+    the call, naming the attribute, and the list is put back as it was."""
+    model = LoggingNet()
+    with pytest.raises(dy2st.errors.PythonEffectError) as err:
+        dy2st.to_static(model)(POS)
+    text = str(err.value)
+    assert text.startswith('File "' + __file__)
+    assert "the call changes LoggingNet.log in place, a list or dict that Flax NNX keeps as static data" in text
+    assert "nnx.Variable" in text
+    assert model.log == []
