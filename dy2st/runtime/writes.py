@@ -270,14 +270,25 @@ def adopt_reachable(target: list) -> bool:
     it existed before then record it as a list changed in place, carried and written back like
     one a called function appends to. Called by `lists.list_append` for lists the side's `if`
     does not put back itself."""
-    adopted = False
-    for tracker in getattr(_active, "trackers", ()) or ():
-        path = tracker.roots.path_to(target) if tracker.roots is not None else None
+    recorded = _record_from_before(target)
+    for tracker, path in recorded:
+        tracker.appended.setdefault(id(target), path)
+    return bool(recorded)
+
+
+def _record_from_before(container) -> list:
+    """`(tracker, path)` of the active trackers whose side `container` existed before, each now
+    recording it. One that an outer side could reach existed before every side inside it too,
+    so those record it even where their own roots miss it."""
+    trackers = getattr(_active, "trackers", ()) or ()
+    recorded, path = [], None
+    for tracker in trackers:  # outermost first
+        own = tracker.roots.path_to(container) if tracker.roots is not None else None
+        path = own or path
         if path is not None:
-            tracker.appended.setdefault(id(target), path)
-            tracker.see_container(target, "", label=path)
-            adopted = True
-    return adopted
+            tracker.see_container(container, "", label=path)
+            recorded.append((tracker, path))
+    return recorded
 
 
 def in_place(receiver, what: str):
@@ -292,9 +303,7 @@ def in_place(receiver, what: str):
     if not trackers:
         return receiver
     if type(receiver) in (list, dict):
-        for tracker in trackers:
-            if tracker.existed_before(receiver):
-                tracker.see_container(receiver, "", label=f"{tracker.roots.path_to(receiver) or what}")
+        _record_from_before(receiver)
         return receiver
     from dy2st.runtime.calls import is_users_object  # calls imports this module
 
