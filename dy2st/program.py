@@ -42,7 +42,7 @@ import jax
 from dy2st.config import config, log, logger
 from dy2st.errors import InputSignatureError, PythonEffectError, RuntimeChecks
 from dy2st.input_spec import user_origin
-from dy2st.runtime import python_choice, static_outputs
+from dy2st.runtime import python_choice, static_outputs, writes
 from dy2st.runtime.undefined import check_defined
 from dy2st.runtime.values import ARRAY_TYPES
 
@@ -169,6 +169,25 @@ class _ContainerWatch:
             if self.liftable and type(argument) in LIFTED_ROOTS and _is_nnx_object(obj):
                 raise ContainerEffect("an NNX object inside an input list or dict was changed")
             raise _object_changed_error(obj, obj is argument)
+
+
+def _refuse_leaked(changed: dict, out) -> None:
+    """A list or dict outside the function's arguments (a global, a closure's, a class's)
+    changed in place in a staged branch keeps the trace's values: put it back, and refuse."""
+    found = writes.leaked(changed, out)
+    if not found:
+        return
+    for _, container, before in found:
+        writes.refill(container, before)
+    path = found[0][0]
+    raise PythonEffectError(
+        f"a staged branch changes {path} in place, a list or dict the function reaches outside its "
+        "arguments (a global, a closure's or a class's): a compiled program cannot write the change "
+        "back, so it would keep a value of the trace.",
+        origin=user_origin(),
+        advice=f"pass {path.split('.')[0].split('[')[0]} to the function as an argument (dy2st writes changes "
+        "to arguments back), or return the new values and update it after the call.",
+    )
 
 
 def _object_changed_error(obj, is_argument: bool) -> PythonEffectError:
@@ -489,8 +508,10 @@ class ProgramCache:
         (`static_outputs`); the call's boundary resolves them. Not with `out_shardings` (they
         fix the outputs' structure): such values stay arrays there."""
         watch = _ContainerWatch(args, kwargs) if self.watch_containers else None
-        with python_choice.recording() if self._shardings is None else contextlib.nullcontext() as recorded:
+        with python_choice.recording() if self._shardings is None else contextlib.nullcontext() as recorded, \
+                writes.program_containers() as changed:
             out = check_defined(fn(*args, **kwargs))
+            _refuse_leaked(changed, out)
         if watch is not None:
             watch.check()
         if recorded is None:

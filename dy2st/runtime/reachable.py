@@ -13,6 +13,7 @@ The walk runs only when such an append is traced (never on a cached call), once 
 
 from __future__ import annotations
 
+import functools
 import types
 from collections import deque
 from typing import Iterable, NamedTuple
@@ -132,5 +133,21 @@ def _children(value, path: str):
         return ((f"{path}[{k!r}]", v) for k, v in list(value.items()))
     attrs = getattr(value, "__dict__", None)
     if isinstance(attrs, dict):
-        return ((f"{path}.{k}", v) for k, v in list(attrs.items()) if not k.startswith("__"))
+        own = [(f"{path}.{k}", v) for k, v in list(attrs.items()) if not k.startswith("__")]
+        # Lists and dicts of its class (`registry = []` in the class body), reached as `obj.registry`
+        return own + [(f"{path}.{k}", v) for k, v in _class_containers(type(value)) if k not in attrs]
     return ()
+
+
+_LIBRARY_TOPS = frozenset({"builtins", "jax", "jaxlib", "numpy", "flax", "equinox", "optax", "dy2st"})
+
+
+@functools.lru_cache(maxsize=512)
+def _class_containers(cls) -> tuple:
+    """`(name, list or dict)` of the class attributes of a user's class and its bases."""
+    found = {}
+    for klass in reversed(cls.__mro__):
+        if (klass.__module__ or "").split(".")[0] in _LIBRARY_TOPS and not klass.__module__.startswith("dy2st.testing"):
+            continue
+        found.update((k, v) for k, v in vars(klass).items() if type(v) in (list, dict) and not k.startswith("__"))
+    return tuple(found.items())

@@ -20,6 +20,8 @@ attribute `ITSELF` of itself).
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import threading
 from typing import NamedTuple
 
@@ -276,6 +278,60 @@ def adopt_reachable(target: list) -> bool:
     return bool(recorded)
 
 
+_programs = threading.local()  # .stack: per program being traced, id -> (container, items before, path)
+
+
+@contextlib.contextmanager
+def program_containers():
+    """While one program is traced: the lists and dicts from before a staged side that the side
+    changed in place (`_record_from_before`), for `leaked`."""
+    stack = getattr(_programs, "stack", None)
+    if stack is None:
+        stack = _programs.stack = []
+    recorded: dict = {}
+    stack.append(recorded)
+    try:
+        yield recorded
+    finally:
+        stack.pop()
+
+
+def leaked(recorded: dict, out) -> list:
+    """`(path, container, items before)` of the recorded lists and dicts that still hold a
+    traced value once the program's function returned, are not part of what it returns, and
+    are held by something else (a global, a closure's or a class's list): no program can write
+    them back."""
+    if not recorded:
+        return []
+    inside = {id(c) for c in _containers_in(out)}
+    found = []
+    for key in list(recorded):
+        container, before, path = recorded[key]
+        if key in inside or not _holds_tracer(container):
+            continue
+        # References: `recorded`, `container` here, getrefcount's argument; anything more is
+        # an owner outside the trace (a local of the traced function is gone by now).
+        if sys.getrefcount(container) > 3:
+            found.append((path, container, before))
+        del container
+    return found
+
+
+def _containers_in(value, depth: int = 0):
+    if depth > 32:
+        return
+    if type(value) in (list, dict, tuple):
+        yield value
+        for v in (value.values() if type(value) is dict else value):
+            yield from _containers_in(v, depth + 1)
+
+
+def _holds_tracer(container) -> bool:
+    import jax
+
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(container))
+
+
 def _record_from_before(container) -> list:
     """`(tracker, path)` of the active trackers whose side `container` existed before, each now
     recording it. One that an outer side could reach existed before every side inside it too,
@@ -288,7 +344,15 @@ def _record_from_before(container) -> list:
         if path is not None:
             tracker.see_container(container, "", label=path)
             recorded.append((tracker, path))
+    if recorded:
+        _note_for_program(container, recorded[0][1])
     return recorded
+
+
+def _note_for_program(container, path: str) -> None:
+    stack = getattr(_programs, "stack", None)
+    if stack:
+        stack[-1].setdefault(id(container), (container, type(container)(container), path))
 
 
 def in_place(receiver, what: str):
@@ -303,7 +367,8 @@ def in_place(receiver, what: str):
     if not trackers:
         return receiver
     if type(receiver) in (list, dict):
-        _record_from_before(receiver)
+        if not _record_from_before(receiver):  # made in the side, as far as the roots tell
+            _note_for_program(receiver, what.rsplit(".", 1)[0])  # `leaked` refuses it if it was not
         return receiver
     from dy2st.runtime.calls import is_users_object  # calls imports this module
 

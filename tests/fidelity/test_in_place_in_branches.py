@@ -6,6 +6,7 @@ change carried out of the cond and written back into the same object. What canno
 (a set) is refused at its own line."""
 
 import collections
+import types
 
 import jax.numpy as jnp
 import pytest
@@ -162,3 +163,69 @@ def test_a_set_changed_in_a_staged_branch_is_refused_at_its_line():
     assert 'seen.add("positive")' in text.splitlines()[1]
     assert "this line changes a set in place (seen.add())" in text
     assert "`s = s | {v}`" in text
+
+
+GLOBAL_LOG = []
+
+
+def extends_a_global_list(x):
+    if x.sum() > 0:
+        GLOBAL_LOG.extend([x])
+    else:
+        GLOBAL_LOG.extend([-x])
+    return x
+
+
+def closing_over_a_list():
+    outer = [1.0]
+
+    def appends(x):
+        if x.sum() > 0:
+            outer.append(x)
+        else:
+            outer.append(-x)
+        return x
+
+    return appends, outer
+
+
+class Registry:
+    items = []
+
+
+def appends_to_a_class_list(x, registry):
+    if x.sum() > 0:
+        registry.items.append(x)
+    else:
+        registry.items.append(-x)
+    return x
+
+
+_HIDDEN = []
+HIDDEN_ACCESS = types.SimpleNamespace(get=lambda: _HIDDEN)  # the list is reached only through a call
+
+
+def extends_a_list_a_call_returns(x):
+    if x.sum() > 0:
+        HIDDEN_ACCESS.get().extend([x])
+    else:
+        HIDDEN_ACCESS.get().extend([-x])
+    return x
+
+
+def test_a_list_outside_the_arguments_changed_in_a_staged_branch_is_refused_and_put_back():
+    """A global's, an enclosing function's or a class's list: nothing carries it out of the
+    program, so the trace's value stayed in it (a tracer in the user's list). Refused at the
+    call, naming it, with its items put back."""
+    appends, outer = closing_over_a_list()
+    cases = [(extends_a_global_list, (XS[0],), GLOBAL_LOG, "GLOBAL_LOG", []),
+             (appends, (XS[0],), outer, "outer", [1.0]),
+             (appends_to_a_class_list, (XS[0], Registry()), Registry.items, "registry.items", []),
+             (extends_a_list_a_call_returns, (XS[0],), _HIDDEN, "HIDDEN_ACCESS.get()", [])]
+    for fn, args, container, name, before in cases:
+        with pytest.raises(PythonEffectError) as err:
+            dy2st.to_static(fn)(*args)
+        text = str(err.value)
+        assert text.startswith('File "' + __file__)
+        assert f"a staged branch changes {name} in place, a list or dict the function reaches outside its arguments" in text
+        assert container == before
