@@ -181,7 +181,7 @@ def _refuse_leaked(changed: dict, out) -> None:
         writes.refill(container, before)
     path = found[0][0]
     raise PythonEffectError(
-        f"a staged branch changes {path} in place, a list or dict the function reaches outside its "
+        f"the call changes {path} in place with traced values, a list or dict the function reaches outside its "
         "arguments (a global, a closure's or a class's): a compiled program cannot write the change "
         "back, so it would keep a value of the trace.",
         origin=user_origin(),
@@ -511,9 +511,9 @@ class ProgramCache:
         with python_choice.recording() if self._shardings is None else contextlib.nullcontext() as recorded, \
                 writes.program_containers() as changed:
             out = check_defined(fn(*args, **kwargs))
-            _refuse_leaked(changed, out)
         if watch is not None:
-            watch.check()
+            watch.check()  # an argument's list changed: the caller lifts it and writes it back
+        _refuse_leaked(changed, out)
         if recorded is None:
             return out
         result = recorded.finish(static_outputs.split(out))

@@ -327,9 +327,12 @@ def _containers_in(value, depth: int = 0):
 
 
 def _holds_tracer(container) -> bool:
+    """Whether an item of `container` itself is a traced value (a list it holds may be an
+    argument's, put back by the caller's write-back after the trace)."""
     import jax
 
-    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(container))
+    items = container.values() if type(container) is dict else container
+    return any(isinstance(item, jax.core.Tracer) for item in items)
 
 
 def _record_from_before(container) -> list:
@@ -365,6 +368,8 @@ def in_place(receiver, what: str):
     deque, an OrderedDict, a NumPy array, a library's object) cannot be put back: refused."""
     trackers = getattr(_active, "trackers", None)
     if not trackers:
+        if type(receiver) in (list, dict):  # a global's list changed while a program is traced
+            _note_for_program(receiver, what.rsplit(".", 1)[0])
         return receiver
     if type(receiver) in (list, dict):
         if not _record_from_before(receiver):  # made in the side, as far as the roots tell

@@ -227,5 +227,26 @@ def test_a_list_outside_the_arguments_changed_in_a_staged_branch_is_refused_and_
             dy2st.to_static(fn)(*args)
         text = str(err.value)
         assert text.startswith('File "' + __file__)
-        assert f"a staged branch changes {name} in place, a list or dict the function reaches outside its arguments" in text
+        assert f"the call changes {name} in place with traced values, a list or dict the function reaches outside" in text
         assert container == before
+
+
+def extends_a_global_list_outside_any_branch(x):
+    GLOBAL_LOG.extend([x])
+    return x * 2
+
+
+def extends_its_own_list(x):
+    t = []
+    t.extend([x, x * 2])
+    return t
+
+
+def test_a_global_list_changed_by_the_call_outside_a_branch_is_refused_too():
+    """`GLOBAL_LOG.extend([x])` in straight-line code left a tracer in the global list (as
+    `jax.jit` would); a list the call makes and returns is fine."""
+    with pytest.raises(PythonEffectError) as err:
+        dy2st.to_static(extends_a_global_list_outside_any_branch)(XS[0])
+    assert "the call changes GLOBAL_LOG in place with traced values" in str(err.value)
+    assert GLOBAL_LOG == []
+    check_equivalent(extends_its_own_list, XS[0])
