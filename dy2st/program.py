@@ -177,8 +177,7 @@ def _refuse_leaked(changed: dict, out) -> None:
     found = writes.leaked(changed, out)
     if not found:
         return
-    for _, container, before in found:
-        writes.refill(container, before)
+    writes.restore_items((container, before) for _, container, before in found)
     path = found[0][0]
     raise PythonEffectError(
         f"the call changes {path} in place with traced values, a list or dict the function reaches outside its "

@@ -353,11 +353,9 @@ def changed_nnx_static(saved: list) -> str | None:
 
 
 def restore_nnx_static(saved: list) -> None:
-    from dy2st.runtime.writes import changed_contents, refill
+    from dy2st.runtime.writes import restore_items
 
-    for _, container, items in saved:
-        if changed_contents(container, items):
-            refill(container, items)
+    restore_items((container, items) for _, container, items in saved)
 
 
 # -- objects of registered pytree classes changed in place ------------------------------------

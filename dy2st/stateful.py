@@ -96,7 +96,7 @@ class _Entry:
                 kwargs.update((p, r) for p, r in roots.items() if type(p) is str)
                 out = fn(*args, **kwargs)
                 watch.check()
-                _refuse_nnx_static_changes(static, fn)
+                _refuse_nnx_static_changes(static)
                 recipe, outs = make_recipe(layout, Layout(layout.roots), tracers, built)
                 _check_aliases(layout, saved, recipe)
             except Exception as exc:
@@ -234,7 +234,7 @@ def _check_aliases(layout, saved: list, recipe) -> None:
     )
 
 
-def _refuse_nnx_static_changes(static: list, fn) -> None:
+def _refuse_nnx_static_changes(static: list) -> None:
     """A list or dict an NNX module holds as a plain attribute, changed in place by the call
     (`self.log.append(y)`): NNX keeps it as static data, so a program can neither carry the
     change nor make it again on a cached call."""

@@ -39,6 +39,15 @@ _NESTED_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.Cla
 _ITERATOR_BUILTINS = frozenset({"next"})
 
 
+def changes_receiver(call, statement_calls: set) -> bool:
+    """Whether `call` is a method call that changes its receiver in place: a `MUTATORS` method
+    whose value is dropped (`id(call)` in `statement_calls`, the values of `Expr` statements),
+    or a `RETURNING_MUTATORS` one anywhere."""
+    func = call.func
+    return isinstance(func, gast.Attribute) and (
+        func.attr in RETURNING_MUTATORS or (func.attr in MUTATORS and id(call) in statement_calls))
+
+
 @dataclasses.dataclass(frozen=True)
 class PythonBody:
     """Why a loop body (or the branches of an `if`) must run in Python to keep eager's meaning.
@@ -165,9 +174,7 @@ def _effects(nodes: list, local_names: frozenset, rewritten_appends: bool, write
                 text = f"{func.id}(), which writes {', '.join(repr(n) for n in writers[func.id])} (nonlocal/global)"
                 found.mutated.append(text)
                 found.mutated_outside.append(text)
-            elif isinstance(func, gast.Attribute) and (
-                func.attr in RETURNING_MUTATORS or (func.attr in MUTATORS and id(node) in statement_calls)
-            ):
+            elif changes_receiver(node, statement_calls):
                 root = _root_name(func.value)
                 local = root is not None and root in local_names
                 if rewritten_appends and local and func.attr == "append" and isinstance(func.value, gast.Name):

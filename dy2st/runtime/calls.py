@@ -228,10 +228,15 @@ def _is_static_function(fn) -> bool:
     return type(fn).__name__ == "StaticFunction" and type(fn).__module__ == "dy2st.api"
 
 
+def is_users_class(cls) -> bool:
+    """A class of the user's code, not a library's or a builtin type."""
+    return not _is_library_module(cls.__module__)
+
+
 def is_users_object(obj) -> bool:
-    """An instance of a class of the user's code (not a library's or a builtin type), whose
-    attributes a WriteTracker records when its method is called."""
-    return hasattr(obj, "__dict__") and not isinstance(obj, _NOT_OBJECTS) and not _is_library_module(type(obj).__module__)
+    """An instance of a class of the user's code, whose attributes a WriteTracker records when
+    its method is called."""
+    return hasattr(obj, "__dict__") and not isinstance(obj, _NOT_OBJECTS) and is_users_class(type(obj))
 
 
 def _note_user_receiver(obj) -> None:

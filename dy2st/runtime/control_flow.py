@@ -26,7 +26,7 @@ from dy2st.runtime import events, reachable
 from dy2st.runtime.staging import grown_from, grown_here, grown_in_this_side, stage_cond, watch_here
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined
-from dy2st.runtime.writes import ITSELF, AttributeKey, WriteTracker, changed_contents, refill
+from dy2st.runtime.writes import ITSELF, AttributeKey, WriteTracker, changed_contents, refill, restore_items
 
 
 def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, branch_names=("if branch", "else branch"),
@@ -164,8 +164,7 @@ def _with_container_copies(value):
     """`value` with the lists and dicts it holds (in tuples, lists and dicts) copied, to the
     leaves; other objects as they are."""
     if type(value) in (list, tuple):
-        copies = [_with_container_copies(v) for v in value]
-        return type(value)(copies) if any(c is not v for c, v in zip(copies, value)) or type(value) is list else value
+        return type(value)(_with_container_copies(v) for v in value)
     if type(value) is dict:
         return {k: _with_container_copies(v) for k, v in value.items()}
     return value
@@ -192,9 +191,7 @@ class _StateContents:
         return self.saved[id(container)][1]
 
     def put_back(self) -> None:
-        for container, items in self.saved.values():
-            if changed_contents(container, items):
-                refill(container, items)
+        restore_items(self.saved.values())
 
 
 class _ListIdentity:
@@ -315,8 +312,9 @@ def _about_the_if(error: Exception) -> Exception:
 
 
 def _side_lists(state, items: dict, changes: dict, tracker: WriteTracker) -> list:
-    """`(items, root)` of every list a side leaves: its variables' (`items`: their contents
-    before `take()` put back what called code changed in place) and the attributes it changed."""
+    """`(items, root, changed_in_place)` (see `_ListVersions`) of every list a side leaves: its
+    variables' (`items`: their contents before `take()` put back what called code changed in
+    place), the copies its appends made, and the attributes and containers it changed."""
     versions = [(items[id(v)], grown_from(v), False) for v in state if type(v) is list]
     versions += [(list(copy), root, False) for copy, root in grown_in_this_side()]  # held by no variable, too
     for key, value in changes.items():

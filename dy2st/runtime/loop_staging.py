@@ -418,17 +418,20 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
     last = []  # the settled iteration's outputs: which leaves the body gives as Python numbers
 
     chosen = _chosen_starts(spec, init) if loop.length is None and python_choice.is_recording() else {}
+    # A scan unrolls when a start is a recorded choice (`k = sorted([2, x.sum()])[-1]`) of a
+    # kind the carry cannot say: each iteration's choice then stays exact.
+    start_chosen_by_data = loop.length is not None and any(is_traced(start) for _, _, start, _ in _misfit_starts(spec, init))
 
     def body(index, carried):
         """One iteration inside the lax loop: `(new carry, appended items)`."""
-        carried = _as_chosen(carried, chosen)
+        carried = _recorded_copies(carried, chosen)
         given = assemble(spec, carried)
         roots = reachable.snapshot((loop.body, loop.test), [v.name for v in spec], given)
         with WriteTracker(roots) as tracker, staged_tracing():  # attributes changed by called methods are refused
             outs = loop.body(index, given)
             iteration = describe_outputs(spec, given, outs, origin)  # reads lists grown while tracing
         refuse_loop_writes(tracker, origin, trips_known=loop.length is not None and loop.test is None)
-        if loop.length is not None and (python_choice.any_recorded(outs) or _starts_chosen_by_data(spec, init)):
+        if loop.length is not None and (python_choice.any_recorded(outs) or start_chosen_by_data):
             raise Refused(python_choice.CARRY_REASON)  # unrolled, each choice stays exact
         new = join(spec, iteration, origin)
         if not settled(spec, new) or (loop.length is None and loop.bound() != bound):
@@ -629,12 +632,30 @@ def _note_python_starts(spec, init, carried: list) -> list:
     start is recorded as the Python number it is, so that `choice_kinds` follows it through the
     loop and refuses a result that may still be that number eagerly (`k = k` on the other side)
     in the carry's type; one the body always replaces is exact (see `_record_kind_by_trips`)."""
-    carried = list(carried)
+    return _recorded_copies(carried, {position: choice for position, _, start, choice in _misfit_starts(spec, init)})
+
+
+def _misfit_starts(spec, init) -> list:
+    """`(carry position, leaf, start, Choice)` of the carried leaves whose start eager may hold as
+    a value of another kind than the carry's: a Python number, or a recorded choice of one
+    (`_start_choice`)."""
+    found = []
     for position, (leaf, start) in enumerate(_carried_starts(spec, init)):
         choice = _start_choice(start)
         if choice is not None and _misfits(choice, leaf.aval):
-            carried[position] = jnp.copy(carried[position])  # a traced value of its own, to follow
-            python_choice.record(carried[position], choice)
+            found.append((position, leaf, start, choice))
+    return found
+
+
+def _recorded_copies(carried, choices: dict) -> list:
+    """`carried` with the leaves at the positions of `choices` replaced by copies (traced values
+    of their own, to record) recorded as those choices."""
+    if not choices:
+        return carried
+    carried = list(carried)
+    for position, choice in choices.items():
+        carried[position] = jnp.copy(carried[position])
+        python_choice.record(carried[position], choice)
     return carried
 
 
@@ -657,36 +678,15 @@ def _carried_starts(spec, init):
 def _chosen_starts(spec, init) -> dict:
     """`carry position -> Choice` of the carried leaves a loop with a traced trip count starts
     from a Python number (or a recorded choice of one) the carry's type cannot say: eagerly the
-    first iteration, and any after it that keeps the value, sees that number."""
-    found = {}
-    for position, (leaf, start) in enumerate(_carried_starts(spec, init)):
-        choice = _start_choice(start)
-        if choice is not None and _misfits(choice, leaf.aval):
-            array = python_choice.ArrayOf(leaf.aval.dtype, leaf.aval.weak_type)
-            found[position] = python_choice.Choice(np.int32(len(choice.candidates)), (*choice.candidates, array))
-    return found
+    first iteration, and any after it that keeps the value, sees that number.
 
-
-def _as_chosen(carried, chosen: dict) -> list:
-    """The body's carried leaves, those of `chosen` recorded as the Python number they may be
-    (or an array of the carry's type): `max(k, y)` in the body is then a choice as eager's is,
-    and a result that may keep the number is refused (`_refuse_kind_chosen_by_data`) instead of
-    leaving the loop in the carry's type. The index is only a stand-in: such a value cannot
-    leave the loop as a choice."""
-    if not chosen:
-        return carried
-    carried = list(carried)
-    for position, choice in chosen.items():
-        carried[position] = jnp.copy(carried[position])  # a traced value of its own, to record
-        python_choice.record(carried[position], choice)
-    return carried
-
-
-def _starts_chosen_by_data(spec, init) -> bool:
-    """Whether a carried leaf starts as a recorded choice (`k = sorted([2, x.sum()])[-1]`, an int
-    or an array by data) of a kind the carry's type cannot say."""
-    return any(_misfits(choice, leaf.aval) for leaf, start in _carried_starts(spec, init)
-               if is_traced(start) and (choice := python_choice.recorded_choice(start)) is not None)
+    The body's leaves are recorded with these (`_recorded_copies`): `max(k, y)` in the body is
+    then a choice as eager's is, and a result that may keep the number is refused
+    (`_refuse_kind_chosen_by_data`) instead of leaving the loop in the carry's type. The index
+    is only a stand-in: such a value cannot leave the loop as a choice."""
+    return {position: python_choice.Choice(np.int32(len(choice.candidates)),
+                                           (*choice.candidates, python_choice.ArrayOf(leaf.aval.dtype, leaf.aval.weak_type)))
+            for position, leaf, _, choice in _misfit_starts(spec, init)}
 
 
 def _start_choice(start) -> python_choice.Choice | None:

@@ -13,7 +13,6 @@ The walk runs only when such an append is traced (never on a cached call), once 
 
 from __future__ import annotations
 
-import functools
 import types
 from collections import deque
 from typing import Iterable, NamedTuple
@@ -112,13 +111,14 @@ def _is_leaf(value) -> bool:
 def _reachable_lists(roots: list, before: dict) -> dict:
     """`id -> (list or dict, path)` of the lists and dicts reachable from `roots`, breadth first (shortest paths)."""
     found: dict = {}
+    classes: dict = {}  # class -> its containers (`_class_containers`), for this walk
     seen = {id(r.value) for r in roots}
     queue = deque((r.value, r.label) for r in roots)
     while queue and len(seen) < _MAX_OBJECTS:
         value, path = queue.popleft()
         if type(value) in (list, dict):
             found.setdefault(id(value), (value, path))
-        for child_path, child in _children(value, path):
+        for child_path, child in _children(value, path, classes):
             child = before.get(child_path, child)
             if id(child) not in seen and not _is_leaf(child):
                 seen.add(id(child))
@@ -126,7 +126,7 @@ def _reachable_lists(roots: list, before: dict) -> dict:
     return found
 
 
-def _children(value, path: str):
+def _children(value, path: str, classes: dict):
     if isinstance(value, (list, tuple)):
         return ((f"{path}[{i}]", v) for i, v in enumerate(value))
     if isinstance(value, dict):
@@ -135,19 +135,20 @@ def _children(value, path: str):
     if isinstance(attrs, dict):
         own = [(f"{path}.{k}", v) for k, v in list(attrs.items()) if not k.startswith("__")]
         # Lists and dicts of its class (`registry = []` in the class body), reached as `obj.registry`
-        return own + [(f"{path}.{k}", v) for k, v in _class_containers(type(value)) if k not in attrs]
+        cls = type(value)
+        if cls not in classes:
+            classes[cls] = _class_containers(cls)
+        return own + [(f"{path}.{k}", v) for k, v in classes[cls] if k not in attrs]
     return ()
 
 
-_LIBRARY_TOPS = frozenset({"builtins", "jax", "jaxlib", "numpy", "flax", "equinox", "optax", "dy2st"})
-
-
-@functools.lru_cache(maxsize=512)
 def _class_containers(cls) -> tuple:
-    """`(name, list or dict)` of the class attributes of a user's class and its bases."""
+    """`(name, list or dict)` of the class attributes of a user's class and its bases (read for
+    each walk: a class attribute may be given a new list between calls)."""
+    from dy2st.runtime.calls import is_users_class  # calls imports writes, which imports this module
+
     found = {}
     for klass in reversed(cls.__mro__):
-        if (klass.__module__ or "").split(".")[0] in _LIBRARY_TOPS and not klass.__module__.startswith("dy2st.testing"):
-            continue
-        found.update((k, v) for k, v in vars(klass).items() if type(v) in (list, dict) and not k.startswith("__"))
+        if is_users_class(klass):
+            found.update((k, v) for k, v in vars(klass).items() if type(v) in (list, dict) and not k.startswith("__"))
     return tuple(found.items())

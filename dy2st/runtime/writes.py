@@ -25,6 +25,8 @@ import sys
 import threading
 from typing import NamedTuple
 
+import jax
+
 from dy2st.errors import LoopVariableError, OriginInfo, PythonEffectError
 from dy2st.runtime import reachable
 from dy2st.runtime.undefined import Undefined
@@ -59,6 +61,14 @@ def _changed(original: _Original, current) -> bool:
     if current is not original.value:
         return True
     return original.contents is not None and changed_contents(current, original.contents)
+
+
+def restore_items(saved) -> None:
+    """Put back, in place, the items of each `(list or dict, copy of its items)` of `saved`
+    that changed."""
+    for container, items in saved:
+        if changed_contents(container, items):
+            refill(container, items)
 
 
 def changed_contents(container, items) -> bool:
@@ -101,7 +111,7 @@ def _current(obj, attr: str):
 class WriteTracker:
     """Records objects whose methods run while one staged side is traced; see the module docstring."""
 
-    def __init__(self, roots: "reachable.Roots | None" = None):
+    def __init__(self, roots: "reachable.Roots"):
         self.roots = roots  # what the side could read when it began: lists it did not make
         self.appended: dict = {}  # id of a list from before, appended to in a side -> how the code reaches it
         self.originals: dict = {}  # AttributeKey -> _Original, kept across sides
@@ -168,7 +178,7 @@ class WriteTracker:
     def existed_before(self, container) -> bool:
         """Whether a list or dict given to a call in this side existed before the side began
         (the code could reach it then), rather than being made in it (`tmp = []`)."""
-        return self.roots is None or self.roots.path_to(container) is not None
+        return self.roots.path_to(container) is not None
 
     def see_born(self, obj) -> None:
         """An object a user's class made while this side is traced (a `Ctx(log, 1)` of a `with`)."""
@@ -329,8 +339,6 @@ def _containers_in(value, depth: int = 0):
 def _holds_tracer(container) -> bool:
     """Whether an item of `container` itself is a traced value (a list it holds may be an
     argument's, put back by the caller's write-back after the trace)."""
-    import jax
-
     items = container.values() if type(container) is dict else container
     return any(isinstance(item, jax.core.Tracer) for item in items)
 
@@ -342,8 +350,7 @@ def _record_from_before(container) -> list:
     trackers = getattr(_active, "trackers", ()) or ()
     recorded, path = [], None
     for tracker in trackers:  # outermost first
-        own = tracker.roots.path_to(container) if tracker.roots is not None else None
-        path = own or path
+        path = tracker.roots.path_to(container) or path
         if path is not None:
             tracker.see_container(container, "", label=path)
             recorded.append((tracker, path))
@@ -366,14 +373,13 @@ def in_place(receiver, what: str):
     called function changes; one the side made is changed as it is. An object of the user's
     class is recorded by `convert_call` when its method is called. Anything else (a set, a
     deque, an OrderedDict, a NumPy array, a library's object) cannot be put back: refused."""
-    trackers = getattr(_active, "trackers", None)
-    if not trackers:
-        if type(receiver) in (list, dict):  # a global's list changed while a program is traced
+    if type(receiver) in (list, dict):
+        # Not from before a side being traced (none is, or it was made there, as far as the
+        # roots tell): `leaked` refuses it after the trace if it was a global's list after all.
+        if not _record_from_before(receiver):
             _note_for_program(receiver, what.rsplit(".", 1)[0])
         return receiver
-    if type(receiver) in (list, dict):
-        if not _record_from_before(receiver):  # made in the side, as far as the roots tell
-            _note_for_program(receiver, what.rsplit(".", 1)[0])  # `leaked` refuses it if it was not
+    if not tracking():
         return receiver
     from dy2st.runtime.calls import is_users_object  # calls imports this module
 
@@ -426,8 +432,7 @@ def refuse_loop_writes(tracker: WriteTracker, origin: OriginInfo, trips_known: b
             origin,
             advice=advice,
         )
-    names = ", ".join(sorted(tracker.label(k).split(" (")[0] if k.attr == ITSELF else tracker.label(k).split(" ")[0]
-                             for k in changes))
+    names = ", ".join(sorted(tracker.label(k).split(" (")[0] for k in changes))
     raise LoopVariableError(
         f"a function called in this staged loop changes {names}; dy2st carries the attributes "
         "a loop body assigns itself, not those changed inside the functions it calls.",

@@ -33,7 +33,7 @@ import gast
 
 from dy2st import ast_util
 from dy2st.analysis import Fact, getanno
-from dy2st.analysis.loop_bodies import MUTATORS, RETURNING_MUTATORS
+from dy2st.analysis.loop_bodies import changes_receiver
 from dy2st.transformers import templates
 from dy2st.transformers.base import StatementTransformer, copy_location_recursive
 
@@ -85,9 +85,7 @@ def _wrap_in_place_receivers(tree, runtime: str) -> None:
     for node in ast_util.walk(tree):
         if isinstance(node, gast.Expr):  # a node comes before its children
             statement_calls.add(id(node.value))
-        elif isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) and (
-            node.func.attr in RETURNING_MUTATORS or (node.func.attr in MUTATORS and id(node) in statement_calls)
-        ):
+        elif isinstance(node, gast.Call) and changes_receiver(node, statement_calls):
             calls.append(node)
     for call in calls:
         receiver = call.func.value
