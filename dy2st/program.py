@@ -171,10 +171,10 @@ class _ContainerWatch:
             raise _object_changed_error(obj, obj is argument)
 
 
-def _refuse_leaked(changed: dict, out) -> None:
+def _refuse_leaked(changed: dict, out, inputs) -> None:
     """A list or dict outside the function's arguments (a global, a closure's, a class's)
     changed in place in a staged branch keeps the trace's values: put it back, and refuse."""
-    found = writes.leaked(changed, out)
+    found = writes.leaked(changed, out, inputs)
     if not found:
         return
     writes.restore_items((container, before) for _, container, before in found)
@@ -509,10 +509,16 @@ class ProgramCache:
         watch = _ContainerWatch(args, kwargs) if self.watch_containers else None
         with python_choice.recording() if self._shardings is None else contextlib.nullcontext() as recorded, \
                 writes.program_containers() as changed:
-            out = check_defined(fn(*args, **kwargs))
-        if watch is not None:
-            watch.check()  # an argument's list changed: the caller lifts it and writes it back
-        _refuse_leaked(changed, out)
+            try:
+                out = check_defined(fn(*args, **kwargs))
+                if watch is not None:
+                    watch.check()  # an argument's list changed: the caller lifts it and writes it back
+            except BaseException:
+                # No program comes of this trace (the caller may trace again, lifting the
+                # arguments): the lists and dicts outside it that it changed are put back.
+                writes.put_back_traced(changed)
+                raise
+        _refuse_leaked(changed, out, (args, kwargs))
         if recorded is None:
             return out
         result = recorded.finish(static_outputs.split(out))

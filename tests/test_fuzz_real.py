@@ -147,6 +147,7 @@ CONSTRUCTS = {
     "a Ctx around a loop": r"with Ctx\(log, \d\) as c:\n\s+(if .*:\n\s+)?for ",
     "a list from before appended through a name bound here": r"(al\d+) = (log|obj\.cache|L|xs)\n\s+\1\.append\(clip\(",
     "a list or dict changed in place by another method": r"(L\.extend|L\.insert|L\.reverse|obj\.cache\.extend|D\.setdefault)\(",
+    "a list made here appended through one name, read through a dict": r"(mk\d+)\.append\(clip\(.*\n\s+a\d = clip\(sum\((md\d+)\['v'\]",
 }
 
 

@@ -26,7 +26,8 @@ from dy2st.runtime import events, reachable
 from dy2st.runtime.staging import grown_from, grown_here, grown_in_this_side, stage_cond, watch_here
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined
-from dy2st.runtime.writes import ITSELF, AttributeKey, WriteTracker, changed_contents, refill, restore_items
+from dy2st.runtime.writes import (ITSELF, AttributeKey, WriteTracker, changed_contents, refill,
+                                  refuse_unseen_held_outside, restore_items)
 
 
 def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, branch_names=("if branch", "else branch"),
@@ -68,6 +69,20 @@ def stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origi
     for the iterations a traced `break` may skip, see `loops`)."""
     initial = get_state() if get_state is not None else ()
     tracker = WriteTracker(reachable.snapshot((if_body, else_body), names, initial))
+    try:
+        final = _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names,
+                           initial, tracker)
+    except BaseException:
+        refuse_unseen_held_outside(tracker, failed=True)
+        raise
+    # Checked once the frame that traced the sides is gone: only what outlives the `if` holds
+    # the lists the sides made.
+    refuse_unseen_held_outside(tracker)
+    return final
+
+
+def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names, initial,
+               tracker: WriteTracker):
     carried_writes: list = []  # attributes called methods change, carried as extra outputs
     contents = _StateContents(initial, names)
     lists = _ListIdentity(initial[:nouts], contents)

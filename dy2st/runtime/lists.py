@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 from dy2st.runtime.staging import may_grow_here, note_grown, tracing_staged_code
-from dy2st.runtime.writes import adopt_reachable, watched_container
+from dy2st.runtime.writes import adopt_reachable, append_unseen, note_appended, watched_container
 
 
-def list_append(target, value):
-    """`target.append(value)`, returning the list to assign back.
+def list_append(target, value, name: str = "the list"):
+    """`target.append(value)`, returning the list to assign back (`name`: the variable's).
 
-    A Python list is appended to in place when the code runs as plain Python (other references
-    to it see the item, as eagerly), and while a staged side is traced where that side puts it
-    back afterwards (a list the staged `if` holds before it, or a copy made in the side: see
-    `staging.may_grow_here`). Any other list gets a new one (`target + [value]`) the first
-    time, noted as grown from it, so two branches or loop iterations traced from the same
-    state never share one list object. Any other object has its own `append` called and is
-    returned unchanged.
+    A Python list is appended to in place, as eagerly, so every other reference to it sees the
+    item: in code run as plain Python; while a staged side or loop body is traced, where that
+    side puts it back afterwards (a list the staged `if` holds before it, one it could reach
+    when it began, or a copy made in it: see `staging.may_grow_here`, `writes.adopt_reachable`),
+    and a list nothing the side could reach shows (one it made: `writes.append_unseen`, which
+    also finds one held outside after all). Only where no side is tracked does a list get a new
+    one (`target + [value]`), noted as grown from it, so that two traces from the same state
+    never share one list object. Any other object has its own `append` called and is returned
+    unchanged.
     """
     if type(target) is list:
-        # Plain Python here, a copy made in the side being traced, or a list from before the
-        # side reached through another name (`t = d["k"]`): append in place, as eagerly (other
-        # references to the list, a context manager's, see the item; the side carries it).
-        if not tracing_staged_code() or may_grow_here(target) or watched_container(target) or adopt_reachable(target):
+        if not tracing_staged_code():
+            note_appended(target, name)  # a list held outside the function: refused after the trace
+            target.append(value)
+            return target
+        if may_grow_here(target) or watched_container(target) or adopt_reachable(target) or append_unseen(target, name):
             target.append(value)
             return target
         grown = target + [value]

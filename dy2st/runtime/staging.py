@@ -115,6 +115,11 @@ def note_grown(grown: list, original: list) -> None:
     _grown_lists()[id(grown)] = (grown, grown_from(original), _sides()[-1] if _sides() else None)
 
 
+def own_records():
+    """The tuples this module keeps lists in (for `writes._own_references`)."""
+    return [*_grown_lists().values(), *_watched().values()]
+
+
 def watch_here(container) -> None:
     """`container` (a list an `if`'s variable holds before it) is put back after each side
     being traced now (see `control_flow._StateContents`): it may change in place there."""

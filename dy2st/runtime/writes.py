@@ -113,6 +113,9 @@ class WriteTracker:
 
     def __init__(self, roots: "reachable.Roots"):
         self.roots = roots  # what the side could read when it began: lists it did not make
+        # id of a list no root reaches, appended to in place in a side (one the side made, as
+        # far as anything tells) -> `_Unseen` (see `append_unseen`)
+        self.unseen: dict = {}
         self.appended: dict = {}  # id of a list from before, appended to in a side -> how the code reaches it
         self.originals: dict = {}  # AttributeKey -> _Original, kept across sides
         self._seen: dict = {}  # id -> object, of this side
@@ -230,6 +233,12 @@ class WriteTracker:
             if current is _MISSING or original.value is _MISSING or _changed(original, current):
                 _put_back(original, key.attr)
 
+    def forget(self) -> None:
+        """Drop every record (the `if` is done with the tracker)."""
+        for records in (self.originals, self._seen, self._containers, self._objects, self._born, self._first_items):
+            records.clear()
+        self.unseen = {}
+
     def original_value(self, key: AttributeKey):
         original = self.originals[key]
         if original.value is _MISSING:
@@ -276,6 +285,72 @@ def watched_container(target) -> bool:
     return bool(trackers) and trackers[-1]._containers.get(id(target)) is target
 
 
+class _Unseen(NamedTuple):
+    """A list no root of the side reaches, appended to in place there: its items before, and
+    the line of the first append."""
+
+    container: list
+    before: list
+    origin: OriginInfo
+
+
+def append_unseen(target: list, name: str) -> bool:
+    """Whether `target` (held by the variable `name`), appended to while a staged side or loop
+    body is traced and reached by no root of it (not a variable's list, nor one the side could
+    reach when it began), may grow in place: it is one the side made (`t = []; d = {"a": t}`,
+    then `t.append(x)`), so every reference to it must see the item, as eagerly. A list held
+    somewhere no root shows (one a cache returns) is told apart after the `if`
+    (`refuse_unseen_held_outside`) and, after a loop, once the program's function returned
+    (`leaked`: the loop's variables hold the body's lists until then)."""
+    trackers = getattr(_active, "trackers", None)
+    if not trackers:
+        return False
+    unseen = trackers[-1].unseen
+    if id(target) not in unseen:
+        unseen[id(target)] = _Unseen(target, list(target), OriginInfo.of_caller(2))
+        _note_for_program(target, name)
+    return True
+
+
+def refuse_unseen_held_outside(tracker: WriteTracker, failed: bool = False) -> None:
+    """After a staged `if` (or loop body) was traced: a list its sides appended to in place that something
+    outside the trace still holds (a cache's list: `t = get_cache(); t.append(x)`) existed
+    before the `if`, where no root showed it: both sides appended to it and no program can write
+    it back. Its items are put back and the append refused at its line (`failed`: the `if`
+    failed already; the items are put back, its error stands)."""
+    unseen = tracker.unseen
+    tracker.forget()  # its records (objects the sides made, the items they held) are no owners
+    held = [entry for entry in unseen.values() if _held_outside(entry.container, unseen)]
+    restore_items((entry.container, entry.before) for entry in held)
+    if held and not failed:
+        raise PythonEffectError(
+            "this line appends to a list that existed before the staged `if` or loop, held where "
+            "dy2st cannot see it (a list a call returned, such as a cache's): tracing runs the code "
+            "whichever path the data picks, and no program can write the list back.",
+            held[0].origin,
+            advice="bind the list to a variable before the `if` or loop (`t = get_cache()` above it), "
+            "or collect the values there and append them after it.",
+        )
+
+
+def _held_outside(container: list, unseen: dict) -> bool:
+    """Whether anything but dy2st's own records holds `container` once the `if` was traced and
+    its frames are gone (what a side made went with its function's locals)."""
+    # References: the records counted here, the caller's variable, getrefcount's argument.
+    return sys.getrefcount(container) > 2 + _own_references(container) + (id(container) in unseen)
+
+
+def _own_references(container: list) -> int:
+    """How many references to `container` the staging's and the programs' records hold."""
+    from dy2st.runtime import staging  # staging imports this module
+
+    count = 0
+    for records in (staging.own_records(), *(r.values() for r in getattr(_programs, "stack", ()))):
+        for record in records:
+            count += sum(1 for item in record if item is container)
+    return count
+
+
 def adopt_reachable(target: list) -> bool:
     """Whether `target`, appended to while a side is traced, is a list from before that side,
     reached through another name (`t = d["k"]`, then `t.append(x)`): the trackers of the sides
@@ -306,18 +381,20 @@ def program_containers():
         stack.pop()
 
 
-def leaked(recorded: dict, out) -> list:
+def leaked(recorded: dict, out, inputs=()) -> list:
     """`(path, container, items before)` of the recorded lists and dicts that still hold a
-    traced value once the program's function returned, are not part of what it returns, and
-    are held by something else (a global, a closure's or a class's list): no program can write
-    them back."""
+    traced value once the program's function returned (themselves, or in a list or dict they
+    hold), are not part of what it returns, and are held by something else (a global, a
+    closure's or a class's list): no program can write them back. A list or dict among the
+    program's `inputs` (an argument's, lifted as state) is the caller's to write back."""
     if not recorded:
         return []
     inside = {id(c) for c in _containers_in(out)}
+    own = {id(c) for c in _containers_in(inputs)}
     found = []
     for key in list(recorded):
         container, before, path = recorded[key]
-        if key in inside or not _holds_tracer(container):
+        if key in inside or not _holds_tracer(container, own):
             continue
         # References: `recorded`, `container` here, getrefcount's argument; anything more is
         # an owner outside the trace (a local of the traced function is gone by now).
@@ -327,20 +404,40 @@ def leaked(recorded: dict, out) -> list:
     return found
 
 
+def put_back_traced(recorded: dict) -> None:
+    """After a trace that gives no program: the recorded lists and dicts still holding one of
+    its values are put back (an argument's list, put back by the caller already, is left)."""
+    restore_items((container, before) for container, before, _ in recorded.values()
+                  if _holds_tracer(container, set()))
+
+
 def _containers_in(value, depth: int = 0):
+    """The lists and dicts in `value`, through tuples and any registered pytree (a NamedTuple,
+    a dataclass holding a list)."""
     if depth > 32:
         return
-    if type(value) in (list, dict, tuple):
-        yield value
-        for v in (value.values() if type(value) is dict else value):
-            yield from _containers_in(v, depth + 1)
+    for node in jax.tree_util.tree_leaves(value, is_leaf=_is_container):
+        if _is_container(node):
+            yield node
+            for item in (node.values() if type(node) is dict else node):
+                yield from _containers_in(item, depth + 1)
 
 
-def _holds_tracer(container) -> bool:
-    """Whether an item of `container` itself is a traced value (a list it holds may be an
-    argument's, put back by the caller's write-back after the trace)."""
+def _is_container(value) -> bool:
+    return type(value) in (list, dict)
+
+
+def _holds_tracer(container, inputs: set, depth: int = 0) -> bool:
+    """Whether an item of `container`, or of a list, dict or tuple it holds (not one of the
+    `inputs`' ids), is a traced value."""
     items = container.values() if type(container) is dict else container
-    return any(isinstance(item, jax.core.Tracer) for item in items)
+    for item in items:
+        if isinstance(item, jax.core.Tracer):
+            return True
+        if type(item) in (list, dict, tuple) and id(item) not in inputs and depth < 32 \
+                and _holds_tracer(item, inputs, depth + 1):
+            return True
+    return False
 
 
 def _record_from_before(container) -> list:
@@ -361,8 +458,15 @@ def _record_from_before(container) -> list:
 
 def _note_for_program(container, path: str) -> None:
     stack = getattr(_programs, "stack", None)
-    if stack:
-        stack[-1].setdefault(id(container), (container, type(container)(container), path))
+    if stack and id(container) not in stack[-1]:
+        stack[-1][id(container)] = (container, type(container)(container), path)
+
+
+def note_appended(target: list, name: str) -> None:
+    """`target` (held by the variable `name`) appended to in code run as plain Python while a
+    program is traced: if it turns out to be held outside the function (a list a cache returned)
+    with a traced item, `leaked` refuses it."""
+    _note_for_program(target, name)
 
 
 def in_place(receiver, what: str):

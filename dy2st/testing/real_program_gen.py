@@ -86,11 +86,12 @@ class _Scope:
 class _Generator:
     MAX_DEPTH = 3
 
-    def __init__(self, rng: random.Random, extra: random.Random):
+    def __init__(self, rng: random.Random, extra: random.Random, later: random.Random):
         self.rng = rng
-        # Draws the statements added after the campaigns' seeds were pinned (`extra_statement`),
-        # so each seed keeps the statements `rng` drew for it before.
+        # Draw the statements added after the campaigns' seeds were pinned (`extra_statement`),
+        # so each seed keeps the statements `rng` (and `extra`) drew for it before.
         self.extra = extra
+        self.later = later
         self.budget = rng.randint(5, 16)
         self.fresh = 0
         self.lines: list[str] = []
@@ -351,17 +352,28 @@ class _Generator:
         self.extra_statement(s, indent)
 
     def extra_statement(self, s: _Scope, indent: int) -> None:
-        """Sometimes one more statement, drawn from `extra` only."""
-        if self.extra.random() >= 0.04:
-            return
-        main, self.rng = self.rng, self.extra
+        """Sometimes one or two more statements, drawn from `extra` and `later` only."""
+        main = self.rng
         try:
-            if self.chance(0.5):
-                self.aliased_append(s, indent)
-            else:
-                self.in_place_change(s, indent)
+            if self.extra.random() < 0.04:
+                self.rng = self.extra
+                if self.chance(0.5):
+                    self.aliased_append(s, indent)
+                else:
+                    self.in_place_change(s, indent)
+            if self.later.random() < 0.03:
+                self.rng = self.later
+                self.list_made_here_held_twice(s, indent)
         finally:
             self.rng = main
+
+    def list_made_here_held_twice(self, s: _Scope, indent: int) -> None:
+        """A list made here, held by a dict made here too, appended to through its name and read
+        through the dict: in staged code every reference must see the item."""
+        a, t, d = self.pick(s.arrays), self.new("mk"), self.new("md")
+        made = self.pick([f"{t} = []\n{d} = {{'v': {t}}}", f"{d} = {{'v': []}}\n{t} = {d}['v']"])
+        self.emit(indent, f"{made}\n{t}.append(clip({self.arr_expr(s)}))\n"
+                          f"{a} = clip(sum({d}['v'], {a}) * len({d}['v']))")
 
     def in_place_change(self, s: _Scope, indent: int) -> None:
         """A list or dict from before changed in place by a method other than `append` (in a
@@ -517,7 +529,7 @@ class _Generator:
 def draw_program(seed: int) -> RealProgram:
     """The program and inputs that `seed` names."""
     rng = random.Random(seed)
-    g = _Generator(rng, random.Random(f"extra-{seed}"))
+    g = _Generator(rng, random.Random(f"extra-{seed}"), random.Random(f"later-{seed}"))
     scope = _Scope(arrays=["a0", "a1"], ints=["k0", "k1"], int_reads=[], scalar_reads=[])
     g.emit(1, "a0 = x\na1 = clip(y * 2)\nk0 = 1\nk1 = len(xs)\nL = [x, y]\nP = [3, 1, 2]\n"
               'D = {"a": x, "k": 1}\nDD = D\nFN = []\nlog = []')

@@ -8,7 +8,7 @@ Before::
 
 After::
 
-    outs = jst.list_append(outs, v)
+    outs = jst.list_append(outs, v, 'outs')
     jst.in_place(cache, 'cache.update()').update(k=v)
 
 As an assignment, the list becomes a variable the if/loop transformers see written: a staged
@@ -71,7 +71,8 @@ class ListAppendTransformer(StatementTransformer):
             return self.generic_visit(node)
         target = call.func.value.id
         return templates.replace(
-            "target = jst.list_append(target, value)", target=target, jst=self.ctx.runtime, value=call.args[0]
+            "target = jst.list_append(target, value, name)", target=target, jst=self.ctx.runtime, value=call.args[0],
+            name=templates.constant(self.ctx.namer.display_name(target)),
         )
 
 

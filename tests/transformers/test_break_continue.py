@@ -172,8 +172,8 @@ def test_list_append_becomes_assignment_for_locals_and_parameters_only():
         def f(xs, param):
             outs = []
             for x in xs:
-                outs = jst.list_append(outs, x)
-                param = jst.list_append(param, x)
+                outs = jst.list_append(outs, x, 'outs')
+                param = jst.list_append(param, x, 'param')
                 jst.in_place(outer, 'outer.append()').append(x)
             return outs
     """)
