@@ -1,21 +1,19 @@
 """Tree plumbing shared by `analysis` and `transformers`: visitors with cached dispatch,
-walks, copies, and faster gast <-> ast translation.
+walks and copies.
 
 A conversion walks the function's tree a dozen times (fence, analysis, each transformer), so
 `ast.NodeVisitor`'s per-node costs add up to a large part of it: building the method name
 and looking it up for every node, a generator over the fields, and a visit of every
 field-less node (`Load`, `Add`, ...). The classes here behave exactly like
-`gast.NodeVisitor` / `gast.NodeTransformer`; they only do the same work faster.
+`ast.NodeVisitor` / `ast.NodeTransformer`; they only do the same work faster.
 """
 
 from __future__ import annotations
 
 import ast
-import sys
 
-import gast
 
-_AST = gast.AST
+_AST = ast.AST
 # ast.NodeVisitor.visit_Constant only re-dispatches to the deprecated visit_Num/visit_Str/...
 _DEPRECATED_CONSTANT_VISITS = ("visit_Num", "visit_Str", "visit_Bytes", "visit_NameConstant", "visit_Ellipsis")
 
@@ -40,8 +38,8 @@ class _Dispatch:
         return function
 
 
-class NodeVisitor(_Dispatch, gast.NodeVisitor):
-    """`gast.NodeVisitor` with cached dispatch and a loop-based generic visit."""
+class NodeVisitor(_Dispatch, ast.NodeVisitor):
+    """`ast.NodeVisitor` with cached dispatch and a loop-based generic visit."""
 
     def visit(self, node):
         kind = type(node)
@@ -62,8 +60,8 @@ class NodeVisitor(_Dispatch, gast.NodeVisitor):
                 self.visit(value)
 
 
-class NodeTransformer(_Dispatch, gast.NodeTransformer):
-    """`gast.NodeTransformer` with cached dispatch; lists are rebuilt only when changed."""
+class NodeTransformer(_Dispatch, ast.NodeTransformer):
+    """`ast.NodeTransformer` with cached dispatch; lists are rebuilt only when changed."""
 
     def visit(self, node):
         kind = type(node)
@@ -143,7 +141,7 @@ def visit_blocks(transformer, node):
 
 
 def copy_tree(node):
-    """A deep copy of a gast tree, as `copy.deepcopy` makes but several times faster.
+    """A deep copy of an ast tree, as `copy.deepcopy` makes but several times faster.
 
     Nodes and lists are new; other values are shared, being immutable (identifiers,
     constants, locations, and the analysis facts, whose dict is copied per node).
@@ -163,7 +161,7 @@ def copy_tree(node):
 
 
 def walk(root):
-    """Every node under `root`, itself included, like `gast.walk` but faster (depth first,
+    """Every node under `root`, itself included, like `ast.walk` but faster (depth first,
     not breadth first: for callers that do not depend on the order)."""
     return walk_scope([root], ())
 
@@ -185,7 +183,7 @@ def walk_scope(nodes: list, closed: tuple):
                 stack.append(value)
 
 
-_FUNCTION_DEFS = (gast.FunctionDef, gast.AsyncFunctionDef)
+_FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 def walk_blocks(tree):
@@ -248,195 +246,3 @@ def fix_missing_locations(tree):
             elif isinstance(value, _AST):
                 stack.append((value, lineno, col_offset, end_lineno, end_col_offset))
     return tree
-
-
-# -- gast <-> ast -------------------------------------------------------------------------
-# gast's converters (gast.ast_to_gast / gast.gast_to_ast) are NodeTransformers that build a
-# keyword dict per node through several Python calls each; conversion runs them over the
-# user's function and over the whole generated function. `to_gast`/`to_ast` build the very
-# same nodes (same fields, same locations, the same few special cases) from a plan cached
-# per node type. The special cases are gast 0.7's for Python 3.11, where they are checked
-# node for node against gast's (tests/transformers/test_ast_util.py); anywhere else gast's
-# own converters run.
-
-_FAST_TRANSLATION = sys.version_info[:2] == (3, 11) and gast.__version__.startswith("0.7.")
-_MISSING = object()
-
-
-class _Plans(dict):
-    """node type -> function translating a node of that type; built on first use."""
-
-    def __init__(self, translator):
-        super().__init__()
-        self._translator = translator
-
-    def __missing__(self, kind):
-        plan = self[kind] = self._translator.plan(kind)
-        return plan
-
-
-class _Translator:
-    """Converts a tree node by node into the classes of `target` (the `ast` or `gast` module).
-
-    `special` maps class names to functions `(translator, node) -> new node` for the nodes
-    whose shape differs between the two (names, arguments, handlers, function/class defs)."""
-
-    def __init__(self, target, special: dict):
-        self._target = target
-        self._special = special
-        self.plans = _Plans(self)
-
-    def __call__(self, node):
-        return self.plans[type(node)](node)
-
-    def value(self, value):
-        """A field's value converted: nodes and lists of nodes; anything else as is."""
-        if isinstance(value, _AST):
-            return self.plans[type(value)](value)
-        if isinstance(value, list):
-            return [self.value(item) for item in value]
-        return value
-
-    def plan(self, kind):
-        special = self._special.get(kind.__name__)
-        if special is not None:
-            return lambda node: special(self, node)
-        target = getattr(self._target, kind.__name__, None)
-        if target is None:
-            return lambda node: None  # not a node of the target's grammar
-        return _generic_plan(self, target, tuple(kind._fields) + tuple(kind._attributes))
-
-
-def _generic_plan(translator, target, names):
-    """gast's generic translation: the fields, then the locations, that the node has (its
-    `hasattr` test), given to the target's constructor (which stores them in that order)."""
-    plans, value_of = translator.plans, translator.value
-
-    def translate(node):
-        values = {}
-        for name in names:
-            value = getattr(node, name, _MISSING)
-            if value is _MISSING:
-                continue
-            if isinstance(value, list):
-                value = [plans[type(item)](item) if isinstance(item, _AST) else value_of(item) for item in value]
-            elif isinstance(value, _AST):
-                value = plans[type(value)](value)
-            values[name] = value
-        return make(values)
-
-    # gast's constructors only store their keyword arguments in the instance dict: do that
-    # directly (a Python call less per node); ast's C constructors take them as they are.
-    if target.__module__ == gast.Name.__module__:
-        def make(values):
-            new = target.__new__(target)
-            new.__dict__.update(values)
-            return new
-    else:
-        def make(values):
-            return target(**values)
-    return translate
-
-
-def _located(new, old):
-    """`ast.copy_location(new, old)` for classes that both have all four location attributes."""
-    for name in ("lineno", "col_offset"):
-        value = getattr(old, name, None)
-        if value is not None:
-            setattr(new, name, value)
-    for name in ("end_lineno", "end_col_offset"):  # copied even when None, as copy_location does
-        value = getattr(old, name, _MISSING)
-        if value is not _MISSING:
-            setattr(new, name, value)
-    return new
-
-
-def _gast_name(translator, node):
-    return _located(gast.Name(node.id, translator(node.ctx), None, None), node)
-
-
-def _gast_arg(translator, node):
-    annotation, type_comment = translator.value(node.annotation), translator.value(node.type_comment)
-    return _located(gast.Name(node.arg, gast.Param(), annotation, type_comment), node)
-
-
-def _gast_except_handler(translator, node):
-    if not node.name:
-        return _generic_plan(translator, gast.ExceptHandler, node._fields + node._attributes)(node)
-    name = gast.Name(node.name, gast.Store(), None, None)
-    return _located(gast.ExceptHandler(translator.value(node.type), name, translator.value(node.body)), node)
-
-
-def _gast_function(translator, node):
-    cls = getattr(gast, type(node).__name__)
-    fields = ("name", "args", "body", "decorator_list", "returns", "type_comment")
-    return _located(cls(*[translator.value(getattr(node, f)) for f in fields], []), node)
-
-
-def _gast_class(translator, node):
-    fields = ("name", "bases", "keywords", "body", "decorator_list")
-    return _located(gast.ClassDef(*[translator.value(getattr(node, f)) for f in fields], []), node)
-
-
-def _ast_name(translator, node):
-    return _located(ast.Name(node.id, translator(node.ctx)), node)
-
-
-def _ast_assign(translator, node):
-    return _located(ast.Assign(translator.value(node.targets), translator.value(node.value)), node)
-
-
-def _ast_except_handler(translator, node):
-    if not node.name:
-        return _generic_plan(translator, ast.ExceptHandler, node._fields + node._attributes)(node)
-    return _located(ast.ExceptHandler(translator.value(node.type), node.name.id, translator.value(node.body)), node)
-
-
-def _ast_function(translator, node):
-    cls = getattr(ast, type(node).__name__)
-    fields = ("name", "args", "body", "decorator_list", "returns", "type_comment")
-    return _located(cls(*[translator.value(getattr(node, f)) for f in fields]), node)
-
-
-def _ast_class(translator, node):
-    fields = ("name", "bases", "keywords", "body", "decorator_list")
-    return _located(ast.ClassDef(*[translator.value(getattr(node, f)) for f in fields]), node)
-
-
-def _ast_arg(translator, node):
-    if node is None:
-        return None
-    return _located(ast.arg(node.id, translator.value(node.annotation), translator.value(node.type_comment)), node)
-
-
-def _ast_arguments(translator, node):
-    return ast.arguments(
-        [_ast_arg(translator, a) for a in node.posonlyargs],
-        [_ast_arg(translator, a) for a in node.args],
-        _ast_arg(translator, node.vararg),
-        [_ast_arg(translator, a) for a in node.kwonlyargs],
-        translator.value(node.kw_defaults),
-        _ast_arg(translator, node.kwarg),
-        translator.value(node.defaults),
-    )
-
-
-_TO_GAST = _Translator(gast, {
-    "Name": _gast_name, "arg": _gast_arg, "ExceptHandler": _gast_except_handler,
-    "FunctionDef": _gast_function, "AsyncFunctionDef": _gast_function, "ClassDef": _gast_class,
-})
-_TO_AST = _Translator(ast, {
-    "Name": _ast_name, "Assign": _ast_assign, "ExceptHandler": _ast_except_handler,
-    "FunctionDef": _ast_function, "AsyncFunctionDef": _ast_function, "ClassDef": _ast_class,
-    "arguments": _ast_arguments,
-})
-
-
-def to_gast(node):
-    """`gast.ast_to_gast(node)`, faster."""
-    return _TO_GAST(node) if _FAST_TRANSLATION else gast.ast_to_gast(node)
-
-
-def to_ast(node):
-    """`gast.gast_to_ast(node)`, faster."""
-    return _TO_AST(node) if _FAST_TRANSLATION else gast.gast_to_ast(node)

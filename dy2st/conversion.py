@@ -1,4 +1,4 @@
-"""Source -> gast -> transformer pipeline -> code object, cached once per function code.
+"""Source -> ast -> transformer pipeline -> code object, cached once per function code.
 
 The converted function is compiled from the AST with the user's file name and line numbers
 on every node, so tracebacks and error messages point at the user's lines with no source map.
@@ -22,13 +22,12 @@ import textwrap
 import threading
 import types
 
-import gast
 
 from dy2st import analysis, ast_util, runtime, transformers
 from dy2st.analysis import fence, loop_bodies
 from dy2st.config import config, log, logger
 from dy2st.errors import ConversionError, OriginInfo, register_converted_code
-from dy2st.transformers.base import ConversionContext
+from dy2st.transformers.base import ConversionContext, copy_location_recursive
 from dy2st.transformers.naming import Namer
 
 _RUNTIME_CELL = types.CellType(runtime)
@@ -204,7 +203,7 @@ def _indentation(line: str) -> int | None:
     return None if rest[:1] in ("\t", "\f") else len(line) - len(rest)
 
 
-def _read_function(fn) -> tuple[gast.FunctionDef, int, str]:
+def _read_function(fn) -> tuple[ast.FunctionDef, int, str]:
     """`fn`'s FunctionDef (user line numbers), its first line and its file name."""
     quick = _quick_source(fn)
     if quick is not None:
@@ -219,11 +218,11 @@ def _parse_function(fn, source: str, first_line: int, filename: str, tree: ast.M
     `tree`, when given, is `source` already parsed by `ast`, its lines numbered from
     `first_line`."""
     try:
-        module = ast_util.to_gast(tree if tree is not None else ast.parse(source))
+        module = tree if tree is not None else ast.parse(source)
     except SyntaxError:
         module = None
     if fn.__name__ != "<lambda>":
-        if module is None or not module.body or not isinstance(module.body[0], (gast.FunctionDef, gast.AsyncFunctionDef)):
+        if module is None or not module.body or not isinstance(module.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
             raise ConversionError(f"Cannot parse the source of {fn.__qualname__!r}.", _origin_of(fn))
         node = module.body[0]
         node.decorator_list = []
@@ -238,7 +237,7 @@ def _lambda_as_function(fn, module, source):
     if module is None:
         # A lambda inside a larger expression spanning lines: parse it as an expression.
         try:
-            module = gast.parse("(" + source.strip().rstrip(",") + ")")
+            module = ast.parse("(" + source.strip().rstrip(",") + ")")
         except SyntaxError:
             raise ConversionError(
                 "Cannot parse the source line of this lambda.",
@@ -247,8 +246,8 @@ def _lambda_as_function(fn, module, source):
             ) from None
     params = list(fn.__code__.co_varnames[: fn.__code__.co_argcount + fn.__code__.co_kwonlyargcount])
     candidates = [
-        n for n in gast.walk(module)
-        if isinstance(n, gast.Lambda) and [a.id for a in n.args.args + n.args.kwonlyargs] == params
+        n for n in ast.walk(module)
+        if isinstance(n, ast.Lambda) and [a.arg for a in n.args.args + n.args.kwonlyargs] == params
     ]
     if len(candidates) != 1:
         raise ConversionError(
@@ -257,12 +256,12 @@ def _lambda_as_function(fn, module, source):
             advice="put the lambda on its own line or define it with `def`.",
         )
     lam = candidates[0]
-    ret = gast.Return(value=lam.body)
-    gast.copy_location(ret, lam.body)
-    func = gast.FunctionDef(
+    ret = ast.Return(value=lam.body)
+    ast.copy_location(ret, lam.body)
+    func = ast.FunctionDef(
         name="lambda_", args=lam.args, body=[ret], decorator_list=[], returns=None, type_comment=None, type_params=[]
     )
-    gast.copy_location(func, lam)
+    ast.copy_location(func, lam)
     return func
 
 
@@ -289,14 +288,14 @@ def _enclosing_class(fn) -> str | None:
 
 
 def transform(node, filename: str, function_name: str,
-              stages: int | None = None) -> tuple[gast.FunctionDef, ConversionContext]:
+              stages: int | None = None) -> tuple[ast.FunctionDef, ConversionContext]:
     """Run the fence and the transformer pipeline (its first `stages` steps) over one FunctionDef."""
-    module = gast.Module(body=[node], type_ignores=[])
+    module = ast.Module(body=[node], type_ignores=[])
     kinds = _TreeKinds(module)
     if kinds.holds_any(fence.SCREENED):  # most functions hold none: no walk needed to pass them
         fence.verify(node, filename, function_name)
     effect_scope = None
-    if kinds.holds_any((gast.For, gast.While, gast.If, gast.IfExp)):
+    if kinds.holds_any((ast.For, ast.While, ast.If, ast.IfExp)):
         effect_scope = loop_bodies.mark(node)  # on the user's code, before rewrites add lambdas of their own
     namer = Namer.for_tree(node)
     ctx = ConversionContext(filename, function_name, namer, namer.new_symbol("jst"), effect_scope)
@@ -348,21 +347,21 @@ class _TreeKinds:
 
 def _find_kind(tree, kinds: set):
     """One of `kinds` (node types or attribute names) that `tree` holds, or None."""
-    statements_only = all(isinstance(k, type) and issubclass(k, gast.stmt) for k in kinds)
+    statements_only = all(isinstance(k, type) and issubclass(k, ast.stmt) for k in kinds)
     for node in ast_util.walk_blocks(tree) if statements_only else ast_util.walk(tree):
-        if type(node) in kinds or (type(node) is gast.Attribute and node.attr in kinds):
+        if type(node) in kinds or (type(node) is ast.Attribute and node.attr in kinds):
             return type(node) if type(node) in kinds else node.attr
     return None
 
 
 def _node_kinds(tree) -> set:
-    """Node types and attribute names in `tree` (a plain stack walk: ~2x faster than gast.walk)."""
-    kinds, stack, AST = set(), [tree], gast.AST
+    """Node types and attribute names in `tree` (a plain stack walk: ~2x faster than ast.walk)."""
+    kinds, stack, AST = set(), [tree], ast.AST
     while stack:
         node = stack.pop()
         kind = type(node)
         kinds.add(kind)
-        if kind is gast.Attribute:
+        if kind is ast.Attribute:
             kinds.add(node.attr)
         for field in node._fields:
             value = getattr(node, field, None)
@@ -374,7 +373,7 @@ def _node_kinds(tree) -> set:
 
 
 def to_source(node) -> str:
-    return ast.unparse(ast.fix_missing_locations(ast_util.to_ast(node)))
+    return ast.unparse(ast.fix_missing_locations(node))
 
 
 def source_at_level(fn: types.FunctionType, level: int | None = None) -> str:
@@ -387,7 +386,7 @@ def source_at_level(fn: types.FunctionType, level: int | None = None) -> str:
 def convert_code(fn: types.FunctionType) -> ConvertedCode:
     node, first_line, filename = _read_function(fn)
     node, ctx = transform(node, filename, fn.__name__)
-    tree = ast_util.to_ast(node)  # once: compiled now, printed when asked (`ConvertedCode.source`)
+    tree = node  # compiled now, printed when asked (`ConvertedCode.source`)
     name = tree.name
     code = _compile(tree, fn, ctx.runtime, filename)
     if fn.__name__ == "<lambda>":
@@ -429,12 +428,9 @@ def _compile(inner: ast.FunctionDef, fn, runtime_name: str, filename: str) -> ty
         type_params=[],
     )
     module = ast.Module(body=[factory], type_ignores=[])
-    ast.copy_location(factory, inner)
-    for stmt in declarations + body:
-        ast.copy_location(stmt, inner)
-    ast_util.fix_missing_locations(module)
+    copy_location_recursive(factory, inner)  # the factory's own nodes: `inner` has its locations
     try:
-        module_code = compile(module, filename, "exec", dont_inherit=True)
+        module_code = _compile_located(module, filename)
     except SyntaxError as err:
         raise ConversionError(
             f"The converted code does not compile: {err.msg}.",
@@ -443,6 +439,18 @@ def _compile(inner: ast.FunctionDef, fn, runtime_name: str, filename: str) -> ty
         ) from None
     code = _find_code(module_code, inner.name)
     return _renamed(code, code.co_qualname, fn.__qualname__).replace(co_name=fn.__name__)
+
+
+def _compile_located(module: ast.Module, filename: str) -> types.CodeType:
+    """`compile(module)`. Every node the transformers make gets a location (`Transformer.visit`,
+    `copy_location_recursive`), so the walk that fills in missing ones (the parent's, as
+    `ast.fix_missing_locations`) runs only where one was missed: compile refuses the tree then."""
+    try:
+        return compile(module, filename, "exec", dont_inherit=True)
+    except TypeError as err:
+        if "missing" not in str(err):
+            raise
+    return compile(ast_util.fix_missing_locations(module), filename, "exec", dont_inherit=True)
 
 
 def _renamed(code: types.CodeType, old: str, new: str) -> types.CodeType:

@@ -7,17 +7,16 @@ inside; the free names they read count as reads of the statement that defines th
 
 from __future__ import annotations
 
+import ast
 import dataclasses
-
-import gast
 
 from dy2st import ast_util
 from dy2st.analysis import qual_names
 from dy2st.analysis.anno import Fact, setanno
 from dy2st.analysis.qual_names import QualifiedName
 
-_FUNCTION_NODES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda)
-_COMPREHENSIONS = (gast.ListComp, gast.SetComp, gast.DictComp, gast.GeneratorExp)
+_FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +78,7 @@ class _ActivityVisitor(ast_util.NodeVisitor):
             parent = parent.parent
 
     def visit_Name(self, node):
-        if isinstance(node.ctx, (gast.Store, gast.Del)):
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
             self._write(node)
         else:
             self.reads.add(QualifiedName(node.id))
@@ -92,12 +91,12 @@ class _ActivityVisitor(ast_util.NodeVisitor):
 
     def _visit_composite(self, node):
         symbol = qual_names.from_node(node)
-        if isinstance(node.ctx, (gast.Store, gast.Del)):
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
             if symbol is not None:
                 self._write(node)
             else:
                 self.visit(node.value)
-                if isinstance(node, gast.Subscript):
+                if isinstance(node, ast.Subscript):
                     self.visit(node.slice)
             return
         if symbol is not None:
@@ -140,7 +139,7 @@ class _ActivityVisitor(ast_util.NodeVisitor):
         for expr in node.decorator_list + node.args.defaults + [d for d in node.args.kw_defaults if d]:
             self.visit(expr)
         self.reads.update(free_reads(node, self._inner()))
-        self._write(gast.Name(id=node.name, ctx=gast.Store(), annotation=None, type_comment=None))
+        self._write(ast.Name(id=node.name, ctx=ast.Store()))
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
@@ -151,7 +150,7 @@ class _ActivityVisitor(ast_util.NodeVisitor):
         for stmt in node.body:
             inner.visit(stmt)
         self.reads.update(inner.reads - inner.writes)
-        self._write(gast.Name(id=node.name, ctx=gast.Store(), annotation=None, type_comment=None))
+        self._write(ast.Name(id=node.name, ctx=ast.Store()))
 
     def visit_Lambda(self, node):
         for expr in node.args.defaults:
@@ -178,7 +177,7 @@ class _ActivityVisitor(ast_util.NodeVisitor):
         if node.type is not None:
             self.visit(node.type)
         if node.name is not None:
-            self._write(node.name)
+            self._write(ast.Name(id=node.name, ctx=ast.Store()))
         for stmt in node.body:
             self.visit(stmt)
 
@@ -215,15 +214,15 @@ def _activity(visitor: _ActivityVisitor) -> Activity:
 def _composite_written_back(call) -> QualifiedName | None:
     """The symbol a generated `<runtime>.write_composite(parent, step, value)` call writes."""
     func = call.func
-    if not (isinstance(func, gast.Attribute) and func.attr == "write_composite" and isinstance(func.value, gast.Name)
+    if not (isinstance(func, ast.Attribute) and func.attr == "write_composite" and isinstance(func.value, ast.Name)
             and len(call.args) == 3):
         return None
     parent, step = qual_names.from_node(call.args[0]), call.args[1]
     if parent is None:
         return None
-    if isinstance(step, gast.Constant) and isinstance(step.value, str):
+    if isinstance(step, ast.Constant) and isinstance(step.value, str):
         return QualifiedName(parent.base, parent.path + (step.value,))
-    if isinstance(step, gast.Tuple) and len(step.elts) == 1 and isinstance(step.elts[0], gast.Constant):
+    if isinstance(step, ast.Tuple) and len(step.elts) == 1 and isinstance(step.elts[0], ast.Constant):
         return QualifiedName(parent.base, parent.path + ((step.elts[0].value,),))
     return None
 
@@ -250,7 +249,7 @@ def free_reads(func, visitor: _ActivityVisitor | None = None) -> set:
 def _param_names(args) -> set:
     params = args.posonlyargs + args.args + args.kwonlyargs
     params += [a for a in (args.vararg, args.kwarg) if a is not None]
-    return {p.id for p in params}
+    return {p.arg for p in params}
 
 
 def function_scope(func, visitor: _ActivityVisitor | None = None) -> FunctionScope:
@@ -276,7 +275,7 @@ def resolve(tree) -> None:
     """
     summaries: dict = {}  # id(statement) -> (Activity, declared globals, declared nonlocals)
     for node in reversed(list(ast_util.walk_blocks(tree))):
-        if isinstance(node, gast.stmt):
+        if isinstance(node, ast.stmt):
             visitor = _ReusingVisitor(summaries)
             visitor.visit(node)
             activity = _activity(visitor)
@@ -285,7 +284,7 @@ def resolve(tree) -> None:
         if isinstance(node, _FUNCTION_NODES):
             setanno(node, Fact.SCOPE, function_scope(node, _ReusingVisitor(summaries)))
     for node in ast_util.walk(tree):
-        if type(node) is gast.Lambda:
+        if type(node) is ast.Lambda:
             setanno(node, Fact.SCOPE, function_scope(node, _ReusingVisitor(summaries)))
 
 
@@ -304,7 +303,7 @@ def observed_containers(nodes, composites) -> frozenset:
     observed = set()
 
     def visit(node, part_of_composite: bool) -> None:
-        symbol = qual_names.from_node(node) if isinstance(node, (gast.Name, gast.Attribute, gast.Subscript)) else None
+        symbol = qual_names.from_node(node) if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) else None
         if symbol is not None and not part_of_composite:
             if symbol in composites:
                 _visit_keys(node)  # D['b'] itself: not an observation of D
@@ -312,12 +311,12 @@ def observed_containers(nodes, composites) -> frozenset:
             for container in containers:
                 if _within(symbol, container):
                     observed.add(container)
-        for child in gast.iter_child_nodes(node):
+        for child in ast.iter_child_nodes(node):
             inner = symbol is not None and child is getattr(node, "value", None)
             visit(child, part_of_composite or inner)
 
     def _visit_keys(node) -> None:
-        if isinstance(node, gast.Subscript):
+        if isinstance(node, ast.Subscript):
             visit(node.slice, False)
 
     for node in nodes if isinstance(nodes, list) else [nodes]:

@@ -1,4 +1,4 @@
-"""Analysis facts attached to gast nodes, keyed by an enum whose values document them.
+"""Analysis facts attached to ast nodes, keyed by an enum whose values document them.
 
 Facts live in one dict under the field `___dy2st_anno`, so they never clash with a node's own
 attributes. They are computed by `dy2st.analysis` and read by transformers through `getanno`;

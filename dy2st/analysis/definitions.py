@@ -7,7 +7,7 @@ Python raise while staging.
 
 from __future__ import annotations
 
-import gast
+import ast
 
 from dy2st import ast_util
 from dy2st.analysis.activity import activity_of
@@ -43,8 +43,8 @@ class _Definitions:
     def _simple(self, node, defined):
         act = getanno(node, Fact.ACTIVITY)
         names = {s.base for s in act.kills}
-        if isinstance(node, gast.Delete):
-            return defined - {t.id for t in node.targets if isinstance(t, gast.Name)}
+        if isinstance(node, ast.Delete):
+            return defined - {t.id for t in node.targets if isinstance(t, ast.Name)}
         return defined | names
 
     def _jump(self, node, defined):
@@ -56,13 +56,13 @@ class _Definitions:
         return _meet(self.block(node.body, defined), self.block(node.orelse, defined))
 
     def _loop(self, node, defined):
-        if isinstance(node, gast.For):
+        if isinstance(node, ast.For):
             target = {s.base for s in activity_of(node.target).kills}
             self.block(node.body, defined | target)
         else:
             self.block(node.body, defined)
         after_else = self.block(node.orelse, defined)
-        has_break = any(isinstance(n, gast.Break) for n in _walk_loop_body(node.body))
+        has_break = any(isinstance(n, ast.Break) for n in _walk_loop_body(node.body))
         return defined if has_break or after_else is _ALL else after_else
 
     _While = _For = _loop
@@ -74,7 +74,7 @@ class _Definitions:
     def _Try(self, node, defined):
         self.block(node.body, defined)
         for handler in node.handlers:
-            self.block(handler.body, defined | ({handler.name.id} if handler.name is not None else set()))
+            self.block(handler.body, defined | ({handler.name} if handler.name is not None else set()))
         self.block(node.orelse, defined)
         after = self.block(node.finalbody, defined)
         return defined if after is _ALL else after
@@ -94,10 +94,10 @@ def _walk_loop_body(stmts):
     while stack:
         node = stack.pop()
         yield node
-        if isinstance(node, (gast.For, gast.While)):
+        if isinstance(node, (ast.For, ast.While)):
             stack.extend(node.orelse)
             continue
-        if isinstance(node, (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         for field in ("body", "orelse", "finalbody", "handlers", "cases"):
             stack.extend(getattr(node, field, []) or [])

@@ -5,33 +5,33 @@ Each rejected construct maps to one sentence of advice; the error points at its 
 
 from __future__ import annotations
 
-import gast
+import ast
 
 from dy2st import ast_util
 from dy2st.errors import OriginInfo, UnsupportedSyntaxError
 
 _REJECTED = {
-    gast.Yield: "generators (`yield`) cannot be converted: a staged program returns values once. "
+    ast.Yield: "generators (`yield`) cannot be converted: a staged program returns values once. "
     "Collect the values in a list and return it, or mark the function with dy2st.not_to_static.",
-    gast.YieldFrom: "generators (`yield from`) cannot be converted. "
+    ast.YieldFrom: "generators (`yield from`) cannot be converted. "
     "Return a list instead, or mark the function with dy2st.not_to_static.",
-    gast.Await: "`await` cannot be converted: XLA programs are not coroutines. Call the function synchronously.",
-    gast.AsyncFunctionDef: "`async def` cannot be converted: XLA programs are not coroutines. Use a plain `def`.",
-    gast.AsyncFor: "`async for` cannot be converted. Use a plain `for` loop.",
-    gast.AsyncWith: "`async with` cannot be converted. Use a plain `with` block.",
+    ast.Await: "`await` cannot be converted: XLA programs are not coroutines. Call the function synchronously.",
+    ast.AsyncFunctionDef: "`async def` cannot be converted: XLA programs are not coroutines. Use a plain `def`.",
+    ast.AsyncFor: "`async for` cannot be converted. Use a plain `for` loop.",
+    ast.AsyncWith: "`async with` cannot be converted. Use a plain `with` block.",
 }
 
 
 # Rejected only inside the body of an `if`/`while`/`for` (which may be staged).
 _REJECTED_IN_CONTROL_FLOW = {
-    gast.Delete: "`del` of a variable inside a loop cannot be converted: a staged loop must leave "
+    ast.Delete: "`del` of a variable inside a loop cannot be converted: a staged loop must leave "
     "every variable it carries defined. Assign it a placeholder (`x = None`) "
     "instead, or move the `del` after the block",
 }
 # (`del x` in an `if` converts: the branch leaves `x` unbound, as eagerly.)
-_CONTROL_FLOW = (gast.While, gast.For)
+_CONTROL_FLOW = (ast.While, ast.For)
 # The node types the fence can reject: a tree holding none of them passes without a walk.
-SCREENED = frozenset(_REJECTED) | frozenset(_REJECTED_IN_CONTROL_FLOW) | {gast.NamedExpr}
+SCREENED = frozenset(_REJECTED) | frozenset(_REJECTED_IN_CONTROL_FLOW) | {ast.NamedExpr}
 
 # A `while` condition becomes a function of its own, so a name it binds with `:=` is local to
 # it: reading that name in the loop body or after the loop would fail.
@@ -40,7 +40,7 @@ _WALRUS_IN_WHILE = (
     "converted: the condition is evaluated in a function of its own. Compute '{name}' before the "
     "loop and again at the end of the body (`{name} = ...` then `while {name} ...:`)"
 )
-_NESTED_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
+_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 class _Fence(ast_util.NodeVisitor):
@@ -59,10 +59,10 @@ class _Fence(ast_util.NodeVisitor):
         advice = _REJECTED.get(type(node))
         if advice is not None:
             self._reject(node, advice)
-        if self._control_flow_depth and isinstance(node, gast.Delete):
-            if any(isinstance(t, gast.Name) for t in node.targets):
-                self._reject(node, _REJECTED_IN_CONTROL_FLOW[gast.Delete])
-        if isinstance(node, gast.While):
+        if self._control_flow_depth and isinstance(node, ast.Delete):
+            if any(isinstance(t, ast.Name) for t in node.targets):
+                self._reject(node, _REJECTED_IN_CONTROL_FLOW[ast.Delete])
+        if isinstance(node, ast.While):
             self._check_walrus(node)
         if isinstance(node, _CONTROL_FLOW):
             self._control_flow_depth += 1
@@ -77,13 +77,13 @@ class _Fence(ast_util.NodeVisitor):
 
 
     def _check_walrus(self, loop):
-        bound = [n.target for n in gast.walk(loop.test) if isinstance(n, gast.NamedExpr)]
+        bound = [n.target for n in ast.walk(loop.test) if isinstance(n, ast.NamedExpr)]
         if not bound or self.tree is None:
             return
-        in_test = {id(n) for n in gast.walk(loop.test)}
+        in_test = {id(n) for n in ast.walk(loop.test)}
         for target in bound:
-            used_outside = any(isinstance(n, gast.Name) and n.id == target.id and id(n) not in in_test
-                               for n in gast.walk(self.tree))
+            used_outside = any(isinstance(n, ast.Name) and n.id == target.id and id(n) not in in_test
+                               for n in ast.walk(self.tree))
             if used_outside:
                 self._reject(loop, _WALRUS_IN_WHILE.format(name=target.id))
 

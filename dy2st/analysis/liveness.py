@@ -109,7 +109,7 @@ class _Liveness:
         after_final = self.block(node.finalbody, live_after)
         handlers = _EMPTY
         for handler in node.handlers:
-            names = {QualifiedName(handler.name.id)} if handler.name is not None else set()
+            names = {QualifiedName(handler.name)} if handler.name is not None else set()
             handlers |= (self.block(handler.body, after_final) - names) | self._reads(handler.type)
         after_body = self.block(node.orelse, after_final) | handlers
         return self.block(node.body, after_body) | handlers | after_final

@@ -18,9 +18,8 @@ traced when the effect would be lost (`PythonBody.refuse_staged`).
 
 from __future__ import annotations
 
+import ast
 import dataclasses
-
-import gast
 
 from dy2st import ast_util
 from dy2st.analysis import qual_names
@@ -35,7 +34,7 @@ MUTATORS = frozenset({
     "appendleft", "extendleft", "rotate",
 })
 RETURNING_MUTATORS = frozenset({"pop", "popitem", "setdefault", "popleft"})
-_NESTED_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
+_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _ITERATOR_BUILTINS = frozenset({"next"})
 
 
@@ -44,7 +43,7 @@ def changes_receiver(call, statement_calls: set) -> bool:
     whose value is dropped (`id(call)` in `statement_calls`, the values of `Expr` statements),
     or a `RETURNING_MUTATORS` one anywhere."""
     func = call.func
-    return isinstance(func, gast.Attribute) and (
+    return isinstance(func, ast.Attribute) and (
         func.attr in RETURNING_MUTATORS or (func.attr in MUTATORS and id(call) in statement_calls))
 
 
@@ -86,15 +85,15 @@ def mark(function_def) -> EffectScope:
     local_names = _own_locals(function_def) | _param_names(function_def)
     decisions, nested = [], []  # one walk of the whole function collects both
     for node in ast_util.walk(function_def):
-        if isinstance(node, (gast.For, gast.While, gast.If, gast.IfExp)):
+        if isinstance(node, (ast.For, ast.While, ast.If, ast.IfExp)):
             decisions.append(node)
-        elif isinstance(node, (gast.FunctionDef, gast.Lambda)) and node is not function_def:
+        elif isinstance(node, (ast.FunctionDef, ast.Lambda)) and node is not function_def:
             nested.append(node)
     writers = _scope_writers(nested)
     for node in decisions:
-        if isinstance(node, (gast.For, gast.While)):
+        if isinstance(node, (ast.For, ast.While)):
             found = python_body(node.body, local_names, writers)
-        elif isinstance(node, gast.If):
+        elif isinstance(node, ast.If):
             found = branch_effects(node.body + node.orelse, local_names, rewritten_appends=True, writers=writers)
         else:
             found = branch_effects([node.body, node.orelse], local_names, rewritten_appends=False, writers=writers)
@@ -140,8 +139,8 @@ def _scope_writers(nested: list) -> dict:
     of times."""
     writers = {}
     for node in nested:
-        if isinstance(node, gast.FunctionDef):
-            declared = [n for stmt in _walk_own_scope(node.body) if isinstance(stmt, (gast.Nonlocal, gast.Global))
+        if isinstance(node, ast.FunctionDef):
+            declared = [n for stmt in _walk_own_scope(node.body) if isinstance(stmt, (ast.Nonlocal, ast.Global))
                         for n in stmt.names]
             if declared:
                 writers[node.name] = declared
@@ -154,30 +153,30 @@ def _effects(nodes: list, local_names: frozenset, rewritten_appends: bool, write
     found = _Effects()
     statement_calls = set()  # calls whose value is dropped (`xs.sort()`), filled as their statement is passed
     for node in _walk_statements(nodes):
-        if isinstance(node, gast.Expr):  # a node comes before its children
+        if isinstance(node, ast.Expr):  # a node comes before its children
             statement_calls.add(id(node.value))
-        if isinstance(node, (gast.Assign, gast.AugAssign)):
-            targets = node.targets if isinstance(node, gast.Assign) else [node.target]
+        if isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
-                if isinstance(target, gast.Subscript) and qual_names.from_node(target) is None:
+                if isinstance(target, ast.Subscript) and qual_names.from_node(target) is None:
                     # `xs[i] = v` with a computed key: no symbol to carry, so an in-place change
-                    text = f"{gast.unparse(target).strip()} = ..."
+                    text = f"{ast.unparse(target).strip()} = ..."
                     found.mutated.append(text)
                     found.mutated_outside.append(text)  # cannot be carried, whoever owns it
         if isinstance(node, _NESTED_SCOPES):
             found.closures += 1
-        elif isinstance(node, gast.Call):
+        elif isinstance(node, ast.Call):
             func = node.func
-            if isinstance(func, gast.Name) and func.id in _ITERATOR_BUILTINS:
+            if isinstance(func, ast.Name) and func.id in _ITERATOR_BUILTINS:
                 found.iterators += 1
-            elif isinstance(func, gast.Name) and writers and func.id in writers:
+            elif isinstance(func, ast.Name) and writers and func.id in writers:
                 text = f"{func.id}(), which writes {', '.join(repr(n) for n in writers[func.id])} (nonlocal/global)"
                 found.mutated.append(text)
                 found.mutated_outside.append(text)
             elif changes_receiver(node, statement_calls):
                 root = _root_name(func.value)
                 local = root is not None and root in local_names
-                if rewritten_appends and local and func.attr == "append" and isinstance(func.value, gast.Name):
+                if rewritten_appends and local and func.attr == "append" and isinstance(func.value, ast.Name):
                     found.appended.add(root)
                     continue
                 text = f"{_describe(func.value)}.{func.attr}()"
@@ -243,28 +242,28 @@ def _walk_statements(body: list):
 
 def _stored_names(body: list) -> set:
     """Names (re)bound anywhere in `body`."""
-    return {n.id for n in _walk_statements(body) if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Store)}
+    return {n.id for n in _walk_statements(body) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def _reads_besides_append(body: list, names: set) -> set:
     """Names of `names` loaded in `body` anywhere but as the receiver of `.append(...)`."""
     receivers = set()
     for node in _walk_statements(body):
-        if (isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) and node.func.attr == "append"
-                and isinstance(node.func.value, gast.Name)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "append"
+                and isinstance(node.func.value, ast.Name)):
             receivers.add(id(node.func.value))
     return {n.id for n in _walk_statements(body)
-            if isinstance(n, gast.Name) and n.id in names and isinstance(n.ctx, gast.Load) and id(n) not in receivers}
+            if isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load) and id(n) not in receivers}
 
 
 def _root_name(expr) -> str | None:
-    while isinstance(expr, (gast.Attribute, gast.Subscript)):
+    while isinstance(expr, (ast.Attribute, ast.Subscript)):
         expr = expr.value
-    return expr.id if isinstance(expr, gast.Name) else None
+    return expr.id if isinstance(expr, ast.Name) else None
 
 
 def _describe(expr) -> str:
-    return gast.unparse(expr).strip()
+    return ast.unparse(expr).strip()
 
 
 def _param_names(function_def) -> frozenset:
@@ -272,7 +271,7 @@ def _param_names(function_def) -> frozenset:
     a local's is; the call writes its items back to the caller's list)."""
     args = function_def.args
     params = args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a is not None]
-    return frozenset(p.id for p in params if isinstance(p, gast.Name))
+    return frozenset(p.arg for p in params)
 
 
 def _own_locals(function_def) -> frozenset:
@@ -280,9 +279,9 @@ def _own_locals(function_def) -> frozenset:
     `nonlocal`): its own local variables. One walk of its own scope."""
     bound, declared = set(), set()
     for node in _walk_own_scope(function_def.body):
-        if isinstance(node, gast.Name) and isinstance(node.ctx, (gast.Store, gast.Del)):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             bound.add(node.id)
-        elif isinstance(node, (gast.Global, gast.Nonlocal)):
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
             declared.update(node.names)
     return frozenset(bound - declared)
 

@@ -7,9 +7,8 @@ composites through staged control flow exactly like variables.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
-
-import gast
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,26 +38,26 @@ class QualifiedName:
         return text
 
     def to_node(self, ctx=None):
-        """A fresh gast expression reading (or, with ctx=gast.Store(), writing) this symbol."""
-        ctx = ctx or gast.Load()
-        node = gast.Name(id=self.base, ctx=gast.Load() if self.path else ctx, annotation=None, type_comment=None)
+        """A fresh expression reading (or, with ctx=ast.Store(), writing) this symbol."""
+        ctx = ctx or ast.Load()
+        node = ast.Name(id=self.base, ctx=ast.Load() if self.path else ctx, )
         for i, step in enumerate(self.path):
-            step_ctx = ctx if i == len(self.path) - 1 else gast.Load()
+            step_ctx = ctx if i == len(self.path) - 1 else ast.Load()
             if isinstance(step, str):
-                node = gast.Attribute(value=node, attr=step, ctx=step_ctx)
+                node = ast.Attribute(value=node, attr=step, ctx=step_ctx)
             else:
-                node = gast.Subscript(value=node, slice=gast.Constant(value=step[0], kind=None), ctx=step_ctx)
+                node = ast.Subscript(value=node, slice=ast.Constant(value=step[0], kind=None), ctx=step_ctx)
         return node
 
 
 def from_node(node) -> QualifiedName | None:
     """The symbol an expression names, or None when it is not a (composite) name."""
-    if isinstance(node, gast.Name):
+    if isinstance(node, ast.Name):
         return QualifiedName(node.id)
-    if isinstance(node, gast.Attribute):
+    if isinstance(node, ast.Attribute):
         parent = from_node(node.value)
         return QualifiedName(parent.base, parent.path + (node.attr,)) if parent else None
-    if isinstance(node, gast.Subscript) and _constant_key(node.slice) is not None:
+    if isinstance(node, ast.Subscript) and _constant_key(node.slice) is not None:
         parent = from_node(node.value)
         key = _constant_key(node.slice)
         if parent is not None and isinstance(key, (str, int)):
@@ -68,9 +67,9 @@ def from_node(node) -> QualifiedName | None:
 
 def _constant_key(node):
     """The key of `x['k']`, `x[1]` or `x[-1]` (a negative index parses as `-` applied to 1)."""
-    if isinstance(node, gast.Constant):
+    if isinstance(node, ast.Constant):
         return node.value
-    if (isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub) and isinstance(node.operand, gast.Constant)
+    if (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant)
             and type(node.operand.value) is int):
         return -node.operand.value
     return None

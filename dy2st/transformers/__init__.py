@@ -7,10 +7,9 @@ every earlier rewrite makes facts stale.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 from types import ModuleType
-
-import gast
 
 from dy2st.analysis import loop_bodies
 from dy2st.transformers import (
@@ -52,19 +51,19 @@ PIPELINE: tuple[Step, ...] = (
     Step(try_blocks, False,
          "Before anything adds `if`s of its own or turns the user's into branch functions: marks "
          "the user's conditions inside `try` as ones that must stay Python.",
-         triggers=(gast.Try,)),
+         triggers=(ast.Try,)),
     Step(return_statements, False,
          "First: early returns become flags and `break`s, so later steps see single-exit code.",
-         creates=(gast.If, gast.UnaryOp, gast.Break)),
+         creates=(ast.If, ast.UnaryOp, ast.Break)),
     Step(break_statements, False,
          "After return (whose returns in loops became breaks): every break becomes a flag the loop "
          "condition checks, and loop `else` blocks move after their loop, before ifs become functions.",
-         triggers=(gast.Break, gast.For, gast.While),
-         creates=(gast.If, gast.UnaryOp, gast.BoolOp)),
+         triggers=(ast.Break, ast.For, ast.While),
+         creates=(ast.If, ast.UnaryOp, ast.BoolOp)),
     Step(continue_statements, False,
          "Like break: a bare `continue` inside an `if` would not compile once the if is a function.",
-         triggers=(gast.Continue,),
-         creates=(gast.If, gast.UnaryOp)),
+         triggers=(ast.Continue,),
+         creates=(ast.If, ast.UnaryOp)),
     Step(lists, True,
          "Before if/loops: `xs.append(v)` becomes an assignment, so branches and loops see `xs` "
          "written and carry it (reads SCOPE to rewrite only local lists).",
@@ -72,28 +71,28 @@ PIPELINE: tuple[Step, ...] = (
     Step(logical_expressions, False,
          "Before if/else: the `not do_return` guards and user and/or/not become operators that "
          "short-circuit on Python values and stage on traced ones.",
-         triggers=(gast.BoolOp, gast.UnaryOp, gast.Compare)),
+         triggers=(ast.BoolOp, ast.UnaryOp, ast.Compare)),
     Step(conditional_expressions, False,
          "Ternaries are expressions; rewriting them before statements keeps if/else simple.",
-         triggers=(gast.IfExp,)),
+         triggers=(ast.IfExp,)),
     Step(ifelse, True,
          "After the flags exist: reads liveness to choose the variables each branch carries.",
-         triggers=(gast.If,),
-         creates=(gast.Nonlocal, gast.Global)),
+         triggers=(ast.If,),
+         creates=(ast.Nonlocal, ast.Global)),
     Step(loops, True,
          "After if/else, so a loop body's ifs are already functions and their state assignments "
          "count as writes; reads liveness to choose exactly the loop-carried variables.",
-         triggers=(gast.For, gast.While),
-         creates=(gast.Nonlocal, gast.Global)),
+         triggers=(ast.For, ast.While),
+         creates=(ast.Nonlocal, ast.Global)),
     # -- calls, asserts, print and builtins come last (DESIGN): they rewrite expressions only.
     Step(scoped_writes, False,
          "After if/else (and loops) re-declared global/nonlocal names in branch functions: "
          "checks each user write to them, wherever it now sits.",
-         triggers=(gast.Global, gast.Nonlocal)),
+         triggers=(ast.Global, ast.Nonlocal)),
     Step(asserts, False,
          "After control flow, so an assert inside a branch is checked in that branch; before "
          "call_trees, so the calls in its test and message get converted.",
-         triggers=(gast.Assert,)),
+         triggers=(ast.Assert,)),
     Step(call_trees, False,
          "Last: sees every user call (including print and builtins) and none of the runtime "
          "operators earlier steps generated."),

@@ -14,9 +14,8 @@ Under `python -O` Python drops asserts; dy2st does too, so converted code matche
 
 from __future__ import annotations
 
+import ast
 import sys
-
-import gast
 
 from dy2st.transformers import templates
 from dy2st.transformers.base import StatementTransformer
@@ -28,7 +27,7 @@ class AssertTransformer(StatementTransformer):
     def visit_Assert(self, node):
         self.generic_visit(node)
         if sys.flags.optimize:
-            return gast.Pass()
+            return ast.Pass()
         message = templates.thunk(node.msg) if node.msg is not None else templates.constant(None)
         return templates.replace(
             "jst.convert_assert(test, message)", jst=self.ctx.runtime, test=node.test, message=message

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
-
-import gast
 
 from dy2st import ast_util
 from dy2st.analysis.anno import Fact, getanno
@@ -32,23 +31,37 @@ class ConversionContext:
     effect_scope: object = None
 
 
+_LOCATED = (ast.expr, ast.stmt, ast.excepthandler, ast.keyword, ast.arg, ast.alias, ast.pattern)
+
+
 def copy_location_recursive(new, origin) -> None:
     """Give `origin`'s location to every node under `new` that has none of its own.
 
     Generated nodes thereby point at the user's line they replace, so tracebacks, jax source
-    info and error messages name the user's code with no source map.
+    info and error messages name the user's code with no source map. A node with a location
+    is the user's, or was given one when its own rewrite returned: nothing under it lacks one
+    (a step that changes a located node in place locates what it adds), so the walk stops
+    there: it walks what this rewrite made, not the user's code it holds again.
     """
     if origin is None or not hasattr(origin, "lineno"):
         return
-    nodes = new if isinstance(new, list) else [new]
-    for root in nodes:
-        for node in ast_util.walk(root):
-            if isinstance(node, (gast.expr, gast.stmt, gast.excepthandler, gast.keyword)):
-                if getattr(node, "lineno", None) is None:
-                    # One-line spans: a generated call spanning the whole replaced `if` would
-                    # report its *last* line (3.11 places a method call at its attribute's end).
-                    node.lineno, node.end_lineno = origin.lineno, origin.lineno
-                    node.col_offset = node.end_col_offset = getattr(origin, "col_offset", 0)
+    # One-line spans: a generated call spanning the whole replaced `if` would report its
+    # *last* line (3.11 places a method call at its attribute's end).
+    lineno, col_offset = origin.lineno, getattr(origin, "col_offset", 0)
+    stack = list(new) if isinstance(new, list) else [new]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _LOCATED):
+            if getattr(node, "lineno", None) is not None:
+                continue
+            node.lineno = node.end_lineno = lineno
+            node.col_offset = node.end_col_offset = col_offset
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                stack.extend(item for item in value if isinstance(item, ast.AST))
+            elif isinstance(value, ast.AST):
+                stack.append(value)
 
 
 class Transformer(ast_util.NodeTransformer):
@@ -89,6 +102,6 @@ def pass_python_body(node, call) -> None:
     found = getanno(node, Fact.PYTHON_BODY, None)
     if found is None:
         return
-    call.keywords.append(gast.keyword(arg="python_reason", value=templates.constant(found.reason)))
-    if found.refuse_staged and isinstance(node, (gast.For, gast.While)):
-        call.keywords.append(gast.keyword(arg="refuse_staged", value=templates.constant(True)))
+    call.keywords.append(ast.keyword(arg="python_reason", value=templates.constant(found.reason)))
+    if found.refuse_staged and isinstance(node, (ast.For, ast.While)):
+        call.keywords.append(ast.keyword(arg="refuse_staged", value=templates.constant(True)))

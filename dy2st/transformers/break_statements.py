@@ -34,7 +34,7 @@ it simply follows the loop. Runs after return_statements (whose `return`s in loo
 
 from __future__ import annotations
 
-import gast
+import ast
 
 from dy2st.analysis.anno import Fact, setanno
 from dy2st.transformers import templates
@@ -45,7 +45,7 @@ from dy2st.transformers.jump_flags import JumpFlagTransformer
 class BreakTransformer(JumpFlagTransformer):
     """See the module docstring."""
 
-    jump_type = gast.Break
+    jump_type = ast.Break
     flag_root = "break_"
     flag_display = "the break flag"
 
@@ -59,8 +59,9 @@ class BreakTransformer(JumpFlagTransformer):
         loop = self._visit_body(node)
         if loop.flag is None:
             return [node] + orelse
-        if isinstance(node, gast.While):
+        if isinstance(node, ast.While):
             node.test = templates.replace_as_expression("not flag and test", flag=loop.flag, test=node.test)
+            copy_location_recursive(node.test, node)  # `node` stays: its rewrite locates nothing
         else:
             setanno(node, Fact.BREAK_FLAG, loop.flag)
         before = templates.replace("flag = False", flag=loop.flag)
@@ -77,10 +78,10 @@ def _assigned_by(orelse: list) -> frozenset:
     skip the rest of it)."""
     names = set()
     for stmt in orelse:
-        if not isinstance(stmt, (gast.Assign, gast.AugAssign, gast.AnnAssign, gast.Expr)):
+        if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)):
             break  # a later assignment may be skipped (return, raise, a nested block)
-        if isinstance(stmt, gast.Assign):
-            names.update(t.id for t in stmt.targets if isinstance(t, gast.Name))
+        if isinstance(stmt, ast.Assign):
+            names.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
     return frozenset(names)
 
 

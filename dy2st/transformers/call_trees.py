@@ -28,7 +28,7 @@ branches and loops (now nested functions) and none of the operators those steps 
 
 from __future__ import annotations
 
-import gast
+import ast
 
 from dy2st.transformers import templates
 from dy2st.transformers.base import Transformer
@@ -45,7 +45,11 @@ class CallTreeTransformer(Transformer):
             return node
         # `jst.convert_call(func)`, built directly: it is the hottest template (one per call in
         # the function), and the callee can move into it instead of being copied.
-        node.func = gast.Call(func=templates.attribute(self.ctx.runtime, "convert_call"), args=[node.func], keywords=[])
+        convert = templates.attribute(self.ctx.runtime, "convert_call")
+        node.func = ast.Call(func=convert, args=[node.func], keywords=[])
+        for made in (node.func, convert, convert.value):  # the call's own span, as for the call
+            made.lineno, made.col_offset = node.lineno, node.col_offset
+            made.end_lineno, made.end_col_offset = node.end_lineno, node.end_col_offset
         return node
 
     def visit_JoinedStr(self, node):
@@ -62,18 +66,18 @@ class CallTreeTransformer(Transformer):
         """Visit the expressions inside `{...}` fields, never a format spec on its own (an
         f-string nested in a field stays one expression of the outer template)."""
         for part in node.values:
-            if isinstance(part, gast.FormattedValue):
+            if isinstance(part, ast.FormattedValue):
                 part.value = self.visit(part.value)
-                if isinstance(part.format_spec, gast.JoinedStr):
+                if isinstance(part.format_spec, ast.JoinedStr):
                     self._visit_fields(part.format_spec)
 
     def _format_template(self, node, template: list, args: list) -> bool:
         """Append `node`'s str.format spelling to `template` and its values to `args`."""
         for part in node.values:
-            if isinstance(part, gast.Constant) and isinstance(part.value, str):
+            if isinstance(part, ast.Constant) and isinstance(part.value, str):
                 template.append(part.value.replace("{", "{{").replace("}", "}}"))
                 continue
-            if not isinstance(part, gast.FormattedValue):
+            if not isinstance(part, ast.FormattedValue):
                 return False
             template.append("{")
             args.append(part.value)
@@ -81,7 +85,7 @@ class CallTreeTransformer(Transformer):
                 template.append("!" + chr(part.conversion))
             if part.format_spec is not None:
                 template.append(":")
-                if not isinstance(part.format_spec, gast.JoinedStr):
+                if not isinstance(part.format_spec, ast.JoinedStr):
                     return False
                 if not self._format_template(part.format_spec, template, args):
                     return False
@@ -90,18 +94,18 @@ class CallTreeTransformer(Transformer):
 
     def visit_BinOp(self, node):
         self.generic_visit(node)
-        if not (isinstance(node.op, gast.Mod) and isinstance(node.left, gast.Constant) and isinstance(node.left.value, str)):
+        if not (isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant) and isinstance(node.left.value, str)):
             return node
         return templates.replace_as_expression(
             "jst.convert_percent(text, values)", jst=self.ctx.runtime, text=node.left, values=node.right)
 
     def _left_alone(self, func) -> bool:
-        if isinstance(func, gast.Name):
+        if isinstance(func, ast.Name):
             return func.id in _LEFT_ALONE or self.ctx.namer.is_generated(func.id) or func.id == self.ctx.runtime
         base = func
-        while isinstance(base, gast.Attribute):
+        while isinstance(base, ast.Attribute):
             base = base.value
-        return isinstance(base, gast.Name) and base.id == self.ctx.runtime
+        return isinstance(base, ast.Name) and base.id == self.ctx.runtime
 
 
 def transform(tree, ctx):

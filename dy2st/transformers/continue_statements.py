@@ -25,7 +25,7 @@ is a SyntaxError. Runs after break_statements, before the if/loop transformers.
 
 from __future__ import annotations
 
-import gast
+import ast
 
 from dy2st.transformers import templates
 from dy2st.transformers.base import copy_location_recursive
@@ -35,7 +35,7 @@ from dy2st.transformers.jump_flags import JumpFlagTransformer
 class ContinueTransformer(JumpFlagTransformer):
     """See the module docstring."""
 
-    jump_type = gast.Continue
+    jump_type = ast.Continue
     flag_root = "continue_"
     flag_display = "the continue flag"
 

@@ -36,8 +36,9 @@ Facts come from `dy2st.analysis` (liveness, definitions); nested `if`s are rewri
 
 from __future__ import annotations
 
-import gast
+import ast
 
+from dy2st import ast_util
 from dy2st.analysis import Fact, getanno
 from dy2st.analysis.activity import activity_of
 from dy2st.transformers import templates
@@ -58,14 +59,14 @@ jst.convert_ifelse(test, if_body, else_body, get_state, set_state, names, nouts,
 """
 def _negated_name(test):
     """`x` for a test `not x`, also once the logical rewrite made it `jst.convert_not(x)`."""
-    if isinstance(test, gast.UnaryOp) and isinstance(test.op, gast.Not):
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         operand = test.operand
-    elif (isinstance(test, gast.Call) and isinstance(test.func, gast.Attribute) and test.func.attr == "convert_not"
+    elif (isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and test.func.attr == "convert_not"
           and len(test.args) == 1):
         operand = test.args[0]
     else:
         return None
-    return operand.id if isinstance(operand, gast.Name) else None
+    return operand.id if isinstance(operand, ast.Name) else None
 
 
 _JUMP_OF_FLAG = {"the early-return flag": "`return`", "the break flag": "`break`", "the continue flag": "`continue`"}
@@ -115,7 +116,7 @@ class IfElseTransformer(StateTransformer):
         if state:
             stmts += self.assign_state(state, call)
         else:
-            stmts.append(gast.Expr(value=call))
+            stmts.append(ast.Expr(value=call))
         return stmts
 
     def _state(self, node, live_out, live_in):
@@ -145,18 +146,18 @@ class IfElseTransformer(StateTransformer):
     def _exits(self, body) -> bool:
         """Does the branch set an early-return/break/continue flag (skipping the rest)?"""
         for stmt in body:
-            if (isinstance(stmt, gast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], gast.Name)
+            if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
                     and self.ctx.namer.is_exit_flag(stmt.targets[0].id)
-                    and isinstance(stmt.value, gast.Constant) and stmt.value.value is True):
+                    and isinstance(stmt.value, ast.Constant) and stmt.value.value is True):
                 return True
         return False
 
     def _is_return_guard(self, test) -> bool:
         """Is `test` `jst.convert_not(<early-return flag>)`?"""
-        return (isinstance(test, gast.Call) and isinstance(test.func, gast.Attribute)
-                and test.func.attr == "convert_not" and isinstance(test.func.value, gast.Name)
+        return (isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute)
+                and test.func.attr == "convert_not" and isinstance(test.func.value, ast.Name)
                 and test.func.value.id == self.ctx.runtime and len(test.args) == 1
-                and isinstance(test.args[0], gast.Name) and self.ctx.namer.is_exit_flag(test.args[0].id)
+                and isinstance(test.args[0], ast.Name) and self.ctx.namer.is_exit_flag(test.args[0].id)
                 and self.ctx.namer.display_name(test.args[0].id) == RETURN_FLAG_DISPLAY)
 
     def _dead_loads(self, body, outputs, returned=False):
@@ -178,7 +179,7 @@ class IfElseTransformer(StateTransformer):
         body = body + self._dead_loads(body, outputs, returned)
         written = activity_of(body).writes
         decls = self._declarations([s for s in state if s in written])
-        return gast.FunctionDef(
+        return ast.FunctionDef(
             name=name,
             args=templates.thunk(templates.constant(None)).args,
             body=decls + body,
@@ -189,8 +190,9 @@ class IfElseTransformer(StateTransformer):
         )
 
 def _deleted_names(body) -> set:
-    return {target.id for stmt in body for node in gast.walk(stmt) if isinstance(node, gast.Delete)
-            for target in node.targets if isinstance(target, gast.Name)}
+    """Names a `del` statement anywhere in `body` deletes (statements only: no expression holds one)."""
+    return {target.id for stmt in body for node in ast_util.walk_blocks(stmt) if isinstance(node, ast.Delete)
+            for target in node.targets if isinstance(target, ast.Name)}
 
 
 def transform(tree, ctx):

@@ -23,7 +23,7 @@ at the loop (`_visit_loop`).
 
 from __future__ import annotations
 
-import gast
+import ast
 
 from dy2st.analysis import loop_bodies
 from dy2st.transformers import templates
@@ -41,7 +41,7 @@ class LoopState:
 class JumpFlagTransformer(Transformer):
     """Base of BreakTransformer and ContinueTransformer; see the module docstring."""
 
-    jump_type: type = gast.Break
+    jump_type: type = ast.Break
     flag_root = "break_"
     flag_display = "the break flag"
 
@@ -84,7 +84,7 @@ class JumpFlagTransformer(Transformer):
         return out
 
     def generic_visit(self, node):
-        if isinstance(node, gast.stmt):
+        if isinstance(node, ast.stmt):
             for field in ("body", "orelse", "finalbody"):
                 if getattr(node, field, None):
                     setattr(node, field, self._block(getattr(node, field)))

@@ -29,7 +29,7 @@ is carried out of the `if` and written back, and refuses what cannot be put back
 
 from __future__ import annotations
 
-import gast
+import ast
 
 from dy2st import ast_util
 from dy2st.analysis import Fact, getanno
@@ -58,13 +58,13 @@ class ListAppendTransformer(StatementTransformer):
     def visit_Expr(self, node):
         call = node.value
         if not (
-            isinstance(call, gast.Call)
-            and isinstance(call.func, gast.Attribute)
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
             and call.func.attr == "append"
-            and isinstance(call.func.value, gast.Name)
+            and isinstance(call.func.value, ast.Name)
             and len(call.args) == 1
             and not call.keywords
-            and not isinstance(call.args[0], gast.Starred)
+            and not isinstance(call.args[0], ast.Starred)
             and self._locals
             and call.func.value.id in self._locals[-1]
         ):
@@ -84,15 +84,15 @@ def _wrap_in_place_receivers(tree, runtime: str) -> None:
     statement_calls = set()
     calls = []
     for node in ast_util.walk(tree):
-        if isinstance(node, gast.Expr):  # a node comes before its children
+        if isinstance(node, ast.Expr):  # a node comes before its children
             statement_calls.add(id(node.value))
-        elif isinstance(node, gast.Call) and changes_receiver(node, statement_calls):
+        elif isinstance(node, ast.Call) and changes_receiver(node, statement_calls):
             calls.append(node)
     for call in calls:
         receiver = call.func.value
-        if isinstance(receiver, gast.Name) and receiver.id == runtime:
+        if isinstance(receiver, ast.Name) and receiver.id == runtime:
             continue
-        what = templates.constant(f"{gast.unparse(receiver).strip()}.{call.func.attr}()")
+        what = templates.constant(f"{ast.unparse(receiver).strip()}.{call.func.attr}()")
         wrapped = templates.replace_as_expression("jst.in_place(receiver, what)", jst=runtime,
                                                   receiver=receiver, what=what)
         copy_location_recursive(wrapped, call)  # an error it raises names the user's line

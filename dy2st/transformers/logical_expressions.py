@@ -28,7 +28,7 @@ the two values `and` could give have different shapes.
 
 from __future__ import annotations
 
-import gast
+import ast
 
 from dy2st.transformers import templates
 from dy2st.transformers.base import Transformer
@@ -66,7 +66,7 @@ class LogicalTransformer(Transformer):
             for value in node.values:
                 self._mark_tested(value)
         self.generic_visit(node)
-        operator = "convert_and" if isinstance(node.op, gast.And) else "convert_or"
+        operator = "convert_and" if isinstance(node.op, ast.And) else "convert_or"
         template = f"jst.{operator}(left, right, as_test=True)" if as_test else f"jst.{operator}(left, right)"
         result = node.values[-1]
         for value in reversed(node.values[:-1]):
@@ -76,10 +76,10 @@ class LogicalTransformer(Transformer):
         return result
 
     def visit_UnaryOp(self, node):
-        if isinstance(node.op, gast.Not):
+        if isinstance(node.op, ast.Not):
             self._mark_tested(node.operand)
         self.generic_visit(node)
-        if not isinstance(node.op, gast.Not):
+        if not isinstance(node.op, ast.Not):
             return node
         return templates.replace_as_expression("jst.convert_not(x)", jst=self.ctx.runtime, x=node.operand)
 
@@ -91,11 +91,11 @@ class LogicalTransformer(Transformer):
             "jst.convert_compare_chain(first)", jst=self.ctx.runtime, first=templates.thunk(node.left)
         )
         for op, comparator in zip(node.ops, node.comparators):
-            compare = gast.Compare(
+            compare = ast.Compare(
                 left=templates.name("l"), ops=[op], comparators=[templates.name("r")]
             )
             operator = templates.thunk(compare, params=("l", "r"))
-            call.args.append(gast.Tuple(elts=[operator, templates.thunk(comparator)], ctx=gast.Load()))
+            call.args.append(ast.Tuple(elts=[operator, templates.thunk(comparator)], ctx=ast.Load()))
         return call
 
 

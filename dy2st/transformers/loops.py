@@ -41,7 +41,7 @@ has an `else` or a `break` left) and after ifelse (both build state accessors wi
 
 from __future__ import annotations
 
-import gast
+import ast
 
 from dy2st.analysis import Fact, getanno, hasanno
 from dy2st.analysis.activity import activity_of, observed_containers
@@ -56,7 +56,7 @@ class LoopTransformer(StateTransformer):
 
     def _loop_state(self, node):
         writes = activity_of(node.body).writes
-        if isinstance(node, gast.For):
+        if isinstance(node, ast.For):
             writes |= activity_of(node.target).writes
         live = getanno(node, Fact.LIVE_OUT) | getanno(node, Fact.LIVE_IN)  # LIVE_IN has the break flag
         live = live | {s for s in writes if not s.is_composite and s.base in self._captured()}
@@ -96,10 +96,10 @@ class LoopTransformer(StateTransformer):
         if state:
             stmts += self.assign_state(state, call)  # attributes/items: never an Undefined marker
         else:
-            stmts.append(gast.Expr(value=call))
+            stmts.append(ast.Expr(value=call))
         # Generated code gets the header's line only: spanning the body's lines would make
         # Python report a call's last line (and runtime errors point at the wrong line).
-        header = gast.Pass()
+        header = ast.Pass()
         header.lineno = header.end_lineno = node.lineno
         header.col_offset, header.end_col_offset = node.col_offset, node.col_offset
         copy_location_recursive(stmts, header)
@@ -177,7 +177,7 @@ class LoopTransformer(StateTransformer):
         (a staged loop would) when they do not exist before the loop."""
         if observed:
             names = templates.tuple_of([templates.constant(self._display(s)) for s in observed])
-            call.keywords.append(gast.keyword(arg="observed", value=names))
+            call.keywords.append(ast.keyword(arg="observed", value=names))
 
     def _pass_loop_only(self, node, call, state) -> None:
         """`loop_only=(...)`: state that only later iterations read (never after the loop), so
@@ -187,16 +187,16 @@ class LoopTransformer(StateTransformer):
                      and not self.ctx.namer.is_generated(s.base)]
         if loop_only:
             names = templates.tuple_of([templates.constant(self._display(s)) for s in loop_only])
-            call.keywords.append(gast.keyword(arg="loop_only", value=names))
+            call.keywords.append(ast.keyword(arg="loop_only", value=names))
 
     def _iterable(self, expr):
         """`range(a, b)` -> `jst.loop_iter(range, a, b)`, likewise any call of a plain name (it may
         be `range` by another name, `rng = range`), and the calls in the arguments of `enumerate`,
         `zip` and `reversed` (`reversed(range(n))`); else as is."""
         if (
-            isinstance(expr, gast.Call)
-            and isinstance(expr.func, gast.Name)
-            and not any(isinstance(a, gast.Starred) for a in expr.args)
+            isinstance(expr, ast.Call)
+            and isinstance(expr.func, ast.Name)
+            and not any(isinstance(a, ast.Starred) for a in expr.args)
         ):
             call = templates.replace_as_expression("jst.loop_iter(fn)", jst=self.ctx.runtime, fn=expr.func)
             wraps = expr.func.id in _ITERABLE_WRAPPERS

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import gast
+import ast
 
 from dy2st import ast_util
 
@@ -25,14 +25,18 @@ class Namer:
     def for_tree(cls, tree) -> "Namer":
         names = set()
         for node in ast_util.walk(tree):
-            if isinstance(node, gast.Name):
+            if isinstance(node, ast.Name):
                 names.add(node.id)
-            elif isinstance(node, (gast.FunctionDef, gast.ClassDef)):
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 names.add(node.name)
-            elif isinstance(node, (gast.Global, gast.Nonlocal)):
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
                 names.update(node.names)
-            elif isinstance(node, gast.alias):
+            elif isinstance(node, ast.alias):
                 names.add(node.asname or node.name.split(".")[0])
+            elif isinstance(node, ast.arg):
+                names.add(node.arg)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                names.add(node.name)
         return cls(names)
 
     def new_symbol(self, root: str, display: str | None = None, exit_flag: bool = False) -> str:

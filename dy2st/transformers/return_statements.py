@@ -31,14 +31,14 @@ last statement are left unchanged.
 
 from __future__ import annotations
 
-import gast
+import ast
 
 from dy2st.analysis import loop_bodies
 from dy2st.transformers import templates
 from dy2st.transformers.base import StatementTransformer, copy_location_recursive
 
-_LOOPS = (gast.For, gast.While)
-_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.ClassDef, gast.Lambda)
+_LOOPS = (ast.For, ast.While)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _BLOCK_FIELDS = ("body", "orelse", "finalbody")
 
 
@@ -51,7 +51,7 @@ def _children_blocks(node):
 
 def _contains_return(stmts, only_in_loops=False, in_loop=False) -> bool:
     for node in stmts:
-        if isinstance(node, gast.Return) and (in_loop or not only_in_loops):
+        if isinstance(node, ast.Return) and (in_loop or not only_in_loops):
             return True
         if isinstance(node, _SCOPES):
             continue
@@ -68,21 +68,21 @@ def _contains_return(stmts, only_in_loops=False, in_loop=False) -> bool:
 
 def _always_returns(stmts) -> bool:
     for node in stmts:
-        if isinstance(node, (gast.Return, gast.Raise)):
+        if isinstance(node, (ast.Return, ast.Raise)):
             return True
-        if isinstance(node, gast.If) and _always_returns(node.body) and _always_returns(node.orelse):
+        if isinstance(node, ast.If) and _always_returns(node.body) and _always_returns(node.orelse):
             return True
     return False
 
 
 def _is_docstring(stmt) -> bool:
-    return isinstance(stmt, gast.Expr) and isinstance(stmt.value, gast.Constant) and isinstance(stmt.value.value, str)
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
 
 
 def _needs_rewrite(func) -> bool:
     body = func.body
-    return any(_contains_return([s]) for s in body[:-1] if not isinstance(s, gast.Return)) or (
-        bool(body) and not isinstance(body[-1], gast.Return) and _contains_return(body[-1:])
+    return any(_contains_return([s]) for s in body[:-1] if not isinstance(s, ast.Return)) or (
+        bool(body) and not isinstance(body[-1], ast.Return) and _contains_return(body[-1:])
     )
 
 
@@ -112,20 +112,20 @@ class ReturnTransformer(StatementTransformer):
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
-    def _set_return(self, node: gast.Return, in_loop: bool):
+    def _set_return(self, node: ast.Return, in_loop: bool):
         value = node.value if node.value is not None else templates.constant(None)
         stmts = templates.replace(
             "do_return = True\nretval = value", do_return=self.do_return, retval=self.retval, value=value
         )
         if in_loop:
-            stmts.append(gast.Break())
+            stmts.append(ast.Break())
         copy_location_recursive(stmts, node)
         return stmts
 
     def _block(self, stmts, in_loop: bool, top: bool = False):
         out = []
         for i, stmt in enumerate(stmts):
-            if isinstance(stmt, gast.Return):
+            if isinstance(stmt, ast.Return):
                 return out + self._set_return(stmt, in_loop)
             may_return = _contains_return([stmt])
             always_returns = _always_returns([stmt])

@@ -26,12 +26,12 @@ change becomes traced there).
 
 from __future__ import annotations
 
-import gast
+import ast
 
 from dy2st.transformers import templates
 from dy2st.transformers.base import StatementTransformer
 
-_FUNCTIONS = (gast.FunctionDef, gast.AsyncFunctionDef)
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 class ScopedWriteTransformer(StatementTransformer):
@@ -46,9 +46,9 @@ class ScopedWriteTransformer(StatementTransformer):
         top = not self._guarded
         guarded = {}
         for stmt in node.body:
-            if isinstance(stmt, gast.Global):
+            if isinstance(stmt, ast.Global):
                 guarded.update(dict.fromkeys(stmt.names, "global"))
-            elif isinstance(stmt, gast.Nonlocal):
+            elif isinstance(stmt, ast.Nonlocal):
                 for name in stmt.names:
                     if top:
                         guarded[name] = "nonlocal"
@@ -64,7 +64,7 @@ class ScopedWriteTransformer(StatementTransformer):
 
     def _checked(self, node, targets):
         guarded = self._guarded[-1] if self._guarded else {}
-        names = [n.id for t in targets for n in gast.walk(t) if isinstance(n, gast.Name) and n.id in guarded]
+        names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name) and n.id in guarded]
         if not names:
             return node
         checks = [
@@ -85,7 +85,7 @@ class ScopedWriteTransformer(StatementTransformer):
         return remembers + [node] + checks
 
     def visit_Assign(self, node):
-        if isinstance(node.value, gast.Name) and self.ctx.namer.is_generated(node.value.id):
+        if isinstance(node.value, ast.Name) and self.ctx.namer.is_generated(node.value.id):
             return node  # set_state's `(y,) = state`
         return self._checked(node, node.targets)
 

@@ -15,7 +15,7 @@ and declare written names `nonlocal` (or `global`) in each body function.
 
 from __future__ import annotations
 
-import gast
+import ast
 
 from dy2st.analysis import Fact, getanno
 from dy2st.analysis.qual_names import QualifiedName
@@ -57,9 +57,9 @@ class StateTransformer(StatementTransformer):
         nonlocal_names = [n for n in names if n not in globals_]
         global_names = [n for n in names if n in globals_]
         if nonlocal_names:
-            decls.append(gast.Nonlocal(names=nonlocal_names))
+            decls.append(ast.Nonlocal(names=nonlocal_names))
         if global_names:
-            decls.append(gast.Global(names=global_names))
+            decls.append(ast.Global(names=global_names))
         return decls
 
     def _state_functions(self, get_name, set_name, state, defined, live_in):
@@ -115,4 +115,4 @@ class StateTransformer(StatementTransformer):
                 temp=temp,
             )
         target = templates.tuple_of(targets, store=True)
-        return [gast.Assign(targets=[target], value=value, type_comment=None)] + writes
+        return [ast.Assign(targets=[target], value=value, type_comment=None)] + writes

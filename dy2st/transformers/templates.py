@@ -1,13 +1,13 @@
-"""Code templates over gast nodes: generated code is written as Python, never pasted as text.
+"""Code templates over ast nodes: generated code is written as Python, never pasted as text.
 
 `replace("x = f(y)", x=node, y="name")` parses the template (our own fixed code, never user
 source; parsed once, then copied per use), substitutes each placeholder with a deep copy of its
 replacement and fixes Load/Store contexts. A placeholder may become:
 
 * a `str`: a variable of that name;
-* a gast expression: inserted as is (copied), its context set to the placeholder's;
-* a list of gast statements: only where the placeholder stands alone as a statement;
-* a `str` for a function name in `def placeholder(...)`.
+* an ast expression: inserted as is (copied), its context set to the placeholder's;
+* a list of ast statements: only where the placeholder stands alone as a statement;
+* a `str` for a function's name or parameter in `def placeholder(param)`.
 
 Unknown placeholders (keys that do not occur in the template) are refused, so a typo cannot
 silently produce wrong code.
@@ -15,13 +15,12 @@ silently produce wrong code.
 
 from __future__ import annotations
 
+import ast
 import textwrap
-
-import gast
 
 from dy2st import ast_util
 
-_CTX_NODES = (gast.Name, gast.Attribute, gast.Subscript, gast.Tuple, gast.List, gast.Starred)
+_CTX_NODES = (ast.Name, ast.Attribute, ast.Subscript, ast.Tuple, ast.List, ast.Starred)
 _LOCATION_FIELDS = ("lineno", "col_offset", "end_lineno", "end_col_offset")
 
 
@@ -39,16 +38,16 @@ def _strip_locations(tree):
 def _set_ctx(node, ctx):
     if isinstance(node, _CTX_NODES):
         node.ctx = ctx
-        if isinstance(node, (gast.Tuple, gast.List)):
+        if isinstance(node, (ast.Tuple, ast.List)):
             for elt in node.elts:
                 _set_ctx(elt, ctx)
-        elif isinstance(node, gast.Starred):
+        elif isinstance(node, ast.Starred):
             _set_ctx(node.value, ctx)
     return node
 
 
 def _name(identifier: str, ctx):
-    return gast.Name(id=identifier, ctx=ctx, annotation=None, type_comment=None)
+    return ast.Name(id=identifier, ctx=ctx)
 
 
 class _Substitution:
@@ -62,7 +61,7 @@ class _Substitution:
         """A copy of a list field: a statement placeholder splices in, a dropped node leaves."""
         out = []
         for value in values:
-            if not isinstance(value, gast.AST):
+            if not isinstance(value, ast.AST):
                 out.append(value)
                 continue
             new = self.node(value)
@@ -75,26 +74,29 @@ class _Substitution:
     def node(self, node):
         """A copy of `node` substituted: a node, a list of statements, or None (dropped)."""
         kind = type(node)
-        if kind is gast.Name and node.id in self.replacements:
+        if kind is ast.Name and node.id in self.replacements:
             return self._expression(node.id, type(node.ctx)())
-        if kind is gast.Expr and type(node.value) is gast.Name:
+        if kind is ast.Expr and type(node.value) is ast.Name:
             value = self.replacements.get(node.value.id)
             if isinstance(value, list):
                 self.used.add(node.value.id)
                 return [ast_util.copy_tree(s) for s in value]
-        if kind is gast.Global or kind is gast.Nonlocal:
+        if kind is ast.Global or kind is ast.Nonlocal:
             return self._declaration(node)
         new = kind.__new__(kind)
         state = new.__dict__
         for key, value in node.__dict__.items():
-            if isinstance(value, gast.AST):
+            if isinstance(value, ast.AST):
                 value = self.node(value)
             elif isinstance(value, list):
                 value = self.block(value)
             state[key] = value
-        if kind is gast.FunctionDef and node.name in self.replacements:
+        if kind is ast.FunctionDef and node.name in self.replacements:
             self.used.add(node.name)
             new.name = self.replacements[node.name]
+        elif kind is ast.arg and node.arg in self.replacements:
+            self.used.add(node.arg)
+            new.arg = self.replacements[node.arg]
         return new
 
     def _expression(self, placeholder: str, ctx):
@@ -102,7 +104,7 @@ class _Substitution:
         self.used.add(placeholder)
         if isinstance(value, str):
             return _name(value, ctx)
-        if isinstance(value, gast.expr):
+        if isinstance(value, ast.expr):
             return _set_ctx(ast_util.copy_tree(value), ctx)
         raise TemplateError(f"placeholder {placeholder!r} is used as an expression; got {type(value).__name__}")
 
@@ -130,7 +132,7 @@ def _statements(template: str) -> list:
     """The parsed statements of `template` (shared: never to be changed)."""
     body = _parsed.get(template)
     if body is None:
-        tree = gast.parse(textwrap.dedent(template))
+        tree = ast.parse(textwrap.dedent(template))
         _strip_locations(tree)
         body = _parsed[template] = tree.body
     return body
@@ -149,34 +151,34 @@ def replace(template: str, **replacements) -> list:
 def replace_as_expression(template: str, **replacements):
     """The single expression `template` stands for, placeholders substituted."""
     body = replace(template, **replacements)
-    if len(body) != 1 or not isinstance(body[0], gast.Expr):
+    if len(body) != 1 or not isinstance(body[0], ast.Expr):
         raise TemplateError(f"template is not a single expression:\n{template}")
     return body[0].value
 
 
 def name(identifier: str, store: bool = False):
-    """A gast Name node (hand-built nodes are kept to names and constants)."""
-    return _name(identifier, gast.Store() if store else gast.Load())
+    """A Name node (hand-built nodes are kept to names and constants)."""
+    return _name(identifier, ast.Store() if store else ast.Load())
 
 
 def attribute(base: str, attr: str):
-    """A gast node reading `base.attr` (for the hottest templates, built without parsing)."""
-    return gast.Attribute(value=_name(base, gast.Load()), attr=attr, ctx=gast.Load())
+    """A node reading `base.attr` (for the hottest templates, built without parsing)."""
+    return ast.Attribute(value=_name(base, ast.Load()), attr=attr, ctx=ast.Load())
 
 
 def thunk(body, params=()):
-    """`lambda <params>: body` as a gast node (used to delay evaluation of an operand)."""
-    args = [gast.Name(id=p, ctx=gast.Param(), annotation=None, type_comment=None) for p in params]
-    arguments = gast.arguments(
+    """`lambda <params>: body` as a node (used to delay evaluation of an operand)."""
+    args = [ast.arg(arg=p) for p in params]
+    arguments = ast.arguments(
         args=args, posonlyargs=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]
     )
-    return gast.Lambda(args=arguments, body=body)
+    return ast.Lambda(args=arguments, body=body)
 
 
 def constant(value):
-    return gast.Constant(value=value, kind=None)
+    return ast.Constant(value=value, kind=None)
 
 
 def tuple_of(elts, store: bool = False):
-    ctx = gast.Store() if store else gast.Load()
-    return gast.Tuple(elts=[_set_ctx(ast_util.copy_tree(e), ctx) for e in elts], ctx=ctx)
+    ctx = ast.Store() if store else ast.Load()
+    return ast.Tuple(elts=[_set_ctx(ast_util.copy_tree(e), ctx) for e in elts], ctx=ctx)

@@ -25,12 +25,12 @@ user's `if`s into branch functions.
 
 from __future__ import annotations
 
-import gast
+import ast
 
 from dy2st.transformers import templates
 from dy2st.transformers.base import StatementTransformer, copy_location_recursive
 
-_NESTED_SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
+_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 class TryBlockTransformer(StatementTransformer):
@@ -54,17 +54,17 @@ class TryBlockTransformer(StatementTransformer):
             node = stack.pop()
             if isinstance(node, _NESTED_SCOPES):
                 continue
-            if isinstance(node, (gast.If, gast.While)) and id(node) not in self._marked:
+            if isinstance(node, (ast.If, ast.While)) and id(node) not in self._marked:
                 self._marked.add(id(node))
                 test = templates.replace_as_expression(
                     "jst.python_condition(test, construct)",
                     jst=self.ctx.runtime,
                     test=node.test,
-                    construct=templates.constant("if" if isinstance(node, gast.If) else "while loop"),
+                    construct=templates.constant("if" if isinstance(node, ast.If) else "while loop"),
                 )
                 copy_location_recursive(test, node.test)
                 node.test = test
-            stack.extend(gast.iter_child_nodes(node))
+            stack.extend(ast.iter_child_nodes(node))
 
 
 def transform(tree, ctx):

@@ -1,9 +1,9 @@
 """Golden before/after tests of the break, continue and list-append transformers alone,
 plus behaviour of the full pipeline on 0, 1 and many iterations."""
 
+import ast
 import textwrap
 
-import gast
 import pytest
 
 from dy2st import analysis, conversion
@@ -18,7 +18,7 @@ def transformed(fn, *steps, analyse=False):
     node = conversion._parse_function(fn, source, first, filename)
     namer = Namer.for_tree(node)
     ctx = ConversionContext(filename, fn.__name__, namer, namer.new_symbol("jst"))
-    module = gast.Module(body=[node], type_ignores=[])
+    module = ast.Module(body=[node], type_ignores=[])
     for step in steps:
         if analyse:
             analysis.resolve(module)

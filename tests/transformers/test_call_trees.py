@@ -1,10 +1,10 @@
 """Golden before/after tests of the steps this issue adds, each run alone on a snippet, plus
 the logging switches (code level, verbosity) and the retracing warning."""
 
+import ast
 import logging
 import textwrap
 
-import gast
 import jax.numpy as jnp
 import pytest
 
@@ -16,7 +16,7 @@ from dy2st.transformers.naming import Namer
 
 
 def run_step(step, source: str, generated=()) -> str:
-    tree = gast.parse(textwrap.dedent(source))
+    tree = ast.parse(textwrap.dedent(source))
     namer = Namer.for_tree(tree)
     for name in generated:
         namer._taken.discard(name)

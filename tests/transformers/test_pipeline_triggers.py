@@ -6,9 +6,9 @@ adds without declaring it would make a later step be skipped wrongly. Every step
 output holds must be ones its input held or ones it declares.
 """
 
+import ast
 import textwrap
 
-import gast
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -60,10 +60,10 @@ FUNCTIONS = [
 
 
 def _check_steps(source: str):
-    node = gast.parse(textwrap.dedent(source)).body[0]
+    node = ast.parse(textwrap.dedent(source)).body[0]
     namer = Namer.for_tree(node)
     ctx = ConversionContext("<test>", "f", namer, namer.new_symbol("jst"))
-    module = gast.Module(body=[node], type_ignores=[])
+    module = ast.Module(body=[node], type_ignores=[])
     for step in transformers.PIPELINE:
         before = conversion._node_kinds(module) & _TRIGGERS
         if step.needs_analysis:
@@ -82,6 +82,6 @@ def test_creates_covers_hand_written_functions(source):
           suppress_health_check=list(HealthCheck))
 @given(programs(fuzz.DEFAULT_FEATURES))
 def test_creates_covers_generated_programs(program):
-    for node in gast.parse(program.source).body:
-        if isinstance(node, gast.FunctionDef):
-            _check_steps(gast.unparse(node))
+    for node in ast.parse(program.source).body:
+        if isinstance(node, ast.FunctionDef):
+            _check_steps(ast.unparse(node))

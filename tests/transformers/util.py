@@ -1,8 +1,7 @@
 """Run one transformer alone on a snippet and print the result (golden tests)."""
 
+import ast
 import textwrap
-
-import gast
 
 from dy2st import analysis
 from dy2st.conversion import to_source
@@ -11,7 +10,7 @@ from dy2st.transformers.naming import Namer
 
 
 def transform_snippet(source: str, *modules, needs_analysis=True) -> str:
-    tree = gast.parse(textwrap.dedent(source))
+    tree = ast.parse(textwrap.dedent(source))
     namer = Namer.for_tree(tree)
     ctx = ConversionContext("<snippet>", "f", namer, "jst")
     for module in modules:
