@@ -11,6 +11,7 @@ field-less node (`Load`, `Add`, ...). The classes here behave exactly like
 from __future__ import annotations
 
 import ast
+from typing import NamedTuple
 
 
 _AST = ast.AST
@@ -246,3 +247,45 @@ def fix_missing_locations(tree):
             elif isinstance(value, _AST):
                 stack.append((value, lineno, col_offset, end_lineno, end_col_offset))
     return tree
+
+
+class TreeScan(NamedTuple):
+    """What one walk of a tree finds: its node types and attribute names (`kinds`), and every
+    identifier it binds or reads (`names`: variables, parameters, functions, classes, imports,
+    declarations, exception names)."""
+
+    kinds: set
+    names: set
+
+
+def scan(tree) -> TreeScan:
+    """`TreeScan` of `tree`, in one plain stack walk (a conversion needs both before any step)."""
+    kinds, names, stack, AST = set(), set(), [tree], ast.AST
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        kinds.add(kind)
+        if kind is ast.Name:
+            names.add(node.id)
+        elif kind is ast.Attribute:
+            kinds.add(node.attr)
+        elif kind is ast.arg:
+            names.add(node.arg)
+        elif kind in _NAMED_NODES:
+            names.add(node.name)
+        elif kind is ast.Global or kind is ast.Nonlocal:
+            names.update(node.names)
+        elif kind is ast.alias:
+            names.add(node.asname or node.name.split(".")[0])
+        elif kind is ast.ExceptHandler and node.name:
+            names.add(node.name)
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if type(value) is list:
+                stack.extend(v for v in value if isinstance(v, AST))
+            elif isinstance(value, AST):
+                stack.append(value)
+    return TreeScan(kinds, names)
+
+
+_NAMED_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)

@@ -41,6 +41,7 @@ class Step:
     why: str
     triggers: tuple = ()
     creates: tuple = ()
+    source_only: bool = False  # only the user's code counts for `triggers`, not what steps add
 
     @property
     def name(self) -> str:
@@ -87,8 +88,10 @@ PIPELINE: tuple[Step, ...] = (
     # -- calls, asserts, print and builtins come last (DESIGN): they rewrite expressions only.
     Step(scoped_writes, False,
          "After if/else (and loops) re-declared global/nonlocal names in branch functions: "
-         "checks each user write to them, wherever it now sits.",
-         triggers=(ast.Global, ast.Nonlocal)),
+         "checks each user write to them, wherever it now sits. Only the user's own `global` or "
+         "`nonlocal` makes a name to check (the branch functions' re-declare the function's "
+         "locals), so only they trigger it.",
+         triggers=(ast.Global, ast.Nonlocal), source_only=True),
     Step(asserts, False,
          "After control flow, so an assert inside a branch is checked in that branch; before "
          "call_trees, so the calls in its test and message get converted.",

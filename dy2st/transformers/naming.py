@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ast
-
 from dy2st import ast_util
 
 
@@ -23,21 +21,7 @@ class Namer:
 
     @classmethod
     def for_tree(cls, tree) -> "Namer":
-        names = set()
-        for node in ast_util.walk(tree):
-            if isinstance(node, ast.Name):
-                names.add(node.id)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(node.name)
-            elif isinstance(node, (ast.Global, ast.Nonlocal)):
-                names.update(node.names)
-            elif isinstance(node, ast.alias):
-                names.add(node.asname or node.name.split(".")[0])
-            elif isinstance(node, ast.arg):
-                names.add(node.arg)
-            elif isinstance(node, ast.ExceptHandler) and node.name:
-                names.add(node.name)
-        return cls(names)
+        return cls(ast_util.scan(tree).names)
 
     def new_symbol(self, root: str, display: str | None = None, exit_flag: bool = False) -> str:
         """A name starting with `root` not used anywhere yet; `display` names it in errors.
