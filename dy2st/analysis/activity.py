@@ -227,6 +227,43 @@ def _composite_written_back(call) -> QualifiedName | None:
     return None
 
 
+def composites_in_write_order(blocks) -> dict:
+    """`symbol -> rank` of the attributes and items (`d['k']`, `self.n`) the statements of
+    `blocks` assign, in the order of their first assignment in the source (a rewritten inner
+    `if`'s `write_composite` counts as one): a dict's new keys are inserted in that order."""
+    order: dict = {}
+    for block in blocks:
+        for stmt in block:
+            for node in ast_util.walk_blocks(stmt):
+                if isinstance(node, ast.Assign):
+                    targets = node.targets
+                elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                    targets = [node.target]
+                elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+                    written = _composite_written_back(node.value)
+                    if written is not None:
+                        order.setdefault(written, len(order))
+                    continue
+                else:
+                    continue
+                for target in targets:
+                    for part in _unpacked(target):
+                        symbol = qual_names.from_node(part)
+                        if symbol is not None and symbol.is_composite:
+                            order.setdefault(symbol, len(order))
+    return order
+
+
+def _unpacked(target):
+    if isinstance(target, (ast.Tuple, ast.List)):
+        for element in target.elts:
+            yield from _unpacked(element)
+    elif isinstance(target, ast.Starred):
+        yield from _unpacked(target.value)
+    else:
+        yield target
+
+
 def activity_of(nodes) -> Activity:
     visitor = _ActivityVisitor()
     for node in nodes if isinstance(nodes, list) else [nodes]:

@@ -22,7 +22,7 @@ written back into the list or dict from before (`_StateContents`, `_ListVersions
 from __future__ import annotations
 
 from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError
-from dy2st.runtime import events, reachable
+from dy2st.runtime import key_order, events, reachable
 from dy2st.runtime.staging import grown_from, grown_here, grown_in_this_side, stage_cond, watch_here
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined
@@ -31,7 +31,7 @@ from dy2st.runtime.writes import (ITSELF, AttributeKey, WriteTracker, changed_co
 
 
 def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, branch_names=("if branch", "else branch"),
-                   python_reason=None):
+                   python_reason=None, reordered_keys=()):
     """Runs an `if` statement; returns the new values of the state variables.
 
     Args:
@@ -46,6 +46,8 @@ def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts,
         is not the user's if/else).
       python_reason: why a branch has a Python effect that tracing both branches would run
         whichever side the data picks (see `dy2st.analysis.loop_bodies`), or None.
+      reordered_keys: `(i, j)` of state items of one object the branches first assign in
+        opposite orders (see `_refuse_reordered_keys`).
     """
     if not is_traced(pred):
         if pred:
@@ -61,7 +63,23 @@ def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts,
         return get_state() if get_state is not None else ()
     if python_reason is not None:
         raise _python_effect_error(python_reason, OriginInfo.of_caller())
-    return stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, OriginInfo.of_caller(), branch_names)
+    origin = OriginInfo.of_caller()
+    if reordered_keys:
+        _refuse_reordered_keys(reordered_keys, get_state(), names, origin)
+    return stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names)
+
+
+def _refuse_reordered_keys(pairs, initial, names, origin: OriginInfo) -> None:
+    """Two keys the branches add to a dict in opposite orders, both new (unbound before the
+    `if`): the dict's order after it would depend on the data."""
+    for i, j in pairs:
+        if isinstance(initial[i], Undefined) and isinstance(initial[j], Undefined):
+            raise BranchOutputError(
+                f"the branches add {names[i]} and {names[j]} in opposite orders: eagerly the dict's order "
+                "(what `list(d)` or a loop over `d.items()` sees) depends on the branch taken.",
+                origin,
+                advice="assign the keys in the same order in both branches (or set them before the `if`).",
+            )
 
 
 def stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names):
@@ -98,10 +116,14 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
             state = get_state() if get_state is not None else ()
             side = _Side(state, nouts, tracker, contents, lists, origin)
             found.update(side.changes)
-            return side.outs + tuple(side.changes.get(k, side.versions.latest_of_original(tracker, k))
+            outs = side.outs + tuple(side.changes.get(k, side.versions.latest_of_original(tracker, k))
                                      for k in carried_writes)
+            key_orders[body] = tuple(key_order.orders_of(v) for v in outs)
+            return outs
 
         return run
+
+    key_orders: dict = {}  # branch -> the key orders of the dicts in each output of its last trace
 
     try:
         for _ in range(_MAX_WRITE_ROUNDS):
@@ -130,6 +152,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
         if set_state is not None:
             set_state(initial)
         raise
+    outputs = _in_key_order(outputs, key_orders, labels, origin)
     for key, value in zip(carried_writes, outputs[nouts:]):
         tracker.write(key, value)
     final = lists.kept(outputs[:nouts], names, origin) + tuple(initial[nouts:])
@@ -138,6 +161,22 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
     if events.active():
         events.note(origin, "cond", "lax.cond", _carries(labels, outputs))
     return final
+
+
+def _in_key_order(outputs, key_orders: dict, labels, origin: OriginInfo) -> list:
+    """The merged outputs with their dicts' keys in the order both branches give them (the cond
+    gives them sorted); a dict whose order depends on the branch taken is refused."""
+    if_orders, else_orders = key_orders.values()
+    for label, if_order, else_order in zip(labels, if_orders, else_orders):
+        if if_order != else_order:
+            raise BranchOutputError(
+                f"'{label}' holds a dict whose keys are in one order after the if branch and in another "
+                "after the else branch: eagerly its order (what `list(d)` or a loop over `d.items()` "
+                "sees) depends on the branch taken.",
+                origin,
+                advice="add the keys in the same order in both branches (or set them all before the `if`).",
+            )
+    return [key_order.restore(value, order) for value, order in zip(outputs, if_orders)]
 
 
 def _carries(labels, values) -> str:

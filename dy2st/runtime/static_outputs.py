@@ -26,6 +26,7 @@ import numpy as np
 
 from dy2st.errors import ProgramOutputError
 from dy2st.input_spec import user_origin
+from dy2st.runtime import key_order
 
 # Immutable values the program can give back itself on every call.
 _CONSTANTS = (bool, int, float, complex, str, bytes, np.generic, np.dtype, type, range, slice,
@@ -33,14 +34,16 @@ _CONSTANTS = (bool, int, float, complex, str, bytes, np.generic, np.dtype, type,
 
 
 class _Where:
-    """The non-array leaves of one trace's outputs: `(tree structure, ((position, value), ...))`.
-    Compared by identity (jax keeps it in the output's tree structure; values need no hash)."""
+    """The non-array leaves of one trace's outputs: `(tree structure, ((position, value), ...))`,
+    and the key orders of its dicts (`key_order`; None: all sorted). Compared by identity (jax
+    keeps it in the output's tree structure; values need no hash)."""
 
-    __slots__ = ("treedef", "statics")
+    __slots__ = ("treedef", "statics", "orders")
 
-    def __init__(self, treedef, statics):
+    def __init__(self, treedef, statics, orders=None):
         self.treedef = treedef
         self.statics = statics
+        self.orders = orders
 
 
 class StaticOutputs:
@@ -57,7 +60,7 @@ class StaticOutputs:
         leaves = list(self.arrays)
         for position, value in self.where.statics:
             leaves.insert(position, value.copy() if type(value) is np.ndarray else value)
-        return jax.tree_util.tree_unflatten(self.where.treedef, leaves)
+        return key_order.restore(jax.tree_util.tree_unflatten(self.where.treedef, leaves), self.where.orders)
 
 
 jax.tree_util.register_pytree_node(
@@ -68,15 +71,17 @@ jax.tree_util.register_pytree_node(
 
 
 def split(outputs):
-    """`outputs`, or StaticOutputs when some leaves are not arrays (called while tracing)."""
+    """`outputs`, or StaticOutputs when some leaves are not arrays or some dict's keys are not
+    in sorted order (which the program's outputs would not keep) (called while tracing)."""
     leaves, treedef = jax.tree_util.tree_flatten(outputs)
     statics = tuple((i, leaf) for i, leaf in enumerate(leaves) if not isinstance(leaf, jax.Array))
-    if not statics:
+    orders = key_order.orders_of(outputs)
+    if not statics and orders is None:
         return outputs
     for _, value in statics:
         _check_constant(value)
     arrays = [leaf for leaf in leaves if isinstance(leaf, jax.Array)]
-    return StaticOutputs(arrays, _Where(treedef, statics))
+    return StaticOutputs(arrays, _Where(treedef, statics, orders))
 
 
 def _check_constant(value) -> None:

@@ -40,7 +40,7 @@ import ast
 
 from dy2st import ast_util
 from dy2st.analysis import Fact, getanno
-from dy2st.analysis.activity import activity_of
+from dy2st.analysis.activity import activity_of, composites_in_write_order
 from dy2st.transformers import templates
 from dy2st.transformers.base import pass_python_body
 from dy2st.transformers.state_access import StateTransformer
@@ -113,6 +113,9 @@ class IfElseTransformer(StateTransformer):
             nouts=templates.constant(len(outputs)),
         )
         pass_python_body(node, call)
+        conflicts = _reordered_keys(node, state)
+        if conflicts:
+            call.keywords.append(ast.keyword(arg="reordered_keys", value=templates.constant(conflicts)))
         if state:
             stmts += self.assign_state(state, call)
         else:
@@ -126,7 +129,11 @@ class IfElseTransformer(StateTransformer):
         live_out = live_out | {s for s in plain if s.base in self._captured()}
         local_bases = {s.base for s in plain if s not in live_out and s not in live_in}
         composites = {s for s in writes if s.is_composite and s.base not in local_bases}
-        outputs = sorted((s for s in plain if s in live_out), key=str) + sorted(composites, key=str)
+        # Attributes and items in the order the branches first assign them: a dict's new keys
+        # are written back (so inserted) in that order, as eagerly.
+        first_written = composites_in_write_order((node.body, node.orelse)) if composites else {}
+        composites = sorted(composites, key=lambda s: (first_written.get(s, len(first_written)), str(s)))
+        outputs = sorted((s for s in plain if s in live_out), key=str) + composites
         # A name a branch deletes (`del y`) must be the enclosing function's (nonlocal) even
         # when nothing reads it, or the branch function would delete a local of its own.
         deleted = _deleted_names(node.body) | _deleted_names(node.orelse)
@@ -188,6 +195,21 @@ class IfElseTransformer(StateTransformer):
             type_comment=None,
             type_params=[],
         )
+
+def _reordered_keys(node, state) -> tuple:
+    """`(i, j)` of the state's attributes or items of one object that the two branches assign
+    first in opposite orders: were both new keys of a dict, its order after the `if` would
+    depend on the branch taken (checked at run time: `convert_ifelse(reordered_keys=...)`)."""
+    composites = [(i, s) for i, s in enumerate(state) if s.is_composite]
+    if len(composites) < 2 or not node.orelse:
+        return ()
+    in_if, in_else = composites_in_write_order([node.body]), composites_in_write_order([node.orelse])
+    return tuple(
+        (i, j) for n, (i, a) in enumerate(composites) for j, b in composites[n + 1:]
+        if a.parent == b.parent and {a, b} <= in_if.keys() & in_else.keys()
+        and (in_if[a] < in_if[b]) != (in_else[a] < in_else[b])
+    )
+
 
 def _deleted_names(body) -> set:
     """Names a `del` statement anywhere in `body` deletes (statements only: no expression holds one)."""

@@ -1,0 +1,78 @@
+"""The insertion order of dicts, which JAX's tree functions do not keep.
+
+A dict is a pytree node whose children JAX orders by sorted key: a dict that passes through a
+program's outputs or a `lax.cond` comes back with its keys sorted. Eager code keeps insertion
+order, and it shows: `list(d)`, `list(d.values())[0]`, `jnp.stack(list(d.values()))`, a loop
+over `d.items()`. Where a value crosses such a boundary, the orders of its dicts are noted
+(`orders_of`, None when every dict's keys are in sorted order already, the common case) and
+put back on the other side (`restore`).
+
+Before::
+
+    return {"logits": y, "aux": z}       # jax.jit gives {"aux": ..., "logits": ...}
+
+After (the call's boundary, `static_outputs`)::
+
+    {"logits": y, "aux": z}
+
+Dicts are found in the order JAX flattens the tree, and inside a dict by sorted key, so the
+orders of two values with one tree structure line up one for one.
+"""
+
+from __future__ import annotations
+
+import jax
+
+
+def _is_dict(value) -> bool:
+    return type(value) is dict
+
+
+def _sorted_keys(d: dict) -> list:
+    try:
+        return sorted(d)
+    except TypeError:  # keys of several types: JAX refuses such a dict too; keep them as they are
+        return list(d)
+
+
+def orders_of(tree) -> tuple | None:
+    """The key order of each dict in `tree` (see the module docstring), or None when all of
+    them are in sorted order."""
+    orders: list = []
+    unsorted = _collect(tree, orders)
+    return tuple(orders) if unsorted else None
+
+
+def _collect(tree, orders: list) -> bool:
+    unsorted = False
+    for node in jax.tree_util.tree_leaves(tree, is_leaf=_is_dict):
+        if type(node) is not dict:
+            continue
+        keys, by_key = tuple(node), _sorted_keys(node)
+        orders.append(keys)
+        unsorted |= list(keys) != by_key
+        for key in by_key:
+            unsorted |= _collect(node[key], orders)
+    return unsorted
+
+
+def restore(tree, orders: tuple | None):
+    """`tree` with its dicts rebuilt in the key orders `orders_of` noted for a tree of the same
+    structure (as it is when `orders` is None)."""
+    if orders is None:
+        return tree
+    return _rebuild(tree, iter(orders))
+
+
+def _rebuild(tree, orders):
+    leaves, treedef = jax.tree_util.tree_flatten(tree, is_leaf=_is_dict)
+    if not any(type(node) is dict for node in leaves):
+        return tree
+    rebuilt = []
+    for node in leaves:
+        if type(node) is dict:
+            order = next(orders)
+            values = {key: _rebuild(node[key], orders) for key in _sorted_keys(node)}
+            node = {key: values[key] for key in order}
+        rebuilt.append(node)
+    return jax.tree_util.tree_unflatten(treedef, rebuilt)

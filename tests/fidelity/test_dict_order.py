@@ -1,0 +1,147 @@
+"""A dict keeps its insertion order, as eagerly, though JAX gives dicts back with sorted keys.
+
+Before, a dict that came out of a program (`return {"logits": y, "aux": z}`) or out of a staged
+`if` (a dict the branches build, one from before they `update`, one an argument's) came back
+with its keys sorted: `list(d)`, `list(d.values())[0]`, `jnp.stack(list(d.values()))` and a
+loop over `d.items()` saw another order than eager code, with no error. Now the orders are
+noted where the dict crosses a program's or a cond's boundary and put back (`runtime.key_order`);
+where the order depends on the branch taken, the `if` is refused.
+"""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import dy2st
+from dy2st.errors import BranchOutputError
+from dy2st.testing import check_equivalent
+
+X = jnp.array([1.0, 2.0, 3.0])
+
+
+def _keys(value):
+    """Every dict's keys in `value`, in order, with the leaves' values (to compare exactly)."""
+    if type(value) is dict:
+        return [(k, _keys(v)) for k, v in value.items()]
+    if isinstance(value, (list, tuple)):
+        return [_keys(v) for v in value]
+    return value if isinstance(value, str) else jnp.asarray(value).tolist()
+
+
+def _same_as_eager(fn, *args):
+    eager = fn(*args)
+    static = dy2st.to_static(fn)
+    assert _keys(static(*args)) == _keys(eager)
+    assert _keys(static(*args)) == _keys(eager)  # the cached call too
+    check_equivalent(fn, *args, jit=False)  # outputs hold the keys: strings, which jit cannot give
+
+
+def returns_a_dict(x):
+    return {"logits": x * 2, "aux": x, "nested": {"z": x, "a": -x}}
+
+
+def metrics_built_in_both_branches(x):
+    metrics = {}
+    if x.sum() > 0:
+        metrics["loss"] = x * 2
+        metrics["acc"] = x
+    else:
+        metrics["loss"] = -x
+        metrics["acc"] = x * 3
+    return list(metrics), jnp.stack(list(metrics.values()))
+
+
+def a_dict_from_before_updated_in_a_branch(x):
+    d = {"z": x, "a": x}
+    if x.sum() > 0:
+        d.update(a=x + 1)
+    else:
+        d.update(a=x - 1)
+    return list(d), list(d.values())[0]
+
+
+def a_dict_built_by_each_branch(x):
+    if x.sum() > 0:
+        d = {"w": x, "b": x * 2}
+    else:
+        d = {"w": -x, "b": x}
+    return d, [k for k in d]
+
+
+@pytest.mark.parametrize("x", [X, -X])
+@pytest.mark.parametrize("fn", [returns_a_dict, metrics_built_in_both_branches,
+                                a_dict_from_before_updated_in_a_branch, a_dict_built_by_each_branch])
+def test_dicts_keep_their_insertion_order(fn, x):
+    _same_as_eager(fn, x)
+
+
+def updates_its_argument(x, d):
+    if x.sum() > 0:
+        d.update(a=x + 1)
+    else:
+        d.update(a=x - 1)
+    return x
+
+
+def test_an_argument_dict_keeps_its_order():
+    eager, static = {"z": X, "a": X}, {"z": X, "a": X}
+    updates_its_argument(X, eager)
+    dy2st.to_static(updates_its_argument)(X, static)
+    assert list(static) == list(eager) == ["z", "a"]
+
+
+def orders_differ_by_branch(x):
+    if x.sum() > 0:
+        d = {"b": x, "a": x * 2}
+    else:
+        d = {"a": -x, "b": x * 3}
+    return jnp.stack(list(d.values()))
+
+
+def test_an_order_the_branch_decides_is_refused():
+    with pytest.raises(BranchOutputError) as err:
+        dy2st.to_static(orders_differ_by_branch)(X)
+    text = str(err.value)
+    assert "if x.sum() > 0:" in text.splitlines()[1]
+    assert "'d' holds a dict whose keys are in one order after the if branch and in another" in text
+    assert "add the keys in the same order in both branches" in text
+
+
+def test_outputs_under_jax_jit_are_jax_s_own():
+    """Under an outer `jax.jit` the outputs are that jit's: sorted, as for any jitted function."""
+    assert list(jax.jit(dy2st.to_static(returns_a_dict))(X)) == ["aux", "logits", "nested"]
+
+
+def new_keys_in_opposite_orders(x):
+    d = {"z": x}
+    if x.sum() > 0:
+        d["b"] = x
+        d["a"] = x * 2
+    else:
+        d["a"] = -x
+        d["b"] = x * 3
+    return list(d.values())[1]
+
+
+def keys_from_before_set_in_opposite_orders(x):
+    d = {"z": x, "a": x, "b": x}
+    if x.sum() > 0:
+        d["b"] = x
+        d["a"] = x * 2
+    else:
+        d["a"] = -x
+        d["b"] = x * 3
+    return list(d.values())[1], list(d)
+
+
+def test_new_keys_added_in_opposite_orders_are_refused():
+    """Keys a dict from before gains in each branch in opposite orders: its order would depend on
+    the data (the write-back used to add them in one order, whatever the branch)."""
+    with pytest.raises(BranchOutputError) as err:
+        dy2st.to_static(new_keys_in_opposite_orders)(X)
+    assert "the branches add d['b'] and d['a'] in opposite orders" in str(err.value)
+
+
+@pytest.mark.parametrize("x", [X, -X])
+def test_keys_from_before_set_in_opposite_orders_keep_their_places(x):
+    _same_as_eager(keys_from_before_set_in_opposite_orders, x)
