@@ -22,7 +22,7 @@ written back into the list or dict from before (`_StateContents`, `_ListVersions
 from __future__ import annotations
 
 from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError
-from dy2st.runtime import key_order, events, reachable
+from dy2st.runtime import events, key_order, reachable
 from dy2st.runtime.staging import grown_from, grown_here, grown_in_this_side, stage_cond, watch_here
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined

@@ -32,7 +32,7 @@ from jax import lax
 
 from dy2st import _jax_compat
 from dy2st.errors import MissingAfterLoopError, UndefinedVariableError, LoopGradientError, LoopVariableError, OriginInfo
-from dy2st.runtime import ad_context, events, loop_checks, python_choice, reachable
+from dy2st.runtime import ad_context, events, key_order, loop_checks, python_choice, reachable
 from dy2st.runtime.asserts import check_when_run
 from dy2st.runtime.staging import (cast_to, static_equal, weak_proxy, describe, scalar_predicate, staged_tracing,
                                    grown_from, note_grown, tracing_staged_code)
@@ -422,6 +422,8 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
     # kind the carry cannot say: each iteration's choice then stays exact.
     start_chosen_by_data = loop.length is not None and any(is_traced(start) for _, _, start, _ in _misfit_starts(spec, init))
 
+    body_orders: list = []  # the key orders of the dicts each variable holds after an iteration
+
     def body(index, carried):
         """One iteration inside the lax loop: `(new carry, appended items)`."""
         carried = _recorded_copies(carried, chosen)
@@ -429,6 +431,7 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
         roots = reachable.snapshot((loop.body, loop.test), [v.name for v in spec], given)
         with WriteTracker(roots) as tracker, staged_tracing():  # attributes changed by called methods are refused
             outs = loop.body(index, given)
+            body_orders[:] = [key_order.orders_of(v) for v in outs]
             iteration = describe_outputs(spec, given, outs, origin)  # reads lists grown while tracing
         refuse_loop_writes(tracker, origin, trips_known=loop.length is not None and loop.test is None)
         if loop.length is not None and (python_choice.any_recorded(outs) or start_chosen_by_data):
@@ -460,7 +463,25 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
             values = _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, last, init)
     except _Abandon as abandon:
         return abandon.retype
+    values = _in_key_order(spec, init, values, body_orders, loop.test is None, origin)
     return _changed_in_place(final_spec, init, values)
+
+
+def _in_key_order(spec, init, values, body_orders, runs: bool, origin) -> list:
+    """The loop's values with their dicts' keys in eager's order (the lax loop gives them
+    sorted): an iteration's, where the loop surely `runs` or the start has the same order;
+    where the order depends on whether the loop runs at all, refused."""
+    for i, (var, start, after) in enumerate(zip(spec, init, body_orders)):
+        before = key_order.orders_of(start)
+        if after != before and not runs:
+            raise LoopVariableError(
+                f"'{var.name}' holds a dict whose keys are in one order before the loop and in another "
+                "after an iteration: eagerly its order after the loop depends on whether the loop runs.",
+                origin,
+                advice="build the dict in the loop with the keys in the order it has before the loop.",
+            )
+        values[i] = key_order.restore(values[i], after)
+    return values
 
 
 def _changed_in_place(spec, init, values) -> list:

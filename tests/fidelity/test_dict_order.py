@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import pytest
 
 import dy2st
-from dy2st.errors import BranchOutputError
+from dy2st.errors import BranchOutputError, LoopVariableError
 from dy2st.testing import check_equivalent
 
 X = jnp.array([1.0, 2.0, 3.0])
@@ -145,3 +145,38 @@ def test_new_keys_added_in_opposite_orders_are_refused():
 @pytest.mark.parametrize("x", [X, -X])
 def test_keys_from_before_set_in_opposite_orders_keep_their_places(x):
     _same_as_eager(keys_from_before_set_in_opposite_orders, x)
+
+
+def a_dict_rebuilt_each_iteration(x, n):
+    d = {"z": x, "a": x}
+    for _ in range(n):
+        d = {"z": d["z"] + 1, "a": d["a"] * 2}
+    return list(d), list(d.values())[0]
+
+
+def a_dict_rebuilt_in_a_traced_while(x):
+    d = {"z": x, "a": x}
+    while d["z"].sum() < 10:
+        d = {"z": d["z"] + 1, "a": d["a"] * 2}
+    return list(d), list(d.values())[0]
+
+
+def a_dict_reordered_by_the_loop(x, n):
+    d = {"z": x, "a": x}
+    for _ in range(n):
+        d = {"a": d["a"] * 2, "z": d["z"] + 1}
+    return list(d.values())[0]
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_a_dict_a_loop_carries_keeps_its_order(n):
+    _same_as_eager(a_dict_rebuilt_each_iteration, X, n)
+    _same_as_eager(a_dict_rebuilt_each_iteration, X, jnp.int32(n))
+    _same_as_eager(a_dict_rebuilt_in_a_traced_while, X + n)
+
+
+def test_an_order_a_traced_trip_count_decides_is_refused():
+    _same_as_eager(a_dict_reordered_by_the_loop, X, 2)  # a static trip count: the body's order
+    with pytest.raises(LoopVariableError) as err:
+        dy2st.to_static(a_dict_reordered_by_the_loop)(X, jnp.int32(2))
+    assert "'d' holds a dict whose keys are in one order before the loop and in another" in str(err.value)
