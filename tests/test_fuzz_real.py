@@ -147,6 +147,8 @@ CONSTRUCTS = {
     "a Ctx around a loop": r"with Ctx\(log, \d\) as c:\n\s+(if .*:\n\s+)?for ",
     "a list from before appended through a name bound here": r"(al\d+) = (log|obj\.cache|L|xs)\n\s+\1\.append\(clip\(",
     "a list or dict changed in place by another method": r"(L\.extend|L\.insert|L\.reverse|obj\.cache\.extend|D\.setdefault)\(",
+    "a dict made here with its keys out of sorted order, read by position": r"(od\d+) = \{\"z\": .*\n\s+a\d = clip\(a\d \+ list\(\1\.values\(\)\)\[0\]\)",
+    "a new key of D read by position": r'D\["b"\] = clip\(.*\n\s+a\d = clip\(a\d \+ list\(D\.values\(\)\)\[-1\]\)',
     "a list made here appended through one name, read through a dict": r"(mk\d+)\.append\(clip\(.*\n\s+a\d = clip\(sum\((md\d+)\['v'\]",
 }
 

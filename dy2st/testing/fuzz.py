@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import dy2st
+from dy2st.runtime import key_order
 from dy2st.testing.program_gen import Features, GeneratedProgram, programs
 
 # What dy2st supports on this branch; the generator uses no construct outside this set.
@@ -309,6 +310,10 @@ def tree_difference(expected, actual, what: str, under_jit: bool = False) -> str
     act_leaves, act_tree = jax.tree_util.tree_flatten(actual)
     if exp_tree != act_tree:
         return f"{what}: structure {act_tree}, eager {exp_tree}"
+    # JAX's tree structures ignore a dict's insertion order, which eager code shows (`list(d)`);
+    # outputs of a `jax.jit` of the caller's are that jit's, sorted.
+    if not under_jit and key_order.orders_of(expected) != key_order.orders_of(actual):
+        return f"{what}: dict keys in order {key_order.orders_of(actual)}, eager {key_order.orders_of(expected)}"
     for path_and_leaf, a in zip(jax.tree_util.tree_leaves_with_path(expected), act_leaves):
         path, e = path_and_leaf
         problem = _leaf_difference(e, a, under_jit)

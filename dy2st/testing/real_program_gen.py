@@ -364,8 +364,22 @@ class _Generator:
             if self.later.random() < 0.03:
                 self.rng = self.later
                 self.list_made_here_held_twice(s, indent)
+            if self.later.random() < 0.03:
+                self.rng = self.later
+                self.dict_in_insertion_order(s, indent)
         finally:
             self.rng = main
+
+    def dict_in_insertion_order(self, s: _Scope, indent: int) -> None:
+        """A dict whose keys are not in sorted order, read by position: a dict made here, or a
+        new key of `D` (returned; JAX would give both back sorted)."""
+        a = self.pick(s.arrays)
+        if self.chance(0.5):
+            d = self.new("od")
+            self.emit(indent, f'{d} = {{"z": clip({self.arr_expr(s)}), "a": clip({self.arr(s)})}}\n'
+                              f"{a} = clip({a} + list({d}.values())[0])")
+        else:
+            self.emit(indent, f'D["b"] = clip({self.arr_expr(s)})\n{a} = clip({a} + list(D.values())[-1])')
 
     def list_made_here_held_twice(self, s: _Scope, indent: int) -> None:
         """A list made here, held by a dict made here too, appended to through its name and read
