@@ -42,7 +42,7 @@ def _dispatcher(fn=None):
     disarms it) a call runs the front: a jit function object whose C++ dispatch runs every
     signature it has cached with no Python of dy2st's, and whose miss (`miss`) runs the shared
     jit as jit's own miss does for the calls the hit path takes (positional arrays, and the
-    pytree route's tuples, lists and dicts), handing jit what it caches. The first other call
+    pytree route's tuples and lists), handing jit what it caches. The first other call
     (static values, keywords, models) hands the function back to the dispatcher for good, whose
     checks cost less than a miss. The front starts empty whenever the hit path changes.
 
@@ -351,13 +351,15 @@ class StaticFunction(functools.partial):
         return out, cached[0]
 
     def _call_pytrees(self, args, run=None):
-        """The pytree route: tuples, lists and dicts of arrays go to the shared jit as they
+        """The pytree route: tuples and lists of arrays go to the shared jit as they
         are, so that jit's C++ dispatch flattens them and finds the program, and dy2st adds no
         flatten or key of its own (on an optax step that was most of dy2st's cost per call).
 
         What dy2st's own flatten would have told apart is refused by jit or by the shared
         jit's trace instead, and the call goes the general way (`_NOT_TAKEN`), the route closed
-        for this function: a leaf jit cannot take (a string, an object: static to dy2st), a
+        for this function: a dict of two keys or more (jit's key has no order for it: the general
+        way keys the program by its order too), a leaf jit cannot take (a string, an object:
+        static to dy2st), a
         Python number (its jit signature is a weak-typed or bool scalar's, which the shared
         jit never traces in a pytree: `program.AmbiguousLeaf`), a list or dict the function
         changes or keeps (`ContainerEffect`: lifted from then on).

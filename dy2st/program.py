@@ -42,7 +42,7 @@ import jax
 from dy2st.config import config, log, logger
 from dy2st.errors import InputSignatureError, PythonEffectError, RuntimeChecks
 from dy2st.input_spec import user_origin
-from dy2st.runtime import python_choice, static_outputs, writes
+from dy2st.runtime import key_order, python_choice, static_outputs, writes
 from dy2st.runtime.undefined import check_defined
 from dy2st.runtime.values import ARRAY_TYPES
 
@@ -50,6 +50,7 @@ ARRAY_IMPL = type(jax.numpy.zeros(()))
 _FAST_TYPES = frozenset({ARRAY_IMPL})
 DEFAULT_MAX_PROGRAMS = 64
 _GENERAL = object()  # first element of the keys of programs with static leaves
+_ORDERED = object()  # first element of `(_ORDERED, key orders, key)`: dict arguments out of sorted order
 _flatten = jax.tree_util.tree_flatten
 _NO_KWARGS: dict = {}  # never written: `(args, {})`'s structure without a new dict per call
 
@@ -218,6 +219,35 @@ def _arrays_key(args, kwargs, leaves=None, treedef=None) -> tuple:
     return (treedef, *avals)
 
 
+_HOLDS_DICT: dict = {}  # tree structure -> whether it has a dict node
+
+
+def _holds_dict(treedef) -> bool:
+    """Whether the arguments' structure has a dict of two keys or more, whose insertion order
+    jit's flattening drops (its keys sorted): the program must see the caller's order
+    (`_ordered`). Known per structure after its first call."""
+    found = _HOLDS_DICT.get(treedef)
+    if found is None:
+        if len(_HOLDS_DICT) > 4096:
+            _HOLDS_DICT.clear()
+        found = _HOLDS_DICT[treedef] = _has_ordered_dict(treedef)
+    return found
+
+
+def _has_ordered_dict(treedef) -> bool:
+    data = treedef.node_data()
+    if data is not None and data[0] is dict and len(data[1]) > 1:
+        return True
+    return any(_has_ordered_dict(child) for child in treedef.children())
+
+
+def _ordered(key, args, kwargs):
+    """`key`, with the arguments' dicts' key orders when some are not sorted (a program traced
+    for one order must not serve another: `list(d)`, a loop over `d.items()`)."""
+    orders = key_order.orders_of((args, kwargs))
+    return key if orders is None else (_ORDERED, orders, key)
+
+
 def is_array_leaf(leaf) -> bool:
     return isinstance(leaf, ARRAY_TYPES)
 
@@ -238,6 +268,7 @@ class Signature:
     static_key: tuple
     avals: tuple
     tree: object = None
+    orders: tuple | None = None  # `key_order.orders_of` of the arguments: their dicts' key orders
 
     def describe(self) -> str:
         arrays = ", ".join(f"{a.dtype.name}{list(a.shape)}" for a in self.avals)
@@ -342,6 +373,8 @@ class ProgramCache:
         kwargs = kwargs or _NO_KWARGS
         leaves, treedef = _flatten((args, kwargs))
         if _ARRAY_ONLY.issuperset(map(type, leaves)):  # the program takes the arguments as they are
+            if _holds_dict(treedef):  # jit's key has no order for a dict: ours has
+                return self._run(_ordered(_arrays_key(args, kwargs, leaves, treedef), args, kwargs), args, kwargs)
             shared = self.shared
             if shared is not None and not (self.ambiguous_seen and self._ambiguous(args, kwargs, leaves, treedef)):
                 try:  # (no `**{}`: each step of the common case shows)
@@ -356,6 +389,8 @@ class ProgramCache:
         key, arrays, signature = self._key(leaves, treedef, args, kwargs, is_array_leaf)
         if containers and key[0] is _GENERAL and not _PLAIN_STATICS.issuperset(map(type, key[1][1])):
             raise ContainerEffect("a list or dict holds an object")
+        if _holds_dict(treedef):
+            key = _ordered(key, args, kwargs)
         if signature.tree is not None:
             return self._run(key, args, kwargs)
         return self._run(key, arrays, {})
@@ -433,6 +468,8 @@ class ProgramCache:
 
     @staticmethod
     def _signature(key) -> Signature:
+        if key and key[0] is _ORDERED:
+            return dataclasses.replace(ProgramCache._signature(key[2]), orders=key[1])
         if not key or isinstance(key[0], jax.core.ShapedArray):
             return Signature(((), None), key)
         if key[0] is _GENERAL:
@@ -440,6 +477,7 @@ class ProgramCache:
         return Signature(((), None), key[1:], key[0])
 
     def _unhashable(self, key):
+        key = key[2] if key and key[0] is _ORDERED else key
         statics = key[1][1] if key and key[0] is _GENERAL else ()
         return InputSignatureError(
             f"{self._name}: an argument that is not an array must be hashable to be part of the "
@@ -485,9 +523,10 @@ class ProgramCache:
     def _jit_for(self, signature: Signature):
         """A fresh `jax.jit` for one signature (fresh, so dropping it frees its executables)."""
         fn = self._get_fn()
+        orders = signature.orders
         if signature.static_key[1] is None:
             def program(*args, **kwargs):
-                return self._outputs(fn, args, kwargs)
+                return self._outputs(fn, args, kwargs, orders)
         else:
             treedef, statics, positions = signature.static_key
 
@@ -496,16 +535,19 @@ class ProgramCache:
                 for pos, array in zip(positions, arrays):
                     leaves.insert(pos, array)
                 args, kwargs = jax.tree_util.tree_unflatten(treedef, leaves)
-                return self._outputs(fn, args, kwargs)
+                return self._outputs(fn, args, kwargs, orders)
 
         program.__name__ = program.__qualname__ = getattr(fn, "__name__", "program")
         return jax.jit(program, **self._jit_options(signature))
 
-    def _outputs(self, fn, args, kwargs):
+    def _outputs(self, fn, args, kwargs, orders=None):
         """What a program returns: `fn`'s outputs, with the candidates of values whose Python
         type eager picks by data (`python_choice`) and the outputs that are not arrays
         (`static_outputs`); the call's boundary resolves them. Not with `out_shardings` (they
-        fix the outputs' structure): such values stay arrays there."""
+        fix the outputs' structure): such values stay arrays there. `orders`: the key orders
+        of the arguments' dicts, which jit's flattening sorted (`key_order`)."""
+        if orders is not None:
+            args, kwargs = key_order.restore((args, kwargs), orders)
         watch = _ContainerWatch(args, kwargs) if self.watch_containers else None
         with python_choice.recording() if self._shardings is None else contextlib.nullcontext() as recorded, \
                 writes.program_containers() as changed:
@@ -577,6 +619,10 @@ class ProgramCache:
 
         def program(*args, **kwargs):
             self._local.traces = self.traces_started() + 1
+            if _holds_dict(jax.tree_util.tree_structure((args, kwargs))):
+                # Jit's own dispatch would reuse this program for a dict with the same keys in
+                # another order (its key has none): such calls take the table, keyed by it too.
+                raise AmbiguousLeaf("a dict argument")
             key = _arrays_key(args, kwargs)
             if key and not isinstance(key[0], jax.core.ShapedArray) and _ambiguous(key[1:]):
                 raise AmbiguousLeaf("a pytree signature with a weak-typed or bool scalar leaf")

@@ -44,8 +44,10 @@ def orders_of(tree) -> tuple | None:
 
 
 def _collect(tree, orders: list) -> bool:
+    if isinstance(tree, jax.Array):
+        return False
     unsorted = False
-    for node in jax.tree_util.tree_leaves(tree, is_leaf=_is_dict):
+    for node in _dicts_and_leaves(tree):
         if type(node) is not dict:
             continue
         keys, by_key = tuple(node), _sorted_keys(node)
@@ -54,6 +56,25 @@ def _collect(tree, orders: list) -> bool:
         for key in by_key:
             unsorted |= _collect(node[key], orders)
     return unsorted
+
+
+_PLAIN_SEQUENCES = (tuple, list)
+
+
+def _dicts_and_leaves(tree) -> list:
+    """What `jax.tree_util.tree_leaves(tree, is_leaf=_is_dict)` gives, walking tuples and lists
+    (the common containers of arguments and outputs) itself: this runs on calls."""
+    if type(tree) in _PLAIN_SEQUENCES:
+        found = []
+        for item in tree:
+            if type(item) is dict:
+                found.append(item)
+            elif type(item) in _PLAIN_SEQUENCES:
+                found.extend(_dicts_and_leaves(item))
+            elif item is not None and not isinstance(item, jax.Array):  # an array holds no dict
+                found.extend(jax.tree_util.tree_leaves(item, is_leaf=_is_dict))
+        return found
+    return jax.tree_util.tree_leaves(tree, is_leaf=_is_dict)
 
 
 def restore(tree, orders: tuple | None):

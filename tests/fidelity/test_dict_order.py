@@ -180,3 +180,42 @@ def test_an_order_a_traced_trip_count_decides_is_refused():
     with pytest.raises(LoopVariableError) as err:
         dy2st.to_static(a_dict_reordered_by_the_loop)(X, jnp.int32(2))
     assert "'d' holds a dict whose keys are in one order before the loop and in another" in str(err.value)
+
+
+def folds_the_params_in_order(params, x):
+    out = x
+    for _, p in params.items():
+        out = out * 2 + p
+    return out
+
+
+def first_keyword(x, **options):
+    return list(options.values())[0] * x, list(options)
+
+
+def folds_and_notes(params, x):
+    out = folds_the_params_in_order(params, x)
+    params["seen"] = out
+    return out
+
+
+def test_a_dict_argument_is_seen_in_the_callers_order():
+    """Jit's flattening gives the traced function a dict argument with sorted keys: a loop over
+    `params.items()` folded the values in another order than eager (a wrong value, no error).
+    The program now sees the caller's order, and a call with the same keys in another order
+    gets its own program (jit's key has no order, so such calls take dy2st's table)."""
+    static = dy2st.to_static(folds_the_params_in_order)
+    for params in ({"z": X, "a": -X}, {"a": -X, "z": X}, {"z": X, "a": -X}):
+        assert jnp.array_equal(static(params, X), folds_the_params_in_order(params, X))
+    check_equivalent(folds_the_params_in_order, {"z": X, "a": -X}, X)
+    eager_out, eager_keys = first_keyword(X, z=X, a=-X)
+    static_out, static_keys = dy2st.to_static(first_keyword)(X, z=X, a=-X)
+    assert static_keys == eager_keys == ["z", "a"] and jnp.array_equal(static_out, eager_out)
+
+
+def test_a_dict_argument_the_function_changes_keeps_the_callers_order():
+    for make in (lambda: {"z": X, "a": -X}, lambda: {"a": -X, "z": X}):
+        eager, static = make(), make()
+        expected = folds_and_notes(eager, X)
+        assert jnp.array_equal(dy2st.to_static(folds_and_notes)(static, X), expected)
+        assert list(static) == list(eager)
