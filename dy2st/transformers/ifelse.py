@@ -92,8 +92,12 @@ class IfElseTransformer(StateTransformer):
             stmts.append(else_body)
         elif self._is_return_guard(node.test) and self._dead_loads([], outputs, returned=True):
             # `if not do_return: ...` (made by the return step): its missing else is the path
-            # that has returned already, where nothing the body assigns is read again.
-            else_body = self._branch(namer.helper_symbol("else_body"), [], state, outputs, returned=True)
+            # that has returned already, where nothing the body assigns is read again, and where
+            # the flag is true: said so, so that where the body returns too, the flag after the
+            # `if` is a Python True and the guards after it stay Python.
+            flag = node.test.args[0].id
+            else_body = self._branch(namer.helper_symbol("else_body"), [], state, outputs, returned=True,
+                                     flag=flag)
             stmts.append(else_body)
         get_state = set_state = None
         if state:
@@ -167,13 +171,15 @@ class IfElseTransformer(StateTransformer):
                 and isinstance(test.args[0], ast.Name) and self.ctx.namer.is_exit_flag(test.args[0].id)
                 and self.ctx.namer.display_name(test.args[0].id) == RETURN_FLAG_DISPLAY)
 
-    def _dead_loads(self, body, outputs, returned=False):
+    def _dead_loads(self, body, outputs, returned=False, flag=None):
         """In a branch that exits, outputs it leaves unbound are dead on its path: load them
-        with `ldu_dead`, whose marker a staged merge fills with zeros instead of an error."""
+        with `ldu_dead`, whose marker a staged merge fills with zeros instead of an error
+        (`flag`: the exit flag, true on this path: set to True)."""
         if not returned and not self._exits(body):
             return []
         assigned = activity_of(body).kills
         return [
+            templates.replace("target = True", target=s.to_node())[0] if s.base == flag and not s.path else
             templates.replace(
                 "target = jst.ldu_dead(lambda: value, name)",
                 target=s.to_node(), value=s.to_node(), jst=self.ctx.runtime,
@@ -182,8 +188,8 @@ class IfElseTransformer(StateTransformer):
             for s in outputs if not s.is_composite and s not in assigned
         ]
 
-    def _branch(self, name, body, state, outputs=(), returned=False):
-        body = body + self._dead_loads(body, outputs, returned)
+    def _branch(self, name, body, state, outputs=(), returned=False, flag=None):
+        body = body + self._dead_loads(body, outputs, returned, flag)
         written = activity_of(body).writes
         decls = self._declarations([s for s in state if s in written])
         return ast.FunctionDef(

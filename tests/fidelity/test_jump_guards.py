@@ -175,3 +175,30 @@ def test_a_variable_only_a_nested_loop_assigns_reads_as_unbound():
         read_in_the_other_branch(X, [X])
     with pytest.raises(UnboundLocalError, match="'t'"):
         dy2st.to_static(read_in_the_other_branch)(X, [X])
+
+
+def returns_on_every_path_inside_a_python_if(x):
+    if x.shape[0] > 2:
+        if x[0] > 0:
+            return x[:2]
+        return -x[:2]
+    return x
+
+
+def returns_on_some_paths_inside_a_python_if(x):
+    if x.shape[0] > 2:
+        if x[0] > 0:
+            return x[:2] * 3
+        x = x * 2
+    return x[:2]
+
+
+@pytest.mark.parametrize("x", [jnp.array([1.0, 2.0, 3.0]), jnp.array([-1.0, 2.0, 3.0]), jnp.array([1.0, 2.0])])
+@pytest.mark.parametrize("fn", [returns_on_every_path_inside_a_python_if, returns_on_some_paths_inside_a_python_if])
+def test_the_return_flag_is_true_where_every_path_returned(fn, x):
+    """A traced `if` that returns, then a `return` after it, inside a Python `if`: every path
+    returned, yet the flag after the guard was traced (the guard's other path kept the traced
+    flag), so the code after the Python `if` (`return x`, of another shape) was staged and
+    refused. On the path that took the earlier return the flag is true: it is now a Python True
+    there, and the guards after it stay Python."""
+    check_equivalent(fn, x, grad_argnums=0)
