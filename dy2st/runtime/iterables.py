@@ -198,8 +198,34 @@ def loop_iter(fn, *args, **kwargs):
         if all(_stageable(a) or hasattr(a, "shape") for a in args):
             return StagedZip([_as_staged(a) for a in args])
     if fn in _LOOP_BUILTINS:
-        return fn(*args, **kwargs)
+        items = fn(*args, **kwargs)
+        sources = args[:1] if fn is builtins.enumerate else args
+        if fn is not builtins.range and all(type(a) in _PLAIN_SEQUENCES for a in sources):
+            return HeaderItems(items)
+        return items
     return convert_call(fn)(*args, **kwargs)  # any other header call, converted as call_trees would
 
 
 _LOOP_BUILTINS = (builtins.range, builtins.enumerate, builtins.zip, builtins.reversed)
+_PLAIN_SEQUENCES = (list, tuple, range, str)
+
+
+class HeaderItems:
+    """The iterator a `for` header made over lists, tuples, ranges or strings (`for i, layer in
+    enumerate(self.layers):`): no other code holds it, and taking its items runs nothing, so
+    the loop may treat it as the sequence it walks: where a traced `break` decides how far the
+    loop goes, the items left are staged one by one, as for a list (an iterator the code holds
+    elsewhere, `it = iter(xs)`, is refused there instead: later reads would see another
+    position)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items):
+        self._items = items
+
+    def __iter__(self):
+        return self._items
+
+    @property
+    def kind(self) -> str:
+        return type(self._items).__name__

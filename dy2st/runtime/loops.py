@@ -33,7 +33,7 @@ import jax
 from dy2st.config import log
 from dy2st.errors import Dy2StaticError, LoopVariableError, OriginInfo, PythonEffectError, StagedBranchError
 from dy2st.runtime import events, loop_checks, loop_staging
-from dy2st.runtime.iterables import StagedArray, StagedIterable, StagedRange
+from dy2st.runtime.iterables import HeaderItems, StagedArray, StagedIterable, StagedRange
 from dy2st.runtime.control_flow import stage_if
 from dy2st.runtime.staging import scalar_predicate
 from dy2st.runtime.values import is_traced
@@ -238,7 +238,8 @@ def convert_for(iterable, body, get_state, set_state, names, extra_test, python_
         if staged is not None:
             return staged
     elif events.active():
-        events.note(origin, "python_loop", f"Python for over a {type(iterable).__name__}",
+        kind = iterable.kind if isinstance(iterable, HeaderItems) else type(iterable).__name__
+        events.note(origin, "python_loop", f"Python for over a {kind}",
                     "a Python iterable: Python ran the loop, tracing the body once per item")
     return _py_for(iterable, body, get_state, set_state, names, extra_test, origin, facts, python_reason, refuse_staged)
 

@@ -154,6 +154,39 @@ def test_iterator_with_traced_break_is_refused():
     assert str(info.value).startswith('File "')
 
 
+class _Layer:
+    def __init__(self, scale):
+        self.scale, self.calls = scale, 0
+
+    def __call__(self, x):
+        self.calls += 1
+        return jnp.tanh(x * self.scale)
+
+
+def layers_until_large(x, layers):
+    for i, layer in enumerate(layers):
+        x = layer(x) + i
+        if x.sum() > 4:
+            break
+    for a, b in zip(layers, layers[::-1]):
+        x = x + a.scale - b.scale
+        if x.sum() > 9:
+            break
+    return x
+
+
+@pytest.mark.parametrize("x", [X, X * 4, -X])
+def test_a_traced_break_over_a_header_made_iterator_stages_the_rest(x):
+    """`for i, layer in enumerate(self.layers):` with a traced `break`: the iterator is the
+    header's own (no code can read it after the loop) and walks a list, so the items left are
+    staged one by one as for the list itself; it used to be refused as an iterator whose later
+    reads would see another position. The layers' counters match eager's."""
+    eager_layers, static_layers = [_Layer(s) for s in (1.0, 2.0, 3.0)], [_Layer(s) for s in (1.0, 2.0, 3.0)]
+    expected = layers_until_large(x, eager_layers)
+    assert jnp.allclose(dy2st.to_static(layers_until_large)(x, static_layers), expected)
+    assert [layer.calls for layer in static_layers] == [layer.calls for layer in eager_layers]
+
+
 def test_next_in_traced_loop_is_refused():
     def f(x, n):
         it = iter([1.0, 2.0, 3.0, 4.0])
@@ -512,3 +545,17 @@ def test_a_dict_a_called_function_changes_in_a_traced_while_is_refused_by_name()
     text = str(err.value)
     assert "while a.sum() < 100:" in text
     assert "a function called in this staged loop changes the dict given to note_last();" in text
+
+
+def test_a_traced_break_over_reversed_header_items_stages_the_rest():
+    def f(x, layers):
+        for layer in reversed(layers):
+            x = layer(x)
+            if x.sum() > 1:
+                break
+        return x
+
+    for x in (X, -X):
+        eager_layers, static_layers = [_Layer(s) for s in (1.0, 2.0)], [_Layer(s) for s in (1.0, 2.0)]
+        assert jnp.allclose(dy2st.to_static(f)(x, static_layers), f(x, eager_layers))
+        assert [layer.calls for layer in static_layers] == [layer.calls for layer in eager_layers]
