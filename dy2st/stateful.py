@@ -19,7 +19,7 @@ import jax
 
 from dy2st.config import config, logger
 from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, ProgramCache, _ContainerWatch
-from dy2st.runtime import python_choice
+from dy2st.runtime import python_choice, writes
 from dy2st.runtime.undefined import check_defined
 from dy2st.errors import PythonEffectError
 from dy2st.input_spec import user_origin
@@ -97,7 +97,9 @@ class _Entry:
                 out = fn(*args, **kwargs)
                 watch.check()
                 _refuse_nnx_static_changes(static)
-                recipe, outs = make_recipe(layout, Layout(layout.roots), tracers, built)
+                after = Layout(layout.roots)
+                writes.note_written_back(after.nodes)  # what the write-back puts right
+                recipe, outs = make_recipe(layout, after, tracers, built)
                 _check_aliases(layout, saved, recipe)
             except Exception as exc:
                 _explain(exc)

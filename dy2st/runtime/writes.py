@@ -462,6 +462,15 @@ def _note_for_program(container, path: str) -> None:
         stack[-1][id(container)] = (container, type(container)(container), path)
 
 
+def note_written_back(containers) -> None:
+    """The lists and dicts among `containers` are the state a stateful program writes back into
+    the caller's objects (a list the function made and stored in `self.cache`): not leaks."""
+    stack = getattr(_programs, "stack", None)
+    if stack:
+        for container in containers:
+            stack[-1].pop(id(container), None)
+
+
 def note_appended(target: list, name: str) -> None:
     """`target` (held by the variable `name`) appended to in code run as plain Python while a
     program is traced: if it turns out to be held outside the function (a list a cache returned)

@@ -844,3 +844,47 @@ def test_a_list_grown_before_an_inner_staged_if_and_changed_in_place_in_it_keeps
     """The inner `if` changes in place a copy the outer side made: the change is carried (it
     was dropped, and the outer `if` then refused two branches of different lengths)."""
     check_equivalent(augmented_in_a_nested_staged_branch, x)
+
+
+class _Keeps:
+    """Stores a list it makes in a new attribute, appending to it through a local name."""
+
+    def __init__(self):
+        self.w = jnp.ones(3)
+
+    def in_straight_line_code(self, x):
+        acts = []
+        self.cache = {"acts": acts}
+        acts.append(x * self.w)
+        return x
+
+    def in_a_loop(self, x):
+        for i in range(3):
+            acts = []
+            self.cache = {"acts": acts}
+            acts.append(x * i)
+        return x
+
+    def in_a_staged_if(self, x):
+        if x.sum() > 0:
+            acts = []
+            self.cache = {"acts": acts}
+            acts.append(x * 2)
+        else:
+            acts = []
+            self.cache = {"acts": acts}
+            acts.append(x * 3)
+        return x
+
+
+@pytest.mark.parametrize("method", ["in_straight_line_code", "in_a_loop", "in_a_staged_if"])
+@pytest.mark.parametrize("x", [X, -X])
+def test_a_list_the_call_makes_and_stores_on_self_holds_the_items(method, x):
+    """The list is written back with the object's state, so no check after the trace may take it
+    for an outside list keeping a traced value (every append while tracing is noted now); in a
+    staged `if` its item used to be lost (the append made a copy the attribute did not hold)."""
+    eager, static = _Keeps(), _Keeps()
+    getattr(eager, method)(x)
+    dy2st.to_static(getattr(static, method))(x)
+    assert len(static.cache["acts"]) == len(eager.cache["acts"]) == 1
+    assert jnp.array_equal(static.cache["acts"][0], eager.cache["acts"][0])
