@@ -236,7 +236,8 @@ def _holds_dict(treedef) -> bool:
 
 def _has_ordered_dict(treedef) -> bool:
     data = treedef.node_data()
-    if data is not None and data[0] is dict and len(data[1]) > 1:
+    if data is not None and ((data[0] is dict and len(data[1]) > 1)
+                             or (data[0] is collections.defaultdict and len(data[1][1]) > 1)):
         return True
     return any(_has_ordered_dict(child) for child in treedef.children())
 

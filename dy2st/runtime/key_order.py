@@ -21,11 +21,15 @@ orders of two values with one tree structure line up one for one.
 
 from __future__ import annotations
 
+import collections
+
 import jax
+
+_DICTS = (dict, collections.defaultdict)  # what JAX flattens with sorted keys (OrderedDict keeps its order)
 
 
 def _is_dict(value) -> bool:
-    return type(value) is dict
+    return type(value) in _DICTS
 
 
 def _sorted_keys(d: dict) -> list:
@@ -48,7 +52,7 @@ def _collect(tree, orders: list) -> bool:
         return False
     unsorted = False
     for node in _dicts_and_leaves(tree):
-        if type(node) is not dict:
+        if type(node) not in _DICTS:
             continue
         keys, by_key = tuple(node), _sorted_keys(node)
         orders.append(keys)
@@ -67,7 +71,7 @@ def _dicts_and_leaves(tree) -> list:
     if type(tree) in _PLAIN_SEQUENCES:
         found = []
         for item in tree:
-            if type(item) is dict:
+            if type(item) in _DICTS:
                 found.append(item)
             elif type(item) in _PLAIN_SEQUENCES:
                 found.extend(_dicts_and_leaves(item))
@@ -87,13 +91,14 @@ def restore(tree, orders: tuple | None):
 
 def _rebuild(tree, orders):
     leaves, treedef = jax.tree_util.tree_flatten(tree, is_leaf=_is_dict)
-    if not any(type(node) is dict for node in leaves):
+    if not any(type(node) in _DICTS for node in leaves):
         return tree
     rebuilt = []
     for node in leaves:
-        if type(node) is dict:
+        if type(node) in _DICTS:
             order = next(orders)
             values = {key: _rebuild(node[key], orders) for key in _sorted_keys(node)}
-            node = {key: values[key] for key in order}
+            items = ((key, values[key]) for key in order)
+            node = dict(items) if type(node) is dict else collections.defaultdict(node.default_factory, items)
         rebuilt.append(node)
     return jax.tree_util.tree_unflatten(treedef, rebuilt)

@@ -8,6 +8,8 @@ noted where the dict crosses a program's or a cond's boundary and put back (`run
 where the order depends on the branch taken, the `if` is refused.
 """
 
+import collections
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -208,3 +210,19 @@ def test_a_dict_argument_the_function_changes_keeps_the_callers_order():
         expected = folds_and_notes(eager, X)
         assert jnp.array_equal(dy2st.to_static(folds_and_notes)(static, X), expected)
         assert list(static) == list(eager)
+
+
+def collects_by_kind(x):
+    groups = collections.defaultdict(list)
+    groups["z"].append(x)
+    groups["a"].append(x * 2)
+    return groups
+
+
+def test_a_defaultdict_keeps_its_order_and_its_factory():
+    """JAX flattens a defaultdict with sorted keys too."""
+    eager, static = collects_by_kind(X), dy2st.to_static(collects_by_kind)(X)
+    assert type(static) is collections.defaultdict and static.default_factory is list
+    assert list(static) == list(eager) == ["z", "a"]
+    params = collections.defaultdict(float, z=X, a=-X)
+    assert jnp.array_equal(dy2st.to_static(folds_the_params_in_order)(params, X), folds_the_params_in_order(params, X))
