@@ -359,11 +359,6 @@ def _find_kind(tree, kinds: set):
     return None
 
 
-def _node_kinds(tree) -> set:
-    """Node types and attribute names in `tree`."""
-    return ast_util.scan(tree).kinds
-
-
 def to_source(node) -> str:
     return ast.unparse(ast.fix_missing_locations(node))
 

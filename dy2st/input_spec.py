@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dy2st.errors import InputSpecError, OriginInfo
+from dy2st.runtime import key_order
 
 Dim = int | str | None
 _LIBRARY_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (jax, np)) + \
@@ -251,7 +252,8 @@ def abstract(tree):
         shape = jax.export.symbolic_shape(", ".join(dims), scope=scope) if dims else ()
         return jax.ShapeDtypeStruct(shape, leaf.dtype)
 
-    return jax.tree_util.tree_map(convert, tree, is_leaf=is_spec)
+    # tree_map gives dicts back with sorted keys: the function must see the caller's order.
+    return key_order.restore(jax.tree_util.tree_map(convert, tree, is_leaf=is_spec), key_order.orders_of(tree))
 
 
 def as_spec(leaf, name: str | None = None):

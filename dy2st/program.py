@@ -388,10 +388,9 @@ class ProgramCache:
                 if isinstance(leaf, jax.core.Tracer):
                     return on_traced(args, kwargs)
         key, arrays, signature = self._key(leaves, treedef, args, kwargs, is_array_leaf)
-        if containers and key[0] is _GENERAL and not _PLAIN_STATICS.issuperset(map(type, key[1][1])):
+        statics = signature.static_key[1]
+        if containers and statics is not None and not _PLAIN_STATICS.issuperset(map(type, statics)):
             raise ContainerEffect("a list or dict holds an object")
-        if _holds_dict(treedef):
-            key = _ordered(key, args, kwargs)
         if signature.tree is not None:
             return self._run(key, args, kwargs)
         return self._run(key, arrays, {})
@@ -430,7 +429,7 @@ class ProgramCache:
         leaves, treedef = _flatten((args, kwargs))
         key, specs, signature = self._key(leaves, treedef, args, kwargs, _is_spec_leaf)
         shared = self.shared
-        if shared is not None and signature.static_key[1] is None:
+        if shared is not None and signature.static_key[1] is None and signature.orders is None:
             try:
                 _trace(shared, signature, specs)  # records the program (or finds it traced already)
             except AmbiguousLeaf:
@@ -451,7 +450,15 @@ class ProgramCache:
         return program
 
     def _key(self, leaves, treedef, args, kwargs, leaf_is_array):
-        """The key, the array leaves and the Signature, for leaves of any kind."""
+        """The key, the array leaves and the Signature, for leaves of any kind (`_ordered`)."""
+        key, arrays, signature = self._plain_key(leaves, treedef, args, kwargs, leaf_is_array)
+        if _holds_dict(treedef):
+            ordered = _ordered(key, args, kwargs)
+            if ordered is not key:
+                return ordered, arrays, dataclasses.replace(signature, orders=ordered[1])
+        return key, arrays, signature
+
+    def _plain_key(self, leaves, treedef, args, kwargs, leaf_is_array):
         arrays, statics, positions = [], [], []
         for i, leaf in enumerate(leaves):
             if leaf_is_array(leaf):

@@ -320,7 +320,7 @@ def refuse_unseen_held_outside(tracker: WriteTracker, failed: bool = False) -> N
     failed already; the items are put back, its error stands)."""
     unseen = tracker.unseen
     tracker.forget()  # its records (objects the sides made, the items they held) are no owners
-    held = [entry for entry in unseen.values() if _held_outside(entry.container, unseen)]
+    held = [entry for entry in unseen.values() if _held_outside(entry.container)]
     restore_items((entry.container, entry.before) for entry in held)
     if held and not failed:
         raise PythonEffectError(
@@ -333,11 +333,12 @@ def refuse_unseen_held_outside(tracker: WriteTracker, failed: bool = False) -> N
         )
 
 
-def _held_outside(container: list, unseen: dict) -> bool:
+def _held_outside(container: list) -> bool:
     """Whether anything but dy2st's own records holds `container` once the `if` was traced and
     its frames are gone (what a side made went with its function's locals)."""
-    # References: the records counted here, the caller's variable, getrefcount's argument.
-    return sys.getrefcount(container) > 2 + _own_references(container) + (id(container) in unseen)
+    # References: the records counted here, its `_Unseen` record, the caller's loop variable,
+    # getrefcount's argument.
+    return sys.getrefcount(container) > 3 + _own_references(container)
 
 
 def _own_references(container: list) -> int:

@@ -179,7 +179,7 @@ class IfElseTransformer(StateTransformer):
             return []
         assigned = activity_of(body).kills
         return [
-            templates.replace("target = True", target=s.to_node())[0] if s.base == flag and not s.path else
+            templates.replace("target = True", target=s.to_node())[0] if s.base == flag else
             templates.replace(
                 "target = jst.ldu_dead(lambda: value, name)",
                 target=s.to_node(), value=s.to_node(), jst=self.ctx.runtime,

@@ -226,3 +226,18 @@ def test_a_defaultdict_keeps_its_order_and_its_factory():
     assert list(static) == list(eager) == ["z", "a"]
     params = collections.defaultdict(float, z=X, a=-X)
     assert jnp.array_equal(dy2st.to_static(folds_the_params_in_order)(params, X), folds_the_params_in_order(params, X))
+
+
+def folds_the_first_params(pair, x):
+    return folds_the_params_in_order(pair[0], x)
+
+
+def test_a_concrete_program_is_traced_in_the_callers_order():
+    """`get_concrete_program` keys and traces a dict argument (here inside a tuple: a dict of
+    its own is lifted as state, which keeps its order) by its order, as a call does: the
+    abstract arguments keep it, and the table's key holds it."""
+    static = dy2st.to_static(folds_the_first_params)
+    pair = ({"z": X, "a": -X},)
+    program = static.get_concrete_program(pair, X)
+    assert program.signature.orders is not None and ("z", "a") in program.signature.orders
+    assert jnp.array_equal(static(pair, X), folds_the_first_params(pair, X))

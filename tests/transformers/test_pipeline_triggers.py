@@ -12,7 +12,7 @@ import textwrap
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from dy2st import analysis, conversion, transformers
+from dy2st import analysis, ast_util, transformers
 from dy2st.testing import fuzz
 from dy2st.testing.program_gen import programs
 from dy2st.transformers.base import ConversionContext
@@ -65,11 +65,11 @@ def _check_steps(source: str):
     ctx = ConversionContext("<test>", "f", namer, namer.new_symbol("jst"))
     module = ast.Module(body=[node], type_ignores=[])
     for step in transformers.PIPELINE:
-        before = conversion._node_kinds(module) & _TRIGGERS
+        before = ast_util.scan(module).kinds & _TRIGGERS
         if step.needs_analysis:
             analysis.resolve(module)
         module = step.module.transform(module, ctx)
-        added = (conversion._node_kinds(module) & _TRIGGERS) - before
+        added = (ast_util.scan(module).kinds & _TRIGGERS) - before
         assert added <= set(step.creates), f"{step.name} adds {added} not in its `creates`"
 
 
