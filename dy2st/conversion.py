@@ -287,8 +287,8 @@ def _enclosing_class(fn) -> str | None:
     return None
 
 
-def transform(node, filename: str, function_name: str,
-              stages: int | None = None) -> tuple[ast.FunctionDef, ConversionContext]:
+def transform(node, filename: str, function_name: str, stages: int | None = None,
+              class_name: str | None = None) -> tuple[ast.FunctionDef, ConversionContext]:
     """Run the fence and the transformer pipeline (its first `stages` steps) over one FunctionDef."""
     module = ast.Module(body=[node], type_ignores=[])
     scan = ast_util.scan(module)
@@ -299,7 +299,7 @@ def transform(node, filename: str, function_name: str,
     if kinds.holds_any((ast.For, ast.While, ast.If, ast.IfExp)):
         effect_scope = loop_bodies.mark(node)  # on the user's code, before rewrites add lambdas of their own
     namer = Namer(scan.names)
-    ctx = ConversionContext(filename, function_name, namer, namer.new_symbol("jst"), effect_scope)
+    ctx = ConversionContext(filename, function_name, namer, namer.new_symbol("jst"), effect_scope, class_name)
     for index, step in enumerate(transformers.PIPELINE[:stages], start=1):
         if step.triggers and not kinds.holds_any(step.triggers, step.source_only):  # nothing to rewrite: skip it
             if config.code_level >= index:
@@ -366,13 +366,13 @@ def to_source(node) -> str:
 def source_at_level(fn: types.FunctionType, level: int | None = None) -> str:
     """The source of `fn` after the first `level` transformer steps (all of them when None)."""
     node, _, filename = _read_function(fn)
-    node, _ = transform(node, filename, fn.__name__, stages=level)
+    node, _ = transform(node, filename, fn.__name__, stages=level, class_name=_enclosing_class(fn))
     return to_source(node)
 
 
 def convert_code(fn: types.FunctionType) -> ConvertedCode:
     node, first_line, filename = _read_function(fn)
-    node, ctx = transform(node, filename, fn.__name__)
+    node, ctx = transform(node, filename, fn.__name__, class_name=_enclosing_class(fn))
     tree = node  # compiled now, printed when asked (`ConvertedCode.source`)
     name = tree.name
     code = _compile(tree, fn, ctx.runtime, filename)

@@ -106,12 +106,14 @@ class _ActivityVisitor(ast_util.NodeVisitor):
             self.generic_visit(node)
 
     def visit_Call(self, node):
-        # `jst.write_composite(L, (-1,), v)`, made by an inner if/loop already rewritten, is the
-        # write `L[-1] = v` it replaces: enclosing ifs and loops must carry `L[-1]` too.
-        written = _composite_written_back(node)
-        if written is not None:
-            self.writes.add(written)
-            self._read_parents(written)
+        # An inner if/loop already rewritten (`jst.convert_ifelse(..., ('y', ('L', (-1,))), ...)`)
+        # reads its state, and writes back the attributes and items in it (`L[-1] = v`):
+        # enclosing ifs and loops must carry them too.
+        for symbol in state_of_call(node):
+            self.reads.add(symbol)
+            self._read_parents(symbol)
+            if symbol.is_composite:
+                self.writes.add(symbol)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node):
@@ -211,26 +213,29 @@ def _activity(visitor: _ActivityVisitor) -> Activity:
     return Activity(frozenset(visitor.reads), frozenset(visitor.writes), frozenset(visitor.kills))
 
 
-def _composite_written_back(call) -> QualifiedName | None:
-    """The symbol a generated `<runtime>.write_composite(parent, step, value)` call writes."""
+# Where the runtime's control-flow operators take the paths of their state (`state_access`).
+_STATE_ARGUMENT = {"convert_ifelse": 3, "convert_while": 2, "convert_for": 2}
+
+
+def state_of_call(call) -> tuple:
+    """The state symbols a generated `<runtime>.convert_ifelse/while/for(...)` call names."""
     func = call.func
-    if not (isinstance(func, ast.Attribute) and func.attr == "write_composite" and isinstance(func.value, ast.Name)
-            and len(call.args) == 3):
-        return None
-    parent, step = qual_names.from_node(call.args[0]), call.args[1]
-    if parent is None:
-        return None
-    if isinstance(step, ast.Constant) and isinstance(step.value, str):
-        return QualifiedName(parent.base, parent.path + (step.value,))
-    if isinstance(step, ast.Tuple) and len(step.elts) == 1 and isinstance(step.elts[0], ast.Constant):
-        return QualifiedName(parent.base, parent.path + ((step.elts[0].value,),))
-    return None
+    if type(func) is not ast.Attribute or type(func.value) is not ast.Name:
+        return ()
+    index = _STATE_ARGUMENT.get(func.attr)
+    if index is None or len(call.args) <= index:
+        return ()
+    paths = call.args[index]
+    if type(paths) is not ast.Constant or type(paths.value) is not tuple:
+        return ()
+    return tuple(qual_names.from_path(path) for path in paths.value)
 
 
 def composites_in_write_order(blocks) -> dict:
     """`symbol -> rank` of the attributes and items (`d['k']`, `self.n`) the statements of
     `blocks` assign, in the order of their first assignment in the source (a rewritten inner
-    `if`'s `write_composite` counts as one): a dict's new keys are inserted in that order."""
+    `if` or loop counts as assigning its state's, in its order): a dict's new keys are inserted
+    in that order."""
     order: dict = {}
     for block in blocks:
         for stmt in block:
@@ -239,18 +244,16 @@ def composites_in_write_order(blocks) -> dict:
                     targets = node.targets
                 elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
                     targets = [node.target]
-                elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-                    written = _composite_written_back(node.value)
-                    if written is not None:
-                        order.setdefault(written, len(order))
-                    continue
+                elif isinstance(node, ast.Expr):
+                    targets = []
                 else:
                     continue
-                for target in targets:
-                    for part in _unpacked(target):
-                        symbol = qual_names.from_node(part)
-                        if symbol is not None and symbol.is_composite:
-                            order.setdefault(symbol, len(order))
+                written = [qual_names.from_node(part) for target in targets for part in _unpacked(target)]
+                if isinstance(node.value, ast.Call):
+                    written += state_of_call(node.value)
+                for symbol in written:
+                    if symbol is not None and symbol.is_composite:
+                        order.setdefault(symbol, len(order))
     return order
 
 

@@ -37,6 +37,16 @@ class QualifiedName:
             text += f".{step}" if isinstance(step, str) else f"[{step[0]!r}]"
         return text
 
+    def path_constant(self):
+        """As the runtime names state (`dy2st.runtime.state_cells`): `'y'`, `('o', 'w')`,
+        `('d', ('k',))`."""
+        return (self.base, *self.path) if self.path else self.base
+
+    def has_private_name(self) -> bool:
+        """Whether a name on the path is one the compiler mangles in a class (`__n`)."""
+        return any(isinstance(step, str) and step.startswith("__") and not step.endswith("__")
+                   for step in (self.base, *self.path))
+
     def to_node(self, ctx=None):
         """A fresh expression reading (or, with ctx=ast.Store(), writing) this symbol."""
         ctx = ctx or ast.Load()
@@ -48,6 +58,11 @@ class QualifiedName:
             else:
                 node = ast.Subscript(value=node, slice=ast.Constant(value=step[0], kind=None), ctx=step_ctx)
         return node
+
+
+def from_path(path) -> QualifiedName:
+    """The symbol of a runtime state path (`QualifiedName.path_constant`)."""
+    return QualifiedName(path) if isinstance(path, str) else QualifiedName(path[0], tuple(path[1:]))
 
 
 def from_node(node) -> QualifiedName | None:

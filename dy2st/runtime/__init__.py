@@ -8,7 +8,7 @@ from dy2st.runtime import builtins as _builtins  # registers the staged builtins
 from dy2st.runtime.asserts import convert_assert
 from dy2st.runtime.calls import convert_call
 from dy2st.runtime.checks import check_scoped_write, python_condition, remember_global
-from dy2st.runtime.control_flow import convert_ifelse, convert_ifexp, write_composite
+from dy2st.runtime.control_flow import convert_ifelse, convert_ifexp
 from dy2st.runtime.formatting import convert_format, convert_percent
 from dy2st.runtime.iterables import loop_iter
 from dy2st.runtime.lists import list_append
@@ -44,5 +44,4 @@ __all__ = [
     "in_place",
     "loop_iter",
     "set_loop_options",
-    "write_composite",
 ]

@@ -1,9 +1,10 @@
 """`if` statements and ternaries: plain Python for Python conditions, `lax.cond` for traced ones.
 
-Generated code calls these with the branches as functions and the carried variables reached
-through `get_state`/`set_state` closures (see `dy2st.transformers.ifelse`)::
+Generated code calls these with the branches as functions and the carried variables named
+by path, reached through the branches' closure cells (`state_cells`; see
+`dy2st.transformers.ifelse`)::
 
-    (y,) = convert_ifelse(pred, if_body, else_body, get_state, set_state, ('y',), 1)
+    (y,) = convert_ifelse(pred, if_body, else_body, ('y',), ('y',), 1)
 
 is, for a Python `pred`, exactly::
 
@@ -21,8 +22,10 @@ written back into the list or dict from before (`_StateContents`, `_ListVersions
 
 from __future__ import annotations
 
+import sys
+
 from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError
-from dy2st.runtime import events, key_order, reachable
+from dy2st.runtime import events, key_order, reachable, state_cells
 from dy2st.runtime.staging import grown_from, grown_here, grown_in_this_side, stage_cond, watch_here
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined
@@ -30,15 +33,17 @@ from dy2st.runtime.writes import (ITSELF, AttributeKey, WriteTracker, changed_co
                                   refuse_unseen_held_outside, restore_items)
 
 
-def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts, branch_names=("if branch", "else branch"),
-                   python_reason=None, reordered_keys=()):
-    """Runs an `if` statement; returns the new values of the state variables.
+def convert_ifelse(pred, if_body, else_body, state, names, nouts, branch_names=("if branch", "else branch"),
+                   python_reason=None, reordered_keys=(), class_name=None):
+    """Runs an `if` statement; returns the new values of the plain names among the state
+    variables (attributes and items it writes back itself).
 
     Args:
       pred: the condition's value.
       if_body, else_body: functions running each branch (writing state via `nonlocal`);
         `else_body` is None when there is no `else`.
-      get_state, set_state: read / write the state variables as a tuple (None if no state).
+      state: the paths of the state variables (`dy2st.runtime.state_cells`), which the
+        branches reach through their closures.
       names: display names of the state variables, for errors.
       nouts: the first `nouts` state variables are live after the `if`; the rest are only
         carried in (their values after the `if` do not matter).
@@ -48,7 +53,9 @@ def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts,
         whichever side the data picks (see `dy2st.analysis.loop_bodies`), or None.
       reordered_keys: `(i, j)` of state items of one object the branches first assign in
         opposite orders (see `_refuse_reordered_keys`).
+      class_name: the class whose private names (`__n`) the paths hold, mangled as compiled.
     """
+    access = state_cells.StateAccess((if_body, else_body), state, names, sys._getframe(1), class_name)
     if not is_traced(pred):
         if pred:
             if_body()
@@ -60,13 +67,15 @@ def convert_ifelse(pred, if_body, else_body, get_state, set_state, names, nouts,
         if events.active():
             events.note(OriginInfo.of_caller(), "python_if", "Python if",
                         f"a Python condition, so only the path it picks is traced: {taken}")
-        return get_state() if get_state is not None else ()
+        return access.plain()
     if python_reason is not None:
         raise _python_effect_error(python_reason, OriginInfo.of_caller())
     origin = OriginInfo.of_caller()
+    get_state, set_state = (access.get, access.set) if state else (None, None)
     if reordered_keys:
         _refuse_reordered_keys(reordered_keys, get_state(), names, origin)
-    return stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names)
+    final = stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names)
+    return state_cells.plain_values(final, access.paths)
 
 
 def _refuse_reordered_keys(pairs, initial, names, origin: OriginInfo) -> None:
@@ -442,31 +451,3 @@ def _python_effect_error(reason: str, origin: OriginInfo) -> PythonEffectError:
         advice="build a new value in the branch instead (`xs = xs + [v]`, `d = {**d, 'k': v}`) and use it "
         "after the `if`, or make the condition a Python value.",
     )
-
-
-def write_composite(parent, step, value) -> None:
-    """`parent.step = value` (`step` a str) or `parent[key] = value` (`step` is `(key,)`).
-
-    An `Undefined` value means the attribute or key was unbound before the `if`/loop and is
-    unbound on the path taken: it is removed (a staged branch may have set it while being
-    traced), never left holding the marker.
-    """
-    if isinstance(step, str):
-        if not isinstance(value, Undefined):
-            setattr(parent, step, value)
-        elif hasattr(parent, step):
-            delattr(parent, step)
-        return
-    (key,) = step
-    if not isinstance(value, Undefined):
-        parent[key] = value
-    elif _has_key(parent, key):
-        del parent[key]
-
-
-def _has_key(container, key) -> bool:
-    try:
-        container[key]
-    except (KeyError, IndexError, TypeError):
-        return False
-    return True

@@ -2,8 +2,10 @@
 
 Generated code (see `dy2st.transformers.loops`) calls::
 
-    (x, err) = convert_while(loop_test, loop_body, get_state, set_state, ('x', 'err'))
-    (h,) = convert_for(iterable, loop_body, get_state, set_state, ('h',), extra_test)
+    (x, err) = convert_while(loop_test, loop_body, ('x', 'err'), ('x', 'err'))
+    (h,) = convert_for(iterable, loop_body, ('h',), ('h',), extra_test)
+
+(the state named by path, reached through the functions' closure cells: `state_cells`)
 
 which for Python conditions and Python iterables is exactly::
 
@@ -26,13 +28,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
 import threading
 
 import jax
 
 from dy2st.config import log
 from dy2st.errors import Dy2StaticError, LoopVariableError, OriginInfo, PythonEffectError, StagedBranchError
-from dy2st.runtime import events, loop_checks, loop_staging
+from dy2st.runtime import events, loop_checks, loop_staging, state_cells
 from dy2st.runtime.iterables import HeaderItems, StagedArray, StagedIterable, StagedRange
 from dy2st.runtime.control_flow import stage_if
 from dy2st.runtime.staging import scalar_predicate
@@ -103,14 +106,16 @@ def set_loop_options(maximum_iterations: int | None = None, on_bound: str = "err
 
 
 # -- while -----------------------------------------------------------------------------------
-def convert_while(test, body, get_state, set_state, names, python_reason=None, refuse_staged=False, loop_only=(),
-                  observed=()):
-    """Runs a `while` loop; returns the state variables' values after it.
+def convert_while(test, body, state, names, python_reason=None, refuse_staged=False, loop_only=(), observed=(),
+                  class_name=None):
+    """Runs a `while` loop; returns the values of the plain names among the state variables
+    after it (attributes and items it writes back itself).
 
     Args:
       test: the loop condition as a function of no arguments.
       body: the loop body (writes state via `nonlocal`).
-      get_state, set_state: read / write the state variables as a tuple.
+      state: the paths of the state variables (`dy2st.runtime.state_cells`), which the test
+        and body reach through their closures.
       names: display names of the state variables, for errors.
       python_reason: why the body has Python effects a staged loop would run only once (see
         `dy2st.analysis.loop_bodies`), or None.
@@ -120,19 +125,26 @@ def convert_while(test, body, get_state, set_state, names, python_reason=None, r
       observed: display names of items/attributes whose container the loop looks into
         (`D.get('k')`, `len(D)`): one first set inside the loop cannot be staged (see
         `loop_staging.first_set_observed`).
+      class_name: the class whose private names (`__n`) the paths hold, mangled as compiled.
     """
+    access = state_cells.StateAccess((test, body), state, names, sys._getframe(1), class_name)
     facts = loop_staging.StateFacts(frozenset(loop_only), frozenset(observed))
+    values = _while(test, body, access.get, access.set, names, python_reason, refuse_staged, facts)
+    return state_cells.plain_values(values, access.paths)
+
+
+def _while(test, body, get_state, set_state, names, python_reason, refuse_staged, facts):
     options = LoopOptions()
     trips = 0
     while True:
         pred = test()
         if is_traced(pred):
             if refuse_staged:
-                raise _python_body_error(python_reason, "its condition is traced", OriginInfo.of_caller())
-            return _lax_while(test, body, get_state, set_state, names, OriginInfo.of_caller(), facts)
+                raise _python_body_error(python_reason, "its condition is traced", OriginInfo.of_caller(2))
+            return _lax_while(test, body, get_state, set_state, names, OriginInfo.of_caller(2), facts)
         if not pred:
             if events.active():
-                events.note(OriginInfo.of_caller(), "python_loop", f"Python while: {_iterations(trips)}",
+                events.note(OriginInfo.of_caller(2), "python_loop", f"Python while: {_iterations(trips)}",
                             "the condition is a Python value: Python ran the loop, tracing the body once per iteration")
             return get_state()
         with _options_scope(options):
@@ -207,20 +219,28 @@ def _iterations(count: int) -> str:
 
 
 # -- for -------------------------------------------------------------------------------------
-def convert_for(iterable, body, get_state, set_state, names, extra_test, python_reason=None, refuse_staged=False,
-                loop_only=(), observed=()):
-    """Runs a `for` loop; returns the state variables' values after it.
+def convert_for(iterable, body, state, names, extra_test, python_reason=None, refuse_staged=False, loop_only=(),
+                observed=(), class_name=None):
+    """Runs a `for` loop; returns the values of the plain names among the state variables
+    after it (attributes and items it writes back itself).
 
     Args:
       iterable: what the loop iterates (`loop_iter` wraps range/enumerate/zip headers).
       body: the loop body as a function of the item (it assigns the loop target).
-      get_state, set_state, names: as for `convert_while`.
+      state, names: as for `convert_while`.
       extra_test: None, or a function saying whether to go on (false once `break` ran).
-      python_reason, refuse_staged, loop_only, observed: as for `convert_while`. A loop with a static trip
-        count and a `python_reason` unrolls: its body runs once per item, as eagerly.
+      python_reason, refuse_staged, loop_only, observed, class_name: as for `convert_while`. A
+        loop with a static trip count and a `python_reason` unrolls: its body runs once per
+        item, as eagerly.
     """
-    origin = OriginInfo.of_caller()
+    access = state_cells.StateAccess((body, extra_test), state, names, sys._getframe(1), class_name)
     facts = loop_staging.StateFacts(frozenset(loop_only), frozenset(observed))
+    values = _for(iterable, body, access.get, access.set, names, extra_test, python_reason, refuse_staged, facts)
+    return state_cells.plain_values(values, access.paths)
+
+
+def _for(iterable, body, get_state, set_state, names, extra_test, python_reason, refuse_staged, facts):
+    origin = OriginInfo.of_caller(2)
     if is_traced(iterable):
         iterable = StagedArray(iterable)
     if isinstance(iterable, StagedIterable):

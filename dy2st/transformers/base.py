@@ -22,6 +22,9 @@ class ConversionContext:
       runtime: the name through which generated code reaches `dy2st.runtime`.
       effect_scope: `analysis.loop_bodies.EffectScope` of the function (None: no control flow),
         for the guards the jump steps make.
+      class_name: the class whose body the function is defined in (None: none), whose name the
+        compiler mangles private names with (`self.__n` is `self._Model__n`): runtime operators
+        that reach variables by name are told it (`state_access`).
     """
 
     filename: str
@@ -29,6 +32,7 @@ class ConversionContext:
     namer: Namer
     runtime: str
     effect_scope: object = None
+    class_name: str | None = None
 
 
 _LOCATED = (ast.expr, ast.stmt, ast.excepthandler, ast.keyword, ast.arg, ast.alias, ast.pattern)

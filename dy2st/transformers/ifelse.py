@@ -1,4 +1,4 @@
-"""Rewrites `if` statements into `convert_ifelse` over branch functions and a state accessor.
+"""Rewrites `if` statements into `convert_ifelse` over branch functions and the state's paths.
 
 Before::
 
@@ -15,12 +15,7 @@ After::
     def else_body():
         nonlocal y
         y = -x
-    def get_state():
-        return (jst.ldu(lambda: y, 'y'),)
-    def set_state(state):
-        nonlocal y
-        (y,) = state
-    (y,) = jst.convert_ifelse(x.sum() > 0, if_body, else_body, get_state, set_state, ('y',), 1)
+    (y,) = jst.convert_ifelse(x.sum() > 0, if_body, else_body, ('y',), ('y',), 1)
 
 The state is every symbol a branch writes that is live after the `if` (the first `nouts`,
 whose two branch values must agree when staged) or read by a branch before it is written
@@ -31,7 +26,9 @@ leaving an `Undefined` marker on the user's object. A name a branch `del`s is ca
 branch deletes the enclosing function's variable. The guard `if not do_return:` that the
 return step adds gets an else branch where what the body would assign is dead (the function
 has returned), so a variable first assigned after a nested early return is not refused.
-Facts come from `dy2st.analysis` (liveness, definitions); nested `if`s are rewritten first.
+The runtime reaches the state through the branches' closure cells (`state_access`: paths,
+then display names). Facts come from `dy2st.analysis` (liveness, definitions); nested `if`s
+are rewritten first.
 """
 
 from __future__ import annotations
@@ -48,15 +45,6 @@ from dy2st.transformers.state_access import StateTransformer
 # How the return step names its flag (dy2st.transformers.return_statements).
 RETURN_FLAG_DISPLAY = "the early-return flag"
 
-_IF_TEMPLATE = """
-jst.convert_ifelse(test, if_body, else_body, get_state, set_state, names, nouts)
-"""
-
-# `if not do_return: rest` guards made by the return/break/continue rewrites: their branches
-# are not the user's if/else, so errors name what they truly are.
-_GUARD_TEMPLATE = """
-jst.convert_ifelse(test, if_body, else_body, get_state, set_state, names, nouts, branch_names)
-"""
 def _negated_name(test):
     """`x` for a test `not x`, also once the logical rewrite made it `jst.convert_not(x)`."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
@@ -78,7 +66,6 @@ class IfElseTransformer(StateTransformer):
     def visit_If(self, node):
         live_out = getanno(node, Fact.LIVE_OUT)
         live_in = getanno(node, Fact.LIVE_IN)
-        defined = getanno(node, Fact.DEFINED_IN)
         self.generic_visit(node)
         outputs, carried = self._state(node, live_out, live_in)
         state = outputs + carried
@@ -99,32 +86,17 @@ class IfElseTransformer(StateTransformer):
             else_body = self._branch(namer.helper_symbol("else_body"), [], state, outputs, returned=True,
                                      flag=flag)
             stmts.append(else_body)
-        get_state = set_state = None
-        if state:
-            get_state, set_state = namer.helper_symbol("get_state"), namer.helper_symbol("set_state")
-            stmts += self._state_functions(get_state, set_state, state, defined, live_in)
+        else_name = templates.name(else_body.name) if else_body else templates.constant(None)
+        call = self.state_call("convert_ifelse", [node.test, templates.name(if_body.name), else_name], state)
+        call.args.append(templates.constant(len(outputs)))
         guard = self._guard_branch_names(node)
-        call = templates.replace_as_expression(
-            _GUARD_TEMPLATE if guard else _IF_TEMPLATE,
-            **({"branch_names": guard} if guard else {}),
-            jst=self.ctx.runtime,
-            test=node.test,
-            if_body=if_body.name,
-            else_body=else_body.name if else_body else templates.constant(None),
-            get_state=get_state or templates.constant(None),
-            set_state=set_state or templates.constant(None),
-            names=templates.tuple_of([templates.constant(self._display(s)) for s in state]),
-            nouts=templates.constant(len(outputs)),
-        )
+        if guard:
+            call.args.append(guard)
         pass_python_body(node, call)
         conflicts = _reordered_keys(node, state)
         if conflicts:
             call.keywords.append(ast.keyword(arg="reordered_keys", value=templates.constant(conflicts)))
-        if state:
-            stmts += self.assign_state(state, call)
-        else:
-            stmts.append(ast.Expr(value=call))
-        return stmts
+        return stmts + self.assign_state(state, call)
 
     def _state(self, node, live_out, live_in):
         """(outputs, carried): symbols live after the if, and those only read-before-written."""
@@ -151,8 +123,8 @@ class IfElseTransformer(StateTransformer):
             return None
         display = self.ctx.namer.display_name(flag)
         jump = _JUMP_OF_FLAG.get(display, f"jump ({display})")
-        names = (f"code after an earlier {jump} (when it was not taken)", f"path that took the earlier {jump}")
-        return templates.tuple_of([templates.constant(n) for n in names])
+        return templates.constant((f"code after an earlier {jump} (when it was not taken)",
+                                   f"path that took the earlier {jump}"))
 
     def _exits(self, body) -> bool:
         """Does the branch set an early-return/break/continue flag (skipping the rest)?"""
@@ -190,12 +162,10 @@ class IfElseTransformer(StateTransformer):
 
     def _branch(self, name, body, state, outputs=(), returned=False, flag=None):
         body = body + self._dead_loads(body, outputs, returned, flag)
-        written = activity_of(body).writes
-        decls = self._declarations([s for s in state if s in written])
         return ast.FunctionDef(
             name=name,
             args=templates.thunk(templates.constant(None)).args,
-            body=decls + body,
+            body=self._declarations(state) + body,
             decorator_list=[],
             returns=None,
             type_comment=None,

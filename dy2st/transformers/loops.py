@@ -14,12 +14,7 @@ After::
         nonlocal err, x
         x = x - f(x) / df(x)
         err = abs(f(x))
-    def get_state():
-        return (err, x)
-    def set_state(state):
-        nonlocal err, x
-        (err, x) = state
-    (err, x) = jst.convert_while(loop_test, loop_body, get_state, set_state, ('err', 'x'))
+    (err, x) = jst.convert_while(loop_test, loop_body, ('err', 'x'), ('err', 'x'))
 
 and `for i, row in enumerate(xs): body` becomes::
 
@@ -27,8 +22,7 @@ and `for i, row in enumerate(xs): body` becomes::
         nonlocal ...
         i, row = itr
         body
-    (...) = jst.convert_for(jst.loop_iter(enumerate, xs), loop_body, get_state, set_state,
-                            (...), None)
+    (...) = jst.convert_for(jst.loop_iter(enumerate, xs), loop_body, (...), (...), None)
 
 The state is exactly the symbols the body writes that are live after the loop or at the head
 of the next iteration (`Fact.LIVE_OUT`/`LIVE_IN` of the loop), plus attribute/item writes; a `for`
@@ -36,7 +30,7 @@ loop's break flag (`Fact.BREAK_FLAG`, which liveness counts as read at the loop 
 through the last argument. Calls of
 `range`, `enumerate` and `zip` in a `for` header go through `loop_iter`, so the runtime sees
 traced bounds and arrays before Python would iterate them. Runs after break_statements (no loop
-has an `else` or a `break` left) and after ifelse (both build state accessors with `transformers.state_access`).
+has an `else` or a `break` left) and after ifelse (both name their state with `transformers.state_access`).
 """
 
 from __future__ import annotations
@@ -51,8 +45,8 @@ from dy2st.transformers.state_access import StateTransformer
 
 
 class LoopTransformer(StateTransformer):
-    """See the module docstring. The scope stack and get/set_state builders are shared with
-    the if/else transformer (`state_access`)."""
+    """See the module docstring. The scope stack and the state's paths are shared with the
+    if/else transformer (`state_access`)."""
 
     def _loop_state(self, node):
         writes = activity_of(node.body).writes
@@ -71,10 +65,9 @@ class LoopTransformer(StateTransformer):
         return sorted(plain, key=str) + sorted(composites, key=str)
 
     def _function(self, name, params, body, state):
-        written = activity_of(body).writes
         func = templates.replace("def name():\n    pass", name=name)[0]
         func.args = templates.thunk(templates.constant(None), params=params).args
-        func.body = self._declarations([s for s in state if s in written]) + body
+        func.body = self._declarations(state) + body
         return func
 
     def _settled_by_else(self, node) -> list:
@@ -93,10 +86,7 @@ class LoopTransformer(StateTransformer):
         ]
 
     def _finish(self, node, stmts, call, state):
-        if state:
-            stmts += self.assign_state(state, call)  # attributes/items: never an Undefined marker
-        else:
-            stmts.append(ast.Expr(value=call))
+        stmts += self.assign_state(state, call)
         # Generated code gets the header's line only: spanning the body's lines would make
         # Python report a call's last line (and runtime errors point at the wrong line).
         header = ast.Pass()
@@ -105,14 +95,6 @@ class LoopTransformer(StateTransformer):
         copy_location_recursive(stmts, header)
         return stmts
 
-    def _state_and_accessors(self, node, state):
-        namer = self.ctx.namer
-        get_state, set_state = namer.helper_symbol("get_state"), namer.helper_symbol("set_state")
-        defined = getanno(node, Fact.DEFINED_IN)
-        accessors = self._state_functions(get_state, set_state, state, defined, getanno(node, Fact.LIVE_IN))
-        names = templates.tuple_of([templates.constant(self._display(s)) for s in state])
-        return accessors, get_state, set_state, names
-
     def visit_While(self, node):
         state = self._loop_state(node)
         observed = self._observed(node, state)
@@ -120,20 +102,11 @@ class LoopTransformer(StateTransformer):
         namer = self.ctx.namer
         test = templates.replace("def loop_test():\n    return test", loop_test=namer.new_symbol("loop_test"), test=node.test)[0]
         body = self._function(namer.new_symbol("loop_body"), (), node.body, state)
-        accessors, get_state, set_state, names = self._state_and_accessors(node, state)
-        call = templates.replace_as_expression(
-            "jst.convert_while(loop_test, loop_body, get_state, set_state, names)",
-            jst=self.ctx.runtime,
-            loop_test=test.name,
-            loop_body=body.name,
-            get_state=get_state,
-            set_state=set_state,
-            names=names,
-        )
+        call = self.state_call("convert_while", [templates.name(test.name), templates.name(body.name)], state)
         pass_python_body(node, call)
         self._pass_loop_only(node, call, state)
         self._pass_observed(call, observed)
-        return self._finish(node, self._settled_by_else(node) + [test, body] + accessors, call, state)
+        return self._finish(node, self._settled_by_else(node) + [test, body], call, state)
 
     def visit_For(self, node):
         flag = getanno(node, Fact.BREAK_FLAG) if hasanno(node, Fact.BREAK_FLAG) else None
@@ -144,26 +117,17 @@ class LoopTransformer(StateTransformer):
         item = namer.new_symbol("itr")
         unpack = templates.replace("target = item", target=node.target, item=item)
         body = self._function(namer.new_symbol("loop_body"), (item,), unpack + node.body, state)
-        accessors, get_state, set_state, names = self._state_and_accessors(node, state)
         extra_test = templates.constant(None)
         if flag:
             extra_test = templates.thunk(
                 templates.replace_as_expression("jst.convert_not(flag)", jst=self.ctx.runtime, flag=flag)
             )
-        call = templates.replace_as_expression(
-            "jst.convert_for(iterable, loop_body, get_state, set_state, names, extra_test)",
-            jst=self.ctx.runtime,
-            iterable=self._iterable(node.iter),
-            loop_body=body.name,
-            get_state=get_state,
-            set_state=set_state,
-            names=names,
-            extra_test=extra_test,
-        )
+        call = self.state_call("convert_for", [self._iterable(node.iter), templates.name(body.name)], state)
+        call.args.append(extra_test)
         pass_python_body(node, call)
         self._pass_loop_only(node, call, state)
         self._pass_observed(call, observed)
-        return self._finish(node, self._settled_by_else(node) + [body] + accessors, call, state)
+        return self._finish(node, self._settled_by_else(node) + [body], call, state)
 
     def _observed(self, node, state) -> list:
         """The item/attribute state whose container the loop (body or test) can look into, so
@@ -176,8 +140,7 @@ class LoopTransformer(StateTransformer):
         """`observed=(...)`: the runtime must not give these a value before the body sets them
         (a staged loop would) when they do not exist before the loop."""
         if observed:
-            names = templates.tuple_of([templates.constant(self._display(s)) for s in observed])
-            call.keywords.append(ast.keyword(arg="observed", value=names))
+            call.keywords.append(ast.keyword(arg="observed", value=self._state_names(observed)))
 
     def _pass_loop_only(self, node, call, state) -> None:
         """`loop_only=(...)`: state that only later iterations read (never after the loop), so
@@ -186,8 +149,7 @@ class LoopTransformer(StateTransformer):
         loop_only = [s for s in state if not s.is_composite and s not in after and s.base not in defined
                      and not self.ctx.namer.is_generated(s.base)]
         if loop_only:
-            names = templates.tuple_of([templates.constant(self._display(s)) for s in loop_only])
-            call.keywords.append(ast.keyword(arg="loop_only", value=names))
+            call.keywords.append(ast.keyword(arg="loop_only", value=self._state_names(loop_only)))
 
     def _iterable(self, expr):
         """`range(a, b)` -> `jst.loop_iter(range, a, b)`, likewise any call of a plain name (it may

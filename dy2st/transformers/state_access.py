@@ -1,16 +1,16 @@
-"""What the if/else and loop transformers share: reading and writing the state a branch or loop
-body carries, from inside the generated functions.
+"""What the if/else and loop transformers share: naming the state a branch or loop body
+carries, and declaring it in the generated functions.
 
-For state `(y, o.w)` they generate::
+The state is passed to the runtime as data: for state `(y, o.w, d['k'])`::
 
-    def get_state():
-        return (jst.ldu(lambda: y, 'y'), o.w)     # `ldu`: y may be unbound here
-    def set_state(state):
-        nonlocal y
-        (y, new_value) = state
-        jst.write_composite(o, 'w', new_value)
+    (y,) = jst.convert_ifelse(..., ('y', ('o', 'w'), ('d', ('k',))), ('y', 'o.w', "d['k']"), ...)
 
-and declare written names `nonlocal` (or `global`) in each body function.
+paths as spelled in the source, which the runtime reaches through the closure cells of the
+branch or body functions (`dy2st.runtime.state_cells`), then display names for errors. The
+runtime writes attributes and items back itself and gives back the plain names' values. Each
+branch or body function declares the state's names `nonlocal` (or `global`), which puts their
+cells in its closure. The analysis reads the paths as what the statement reads, and
+its attributes and items as what it writes (`analysis.activity`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import ast
 
 from dy2st.analysis import Fact, getanno
-from dy2st.analysis.qual_names import QualifiedName
 from dy2st.transformers import templates
 from dy2st.transformers.base import StatementTransformer
 
@@ -50,6 +49,10 @@ class StateTransformer(StatementTransformer):
         return str(symbol) if symbol.is_composite else self.ctx.namer.display_name(symbol.base)
 
     def _declarations(self, symbols):
+        """`nonlocal`/`global` of the plain names among `symbols`, for a branch or body
+        function: every plain state variable, written there or not, so that each function the
+        runtime gets holds the cells of the whole state (a variable the rewrite of an inner
+        loop made local to its own body is not free in the outer body otherwise)."""
         scope = self._scopes[-1] if self._scopes else None
         globals_ = scope.globals if scope else frozenset()
         names = sorted({s.base for s in symbols if not s.is_composite})
@@ -62,57 +65,29 @@ class StateTransformer(StatementTransformer):
             decls.append(ast.Global(names=global_names))
         return decls
 
-    def _state_functions(self, get_name, set_name, state, defined, live_in):
-        # A plain read is safe only for a name bound on every path here AND live on entry:
-        # one that is not live may be bound in the user's function but not in the generated
-        # function this statement now sits in (it is local there), so it is read with `ldu`.
-        defined = {name for name in defined if QualifiedName(name) in live_in}
-        reads = []
-        for symbol in state:
-            if symbol.is_composite or symbol.base not in defined:
-                reads.append(
-                    templates.replace_as_expression(
-                        "jst.ldu(lambda: value, name)",
-                        jst=self.ctx.runtime,
-                        value=symbol.to_node(),
-                        name=templates.constant(self._display(symbol)),
-                    )
-                )
-            else:
-                reads.append(symbol.to_node())
-        get_state = templates.replace(
-            "def get_state():\n    return values",
-            get_state=get_name,
-            values=templates.tuple_of(reads),
-        )[0]
-        state_param = self.ctx.namer.helper_symbol("state")
-        set_state = templates.replace(
-            "def set_state(param):\n    decls\n    assignments",
-            set_state=set_name,
-            param=state_param,
-            decls=self._declarations(state),
-            assignments=self.assign_state(state, templates.name(state_param)),
-        )[0]
-        return [get_state, set_state]
+    def _state_paths(self, state) -> ast.Constant:
+        """The runtime's paths of `state` (see the module docstring), as one constant."""
+        return templates.constant(tuple(s.path_constant() for s in state))
 
-    def assign_state(self, state, value) -> list:
-        """`(a, o.y) = value` as statements: plain names directly; attributes and items through
-        `jst.write_composite`, which deletes instead of writing an `Undefined` marker (the
-        attribute or key was unbound before the statement and stays so on this path)."""
-        targets, writes = [], []
-        for symbol in state:
-            if not symbol.is_composite:
-                targets.append(symbol.to_node())
-                continue
-            temp = self.ctx.namer.new_symbol("new_value")
-            targets.append(templates.name(temp))
-            step = symbol.path[-1]
-            writes += templates.replace(
-                "jst.write_composite(parent, step, temp)",
-                jst=self.ctx.runtime,
-                parent=symbol.parent.to_node(),
-                step=templates.constant(step) if isinstance(step, str) else templates.tuple_of([templates.constant(step[0])]),
-                temp=temp,
-            )
-        target = templates.tuple_of(targets, store=True)
-        return [ast.Assign(targets=[target], value=value, type_comment=None)] + writes
+    def _state_names(self, symbols) -> ast.Constant:
+        """The display names of `symbols`, for errors, as one constant."""
+        return templates.constant(tuple(self._display(s) for s in symbols))
+
+    def state_call(self, operator: str, args: list, state) -> ast.Call:
+        """`jst.<operator>(*args, <paths of state>, <names of state>)`, telling the runtime the
+        class to mangle private names with where a path holds one."""
+        call = templates.call(templates.attribute(self.ctx.runtime, operator),
+                              args + [self._state_paths(state), self._state_names(state)])
+        if self.ctx.class_name is not None and any(s.has_private_name() for s in state):
+            call.keywords.append(ast.keyword(arg="class_name", value=templates.constant(self.ctx.class_name)))
+        return call
+
+    @staticmethod
+    def assign_state(state, call) -> list:
+        """`(a, b) = call` for the plain names of `state` (the runtime writes attributes and
+        items back itself), or the call alone."""
+        targets = [s.to_node(ast.Store()) for s in state if not s.is_composite]
+        if not targets:
+            return [ast.Expr(value=call)]
+        target = ast.Tuple(elts=targets, ctx=ast.Store())
+        return [ast.Assign(targets=[target], value=call, type_comment=None)]

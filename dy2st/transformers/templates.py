@@ -166,6 +166,12 @@ def attribute(base: str, attr: str):
     return ast.Attribute(value=_name(base, ast.Load()), attr=attr, ctx=ast.Load())
 
 
+def call(function, args: list, keywords: list | None = None):
+    """`function(*args, **keywords)` as a node, `args` inserted as they are (not copied): for
+    the hottest rewrites (one per `if` and loop), built without a template."""
+    return ast.Call(func=function, args=args, keywords=keywords or [])
+
+
 def thunk(body, params=()):
     """`lambda <params>: body` as a node (used to delay evaluation of an operand)."""
     args = [ast.arg(arg=p) for p in params]

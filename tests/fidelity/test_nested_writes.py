@@ -1,7 +1,8 @@
 """Item and attribute writes nested in staged code, seen by every enclosing if and loop.
 
-An inner `if` is rewritten first; the `L[-1] = v` in its branch becomes a generated
-`write_composite(L, (-1,), v)` after it. Enclosing ifs and loops must still carry `L[-1]`
+An inner `if` is rewritten first; the `L[-1] = v` in its branch becomes a path in the state of
+the generated `convert_ifelse(..., ('L', (-1,)), ...)`, which the runtime writes back. Enclosing
+ifs and loops must still carry `L[-1]`
 (they used to miss it and leave an inner trace's value in `L`: an UnexpectedTracerError, or a
 leaked tracer). And a loop body that fails half way through tracing must leave no object
 holding what the methods it called wrote.
@@ -135,3 +136,49 @@ def test_closures_see_writes_made_inside_staged_code(x):
     check_equivalent(closure_reads_a_write_in_a_guarded_loop, x, jnp.zeros(3))
     check_equivalent(closure_reads_a_write_in_a_staged_if, x)
     check_equivalent(closure_reads_a_write_in_a_staged_if, -x)
+
+
+# -- private names, which the compiler mangles in a class body ----------------------------------
+class Private:
+    """`self.__n` is `self._Private__n` once compiled; a local `__t` is `_Private__t`."""
+
+    def __init__(self):
+        self.__n = jnp.zeros(3)
+
+    def staged_if(self, x):
+        __t = x
+        if x.sum() > 0:
+            self.__n = self.__n + x
+            __t = __t * 2
+        return self.__n, __t
+
+    def staged_loop(self, x, n):
+        __t = x
+        for i in range(n):
+            if __t.sum() > 4:
+                self.__n = self.__n + __t
+            __t = __t + 1.0
+        return self.__n, __t
+
+    def state(self):
+        return sorted(vars(self))
+
+
+@pytest.mark.parametrize("x", [X, -X])
+def test_private_attributes_and_locals_in_a_staged_if(x):
+    eager, static = Private(), Private()
+    expected = eager.staged_if(x)
+    got = dy2st.to_static(static.staged_if)(x)
+    for a, b in zip(jax.tree_util.tree_leaves(expected), jax.tree_util.tree_leaves(got)):
+        assert jnp.allclose(a, b)
+    assert static.state() == eager.state() == ["_Private__n"]  # no unmangled `__n` attribute made
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_private_attributes_and_locals_in_a_staged_loop(n):
+    eager, static = Private(), Private()
+    expected = eager.staged_loop(X, n)
+    got = dy2st.to_static(static.staged_loop)(X, jnp.int32(n))
+    for a, b in zip(jax.tree_util.tree_leaves(expected), jax.tree_util.tree_leaves(got)):
+        assert jnp.allclose(a, b)
+    assert static.state() == ["_Private__n"]

@@ -10,13 +10,15 @@ from dy2st.errors import BranchOutputError
 
 
 class Cell:
-    """Holds state the way generated nonlocal variables would."""
+    """State as attributes of an object the branches close over, always named `cell`: the
+    runtime reaches it through their cells (`state_cells`) and writes the attributes back."""
 
     def __init__(self, **values):
         self.__dict__.update(values)
 
 
 def make_if(cell, names, true_updates, false_updates):
+    """(if_body, else_body, paths, display names) for state `names` of `cell`."""
     def if_body():
         for k, fn in true_updates.items():
             setattr(cell, k, fn(cell))
@@ -25,30 +27,42 @@ def make_if(cell, names, true_updates, false_updates):
         for k, fn in false_updates.items():
             setattr(cell, k, fn(cell))
 
-    def get_state():
-        return tuple(getattr(cell, n) for n in names)
-
-    def set_state(values):
-        for n, v in zip(names, values):
-            setattr(cell, n, v)
-
-    return if_body, else_body, get_state, set_state
+    return if_body, else_body, tuple(("cell", n) for n in names), names
 
 
 def test_python_predicate_runs_one_branch():
     cell = Cell(y=1)
     branches = make_if(cell, ("y",), {"y": lambda c: 2}, {"y": lambda c: 3})
-    assert runtime.convert_ifelse(True, *branches, ("y",), 1) == (2,)
-    assert runtime.convert_ifelse([], *branches, ("y",), 1) == (3,)  # Python truthiness
+    assert runtime.convert_ifelse(True, *branches, 1) == ()  # attributes: written back, not given back
+    assert cell.y == 2
+    runtime.convert_ifelse([], *branches, 1)  # Python truthiness
+    assert cell.y == 3
+
+
+def test_plain_names_are_reached_through_the_branches_cells():
+    y, k = 1, "kept"
+
+    def if_body():
+        nonlocal y
+        y = y + len(k) - 3  # reads k: a branch reaches every state variable (here by its cell)
+
+    def else_body():
+        nonlocal y
+        del y
+
+    assert runtime.convert_ifelse(True, if_body, else_body, ("y", "k"), ("y", "k"), 2) == (2, "kept")
+    assert y == 2
+    (y, k) = runtime.convert_ifelse(False, if_body, else_body, ("y", "k"), ("y", "k"), 2)
+    assert isinstance(y, runtime.Undefined) and y.name == "y" and k == "kept"
 
 
 def test_traced_predicate_stages_cond_and_keeps_equal_python_values():
     def f(x):
         cell = Cell(y=x, k=5)
         branches = make_if(cell, ("y", "k"), {"y": lambda c: c.y * 2}, {"y": lambda c: c.y - 1})
-        y, k = runtime.convert_ifelse(x.sum() > 0, *branches, ("y", "k"), 2)
-        assert k == 5 and isinstance(k, int)  # unchanged Python value stays Python
-        return y
+        runtime.convert_ifelse(x.sum() > 0, *branches, 2)
+        assert cell.k == 5 and isinstance(cell.k, int)  # unchanged Python value stays Python
+        return cell.y
 
     x = jnp.arange(3.0)
     np.testing.assert_allclose(jax.jit(f)(x), x * 2)
@@ -59,8 +73,8 @@ def test_traced_predicate_promotes_python_scalars():
     def f(x):
         cell = Cell(n=0)
         branches = make_if(cell, ("n",), {"n": lambda c: 1}, {"n": lambda c: 2.5})
-        (n,) = runtime.convert_ifelse(x > 0, *branches, ("n",), 1)
-        return n
+        runtime.convert_ifelse(x > 0, *branches, 1)
+        return cell.n
 
     assert jax.jit(f)(1.0) == 1.0
     assert jax.jit(f)(-1.0) == 2.5
@@ -70,7 +84,7 @@ def test_mismatch_raises_branch_output_error():
     def f(x):
         cell = Cell(y=x)
         branches = make_if(cell, ("y",), {"y": lambda c: c.y[:1]}, {})
-        return runtime.convert_ifelse(x.sum() > 0, *branches, ("y",), 1)
+        return runtime.convert_ifelse(x.sum() > 0, *branches, 1)
 
     with pytest.raises(BranchOutputError, match="'y' is float32\\[1\\] in the if branch but float32\\[3\\]"):
         jax.jit(f)(jnp.ones(3))
@@ -78,16 +92,17 @@ def test_mismatch_raises_branch_output_error():
 
 def _counted_if(cell, names, true_updates, false_updates, runs):
     """`make_if` whose branches count their Python-side executions in `runs`."""
-    if_body, else_body, get_state, set_state = make_if(cell, names, true_updates, false_updates)
+    if_body, else_body, paths, names = make_if(cell, names, true_updates, false_updates)
 
     def counted(side, body):
         def run():
             runs.append(side)
+            assert cell is not None  # closes over `cell`, as generated branches do
             body()
 
         return run
 
-    return counted("if", if_body), counted("else", else_body), get_state, set_state
+    return counted("if", if_body), counted("else", else_body), paths, names
 
 
 def test_cond_with_agreeing_types_traces_each_branch_once():
@@ -96,7 +111,8 @@ def test_cond_with_agreeing_types_traces_each_branch_once():
     def f(x):
         cell = Cell(y=x)
         branches = _counted_if(cell, ("y",), {"y": lambda c: c.y * 2}, {"y": lambda c: c.y - 1.0}, runs)
-        return runtime.convert_ifelse(x.sum() > 0, *branches, ("y",), 1)[0]
+        runtime.convert_ifelse(x.sum() > 0, *branches, 1)
+        return cell.y
 
     x = jnp.arange(3.0)
     np.testing.assert_allclose(jax.jit(f)(x), x * 2)
@@ -110,7 +126,8 @@ def test_cond_whose_first_branch_needs_promotion_is_built_again():
     def f(x):
         cell = Cell(y=x.sum())  # a Python 0 in the if branch against a float32 in the else branch
         branches = _counted_if(cell, ("y",), {"y": lambda c: 0}, {"y": lambda c: c.y + 1}, runs)
-        return runtime.convert_ifelse(x.sum() > 0, *branches, ("y",), 1)[0]
+        runtime.convert_ifelse(x.sum() > 0, *branches, 1)
+        return cell.y
 
     x = jnp.arange(3.0, dtype=jnp.float32)
     out = jax.jit(f)(x)
@@ -123,7 +140,8 @@ def test_scalar_condition_is_not_reshaped():
     def f(x):
         cell = Cell(y=x)
         branches = make_if(cell, ("y",), {"y": lambda c: c.y * 2}, {})
-        return runtime.convert_ifelse(x.sum() > 0, *branches, ("y",), 1)[0]
+        runtime.convert_ifelse(x.sum() > 0, *branches, 1)
+        return cell.y
 
     assert "reshape" not in str(jax.make_jaxpr(f)(jnp.ones(3)))
 

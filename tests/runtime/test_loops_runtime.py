@@ -15,18 +15,16 @@ from dy2st.runtime.loop_staging import merge_types
 
 
 class Box:
-    """Loop state as attributes, with get_state/set_state like generated code has."""
+    """Loop state as attributes of a box the functions close over, always named `s`: the
+    runtime reaches it through their cells (`state_cells`) and writes the attributes back."""
 
     def __init__(self, **values):
         self.__dict__.update(values)
         self.names = tuple(values)
+        self.paths = tuple(("s", n) for n in values)
 
-    def get(self):
+    def values(self):
         return tuple(getattr(self, n) for n in self.names)
-
-    def set(self, values):
-        for n, v in zip(self.names, values):
-            setattr(self, n, v)
 
 
 def test_runtime_imports_alone():
@@ -39,7 +37,8 @@ def test_python_while_runs_in_python():
     def body():
         s.i, s.x = s.i + 1, s.x * 2
 
-    assert convert_while(lambda: s.i < 4, body, s.get, s.set, s.names) == (4, 16.0)
+    assert convert_while(lambda: s.i < 4, body, s.paths, s.names) == ()
+    assert s.values() == (4, 16.0)
     assert type(s.i) is int
 
 
@@ -50,7 +49,8 @@ def test_traced_while_is_one_while_loop():
         def body():
             s.x, s.n = s.x * 2, s.n + 1
 
-        return convert_while(lambda: s.x.sum() < 50, body, s.get, s.set, s.names)
+        convert_while(lambda: s.x.sum() < 50, body, s.paths, s.names)
+        return s.values()
 
     jaxpr = jax.make_jaxpr(f)(jnp.ones(2))
     assert "while" in str(jaxpr)
@@ -67,7 +67,8 @@ def test_bounded_while_is_a_scan():
             set_loop_options(maximum_iterations=10)
             s.x = s.x * 2
 
-        return convert_while(lambda: s.x.sum() < 50, body, s.get, s.set, s.names)[0]
+        convert_while(lambda: s.x.sum() < 50, body, s.paths, s.names)
+        return s.values()[0]
 
     assert "scan" in str(jax.make_jaxpr(f)(jnp.ones(2)))
     np.testing.assert_allclose(jax.jit(f)(jnp.ones(2)), [32.0, 32.0])
@@ -82,7 +83,8 @@ def test_for_over_python_iterable_with_break_flag():
         if item == 3:
             s.stop = True
 
-    assert convert_for([1, 2, 3, 4, 5], body, s.get, s.set, s.names, lambda: not s.stop) == (6, True)
+    convert_for([1, 2, 3, 4, 5], body, s.paths, s.names, lambda: not s.stop)
+    assert s.values() == (6, True)
 
 
 def test_for_over_traced_array_scans_rows():
@@ -92,7 +94,8 @@ def test_for_over_traced_array_scans_rows():
         def body(row):
             s.h = s.h + row
 
-        return convert_for(xs, body, s.get, s.set, s.names, None)[0]
+        convert_for(xs, body, s.paths, s.names, None)
+        return s.values()[0]
 
     xs = jnp.arange(6.0).reshape(2, 3)
     assert "scan" in str(jax.make_jaxpr(f)(xs))
@@ -178,7 +181,7 @@ def _traced_while(x, start, bounded=False):
             set_loop_options(maximum_iterations=8)
         s.x, s.n = s.x * 2, s.n + 1
 
-    convert_while(lambda: s.x.sum() < 50, body, s.get, s.set, s.names)
+    convert_while(lambda: s.x.sum() < 50, body, s.paths, s.names)
     return runs
 
 
@@ -206,7 +209,8 @@ def test_traced_while_carries_no_iteration_counter():
         def body():
             s.x = s.x * 2
 
-        return convert_while(lambda: s.x.sum() < 50, body, s.get, s.set, s.names)[0]
+        convert_while(lambda: s.x.sum() < 50, body, s.paths, s.names)
+        return s.values()[0]
 
     (eqn,) = [e for e in jax.make_jaxpr(f)(jnp.ones(2)).eqns if e.primitive.name == "while"]
     assert [str(v.aval) for v in eqn.outvars] == ["float32[2]"]
@@ -222,7 +226,8 @@ def test_for_over_rows_traces_its_body_once():
             runs.append(1)
             s.h = s.h + row
 
-        return convert_for(xs, body, s.get, s.set, s.names, None)[0]
+        convert_for(xs, body, s.paths, s.names, None)
+        return s.values()[0]
 
     jax.make_jaxpr(f)(jnp.ones((4, 3)))
     assert len(runs) == 1
@@ -236,7 +241,8 @@ def _range_sum(xs, n):
         assert t.dtype == jnp.int32 and t.weak_type  # like the Python int eager code gets
         s.h = s.h + xs[t]
 
-    return convert_for(loop_iter(builtins.range, n), body, s.get, s.set, s.names, None)[0]
+    convert_for(loop_iter(builtins.range, n), body, s.paths, s.names, None)
+    return s.values()[0]
 
 
 def test_range_index_needs_no_arithmetic_or_converts():

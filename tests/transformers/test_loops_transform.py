@@ -30,14 +30,7 @@ def test_while_carries_live_written_variables_only():
                 tmp = err * 0.5
                 err = tmp
                 unused = 1
-
-            def get_state():
-                return (err,)
-
-            def set_state(state):
-                nonlocal err
-                err, = state
-            err, = jst.convert_while(loop_test, loop_body, get_state, set_state, ('err',))
+            err, = jst.convert_while(loop_test, loop_body, ('err',), ('err',))
             return err
     """)
 
@@ -61,14 +54,7 @@ def test_for_over_enumerate_goes_through_loop_iter_with_tuple_target():
                 nonlocal h, t
                 t, x = itr
                 h = h + t * x
-
-            def get_state():
-                return (h, jst.ldu(lambda: t, 't'))
-
-            def set_state(state):
-                nonlocal h, t
-                h, t = state
-            h, t = jst.convert_for(jst.loop_iter(enumerate, xs), loop_body, get_state, set_state, ('h', 't'), None)
+            h, t = jst.convert_for(jst.loop_iter(enumerate, xs), loop_body, ('h', 't'), ('h', 't'), None)
             return (h, t)
     """)
 
@@ -86,7 +72,8 @@ def test_for_break_flag_is_carried_and_checked():
         break_statements,
         loops,
     )
-    assert "jst.convert_for(xs, loop_body, get_state, set_state, ('the break flag', 's'), lambda: jst.convert_not(break_))" in code
+    assert ("jst.convert_for(xs, loop_body, ('break_', 's'), ('the break flag', 's'), lambda: jst.convert_not(break_))"
+            in code)
     assert "nonlocal break_, s" in code
 
 

@@ -1,0 +1,187 @@
+"""The variables an `if` or loop carries, read and written through its functions' closure cells.
+
+Generated code names the state of an `if` or loop by path, as data::
+
+    (y,) = jst.convert_ifelse(test, if_body, else_body, ('y', ('self', 'n')), ...)
+
+and the branch or body functions close over those variables (a branch that writes `y` declares
+it `nonlocal`; one that reads `self` has it free). The runtime reaches each variable through
+the cell those functions share with the enclosing function, so no reader/writer function is
+generated per `if` (each nested function costs the conversion about as much as the rest of a
+short `if`). A path is a name (`'y'`) or a name followed by attribute names and `(key,)` items
+(`('d', ('k',))` for `d['k']`), spelled as in the source: private names (`__n`) are mangled
+here with the class the function is defined in, as the compiler did.
+
+Reading a variable that is unbound gives an `Undefined` marker naming it (eager Python would
+raise only if it were used); writing one back assigns the marker to a name, and removes an
+attribute or key (`write_composite`). The operators give back the values of the plain names
+only (`plain_values`): attributes and items are written back by the runtime itself.
+"""
+
+from __future__ import annotations
+
+import builtins
+import types
+
+from dy2st.errors import OriginInfo
+from dy2st.runtime.undefined import Undefined
+
+_UNBOUND_READS = (NameError, AttributeError, KeyError, IndexError)  # what `ldu` turns into a marker
+
+
+class _Global:
+    """A variable the functions reach as a global (declared `global` in the enclosing function)."""
+
+    __slots__ = ("namespace", "name")
+
+    def __init__(self, namespace: dict, name: str):
+        self.namespace, self.name = namespace, name
+
+    @property
+    def cell_contents(self):
+        try:
+            return self.namespace[self.name]
+        except KeyError:
+            try:
+                return getattr(builtins, self.name)
+            except AttributeError:
+                raise ValueError(self.name) from None
+
+    @cell_contents.setter
+    def cell_contents(self, value):
+        self.namespace[self.name] = value
+
+
+class StateAccess:
+    """The state of one `if` or loop: `get()` and `set(values)` in the order of `paths`
+    (display names `names`), through the cells of `functions` (None entries skipped);
+    `plain()` reads the plain names only. `frame` is the converted function's, whose current
+    line (the `if` or loop) an unbound variable's marker names; `class_name` the class whose
+    private names the paths hold (None: they hold none)."""
+
+    __slots__ = ("paths", "names", "frame", "holders")
+
+    def __init__(self, functions, paths: tuple, names: tuple, frame: types.FrameType, class_name: str | None = None):
+        if class_name is not None:
+            paths = tuple(_mangled(path, class_name) for path in paths)
+        self.paths, self.names, self.frame = paths, names, frame
+        self.holders = [_holder(_base(path), functions) for path in paths]
+
+    def get(self) -> tuple:
+        frame = self.frame
+        return tuple(_read(holder, path, name, frame) for holder, path, name in zip(self.holders, self.paths, self.names))
+
+    def set(self, values) -> None:
+        for holder, path, value in zip(self.holders, self.paths, values):
+            if type(path) is str:
+                holder.cell_contents = value
+            else:
+                _write_composite(holder, path, value)
+
+    def plain(self) -> tuple:
+        """The values of the plain names (what the generated code assigns after the operator)."""
+        frame = self.frame
+        return tuple(_read(holder, path, name, frame)
+                     for holder, path, name in zip(self.holders, self.paths, self.names) if type(path) is str)
+
+
+def plain_values(values: tuple, paths: tuple) -> tuple:
+    """The values of the plain names among `paths`: what the generated code assigns."""
+    return tuple(value for value, path in zip(values, paths) if type(path) is str)
+
+
+def _mangled(path, class_name: str):
+    """`path` with its private names as compiled in class `class_name` (`__n` -> `_Model__n`)."""
+    if type(path) is str:
+        return mangle(path, class_name)
+    return tuple(mangle(step, class_name) if type(step) is str else step for step in path)
+
+
+def mangle(name: str, class_name: str) -> str:
+    """`name` as the compiler spells it inside class `class_name` (private names only)."""
+    if not name.startswith("__") or name.endswith("__") or "." in name:
+        return name
+    owner = class_name.lstrip("_")
+    return f"_{owner}{name}" if owner else name
+
+
+def _base(path) -> str:
+    return path if type(path) is str else path[0]
+
+
+def _holder(base: str, functions):
+    """The cell of `base` in the closure of one of `functions`, or its global binding (a
+    name their code reaches as a global). Generated functions always reach their state; were
+    one not to, guessing (a global of that name) could give a wrong value: refused."""
+    for fn in functions:
+        if fn is None:
+            continue
+        code = fn.__code__
+        if base in code.co_freevars:
+            return fn.__closure__[code.co_freevars.index(base)]
+    for fn in functions:
+        if fn is not None and _names_global(fn.__code__, base):
+            return _Global(fn.__globals__, base)
+    raise AssertionError(f"dy2st internal error: no function of this statement reaches its state variable {base!r}")
+
+
+def _names_global(code: types.CodeType, name: str) -> bool:
+    """Whether `code` or code nested in it names `name` other than as a local or a cell."""
+    if name in code.co_names:
+        return True
+    return any(isinstance(const, types.CodeType) and _names_global(const, name) for const in code.co_consts)
+
+
+def _read(holder, path, name: str, frame):
+    try:
+        value = holder.cell_contents
+    except ValueError:
+        return Undefined(name, OriginInfo.from_frame(frame))
+    if type(path) is str:
+        return value
+    try:
+        return _follow(value, path[1:])
+    except _UNBOUND_READS:
+        return Undefined(name, OriginInfo.from_frame(frame))
+
+
+def _follow(value, steps):
+    for step in steps:
+        value = getattr(value, step) if type(step) is str else value[step[0]]
+    return value
+
+
+def _write_composite(holder, path: tuple, value) -> None:
+    try:
+        base = holder.cell_contents
+    except ValueError:
+        raise NameError(f"cannot access variable {path[0]!r} where it is not associated with a value") from None
+    write_composite(_follow(base, path[1:-1]), path[-1], value)
+
+
+def write_composite(parent, step, value) -> None:
+    """`parent.step = value` (`step` a str) or `parent[key] = value` (`step` is `(key,)`).
+
+    An `Undefined` value means the attribute or key was unbound before the `if`/loop and is
+    unbound on the path taken: it is removed (a staged branch may have set it while being
+    traced), never left holding the marker.
+    """
+    if isinstance(step, str):
+        if not isinstance(value, Undefined):
+            setattr(parent, step, value)
+        elif hasattr(parent, step):
+            delattr(parent, step)
+        return
+    (key,) = step
+    if not isinstance(value, Undefined):
+        parent[key] = value
+    elif _has_key(parent, key):
+        del parent[key]
+
+
+def _has_key(container, key) -> bool:
+    try:
+        container[key]
+    except (KeyError, IndexError, TypeError):
+        return False
+    return True
