@@ -299,7 +299,8 @@ def transform(node, filename: str, function_name: str, stages: int | None = None
     if kinds.holds_any((ast.For, ast.While, ast.If, ast.IfExp)):
         effect_scope = loop_bodies.mark(node)  # on the user's code, before rewrites add lambdas of their own
     namer = Namer(scan.names)
-    ctx = ConversionContext(filename, function_name, namer, namer.new_symbol("jst"), effect_scope, class_name)
+    ctx = ConversionContext(filename, function_name, namer, namer.new_symbol("jst"), effect_scope, class_name,
+                            frozenset(scan.kinds))
     for index, step in enumerate(transformers.PIPELINE[:stages], start=1):
         if step.triggers and not kinds.holds_any(step.triggers, step.source_only):  # nothing to rewrite: skip it
             if config.code_level >= index:

@@ -12,7 +12,7 @@ import dataclasses
 
 from dy2st import ast_util
 from dy2st.analysis import qual_names
-from dy2st.analysis.anno import Fact, setanno
+from dy2st.analysis.anno import Fact, getanno, setanno
 from dy2st.analysis.qual_names import QualifiedName
 
 _FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
@@ -189,12 +189,17 @@ class _ReusingVisitor(_ActivityVisitor):
     summary instead of walking it again (resolve goes bottom up, so each subtree is walked
     once rather than once per enclosing statement)."""
 
-    def __init__(self, summaries: dict):
+    def __init__(self, summaries: dict, lambdas: list):
         super().__init__()
         self._summaries = summaries
+        self._lambdas = lambdas  # every lambda met, for resolve to give its scope
 
     def _inner(self) -> "_ActivityVisitor":
-        return _ReusingVisitor(self._summaries)
+        return _ReusingVisitor(self._summaries, self._lambdas)
+
+    def visit_Lambda(self, node):
+        self._lambdas.append(node)
+        super().visit_Lambda(node)
 
     def visit(self, node):
         summary = self._summaries.get(id(node))
@@ -267,6 +272,18 @@ def _unpacked(target):
         yield target
 
 
+def block_activity(statements: list) -> Activity:
+    """What the statements of a block read, write and kill, from their `Fact.ACTIVITY` (walked
+    only where a statement has none: one made after the last resolve)."""
+    reads, writes, kills = set(), set(), set()
+    for stmt in statements:
+        activity = getanno(stmt, Fact.ACTIVITY, None) or activity_of(stmt)
+        reads |= activity.reads
+        writes |= activity.writes
+        kills |= activity.kills
+    return Activity(frozenset(reads), frozenset(writes), frozenset(kills))
+
+
 def activity_of(nodes) -> Activity:
     visitor = _ActivityVisitor()
     for node in nodes if isinstance(nodes, list) else [nodes]:
@@ -311,21 +328,22 @@ def resolve(tree) -> None:
 
     Bottom up: statements (found through statement blocks alone) come inner first, and each
     statement's visitor adds the summaries of the statements inside it instead of walking
-    them again. Lambdas sit in expressions; a plain walk finds them.
+    them again. Lambdas sit in expressions: the visitors note each they meet (every
+    expression of a statement is visited once, with its statement).
     """
     summaries: dict = {}  # id(statement) -> (Activity, declared globals, declared nonlocals)
+    lambdas: list = []
     for node in reversed(list(ast_util.walk_blocks(tree))):
         if isinstance(node, ast.stmt):
-            visitor = _ReusingVisitor(summaries)
+            visitor = _ReusingVisitor(summaries, lambdas)
             visitor.visit(node)
             activity = _activity(visitor)
             summaries[id(node)] = (activity, visitor.declared_globals, visitor.declared_nonlocals)
             setanno(node, Fact.ACTIVITY, activity)
         if isinstance(node, _FUNCTION_NODES):
-            setanno(node, Fact.SCOPE, function_scope(node, _ReusingVisitor(summaries)))
-    for node in ast_util.walk(tree):
-        if type(node) is ast.Lambda:
-            setanno(node, Fact.SCOPE, function_scope(node, _ReusingVisitor(summaries)))
+            setanno(node, Fact.SCOPE, function_scope(node, _ReusingVisitor(summaries, lambdas)))
+    for node in lambdas:
+        setanno(node, Fact.SCOPE, function_scope(node, _ReusingVisitor(summaries, [])))
 
 
 def observed_containers(nodes, composites) -> frozenset:

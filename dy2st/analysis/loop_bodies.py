@@ -82,15 +82,13 @@ def mark(function_def) -> EffectScope:
     """Set `Fact.PYTHON_BODY` on every loop, `if` and ternary of `function_def` whose body or
     branches need Python; returns the scope facts, for the guards later steps make
     (`mark_guard`)."""
-    local_names = _own_locals(function_def) | _param_names(function_def)
-    decisions, nested = [], []  # one walk of the whole function collects both
-    for node in ast_util.walk(function_def):
-        if isinstance(node, (ast.For, ast.While, ast.If, ast.IfExp)):
-            decisions.append(node)
-        elif isinstance(node, (ast.FunctionDef, ast.Lambda)) and node is not function_def:
-            nested.append(node)
-    writers = _scope_writers(nested)
-    for node in decisions:
+    walk = _FunctionWalk(function_def)
+    local_names = walk.own_locals() | _param_names(function_def)
+    writers = _scope_writers(walk.nested)
+    suspects = walk.suspects(writers)
+    for node in walk.decisions:
+        if id(node) not in suspects:
+            continue  # nothing in it could be an effect: the search below would find none
         if isinstance(node, (ast.For, ast.While)):
             found = python_body(node.body, local_names, writers)
         elif isinstance(node, ast.If):
@@ -99,7 +97,83 @@ def mark(function_def) -> EffectScope:
             found = branch_effects([node.body, node.orelse], local_names, rewritten_appends=False, writers=writers)
         if found is not None:
             setanno(node, Fact.PYTHON_BODY, found)
-    return EffectScope(local_names, writers, _captured(nested, local_names))
+    return EffectScope(local_names, writers, _captured(walk.nested, local_names))
+
+
+_DECISIONS = (ast.For, ast.While, ast.If, ast.IfExp)
+_EFFECT_METHODS = MUTATORS | RETURNING_MUTATORS
+
+
+class _FunctionWalk:
+    """One walk of a function for `mark`: its loops, ifs and ternaries (`decisions`), its nested
+    functions and lambdas, the names its own scope binds, and which decisions hold a node that
+    could be a Python effect (`_effects` looks for the same kinds: a call of `next`, of a
+    mutating method or of a name, a closure, an item assignment), so that the search for effects
+    runs only on those; most functions have ifs and loops but no such node in them."""
+
+    def __init__(self, function_def):
+        self.decisions: list = []
+        self.nested: list = []
+        self._bound: set = set()
+        self._declared: set = set()
+        self._suspects: set = set()  # ids of decisions holding a possible effect
+        self._named_calls: list = []  # (name, decisions around the call): effects if the name writes
+        stack = [(stmt, (), True) for stmt in reversed(function_def.body)]
+        while stack:
+            node, around, own = stack.pop()
+            kind = type(node)
+            if kind in _DECISIONS:
+                self.decisions.append(node)
+                around = around + (node,)
+            elif kind in _NESTED_SCOPES:
+                if kind is ast.FunctionDef or kind is ast.Lambda:
+                    self.nested.append(node)
+                self._suspect(around)
+                own = False
+            elif kind is ast.Call:
+                self._call(node.func, around)
+            elif kind is ast.Assign or kind is ast.AugAssign:
+                if any(type(t) is ast.Subscript for t in (node.targets if kind is ast.Assign else [node.target])):
+                    self._suspect(around)
+            elif own and kind is ast.Name:
+                if type(node.ctx) is not ast.Load:
+                    self._bound.add(node.id)
+                continue
+            elif own and (kind is ast.Global or kind is ast.Nonlocal):
+                self._declared.update(node.names)
+            for field in reversed(node._fields):
+                value = getattr(node, field, None)
+                if type(value) is list:
+                    stack.extend((item, around, own) for item in reversed(value) if isinstance(item, ast.AST))
+                elif isinstance(value, ast.AST):
+                    stack.append((value, around, own))
+
+    def _call(self, func, around: tuple) -> None:
+        if not around:
+            return
+        if type(func) is ast.Name:
+            if func.id in _ITERATOR_BUILTINS:
+                self._suspect(around)
+            else:
+                self._named_calls.append((func.id, around))
+        elif type(func) is ast.Attribute and func.attr in _EFFECT_METHODS:
+            self._suspect(around)
+
+    def _suspect(self, around: tuple) -> None:
+        self._suspects.update(map(id, around))
+
+    def suspects(self, writers: dict) -> set:
+        """Ids of the decisions that may hold a Python effect, given the nested functions that
+        write `nonlocal`/`global` names (`writers`)."""
+        for name, around in self._named_calls:
+            if name in writers:
+                self._suspect(around)
+        return self._suspects
+
+    def own_locals(self) -> frozenset:
+        """Names the function itself binds (not its parameters, nor names it declares `global`
+        or `nonlocal`): its own local variables."""
+        return frozenset(self._bound - self._declared)
 
 
 def _captured(nested: list, local_names: frozenset) -> frozenset:
@@ -272,18 +346,6 @@ def _param_names(function_def) -> frozenset:
     args = function_def.args
     params = args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a is not None]
     return frozenset(p.arg for p in params)
-
-
-def _own_locals(function_def) -> frozenset:
-    """Names the function itself binds (not its parameters, nor names it declares `global` or
-    `nonlocal`): its own local variables. One walk of its own scope."""
-    bound, declared = set(), set()
-    for node in _walk_own_scope(function_def.body):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            bound.add(node.id)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            declared.update(node.names)
-    return frozenset(bound - declared)
 
 
 def _walk_own_scope(body: list):

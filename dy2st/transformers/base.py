@@ -25,6 +25,8 @@ class ConversionContext:
       class_name: the class whose body the function is defined in (None: none), whose name the
         compiler mangles private names with (`self.__n` is `self._Model__n`): runtime operators
         that reach variables by name are told it (`state_access`).
+      source_kinds: the node types (and attribute names) of the user's function, so that a
+        step skips the searches for what it does not hold (`ast_util.scan`).
     """
 
     filename: str
@@ -33,6 +35,11 @@ class ConversionContext:
     runtime: str
     effect_scope: object = None
     class_name: str | None = None
+    source_kinds: frozenset | None = None  # None: not known, anything may be there
+
+    def source_holds(self, kind) -> bool:
+        """Whether the user's function may hold `kind` (a node type or attribute name)."""
+        return self.source_kinds is None or kind in self.source_kinds
 
 
 _LOCATED = (ast.expr, ast.stmt, ast.excepthandler, ast.keyword, ast.arg, ast.alias, ast.pattern)
@@ -55,17 +62,37 @@ def copy_location_recursive(new, origin) -> None:
     stack = list(new) if isinstance(new, list) else [new]
     while stack:
         node = stack.pop()
-        if isinstance(node, _LOCATED):
+        kind = type(node)
+        fields = _child_fields.get(kind)
+        if fields is None:
+            fields = _child_fields_of(kind)
+        if kind in _located_kinds:
             if getattr(node, "lineno", None) is not None:
                 continue
             node.lineno = node.end_lineno = lineno
             node.col_offset = node.end_col_offset = col_offset
-        for field in node._fields:
+        for field in fields:
             value = getattr(node, field, None)
-            if isinstance(value, list):
+            if type(value) is list:
                 stack.extend(item for item in value if isinstance(item, ast.AST))
             elif isinstance(value, ast.AST):
                 stack.append(value)
+
+
+# Fields that never hold a node needing a location: names and numbers, and the context and
+# operator singletons (`Load()`, `Add()`), which have none; skipping them spares most lookups.
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "name", "kind", "type_comment", "level",
+                          "module", "asname", "conversion", "is_async", "simple"})
+_child_fields: dict = {}  # node type -> the fields copy_location_recursive looks into
+_located_kinds: set = set()  # node types that have a location (`_LOCATED`), as met
+
+
+def _child_fields_of(kind) -> tuple:
+    fields = () if kind is ast.Constant else tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
+    _child_fields[kind] = fields
+    if issubclass(kind, _LOCATED):
+        _located_kinds.add(kind)
+    return fields
 
 
 class Transformer(ast_util.NodeTransformer):

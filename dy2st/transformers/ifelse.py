@@ -37,7 +37,7 @@ import ast
 
 from dy2st import ast_util
 from dy2st.analysis import Fact, getanno
-from dy2st.analysis.activity import activity_of, composites_in_write_order
+from dy2st.analysis.activity import activity_of, block_activity, composites_in_write_order
 from dy2st.transformers import templates
 from dy2st.transformers.base import pass_python_body
 from dy2st.transformers.state_access import StateTransformer
@@ -66,8 +66,15 @@ class IfElseTransformer(StateTransformer):
     def visit_If(self, node):
         live_out = getanno(node, Fact.LIVE_OUT)
         live_in = getanno(node, Fact.LIVE_IN)
+        # What the branches write and kill, as the user wrote them (facts of the last resolve;
+        # rewriting the inner ifs below adds only the names of their own functions).
+        writes = block_activity(node.body).writes | block_activity(node.orelse).writes
+        deleted = _deleted_names(node.body + node.orelse) if self.ctx.source_holds(ast.Delete) else set()
+        first_written = composites_in_write_order((node.body, node.orelse)) if any(
+            s.is_composite for s in writes) else {}
+        conflicts = _reordered_keys(node, first_written)
         self.generic_visit(node)
-        outputs, carried = self._state(node, live_out, live_in)
+        outputs, carried = self._state(writes, deleted, first_written, live_out, live_in)
         state = outputs + carried
         namer = self.ctx.namer
         stmts = []
@@ -93,26 +100,25 @@ class IfElseTransformer(StateTransformer):
         if guard:
             call.args.append(guard)
         pass_python_body(node, call)
-        conflicts = _reordered_keys(node, state)
+        conflicts = tuple((state.index(a), state.index(b)) for a, b in conflicts if a in state and b in state)
         if conflicts:
             call.keywords.append(ast.keyword(arg="reordered_keys", value=templates.constant(conflicts)))
         return stmts + self.assign_state(state, call)
 
-    def _state(self, node, live_out, live_in):
-        """(outputs, carried): symbols live after the if, and those only read-before-written."""
-        writes = activity_of(node.body).writes | activity_of(node.orelse).writes
+    def _state(self, writes, deleted, first_written, live_out, live_in):
+        """(outputs, carried): symbols live after the if, and those only read-before-written.
+        `writes`: what the branches write; `deleted`: names they `del`; `first_written`: their
+        attributes and items in the order they are first assigned."""
         plain = {s for s in writes if not s.is_composite}
         live_out = live_out | {s for s in plain if s.base in self._captured()}
         local_bases = {s.base for s in plain if s not in live_out and s not in live_in}
         composites = {s for s in writes if s.is_composite and s.base not in local_bases}
         # Attributes and items in the order the branches first assign them: a dict's new keys
         # are written back (so inserted) in that order, as eagerly.
-        first_written = composites_in_write_order((node.body, node.orelse)) if composites else {}
         composites = sorted(composites, key=lambda s: (first_written.get(s, len(first_written)), str(s)))
         outputs = sorted((s for s in plain if s in live_out), key=str) + composites
         # A name a branch deletes (`del y`) must be the enclosing function's (nonlocal) even
         # when nothing reads it, or the branch function would delete a local of its own.
-        deleted = _deleted_names(node.body) | _deleted_names(node.orelse)
         carried = sorted((s for s in plain if (s in live_in or s.base in deleted) and s not in live_out), key=str)
         return outputs, carried
 
@@ -172,16 +178,16 @@ class IfElseTransformer(StateTransformer):
             type_params=[],
         )
 
-def _reordered_keys(node, state) -> tuple:
-    """`(i, j)` of the state's attributes or items of one object that the two branches assign
-    first in opposite orders: were both new keys of a dict, its order after the `if` would
-    depend on the branch taken (checked at run time: `convert_ifelse(reordered_keys=...)`)."""
-    composites = [(i, s) for i, s in enumerate(state) if s.is_composite]
+def _reordered_keys(node, first_written: dict) -> tuple:
+    """`(a, b)` pairs of attributes or items of one object that the two branches assign first
+    in opposite orders: were both new keys of a dict, its order after the `if` would depend on
+    the branch taken (checked at run time: `convert_ifelse(reordered_keys=...)`)."""
+    composites = list(first_written)
     if len(composites) < 2 or not node.orelse:
         return ()
     in_if, in_else = composites_in_write_order([node.body]), composites_in_write_order([node.orelse])
     return tuple(
-        (i, j) for n, (i, a) in enumerate(composites) for j, b in composites[n + 1:]
+        (a, b) for n, a in enumerate(composites) for b in composites[n + 1:]
         if a.parent == b.parent and {a, b} <= in_if.keys() & in_else.keys()
         and (in_if[a] < in_if[b]) != (in_else[a] < in_else[b])
     )
