@@ -4,8 +4,9 @@ walks and copies.
 A conversion walks the function's tree a dozen times (fence, analysis, each transformer), so
 `ast.NodeVisitor`'s per-node costs add up to a large part of it: building the method name
 and looking it up for every node, a generator over the fields, and a visit of every
-field-less node (`Load`, `Add`, ...). The classes here behave exactly like
-`ast.NodeVisitor` / `ast.NodeTransformer`; they only do the same work faster.
+field-less node (`Load`, `Add`, ...). The classes here behave like `ast.NodeVisitor` /
+`ast.NodeTransformer`, faster, and do not enter fields that hold no node to visit: names,
+numbers, and the context and operator singletons (no visitor of ours visits those).
 """
 
 from __future__ import annotations
@@ -17,6 +18,23 @@ from typing import NamedTuple
 _AST = ast.AST
 # ast.NodeVisitor.visit_Constant only re-dispatches to the deprecated visit_Num/visit_Str/...
 _DEPRECATED_CONSTANT_VISITS = ("visit_Num", "visit_Str", "visit_Bytes", "visit_NameConstant", "visit_Ellipsis")
+
+
+# Fields that never hold a node a visitor needs: names and numbers, and the context and
+# operator singletons (`Load()`, `Add()`: no visitor here visits them; a `Compare` is visited
+# whole). Skipping them spares most of a visit's lookups: `Name` and `Constant` have no other.
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "name", "kind", "type_comment", "level",
+                          "module", "asname", "conversion", "is_async", "simple"})
+_child_fields: dict = {}  # node type -> its fields that may hold nodes, in _fields order
+
+
+def child_fields(kind) -> tuple:
+    """The fields of node type `kind` that may hold nodes (or lists of them) to visit."""
+    fields = _child_fields.get(kind)
+    if fields is None:
+        fields = () if kind is ast.Constant else tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
+        _child_fields[kind] = fields
+    return fields
 
 
 class _Dispatch:
@@ -33,8 +51,8 @@ class _Dispatch:
             function = None
         if function is None:
             function = cls.generic_visit
-            if not node_type._fields and function in _PLAIN_GENERIC_VISITS:
-                function = None  # a field-less node (Load, Add, ...): the generic visit is a no-op
+            if not child_fields(node_type) and function in _PLAIN_GENERIC_VISITS:
+                function = None  # no node in it (Name, Constant, Load, ...): the generic visit is a no-op
         cls._visit_functions[node_type] = function
         return function
 
@@ -51,9 +69,10 @@ class NodeVisitor(_Dispatch, ast.NodeVisitor):
         return None if function is None else function(self, node)
 
     def generic_visit(self, node):
-        for field in node._fields:
+        kind = type(node)
+        for field in _child_fields.get(kind) or child_fields(kind):
             value = getattr(node, field, None)
-            if isinstance(value, list):
+            if type(value) is list:
                 for item in value:
                     if isinstance(item, _AST):
                         self.visit(item)
@@ -73,12 +92,13 @@ class NodeTransformer(_Dispatch, ast.NodeTransformer):
         return node if function is None else function(self, node)
 
     def generic_visit(self, node):
-        for field in node._fields:
+        kind = type(node)
+        for field in _child_fields.get(kind) or child_fields(kind):
             try:
                 old = getattr(node, field)
             except AttributeError:
                 continue
-            if isinstance(old, list):
+            if type(old) is list:
                 _visit_list(self, old)
             elif isinstance(old, _AST):
                 new = self.visit(old)

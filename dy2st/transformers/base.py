@@ -63,10 +63,9 @@ def copy_location_recursive(new, origin) -> None:
     while stack:
         node = stack.pop()
         kind = type(node)
-        fields = _child_fields.get(kind)
-        if fields is None:
-            fields = _child_fields_of(kind)
-        if kind in _located_kinds:
+        plan = _plans.get(kind) or _plan(kind)
+        fields, located = plan
+        if located:
             if getattr(node, "lineno", None) is not None:
                 continue
             node.lineno = node.end_lineno = lineno
@@ -79,20 +78,12 @@ def copy_location_recursive(new, origin) -> None:
                 stack.append(value)
 
 
-# Fields that never hold a node needing a location: names and numbers, and the context and
-# operator singletons (`Load()`, `Add()`), which have none; skipping them spares most lookups.
-_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "name", "kind", "type_comment", "level",
-                          "module", "asname", "conversion", "is_async", "simple"})
-_child_fields: dict = {}  # node type -> the fields copy_location_recursive looks into
-_located_kinds: set = set()  # node types that have a location (`_LOCATED`), as met
+_plans: dict = {}  # node type -> (its fields that may hold nodes, whether it has a location)
 
 
-def _child_fields_of(kind) -> tuple:
-    fields = () if kind is ast.Constant else tuple(f for f in kind._fields if f not in _LEAF_FIELDS)
-    _child_fields[kind] = fields
-    if issubclass(kind, _LOCATED):
-        _located_kinds.add(kind)
-    return fields
+def _plan(kind) -> tuple:
+    plan = _plans[kind] = (ast_util.child_fields(kind), issubclass(kind, _LOCATED))
+    return plan
 
 
 class Transformer(ast_util.NodeTransformer):
