@@ -270,7 +270,8 @@ def fix_missing_locations(tree):
 
 
 class TreeScan(NamedTuple):
-    """What one walk of a tree finds: its node types and attribute names (`kinds`), and every
+    """What one walk of a tree finds: its node types and attribute names (`kinds`: not the
+    context and operator singletons, which no step looks for), and every
     identifier it binds or reads (`names`: variables, parameters, functions, classes, imports,
     declarations, exception names)."""
 
@@ -299,7 +300,7 @@ def scan(tree) -> TreeScan:
             names.add(node.asname or node.name.split(".")[0])
         elif kind is ast.ExceptHandler and node.name:
             names.add(node.name)
-        for field in node._fields:
+        for field in _child_fields.get(kind) or child_fields(kind):
             value = getattr(node, field, None)
             if type(value) is list:
                 stack.extend(v for v in value if isinstance(v, AST))

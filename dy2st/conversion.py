@@ -17,6 +17,7 @@ import functools
 import gc
 import inspect
 import linecache
+import operator
 import re
 import textwrap
 import threading
@@ -160,7 +161,9 @@ def _quick_source(fn) -> tuple[str, int, str, ast.Module] | None:
     block = _block_lines(lines, first, _last_code_line(fn.__code__))
     if block is None:
         return None
-    source = textwrap.dedent("".join(block))
+    source = "".join(block)
+    if block[0][:1].isspace():  # a def at column 0 has nothing to take off
+        source = textwrap.dedent(source)
     try:
         # Leading newlines number the lines as in the file, sparing a walk to shift them.
         tree = ast.parse("\n" * (first - 1) + source)
@@ -171,9 +174,14 @@ def _quick_source(fn) -> tuple[str, int, str, ast.Module] | None:
     return source, first, filename, tree
 
 
+_LINE = operator.itemgetter(2)  # of a `co_lines()` entry
+
+
 def _last_code_line(code: types.CodeType) -> int:
-    """The last line any instruction of `code` or of the code nested in it comes from."""
-    last = max((end for _, end, _, _ in code.co_positions() if end is not None), default=code.co_firstlineno)
+    """The last line any instruction of `code` or of the code nested in it starts on (a
+    construct whose later lines are no deeper than the `def`, a string's say, leaves a block
+    that does not parse: `_quick_source` then gives way to inspect)."""
+    last = max(filter(None, map(_LINE, code.co_lines())), default=code.co_firstlineno)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             last = max(last, _last_code_line(const))
@@ -307,7 +315,7 @@ def transform(node, filename: str, function_name: str, stages: int | None = None
                 logger.info("dy2st: %s after %s: unchanged (nothing to rewrite)", function_name, step.name)
             continue
         if step.needs_analysis:
-            analysis.resolve(module)
+            analysis.resolve(module, step.needs_analysis)
         module = step.module.transform(module, ctx)
         kinds.step_ran(step, module)
         if config.code_level >= index:

@@ -36,6 +36,10 @@ class Fact(enum.Enum):
         "the loop stops before the next item once the flag is true."
     )
 
+    # Members are singletons compared by identity: hashed so too, not by name in Python code
+    # (a conversion looks facts up tens of thousands of times).
+    __hash__ = object.__hash__
+
 
 def setanno(node, key: Fact, value: Any) -> None:
     annos = getattr(node, _FIELD, None)

@@ -11,6 +11,7 @@ import ast
 import dataclasses
 from types import ModuleType
 
+from dy2st import analysis
 from dy2st.analysis import loop_bodies
 from dy2st.transformers import (
     asserts,
@@ -37,7 +38,7 @@ class Step:
     list against every step's output)."""
 
     module: ModuleType
-    needs_analysis: bool
+    needs_analysis: tuple  # the analyses to re-run right before it (`dy2st.analysis.SCOPES`, ...)
     why: str
     triggers: tuple = ()
     creates: tuple = ()
@@ -49,54 +50,54 @@ class Step:
 
 
 PIPELINE: tuple[Step, ...] = (
-    Step(try_blocks, False,
+    Step(try_blocks, (),
          "Before anything adds `if`s of its own or turns the user's into branch functions: marks "
          "the user's conditions inside `try` as ones that must stay Python.",
          triggers=(ast.Try,)),
-    Step(return_statements, False,
+    Step(return_statements, (),
          "First: early returns become flags and `break`s, so later steps see single-exit code.",
          creates=(ast.If, ast.UnaryOp, ast.Break)),
-    Step(break_statements, False,
+    Step(break_statements, (),
          "After return (whose returns in loops became breaks): every break becomes a flag the loop "
          "condition checks, and loop `else` blocks move after their loop, before ifs become functions.",
          triggers=(ast.Break, ast.For, ast.While),
          creates=(ast.If, ast.UnaryOp, ast.BoolOp)),
-    Step(continue_statements, False,
+    Step(continue_statements, (),
          "Like break: a bare `continue` inside an `if` would not compile once the if is a function.",
          triggers=(ast.Continue,),
          creates=(ast.If, ast.UnaryOp)),
-    Step(lists, True,
+    Step(lists, analysis.SCOPES,
          "Before if/loops: `xs.append(v)` becomes an assignment, so branches and loops see `xs` "
          "written and carry it (reads SCOPE to rewrite only local lists).",
          triggers=("append", *loop_bodies.MUTATORS, *loop_bodies.RETURNING_MUTATORS)),
-    Step(logical_expressions, False,
+    Step(logical_expressions, (),
          "Before if/else: the `not do_return` guards and user and/or/not become operators that "
          "short-circuit on Python values and stage on traced ones.",
          triggers=(ast.BoolOp, ast.UnaryOp, ast.Compare)),
-    Step(conditional_expressions, False,
+    Step(conditional_expressions, (),
          "Ternaries are expressions; rewriting them before statements keeps if/else simple.",
          triggers=(ast.IfExp,)),
-    Step(ifelse, True,
+    Step(ifelse, analysis.LIVENESS,
          "After the flags exist: reads liveness to choose the variables each branch carries.",
          triggers=(ast.If,),
          creates=(ast.Nonlocal, ast.Global)),
-    Step(loops, True,
+    Step(loops, analysis.ALL,
          "After if/else, so a loop body's ifs are already functions and their state assignments "
          "count as writes; reads liveness to choose exactly the loop-carried variables.",
          triggers=(ast.For, ast.While),
          creates=(ast.Nonlocal, ast.Global)),
     # -- calls, asserts, print and builtins come last (DESIGN): they rewrite expressions only.
-    Step(scoped_writes, False,
+    Step(scoped_writes, (),
          "After if/else (and loops) re-declared global/nonlocal names in branch functions: "
          "checks each user write to them, wherever it now sits. Only the user's own `global` or "
          "`nonlocal` makes a name to check (the branch functions' re-declare the function's "
          "locals), so only they trigger it.",
          triggers=(ast.Global, ast.Nonlocal), source_only=True),
-    Step(asserts, False,
+    Step(asserts, (),
          "After control flow, so an assert inside a branch is checked in that branch; before "
          "call_trees, so the calls in its test and message get converted.",
          triggers=(ast.Assert,)),
-    Step(call_trees, False,
+    Step(call_trees, (),
          "Last: sees every user call (including print and builtins) and none of the runtime "
          "operators earlier steps generated."),
 )
