@@ -39,7 +39,7 @@ from dy2st import ast_util
 from dy2st.analysis import Fact, getanno
 from dy2st.analysis.activity import activity_of, block_activity, composites_in_write_order
 from dy2st.transformers import templates
-from dy2st.transformers.base import pass_python_body
+from dy2st.transformers.base import copy_location_recursive, pass_python_body, stamp
 from dy2st.transformers.state_access import StateTransformer
 
 # How the return step names its flag (dy2st.transformers.return_statements).
@@ -78,11 +78,11 @@ class IfElseTransformer(StateTransformer):
         state = outputs + carried
         namer = self.ctx.namer
         stmts = []
-        if_body = self._branch(namer.helper_symbol("if_body"), node.body, state, outputs)
+        if_body = self._branch(node, namer.helper_symbol("if_body"), node.body, state, outputs)
         stmts.append(if_body)
         else_body = None
         if node.orelse:
-            else_body = self._branch(namer.helper_symbol("else_body"), node.orelse, state, outputs)
+            else_body = self._branch(node, namer.helper_symbol("else_body"), node.orelse, state, outputs)
             stmts.append(else_body)
         elif self._is_return_guard(node.test) and self._dead_loads([], outputs, returned=True):
             # `if not do_return: ...` (made by the return step): its missing else is the path
@@ -90,7 +90,7 @@ class IfElseTransformer(StateTransformer):
             # the flag is true: said so, so that where the body returns too, the flag after the
             # `if` is a Python True and the guards after it stay Python.
             flag = node.test.args[0].id
-            else_body = self._branch(namer.helper_symbol("else_body"), [], state, outputs, returned=True,
+            else_body = self._branch(node, namer.helper_symbol("else_body"), [], state, outputs, returned=True,
                                      flag=flag)
             stmts.append(else_body)
         else_name = templates.name(else_body.name) if else_body else templates.constant(None)
@@ -103,7 +103,9 @@ class IfElseTransformer(StateTransformer):
         conflicts = tuple((state.index(a), state.index(b)) for a, b in conflicts if a in state and b in state)
         if conflicts:
             call.keywords.append(ast.keyword(arg="reordered_keys", value=templates.constant(conflicts)))
-        return stmts + self.assign_state(state, call)
+        stmts += self.assign_state(state, call)
+        _locate(node, stmts, call)
+        return stmts
 
     def _state(self, writes, deleted, first_written, live_out, live_in):
         """(outputs, carried): symbols live after the if, and those only read-before-written.
@@ -166,8 +168,12 @@ class IfElseTransformer(StateTransformer):
             for s in outputs if not s.is_composite and s not in assigned
         ]
 
-    def _branch(self, name, body, state, outputs=(), returned=False, flag=None):
-        body = body + self._dead_loads(body, outputs, returned, flag)
+    def _branch(self, node, name, body, state, outputs=(), returned=False, flag=None):
+        """The function running `body`, a branch of `node`."""
+        dead = self._dead_loads(body, outputs, returned, flag)
+        if dead:
+            copy_location_recursive(dead, node)
+            body = body + dead
         return ast.FunctionDef(
             name=name,
             args=templates.thunk(templates.constant(None)).args,
@@ -177,6 +183,21 @@ class IfElseTransformer(StateTransformer):
             type_comment=None,
             type_params=[],
         )
+
+def _locate(origin, stmts: list, call: ast.Call) -> None:
+    """Locate what `visit_If` made at the `if` (`stamp`), so the visit's location walk stops at
+    once: the branch functions and their declarations, the call (its test is the user's, its
+    dead loads were located when made) and the assignment of its result."""
+    made = [call, call.func, call.func.value, *call.args[1:], *call.keywords]
+    made += [keyword.value for keyword in call.keywords]
+    for stmt in stmts:
+        made.append(stmt)
+        if isinstance(stmt, ast.FunctionDef):
+            made += [decl for decl in stmt.body[:2] if isinstance(decl, (ast.Nonlocal, ast.Global))]
+        elif isinstance(stmt, ast.Assign):
+            made += [stmt.targets[0], *stmt.targets[0].elts]
+    stamp(origin, made)
+
 
 def _reordered_keys(node, first_written: dict) -> tuple:
     """`(a, b)` pairs of attributes or items of one object that the two branches assign first
