@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import copy
+import dataclasses
 import functools
 import gc
 import inspect
@@ -38,21 +38,20 @@ _LOCATION_FIELDS = ("lineno", "end_lineno")
 class ConvertedCode:
     """The result of converting one code object; `instantiate` binds it to a function's cells.
 
-    `source`, the translated code as text, is printed from the tree on first use: most
-    conversions are never shown, and printing costs about a tenth of converting.
+    `source`, the translated code as text, is made on first use by translating the source
+    text read for the conversion again (deterministic): most conversions are never shown, and
+    keeping every translated tree alive would hold megabytes for long functions and cost each
+    conversion a garbage-collector pass over it (about 6% of converting).
     """
 
-    def __init__(self, code: types.CodeType, runtime_name: str, tree: ast.FunctionDef, name: str):
+    def __init__(self, code: types.CodeType, runtime_name: str, retranslate):
         self.code = code
         self.runtime_name = runtime_name
-        self._tree = tree  # compiled under another name (see `_compile`): printed under `name`
-        self._name = name
+        self._retranslate = retranslate  # () -> the translated FunctionDef
 
     @functools.cached_property
     def source(self) -> str:
-        shown = copy.copy(self._tree)
-        shown.name = self._name
-        return ast.unparse(shown)
+        return ast.unparse(self._retranslate())
 
     def instantiate(self, fn: types.FunctionType) -> types.FunctionType:
         original = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
@@ -211,14 +210,31 @@ def _indentation(line: str) -> int | None:
     return None if rest[:1] in ("\t", "\f") else len(line) - len(rest)
 
 
-def _read_function(fn) -> tuple[ast.FunctionDef, int, str]:
-    """`fn`'s FunctionDef (user line numbers), its first line and its file name."""
+@dataclasses.dataclass(frozen=True)
+class _SourceRead:
+    """The source text of a function as read for its conversion: enough to parse it again."""
+
+    text: str
+    first_line: int
+    filename: str
+    quick: bool  # found by `_quick_source` (parsed with its lines numbered by leading newlines)
+
+    def parse(self, fn) -> ast.FunctionDef:
+        if not self.quick:
+            return _parse_function(fn, self.text, self.first_line, self.filename)
+        tree = ast.parse("\n" * (self.first_line - 1) + self.text)
+        return _parse_function(fn, self.text, self.first_line, self.filename, tree)
+
+
+def _read_function(fn) -> tuple[ast.FunctionDef, _SourceRead]:
+    """`fn`'s FunctionDef (user line numbers) and the source it was parsed from."""
     quick = _quick_source(fn)
     if quick is not None:
         source, first_line, filename, tree = quick
-        return _parse_function(fn, source, first_line, filename, tree), first_line, filename
+        return _parse_function(fn, source, first_line, filename, tree), _SourceRead(source, first_line, filename, True)
     source, first_line, filename = fetch_source(fn)
-    return _parse_function(fn, source, first_line, filename), first_line, filename
+    read = _SourceRead(source, first_line, filename, False)
+    return _parse_function(fn, source, first_line, filename), read
 
 
 def _parse_function(fn, source: str, first_line: int, filename: str, tree: ast.Module | None = None):
@@ -296,8 +312,9 @@ def _enclosing_class(fn) -> str | None:
 
 
 def transform(node, filename: str, function_name: str, stages: int | None = None,
-              class_name: str | None = None) -> tuple[ast.FunctionDef, ConversionContext]:
-    """Run the fence and the transformer pipeline (its first `stages` steps) over one FunctionDef."""
+              class_name: str | None = None, log_stages: bool = True) -> tuple[ast.FunctionDef, ConversionContext]:
+    """Run the fence and the transformer pipeline (its first `stages` steps) over one FunctionDef
+    (`log_stages`: log each stage's code at `config.code_level`; not when translating again)."""
     module = ast.Module(body=[node], type_ignores=[])
     scan = ast_util.scan(module)
     kinds = _TreeKinds(module, scan.kinds)
@@ -311,14 +328,14 @@ def transform(node, filename: str, function_name: str, stages: int | None = None
                             frozenset(scan.kinds))
     for index, step in enumerate(transformers.PIPELINE[:stages], start=1):
         if step.triggers and not kinds.holds_any(step.triggers, step.source_only):  # nothing to rewrite: skip it
-            if config.code_level >= index:
+            if log_stages and config.code_level >= index:
                 logger.info("dy2st: %s after %s: unchanged (nothing to rewrite)", function_name, step.name)
             continue
         if step.needs_analysis:
             analysis.resolve(module, step.needs_analysis)
         module = step.module.transform(module, ctx)
         kinds.step_ran(step, module)
-        if config.code_level >= index:
+        if log_stages and config.code_level >= index:
             logger.info("dy2st: %s after %s:\n%s", function_name, step.name, to_source(module.body[0]))
     return module.body[0], ctx
 
@@ -374,23 +391,33 @@ def to_source(node) -> str:
 
 def source_at_level(fn: types.FunctionType, level: int | None = None) -> str:
     """The source of `fn` after the first `level` transformer steps (all of them when None)."""
-    node, _, filename = _read_function(fn)
-    node, _ = transform(node, filename, fn.__name__, stages=level, class_name=_enclosing_class(fn))
+    node, read = _read_function(fn)
+    node, _ = transform(node, read.filename, fn.__name__, stages=level, class_name=_enclosing_class(fn))
     return to_source(node)
 
 
 def convert_code(fn: types.FunctionType) -> ConvertedCode:
-    node, first_line, filename = _read_function(fn)
-    node, ctx = transform(node, filename, fn.__name__, class_name=_enclosing_class(fn))
-    tree = node  # compiled now, printed when asked (`ConvertedCode.source`)
-    name = tree.name
-    code = _compile(tree, fn, ctx.runtime, filename)
+    node, read = _read_function(fn)
+    node, ctx = transform(node, read.filename, fn.__name__, class_name=_enclosing_class(fn))
+    code = _compile(node, fn, ctx.runtime, read.filename)
     if fn.__name__ == "<lambda>":
         code = code.replace(co_name="<lambda>", co_qualname=fn.__qualname__)
     register_converted_code(code, ctx.namer.is_generated)
     runtime.calls.register_converted(code)  # calls to its nested functions need no conversion
-    log(1, "dy2st: converted %s (%s:%d)", fn.__qualname__, filename, first_line)
-    return ConvertedCode(code, ctx.runtime, tree, name)
+    log(1, "dy2st: converted %s (%s:%d)", fn.__qualname__, read.filename, read.first_line)
+    return ConvertedCode(code, ctx.runtime, functools.partial(_translate_again, _identity(fn), read))
+
+
+def _identity(fn) -> types.SimpleNamespace:
+    """What translating `fn` again needs of it (names and code), without holding the function:
+    its closure may hold large arrays."""
+    return types.SimpleNamespace(__name__=fn.__name__, __qualname__=fn.__qualname__, __code__=fn.__code__)
+
+
+def _translate_again(fn, read: _SourceRead) -> ast.FunctionDef:
+    """The translation `convert_code` compiled, made again from the same source text."""
+    node, _ = transform(read.parse(fn), read.filename, fn.__name__, class_name=_enclosing_class(fn), log_stages=False)
+    return node
 
 
 def source_of(converted_fn) -> str | None:

@@ -128,3 +128,20 @@ def test_quick_source_taken_for_ordinary_layouts(fn):
 def test_quick_source_stands_aside_for_lambdas_and_wrappers():
     assert conversion._quick_source(lambda x: x) is None
     assert conversion._quick_source(decorated) is None
+
+
+def test_the_printed_translation_is_the_one_compiled_after_the_file_changes(tmp_path):
+    """`.code` translates the source text read for the conversion again (the tree is not
+    kept): a file edited since still shows what runs."""
+    import importlib.util
+
+    path = tmp_path / "edited.py"
+    path.write_text("def f(x):\n    if x > 0:\n        x = x + 1\n    return x\n")
+    spec = importlib.util.spec_from_file_location("edited", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    converted = conversion.convert(module.f)
+    path.write_text("def f(x):\n    return x - 100\n")
+    printed = conversion.source_of(converted)
+    assert "convert_ifelse" in printed and "x - 100" not in printed
+    assert converted(1) == 2

@@ -33,7 +33,7 @@ def test_generated_programs_compile_fully_located(seed, no_filling_in):
     module = fuzz.load_module(draw_program(seed).source)
     conversion.clear_cache()
     converted = conversion.convert(module.f).__dy2st_converted__
-    for node in ast_util.walk(converted._tree):
+    for node in ast_util.walk(converted._retranslate()):  # the translation it compiled, made again
         if isinstance(node, _LOCATED):
             assert node.lineno is not None and node.end_lineno is not None, ast.dump(node)[:80]
 
