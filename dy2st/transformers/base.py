@@ -104,7 +104,15 @@ class Transformer(ast_util.NodeTransformer):
         self._used = False
 
     def visit(self, node):
-        result = super().visit(node)
+        # ast_util.NodeTransformer.visit's dispatch, inlined: this runs once per node visited.
+        kind = type(node)
+        try:
+            function = self._visit_functions[kind]
+        except KeyError:
+            function = self._visit_function(kind)
+        if function is None:
+            return node
+        result = function(self, node)
         if result is not node and result is not None:
             copy_location_recursive(result, node)
         return result

@@ -176,7 +176,7 @@ class IfElseTransformer(StateTransformer):
             body = body + dead
         return ast.FunctionDef(
             name=name,
-            args=templates.thunk(templates.constant(None)).args,
+            args=templates.arguments(),
             body=self._declarations(state) + body,
             decorator_list=[],
             returns=None,

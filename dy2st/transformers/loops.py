@@ -66,7 +66,7 @@ class LoopTransformer(StateTransformer):
 
     def _function(self, name, params, body, state):
         func = templates.replace("def name():\n    pass", name=name)[0]
-        func.args = templates.thunk(templates.constant(None), params=params).args
+        func.args = templates.arguments(params)
         func.body = self._declarations(state) + body
         return func
 

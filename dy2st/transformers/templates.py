@@ -172,13 +172,15 @@ def call(function, args: list, keywords: list | None = None):
     return ast.Call(func=function, args=args, keywords=keywords or [])
 
 
+def arguments(params=()):
+    """The parameter list `(<params>)` of a generated function or lambda, as a node."""
+    return ast.arguments(args=[ast.arg(arg=p) for p in params], posonlyargs=[], vararg=None, kwonlyargs=[],
+                         kw_defaults=[], kwarg=None, defaults=[])
+
+
 def thunk(body, params=()):
     """`lambda <params>: body` as a node (used to delay evaluation of an operand)."""
-    args = [ast.arg(arg=p) for p in params]
-    arguments = ast.arguments(
-        args=args, posonlyargs=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]
-    )
-    return ast.Lambda(args=arguments, body=body)
+    return ast.Lambda(args=arguments(params), body=body)
 
 
 def constant(value):
