@@ -34,8 +34,11 @@ class _Liveness:
 
     def stmt(self, node, live_after):
         setanno(node, Fact.LIVE_OUT, live_after)
-        handler = getattr(self, f"_{type(node).__name__}", self._simple)
-        live_in = frozenset(handler(node, live_after))
+        kind = type(node)
+        handler = _HANDLERS.get(kind)
+        if handler is None:
+            handler = _HANDLERS[kind] = getattr(_Liveness, f"_{kind.__name__}", _Liveness._simple)
+        live_in = frozenset(handler(self, node, live_after))
         setanno(node, Fact.LIVE_IN, live_in)
         return live_in
 
@@ -127,6 +130,9 @@ class _Liveness:
 
     def _FunctionDef(self, node, live_after):
         return self._simple(node, live_after)
+
+
+_HANDLERS: dict = {}  # statement type -> the _Liveness method for it (`_simple` by default)
 
 
 def resolve(tree) -> None:
