@@ -53,6 +53,8 @@ class _Dispatch:
             function = cls.generic_visit
             if not child_fields(node_type) and function in _PLAIN_GENERIC_VISITS:
                 function = None  # no node in it (Name, Constant, Load, ...): the generic visit is a no-op
+            elif function is visit_blocks and not _block_fields_of(node_type):
+                function = None  # a statement transformer at a simple statement (`x = ...`): nothing to enter
         cls._visit_functions[node_type] = function
         return function
 
