@@ -150,6 +150,7 @@ CONSTRUCTS = {
     "a dict made here with its keys out of sorted order, read by position": r"(od\d+) = \{\"z\": .*\n\s+a\d = clip\(a\d \+ list\(\1\.values\(\)\)\[0\]\)",
     "a new key of D read by position": r'D\["b"\] = clip\(.*\n\s+a\d = clip\(a\d \+ list\(D\.values\(\)\)\[-1\]\)',
     "a list made here appended through one name, read through a dict": r"(mk\d+)\.append\(clip\(.*\n\s+a\d = clip\(sum\((md\d+)\['v'\]",
+    "a method writing private (mangled) names in an if and a loop": r"a\d = clip\(a\d \+ obj\.shift\(",
 }
 
 

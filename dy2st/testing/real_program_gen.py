@@ -86,12 +86,13 @@ class _Scope:
 class _Generator:
     MAX_DEPTH = 3
 
-    def __init__(self, rng: random.Random, extra: random.Random, later: random.Random):
+    def __init__(self, rng: random.Random, extra: random.Random, later: random.Random, mangled: random.Random):
         self.rng = rng
         # Draw the statements added after the campaigns' seeds were pinned (`extra_statement`),
-        # so each seed keeps the statements `rng` (and `extra`) drew for it before.
+        # so each seed keeps the statements `rng` (and `extra`, `later`) drew for it before.
         self.extra = extra
         self.later = later
+        self.mangled = mangled
         self.budget = rng.randint(5, 16)
         self.fresh = 0
         self.lines: list[str] = []
@@ -367,6 +368,10 @@ class _Generator:
             if self.later.random() < 0.03:
                 self.rng = self.later
                 self.dict_in_insertion_order(s, indent)
+            if self.mangled.random() < 0.04:
+                self.rng = self.mangled
+                a = self.pick(s.arrays)  # a method writing private (mangled) names in an if and a loop
+                self.emit(indent, f"{a} = clip({a} + obj.shift({self.arr_expr(s)}))")
         finally:
             self.rng = main
 
@@ -543,7 +548,8 @@ class _Generator:
 def draw_program(seed: int) -> RealProgram:
     """The program and inputs that `seed` names."""
     rng = random.Random(seed)
-    g = _Generator(rng, random.Random(f"extra-{seed}"), random.Random(f"later-{seed}"))
+    g = _Generator(rng, random.Random(f"extra-{seed}"), random.Random(f"later-{seed}"),
+                   random.Random(f"mangled-{seed}"))
     scope = _Scope(arrays=["a0", "a1"], ints=["k0", "k1"], int_reads=[], scalar_reads=[])
     g.emit(1, "a0 = x\na1 = clip(y * 2)\nk0 = 1\nk1 = len(xs)\nL = [x, y]\nP = [3, 1, 2]\n"
               'D = {"a": x, "k": 1}\nDD = D\nFN = []\nlog = []')

@@ -28,6 +28,7 @@ class State:
         self.cache = []
         self.h = jnp.zeros(3, jnp.float32)
         self.acc = Acc(jnp.ones(3, jnp.float32))
+        self.__m = jnp.zeros(3, jnp.float32)  # `_State__m` once compiled (`shift`)
         _FIRST_ACC[self] = self.acc  # kept out of the state, so that programs do not see it
 
     def acc_is_first(self):
@@ -45,6 +46,17 @@ class State:
 
     def total(self):
         return self.h.sum() + self.count
+
+    def shift(self, v):
+        """Private names, which the compiler mangles in a class body (`self._State__m`, a local
+        `_State__k`), written in an `if` and a loop of a method: staged when `v` is traced."""
+        __k = 1
+        if v.sum() > 0:
+            self.__m = jnp.clip(self.__m + v, -1000, 1000)
+            __k = 2
+        for _ in range(2):
+            self.__m = jnp.clip(self.__m - 1, -1000, 1000)
+        return __k
 
 
 class Ctx:
