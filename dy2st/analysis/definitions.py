@@ -1,8 +1,8 @@
 """Names definitely bound before each statement (a forward "must" analysis).
 
-Fact attached: `Fact.DEFINED_IN` on every statement. Transformers use it to read a variable
-that may still be unbound through `ldu` (which gives an `Undefined` marker) instead of letting
-Python raise while staging.
+Fact attached: `Fact.DEFINED_IN` on every statement. The loop transformer uses it to tell
+which names may still be unbound at a loop (a search loop's result, state only later
+iterations read), where a staged loop must not let Python raise.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from dy2st.runtime.writes import in_place
 from dy2st.runtime.logical import convert_and, convert_compare_chain, convert_not, convert_or
 from dy2st.runtime.loops import convert_for, convert_while, set_loop_options
 from dy2st.runtime.values import is_traced
-from dy2st.runtime.undefined import UNDEFINED_RETURN, Undefined, UndefinedReturn, ldu, ldu_dead
+from dy2st.runtime.undefined import UNDEFINED_RETURN, Undefined, UndefinedReturn, ldu_dead
 
 __all__ = [
     "UNDEFINED_RETURN",
@@ -38,7 +38,6 @@ __all__ = [
     "convert_or",
     "convert_while",
     "is_traced",
-    "ldu",
     "ldu_dead",
     "list_append",
     "in_place",

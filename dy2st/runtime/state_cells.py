@@ -26,7 +26,7 @@ import types
 from dy2st.errors import OriginInfo
 from dy2st.runtime.undefined import Undefined
 
-_UNBOUND_READS = (NameError, AttributeError, KeyError, IndexError)  # what `ldu` turns into a marker
+_UNBOUND_READS = (NameError, AttributeError, KeyError, IndexError)  # an unbound attribute or item: a marker
 
 
 class _Global:

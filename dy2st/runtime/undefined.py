@@ -66,7 +66,8 @@ class DeadValue(UndefinedReturn):
 
 
 def ldu_dead(thunk, name: str):
-    """Like `ldu`, on a path past an early return/break/continue: unbound gives `DeadValue`."""
+    """Load a variable on a path past an early return/break/continue: its value, or a
+    `DeadValue` marker when it is unbound there (never read on that path)."""
     try:
         value = thunk()
     except (NameError, AttributeError, KeyError, IndexError):
@@ -77,14 +78,6 @@ def ldu_dead(thunk, name: str):
 
 def is_undefined(value) -> bool:
     return isinstance(value, Undefined)
-
-
-def ldu(thunk, name: str):
-    """Load a possibly-unbound variable: its value, or `Undefined(name)` when unbound."""
-    try:
-        return thunk()
-    except (NameError, AttributeError, KeyError, IndexError):
-        return Undefined(name, OriginInfo.of_caller(1))  # the generated get_state: the `if` line
 
 
 def check_defined(outputs):

@@ -195,12 +195,18 @@ def test_not_and_compare_chain():
     assert bool(traced(5.0)) and not bool(traced(11.0)) and not bool(traced(-1.0))
 
 
-def test_ldu_gives_undefined_marker():
+def test_an_unbound_state_variable_reads_as_an_undefined_marker():
     def f():
-        return runtime.ldu(lambda: never_bound, "never_bound")  # noqa: F821
+        def if_body():
+            nonlocal never_bound
+            never_bound = 1
+
+        (never_bound,) = runtime.convert_ifelse(False, if_body, None, ("never_bound",), ("never_bound",), 1)
+        return never_bound
 
     value = f()
     assert isinstance(value, runtime.Undefined) and value.name == "never_bound"
+    assert value.origin is not None and value.origin.function_name == "f"  # the `if`'s line
     with pytest.raises(NameError, match="never_bound"):
         value + 1
 
