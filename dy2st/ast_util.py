@@ -37,12 +37,24 @@ def child_fields(kind) -> tuple:
     return fields
 
 
+class _DispatchTable(dict):
+    """node type -> the function of one visitor class that visits it (None: nothing to do),
+    filled on first lookup: `table[kind]` is one C-level dict lookup once the type is known."""
+
+    def __init__(self, visitor_class):
+        super().__init__()
+        self._visitor_class = visitor_class
+
+    def __missing__(self, node_type):
+        return self._visitor_class._visit_function(node_type)
+
+
 class _Dispatch:
-    """Per visitor class: node type -> the function that visits it (None: nothing to do)."""
+    """Per visitor class: its `_DispatchTable` (`_visit_functions`)."""
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        cls._visit_functions = {}
+        cls._visit_functions = _DispatchTable(cls)
 
     @classmethod
     def _visit_function(cls, node_type):
@@ -63,11 +75,7 @@ class NodeVisitor(_Dispatch, ast.NodeVisitor):
     """`ast.NodeVisitor` with cached dispatch and a loop-based generic visit."""
 
     def visit(self, node):
-        kind = type(node)
-        try:
-            function = self._visit_functions[kind]
-        except KeyError:
-            function = self._visit_function(kind)
+        function = self._visit_functions[type(node)]
         return None if function is None else function(self, node)
 
     def generic_visit(self, node):
@@ -86,11 +94,7 @@ class NodeTransformer(_Dispatch, ast.NodeTransformer):
     """`ast.NodeTransformer` with cached dispatch; lists are rebuilt only when changed."""
 
     def visit(self, node):
-        kind = type(node)
-        try:
-            function = self._visit_functions[kind]
-        except KeyError:
-            function = self._visit_function(kind)
+        function = self._visit_functions[type(node)]
         return node if function is None else function(self, node)
 
     def generic_visit(self, node):

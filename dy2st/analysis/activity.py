@@ -203,12 +203,8 @@ class _ReusingVisitor(_ActivityVisitor):
 
     def visit(self, node):
         summary = self._summaries.get(id(node))
-        if summary is None:  # NodeVisitor.visit's dispatch, inlined (once per node visited)
-            kind = type(node)
-            try:
-                function = self._visit_functions[kind]
-            except KeyError:
-                function = self._visit_function(kind)
+        if summary is None:  # NodeVisitor.visit, inlined (it runs once per node visited)
+            function = self._visit_functions[type(node)]
             return None if function is None else function(self, node)
         activity, declared_globals, declared_nonlocals = summary
         self.reads |= activity.reads

@@ -104,12 +104,8 @@ class Transformer(ast_util.NodeTransformer):
         self._used = False
 
     def visit(self, node):
-        # ast_util.NodeTransformer.visit's dispatch, inlined: this runs once per node visited.
-        kind = type(node)
-        try:
-            function = self._visit_functions[kind]
-        except KeyError:
-            function = self._visit_function(kind)
+        # ast_util.NodeTransformer.visit, inlined: this runs once per node visited.
+        function = self._visit_functions[type(node)]
         if function is None:
             return node
         result = function(self, node)
