@@ -49,7 +49,7 @@ from dy2st.errors import ArtifactError, Dy2StaticError, ExportError, InputSpecEr
 from dy2st.input_spec import InputSpec, abstract, as_spec, user_origin
 from dy2st.manifest import FORMAT, FORMAT_VERSION, MANIFEST, PROGRAM, SUPPORTED_FORMAT_VERSIONS, WEIGHT_FILES, \
     Manifest, parse_manifest
-from dy2st.runtime import debug_effects
+from dy2st.runtime import debug_effects, key_order
 
 __all__ = ["save", "load", "LoadedProgram", "FORMAT", "FORMAT_VERSION", "SUPPORTED_FORMAT_VERSIONS", "MANIFEST",
            "PROGRAM", "WEIGHT_FILES", "DEFAULT_PLATFORMS", "DEBUG_EFFECTS"]
@@ -105,13 +105,17 @@ def save(fn_or_model, path: str | os.PathLike, input_spec: Sequence | None = Non
 
     _check_weight_names(lifted.names)
 
+    key_orders: list = []  # per trace, the key orders of the outputs' dicts
+
     def program(weights: dict, inputs: list):
         # Weights go in by name and inputs as a list of one-entry dicts ({name: array}, in
         # order): the program's own signature (its in_tree) then holds every name and the
         # inputs' order, and `load` checks the manifest against it.
         it = (value for (value,) in (d.values() for d in inputs))
-        return lifted.call([weights[n] for n in lifted.names],
-                           *[next(it) if isinstance(e, InputSpec) else e for e in entries])
+        outputs = lifted.call([weights[n] for n in lifted.names],
+                              *[next(it) if isinstance(e, InputSpec) else e for e in entries])
+        key_orders.append(key_order.orders_of(outputs))  # the program's out_tree sorts them
+        return outputs
 
     weight_structs = {n: jax.ShapeDtypeStruct(v.shape, v.dtype) for n, v in zip(lifted.names, values)}
     traced = _Traced(program, weight_structs, _by_name([s.name for s in specs], abstract(specs)),
@@ -121,12 +125,14 @@ def save(fn_or_model, path: str | os.PathLike, input_spec: Sequence | None = Non
         exported = _export(traced, platforms)
     try:
         program_bytes = bytes(exported.serialize())
-    except ValueError as err:
+    except (ValueError, TypeError) as err:  # TypeError: a dict key that is not a string
         raise ExportError(f"The outputs cannot be stored: {err}",
-                          advice="return arrays in tuples, lists or dicts (not a custom class).") from None
+                          advice="return arrays in tuples, lists or dicts with string keys (not a custom class).") from None
     weights_file = WEIGHT_FILES[weights_format]
     files = {PROGRAM: program_bytes, weights_file: _weights_bytes(lifted.names, values, weights_format)}
     manifest = _manifest(lifted, values, entries, specs, exported, weights_format)
+    if key_orders[-1] is not None:
+        manifest["output_key_orders"] = [list(order) for order in key_orders[-1]]  # string keys: serialized
     manifest["files"] = {name: _file_info(data) for name, data in files.items()}
     files[MANIFEST] = json.dumps(manifest, indent=2).encode()
     write_artifact(os.fspath(path), files, overwrite, _is_artifact)
@@ -457,7 +463,7 @@ class LoadedProgram:
     def __call__(self, *args, **kwargs):
         arrays = self._bind(args, kwargs)
         try:
-            return self._run(self._device_weights, _by_name(self.input_names, arrays))
+            outputs = self._run(self._device_weights, _by_name(self.input_names, arrays))
         # The program is specialized to these inputs' shapes and compiled on a call's first use
         # of them; a module that is malformed only then (bytes altered with the checksums
         # updated) fails in MLIR's parser or jax's lowering. Errors while it runs are XLA's.
@@ -465,6 +471,7 @@ class LoadedProgram:
             raise self._error(PROGRAM, f"jax cannot compile it for inputs "
                               f"{[f'{np.dtype(a.dtype).name}{list(np.shape(a))}' for a in arrays]} "
                               f"({type(err).__name__}: {_first_lines(err, 2)[:300]}).") from None
+        return key_order.restore(outputs, self.checked_manifest.output_key_orders)
 
     def _bind(self, args, kwargs) -> list:
         names = self.input_names
@@ -619,6 +626,7 @@ class _ProgramCheck:
             self._check_weight(i, tensor, weights[tensor.name])
         self._check_inputs(inputs)
         self._check_outputs()
+        self._check_key_orders()
 
     def _signature(self) -> tuple[dict, list]:
         """The program's weights by name and its inputs in order, from its own calling
@@ -677,6 +685,21 @@ class _ProgramCheck:
             if aval.dtype != output.dtype or tuple(_dims(aval.shape)) != tuple(output.dims):
                 raise self.fail(f"output {output.name!r} is {_aval_text(aval)}, outputs[{k}] says "
                                 f"{output.dtype.name}{_shape_text(output.dims)}.")
+
+
+    def _check_key_orders(self) -> None:
+        """`output_key_orders` (optional) gives each dict among the outputs an order of its keys."""
+        orders = self.manifest.output_key_orders
+        if orders is None:
+            return
+        outputs = jax.tree_util.tree_unflatten(self.exported.out_tree, [0] * self.exported.out_tree.num_leaves)
+        found = key_order.dict_keys(outputs)
+        if len(orders) != len(found):
+            raise self.fail(f"its outputs hold {len(found)} dicts, output_key_orders orders {len(orders)}.")
+        for i, (order, keys) in enumerate(zip(orders, found)):
+            if len(order) != len(keys) or set(order) != set(keys):
+                raise self.fail(f"output_key_orders[{i}] lists the keys {_short(list(order))}, the program's dict has "
+                                f"{_short(list(keys))}.")
 
 
 def _short(names: list[str]) -> str:

@@ -101,6 +101,10 @@ class Manifest:
     files: dict[str, FileEntry]
     source: str
     raw: dict
+    # The key order of each dict among the outputs, in the order JAX flattens them (see
+    # `dy2st.runtime.key_order`); None where the manifest has none (every dict sorted, or an
+    # artifact from before the field existed): the outputs come back with sorted keys.
+    output_key_orders: tuple[tuple[str, ...], ...] | None = None
 
 
 class _Fields:
@@ -191,11 +195,37 @@ def parse_manifest(data: Any, error: FieldError) -> Manifest:
         files=_files(top.child("files")),
         source=top.text("source"),
         raw=data,
+        output_key_orders=_output_key_orders(top),
     )
     top.integer("calling_convention_version", 0, 1 << 20)
     _static_arguments(top)
     _check_consistency(manifest, program, error)
     return manifest
+
+
+MAX_KEY_ORDER_KEYS = 1 << 16  # keys of all output dicts together
+
+
+def _output_key_orders(top: _Fields) -> tuple | None:
+    """The optional `output_key_orders`: a list of lists of dict keys (strings: what an exported
+    program's dicts have), each key once in its list. Whether they fit the program's outputs
+    is `load`'s check."""
+    if "output_key_orders" not in top.data:
+        return None
+    expected = "a list of lists of dict keys (strings), each key once in its list"
+    orders = top.get("output_key_orders", list, expected)
+    if sum(len(o) for o in orders if isinstance(o, list)) > MAX_KEY_ORDER_KEYS:
+        raise top.error("output_key_orders", f"at most {MAX_KEY_ORDER_KEYS} keys in all")
+    for i, order in enumerate(orders):
+        field = f"output_key_orders[{i}]"
+        if not isinstance(order, list):
+            raise top.error(field, f"{expected}, got {_kind(order)}")
+        for key in order:
+            if type(key) is not str:
+                raise top.error(field, f"{expected}, got a key that is {_kind(key)}")
+        if len(set(order)) != len(order):
+            raise top.error(field, f"{expected}, got a key twice")
+    return tuple(tuple(order) for order in orders)
 
 
 def _static_arguments(top: _Fields) -> None:

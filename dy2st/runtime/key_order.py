@@ -47,6 +47,14 @@ def orders_of(tree) -> tuple | None:
     return tuple(orders) if unsorted else None
 
 
+def dict_keys(tree) -> list:
+    """The keys of each dict in `tree`, in the order `orders_of` notes them (a key order for
+    each must be a permutation of them)."""
+    keys: list = []
+    _collect(tree, keys)
+    return keys
+
+
 def _collect(tree, orders: list) -> bool:
     if isinstance(tree, jax.Array):
         return False

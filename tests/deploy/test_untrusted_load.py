@@ -376,3 +376,84 @@ def test_a_program_that_crashes_the_reader_is_refused_not_fatal(art, monkeypatch
     monkeypatch.setattr(export, "_read_safely", set())
     message = _refused(art, PROGRAM, "crashed the reader (signal 11)")
     assert "separate process" in message
+
+
+# -- output_key_orders: a dict's key order among the outputs ---------------------------------------
+def ordered(x):
+    y = x * 2
+    if x.sum() > 0:
+        y = y + 1
+    return {"logits": y, "aux": [x, {"z": x, "b": y}]}
+
+
+@pytest.fixture(scope="module")
+def ordered_original(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ordered") / "artifact"
+    dy2st.save(ordered, path, [dy2st.InputSpec((3,), "float32", "x")], platforms=["cpu"])
+    return path
+
+
+@pytest.fixture
+def ordered_art(ordered_original, tmp_path):
+    shutil.copytree(ordered_original, tmp_path / "art")
+    return tmp_path / "art"
+
+
+def test_outputs_keep_their_dicts_key_order(ordered_art):
+    """JAX's output tree sorts dict keys; the manifest keeps eager's order and load puts it back."""
+    assert _manifest(ordered_art)["output_key_orders"] == [["logits", "aux"], ["z", "b"]]
+    out = dy2st.load(ordered_art)(np.ones(3, np.float32))
+    eager = ordered(np.ones(3, np.float32))
+    assert list(out) == list(eager) == ["logits", "aux"] and list(out["aux"][1]) == ["z", "b"]
+    np.testing.assert_array_equal(out["aux"][1]["b"], eager["aux"][1]["b"])
+
+
+def test_outputs_in_sorted_order_need_no_field(art):
+    assert "output_key_orders" not in _manifest(art)
+
+
+def test_an_artifact_without_the_field_gives_sorted_dicts(ordered_art):
+    manifest = _manifest(ordered_art)
+    del manifest["output_key_orders"]
+    _write_manifest(ordered_art, manifest)
+    out = dy2st.load(ordered_art)(np.ones(3, np.float32))
+    assert list(out) == ["aux", "logits"]  # what the program's own tree gives (artifacts before the field)
+
+
+@pytest.mark.parametrize("value, words", [
+    ("logits", ["output_key_orders", "a list of lists of dict keys"]),
+    ([["logits", "aux"], "z"], ["output_key_orders[1]", "got a string"]),
+    ([["logits", "aux"], ["z", True]], ["output_key_orders[1]", "a key that is a boolean"]),
+    ([["logits", "aux"], ["z", 1]], ["output_key_orders[1]", "a key that is an integer"]),
+    ([["logits", "aux"], ["z", 1.5]], ["output_key_orders[1]", "a key that is a number"]),
+    ([["logits", "aux"], ["z", {"b": 1}]], ["output_key_orders[1]", "a key that is a JSON object"]),
+    ([["logits", "logits"], ["z", "b"]], ["output_key_orders[0]", "a key twice"]),
+])
+def test_a_malformed_key_order_is_named(ordered_art, value, words):
+    manifest = _manifest(ordered_art)
+    manifest["output_key_orders"] = value
+    _write_manifest(ordered_art, manifest)
+    _refused(ordered_art, "manifest.json: field", *words)
+
+
+@pytest.mark.parametrize("value, words", [
+    ([["logits", "aux"]], ["its outputs hold 2 dicts, output_key_orders orders 1"]),
+    ([["logits", "aux"], ["z", "b"], ["q"]], ["its outputs hold 2 dicts, output_key_orders orders 3"]),
+    ([["logits", "aux"], ["z", "c"]], ["output_key_orders[1] lists the keys ['z', 'c']"]),
+    ([["logits"], ["z", "b"]], ["output_key_orders[0] lists the keys ['logits']"]),
+    ([["logits", "aux", "extra"], ["z", "b"]], ["output_key_orders[0]"]),
+])
+def test_a_key_order_that_does_not_fit_the_program_is_refused(ordered_art, value, words):
+    manifest = _manifest(ordered_art)
+    manifest["output_key_orders"] = value
+    _write_manifest(ordered_art, manifest)
+    _refused(ordered_art, "the program disagrees with manifest.json", *words)
+
+
+def test_a_dict_with_keys_that_are_not_strings_is_refused_at_save(tmp_path):
+    """jax.export stores string keys only: an ExportError saying so, not jax's TypeError."""
+    def int_keys(x):
+        return {1: x, 0: x * 2}
+
+    with pytest.raises(dy2st.errors.ExportError, match="cannot be stored.*string keys"):
+        dy2st.save(int_keys, tmp_path / "art", [dy2st.InputSpec((3,), "float32", "x")], platforms=["cpu"])
