@@ -346,7 +346,8 @@ def retype_manifest_field(box: Sandbox) -> str:
     return f"{'.'.join(map(str, path))}: {type(value).__name__} -> {type(parent[key]).__name__}"
 
 
-_LISTS = [("weights", "tensors"), ("inputs",), ("outputs",), ("program", "inputs"), ("platforms",)]
+_LISTS = [("weights", "tensors"), ("inputs",), ("outputs",), ("program", "inputs"), ("platforms",),
+          ("output_key_orders", 0)]  # the reference's dict output, {"out", "count"}: not in sorted order
 
 
 def swap_manifest_entries(box: Sandbox) -> str:
@@ -357,7 +358,7 @@ def swap_manifest_entries(box: Sandbox) -> str:
     entries = _get(manifest, path)
     i, j = box.rng.sample(range(len(entries)), 2)
     entries[i], entries[j] = entries[j], entries[i]
-    detail = f"{'.'.join(path)}[{i}]<->[{j}]"
+    detail = f"{'.'.join(map(str, path))}[{i}]<->[{j}]"
     if path in (("weights", "tensors"), ("inputs",)) and box.rng.random() < 0.5:
         offset = 0 if path == ("weights", "tensors") else len(manifest["weights"]["tensors"])
         program_inputs = manifest["program"]["inputs"]
