@@ -125,16 +125,16 @@ def _visit_list(visitor, values: list) -> None:
     else:
         return  # nothing replaced (the common case): no new list
     rebuilt = values[:index]
-    _add(rebuilt, new)
+    add_visited(rebuilt, new)
     for value in values[index + 1 :]:
         if isinstance(value, _AST):
-            _add(rebuilt, visitor.visit(value))
+            add_visited(rebuilt, visitor.visit(value))
         else:
             rebuilt.append(value)
     values[:] = rebuilt
 
 
-def _add(values: list, new) -> None:
+def add_visited(values: list, new) -> None:
     """Add a visit's result: None drops the node, a node replaces it, a list splices in."""
     if new is None:
         return

@@ -113,6 +113,19 @@ class Transformer(ast_util.NodeTransformer):
             copy_location_recursive(result, node)
         return result
 
+    def visit_ClassDef(self, node):
+        """A class defined in the function: its methods are functions, rewritten as any; its
+        own statements run in the class's scope, which the functions and lambdas the steps
+        make could not see (`b = a and 2` would read a global `a`): left as written."""
+        body = []
+        for stmt in node.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                ast_util.add_visited(body, self.visit(stmt))
+            else:
+                body.append(stmt)
+        node.body = body
+        return node
+
     def transform(self, tree):
         if self._used:
             raise RuntimeError(f"{type(self).__name__} instances are single-use")
