@@ -151,6 +151,7 @@ CONSTRUCTS = {
     "a new key of D read by position": r'D\["b"\] = clip\(.*\n\s+a\d = clip\(a\d \+ list\(D\.values\(\)\)\[-1\]\)',
     "a list made here appended through one name, read through a dict": r"(mk\d+)\.append\(clip\(.*\n\s+a\d = clip\(sum\((md\d+)\['v'\]",
     "a method writing private (mangled) names in an if and a loop": r"a\d = clip\(a\d \+ obj\.shift\(",
+    "a class defined in the function, an if in its body and in a method": r"class C\d+:\n\s+base = \d\n\s+if len\(L\)",
 }
 
 

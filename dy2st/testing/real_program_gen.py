@@ -86,13 +86,15 @@ class _Scope:
 class _Generator:
     MAX_DEPTH = 3
 
-    def __init__(self, rng: random.Random, extra: random.Random, later: random.Random, mangled: random.Random):
+    def __init__(self, rng: random.Random, extra: random.Random, later: random.Random, mangled: random.Random,
+                 classes: random.Random):
         self.rng = rng
         # Draw the statements added after the campaigns' seeds were pinned (`extra_statement`),
         # so each seed keeps the statements `rng` (and `extra`, `later`) drew for it before.
         self.extra = extra
         self.later = later
         self.mangled = mangled
+        self.classes = classes
         self.budget = rng.randint(5, 16)
         self.fresh = 0
         self.lines: list[str] = []
@@ -372,8 +374,21 @@ class _Generator:
                 self.rng = self.mangled
                 a = self.pick(s.arrays)  # a method writing private (mangled) names in an if and a loop
                 self.emit(indent, f"{a} = clip({a} + obj.shift({self.arr_expr(s)}))")
+            if self.classes.random() < 0.03:
+                self.rng = self.classes
+                self.local_class(s, indent)
         finally:
             self.rng = main
+
+    def local_class(self, s: _Scope, indent: int) -> None:
+        """A class defined here: Python control flow and `and` in its own body (run as written,
+        in the class's scope), and a method with an `if` on its argument (staged when traced)."""
+        a, c = self.pick(s.arrays), self.new("C")
+        self.emit(indent, f"class {c}:\n    base = {self.rng.randint(0, 3)}\n    if len(L) > 2:\n"
+                          f"        base = base + 1\n    twice = base and 2\n\n    def apply(self, v):\n"
+                          f"        if v.sum() > {self.rng.randint(-2, 2)}:\n            v = clip(v * self.twice)\n"
+                          f"        return clip(v + self.base)\n"
+                          f"{a} = clip({a} + {c}().apply({self.arr_expr(s)}))")
 
     def dict_in_insertion_order(self, s: _Scope, indent: int) -> None:
         """A dict whose keys are not in sorted order, read by position: a dict made here, or a
@@ -549,7 +564,7 @@ def draw_program(seed: int) -> RealProgram:
     """The program and inputs that `seed` names."""
     rng = random.Random(seed)
     g = _Generator(rng, random.Random(f"extra-{seed}"), random.Random(f"later-{seed}"),
-                   random.Random(f"mangled-{seed}"))
+                   random.Random(f"mangled-{seed}"), random.Random(f"classes-{seed}"))
     scope = _Scope(arrays=["a0", "a1"], ints=["k0", "k1"], int_reads=[], scalar_reads=[])
     g.emit(1, "a0 = x\na1 = clip(y * 2)\nk0 = 1\nk1 = len(xs)\nL = [x, y]\nP = [3, 1, 2]\n"
               'D = {"a": x, "k": 1}\nDD = D\nFN = []\nlog = []')
