@@ -294,6 +294,8 @@ def scan(tree) -> TreeScan:
         kinds.add(kind)
         if kind is ast.Name:
             names.add(node.id)
+        elif kind is ast.Call and type(node.func) is ast.Name and node.func.id == "super":
+            kinds.add("super()")  # for the step that spells it out (`transformers.super_calls`)
         elif kind is ast.Attribute:
             kinds.add(node.attr)
         elif kind is ast.arg:

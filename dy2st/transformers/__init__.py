@@ -25,6 +25,7 @@ from dy2st.transformers import (
     loops,
     return_statements,
     scoped_writes,
+    super_calls,
     try_blocks,
 )
 
@@ -50,6 +51,10 @@ class Step:
 
 
 PIPELINE: tuple[Step, ...] = (
+    Step(super_calls, (),
+         "First, on the user's code: a method's zero-argument `super()` is spelled out before any "
+         "step moves it into a generated function (where it would find no arguments).",
+         triggers=("super()",)),
     Step(try_blocks, (),
          "Before anything adds `if`s of its own or turns the user's into branch functions: marks "
          "the user's conditions inside `try` as ones that must stay Python.",
