@@ -152,6 +152,7 @@ CONSTRUCTS = {
     "a list made here appended through one name, read through a dict": r"(mk\d+)\.append\(clip\(.*\n\s+a\d = clip\(sum\((md\d+)\['v'\]",
     "a method writing private (mangled) names in an if and a loop": r"a\d = clip\(a\d \+ obj\.shift\(",
     "a class defined in the function, an if in its body and in a method": r"class C\d+:\n\s+base = \d\n\s+if len\(L\)",
+    "a method calling super() in an if and a loop": r"a\d = clip\(a\d \+ obj\.climb\(",
 }
 
 

@@ -377,6 +377,10 @@ class _Generator:
             if self.classes.random() < 0.03:
                 self.rng = self.classes
                 self.local_class(s, indent)
+            if self.classes.random() < 0.03:
+                self.rng = self.classes
+                a = self.pick(s.arrays)  # a method calling super() in an if and a loop
+                self.emit(indent, f"{a} = clip({a} + obj.climb({self.arr_expr(s)}))")
         finally:
             self.rng = main
 

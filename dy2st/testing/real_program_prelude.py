@@ -20,7 +20,14 @@ class Acc:
 _FIRST_ACC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-class State:
+class Base:
+    """What State extends: a method its own calls through `super()`."""
+
+    def climb(self, v):
+        return jnp.clip(v + 1, -1000, 1000)
+
+
+class State(Base):
     """A small stateful object, as models and trainers have."""
 
     def __init__(self):
@@ -46,6 +53,14 @@ class State:
 
     def total(self):
         return self.h.sum() + self.count
+
+    def climb(self, v):
+        """A zero-argument `super()` in an `if` and a loop (staged when `v` is traced)."""
+        if v.sum() > 0:
+            v = super().climb(v) * 2
+        for _ in range(2):
+            v = super().climb(v)
+        return v
 
     def shift(self, v):
         """Private names, which the compiler mangles in a class body (`self._State__m`, a local
