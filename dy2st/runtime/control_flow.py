@@ -55,27 +55,27 @@ def convert_ifelse(pred, if_body, else_body, state, names, nouts, branch_names=(
         opposite orders (see `_refuse_reordered_keys`).
       class_name: the class whose private names (`__n`) the paths hold, mangled as compiled.
     """
-    access = state_cells.StateAccess((if_body, else_body), state, names, sys._getframe(1), class_name)
-    if not is_traced(pred):
-        if pred:
-            if_body()
-            taken = branch_names[0]
-        else:
-            if else_body is not None:
-                else_body()
-            taken = branch_names[1] if else_body is not None else "no branch (false, no else)"
-        if events.active():
-            events.note(OriginInfo.of_caller(), "python_if", "Python if",
-                        f"a Python condition, so only the path it picks is traced: {taken}")
-        return access.plain()
-    if python_reason is not None:
-        raise _python_effect_error(python_reason, OriginInfo.of_caller())
-    origin = OriginInfo.of_caller()
-    get_state, set_state = (access.get, access.set) if state else (None, None)
-    if reordered_keys:
-        _refuse_reordered_keys(reordered_keys, get_state(), names, origin)
-    final = stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names)
-    return state_cells.plain_values(final, access.paths)
+    with state_cells.StateAccess((if_body, else_body), state, names, sys._getframe(1), class_name) as access:
+        if not is_traced(pred):
+            if pred:
+                if_body()
+                taken = branch_names[0]
+            else:
+                if else_body is not None:
+                    else_body()
+                taken = branch_names[1] if else_body is not None else "no branch (false, no else)"
+            if events.active():
+                events.note(OriginInfo.of_caller(), "python_if", "Python if",
+                            f"a Python condition, so only the path it picks is traced: {taken}")
+            return access.plain()
+        if python_reason is not None:
+            raise _python_effect_error(python_reason, OriginInfo.of_caller())
+        origin = OriginInfo.of_caller()
+        get_state, set_state = (access.get, access.set) if state else (None, None)
+        if reordered_keys:
+            _refuse_reordered_keys(reordered_keys, get_state(), names, origin)
+        final = stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names)
+        return state_cells.plain_values(final, access.paths)
 
 
 def _refuse_reordered_keys(pairs, initial, names, origin: OriginInfo) -> None:

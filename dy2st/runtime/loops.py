@@ -127,9 +127,9 @@ def convert_while(test, body, state, names, python_reason=None, refuse_staged=Fa
         `loop_staging.first_set_observed`).
       class_name: the class whose private names (`__n`) the paths hold, mangled as compiled.
     """
-    access = state_cells.StateAccess((test, body), state, names, sys._getframe(1), class_name)
     facts = loop_staging.StateFacts(frozenset(loop_only), frozenset(observed))
-    values = _while(test, body, access.get, access.set, names, python_reason, refuse_staged, facts)
+    with state_cells.StateAccess((test, body), state, names, sys._getframe(1), class_name) as access:
+        values = _while(test, body, access.get, access.set, names, python_reason, refuse_staged, facts)
     return state_cells.plain_values(values, access.paths)
 
 
@@ -233,9 +233,10 @@ def convert_for(iterable, body, state, names, extra_test, python_reason=None, re
         loop with a static trip count and a `python_reason` unrolls: its body runs once per
         item, as eagerly.
     """
-    access = state_cells.StateAccess((body, extra_test), state, names, sys._getframe(1), class_name)
     facts = loop_staging.StateFacts(frozenset(loop_only), frozenset(observed))
-    values = _for(iterable, body, access.get, access.set, names, extra_test, python_reason, refuse_staged, facts)
+    with state_cells.StateAccess((body, extra_test), state, names, sys._getframe(1), class_name) as access:
+        values = _for(iterable, body, access.get, access.set, names, extra_test, python_reason, refuse_staged,
+                      facts)
     return state_cells.plain_values(values, access.paths)
 
 

@@ -67,6 +67,12 @@ class StateAccess:
         self.paths, self.names, self.frame = paths, names, frame
         self.holders = [_holder(_base(path), functions) for path in paths]
 
+    def __enter__(self) -> "StateAccess":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.frame = None  # the frame holds the caller's locals (and its callers'): not kept past the operator
+
     def get(self) -> tuple:
         frame = self.frame
         return tuple(_read(holder, path, name, frame) for holder, path, name in zip(self.holders, self.paths, self.names))
@@ -136,13 +142,17 @@ def _read(holder, path, name: str, frame):
     try:
         value = holder.cell_contents
     except ValueError:
-        return Undefined(name, OriginInfo.from_frame(frame))
+        return _unbound(name, frame)
     if type(path) is str:
         return value
     try:
         return _follow(value, path[1:])
     except _UNBOUND_READS:
-        return Undefined(name, OriginInfo.from_frame(frame))
+        return _unbound(name, frame)
+
+
+def _unbound(name: str, frame) -> Undefined:
+    return Undefined(name, OriginInfo.from_frame(frame) if frame is not None else None)
 
 
 def _follow(value, steps):
