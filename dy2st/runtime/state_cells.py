@@ -30,7 +30,9 @@ _UNBOUND_READS = (NameError, AttributeError, KeyError, IndexError)  # an unbound
 
 
 class _Global:
-    """A variable the functions reach as a global (declared `global` in the enclosing function)."""
+    """A variable the functions reach as a global: declared `global` in the enclosing function,
+    or the module-level object whose attribute or item a branch sets (`CONFIG.n = 1`). Read as
+    Python reads a global (the module's, else a builtin); unbound reads as a cell's do."""
 
     __slots__ = ("namespace", "name")
 
