@@ -28,6 +28,12 @@ _LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "name", "kind
 _child_fields: dict = {}  # node type -> its fields that may hold nodes, in _fields order
 
 
+def is_private_name(name: str) -> bool:
+    """Whether the compiler mangles `name` in a class body (`__n` -> `_Model__n`): two leading
+    underscores, not two trailing ones, not dotted."""
+    return name.startswith("__") and not name.endswith("__") and "." not in name
+
+
 def child_fields(kind) -> tuple:
     """The fields of node type `kind` that may hold nodes (or lists of them) to visit."""
     fields = _child_fields.get(kind)

@@ -325,7 +325,7 @@ def transform(node, filename: str, function_name: str, stages: int | None = None
         effect_scope = loop_bodies.mark(node)  # on the user's code, before rewrites add lambdas of their own
     namer = Namer(scan.names)
     ctx = ConversionContext(filename, function_name, namer, namer.new_symbol("jst"), effect_scope, class_name,
-                            frozenset(scan.kinds))
+                            kinds.source)
     for index, step in enumerate(transformers.PIPELINE[:stages], start=1):
         if step.triggers and not kinds.holds_any(step.triggers, step.source_only):  # nothing to rewrite: skip it
             if log_stages and config.code_level >= index:
@@ -350,14 +350,14 @@ class _TreeKinds:
 
     def __init__(self, tree, kinds: set):
         self._tree = tree
-        self._source = frozenset(kinds)  # the user's function's own
+        self.source = frozenset(kinds)  # the user's function's own
         self._kinds = set(kinds)
         self._maybe_added: set = set()  # kinds steps that ran may have added, not yet looked for
 
     def holds_any(self, triggers, source_only: bool = False) -> bool:
         """Whether the tree holds any of `triggers` (`source_only`: the user's code did)."""
         if source_only:
-            return not self._source.isdisjoint(triggers)
+            return not self.source.isdisjoint(triggers)
         if not self._kinds.isdisjoint(triggers):
             return True
         doubtful = self._maybe_added.intersection(triggers)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from typing import NamedTuple
 
+from dy2st.ast_util import is_private_name
+
 
 class QualifiedName(NamedTuple):
     """`base` followed by a path of attribute names (str) or constant keys (wrapped in a tuple).
@@ -46,8 +48,7 @@ class QualifiedName(NamedTuple):
 
     def has_private_name(self) -> bool:
         """Whether a name on the path is one the compiler mangles in a class (`__n`)."""
-        return any(isinstance(step, str) and step.startswith("__") and not step.endswith("__")
-                   for step in (self.base, *self.path))
+        return any(isinstance(step, str) and is_private_name(step) for step in (self.base, *self.path))
 
     def to_node(self, ctx=None):
         """A fresh expression reading (or, with ctx=ast.Store(), writing) this symbol."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 import builtins
 import types
 
+from dy2st.ast_util import is_private_name
 from dy2st.errors import OriginInfo
 from dy2st.runtime.undefined import Undefined
 
@@ -107,7 +108,7 @@ def _mangled(path, class_name: str):
 
 def mangle(name: str, class_name: str) -> str:
     """`name` as the compiler spells it inside class `class_name` (private names only)."""
-    if not name.startswith("__") or name.endswith("__") or "." in name:
+    if not is_private_name(name):
         return name
     owner = class_name.lstrip("_")
     return f"_{owner}{name}" if owner else name

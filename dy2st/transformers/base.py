@@ -78,14 +78,17 @@ def copy_location_recursive(new, origin) -> None:
                 stack.append(value)
 
 
-def stamp(origin, nodes) -> None:
+def stamp(origin, nodes, whole_span: bool = False) -> None:
     """Give `origin`'s location to each of `nodes` (not to what is under them): for the
     hottest rewrites, which locate the few nodes they make as they make them, sparing
-    `copy_location_recursive` the walk (it stops at located nodes)."""
+    `copy_location_recursive` the walk (it stops at located nodes). A one-line span at its
+    start, as `copy_location_recursive` gives; `whole_span`: its whole span, for the parts of
+    a call rewritten in place (`f(x)` -> `jst.convert_call(f)(x)`), which keep the call's."""
     lineno, col_offset = origin.lineno, origin.col_offset
+    end_lineno, end_col_offset = (origin.end_lineno, origin.end_col_offset) if whole_span else (lineno, col_offset)
     for node in nodes:
-        node.lineno = node.end_lineno = lineno
-        node.col_offset = node.end_col_offset = col_offset
+        node.lineno, node.col_offset = lineno, col_offset
+        node.end_lineno, node.end_col_offset = end_lineno, end_col_offset
 
 
 _plans: dict = {}  # node type -> (its fields that may hold nodes, whether it has a location)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import ast
 
 from dy2st.transformers import templates
-from dy2st.transformers.base import Transformer
+from dy2st.transformers.base import Transformer, stamp
 
 _LEFT_ALONE = frozenset({"super"})
 
@@ -46,10 +46,8 @@ class CallTreeTransformer(Transformer):
         # `jst.convert_call(func)`, built directly: it is the hottest template (one per call in
         # the function), and the callee can move into it instead of being copied.
         convert = templates.attribute(self.ctx.runtime, "convert_call")
-        node.func = ast.Call(func=convert, args=[node.func], keywords=[])
-        for made in (node.func, convert, convert.value):  # the call's own span, as for the call
-            made.lineno, made.col_offset = node.lineno, node.col_offset
-            made.end_lineno, made.end_col_offset = node.end_lineno, node.end_col_offset
+        node.func = templates.call(convert, [node.func])
+        stamp(node, (node.func, convert, convert.value), whole_span=True)
         return node
 
     def visit_JoinedStr(self, node):

@@ -70,9 +70,7 @@ class IfElseTransformer(StateTransformer):
         # rewriting the inner ifs below adds only the names of their own functions).
         writes = block_activity(node.body).writes | block_activity(node.orelse).writes
         deleted = _deleted_names(node.body + node.orelse) if self.ctx.source_holds(ast.Delete) else set()
-        first_written = composites_in_write_order((node.body, node.orelse)) if any(
-            s.is_composite for s in writes) else {}
-        conflicts = _reordered_keys(node, first_written)
+        first_written, conflicts = _write_orders(node) if any(s.is_composite for s in writes) else ({}, ())
         self.generic_visit(node)
         outputs, carried = self._state(writes, deleted, first_written, live_out, live_in)
         state = outputs + carried
@@ -199,19 +197,22 @@ def _locate(origin, stmts: list, call: ast.Call) -> None:
     stamp(origin, made)
 
 
-def _reordered_keys(node, first_written: dict) -> tuple:
-    """`(a, b)` pairs of attributes or items of one object that the two branches assign first
-    in opposite orders: were both new keys of a dict, its order after the `if` would depend on
-    the branch taken (checked at run time: `convert_ifelse(reordered_keys=...)`)."""
-    composites = list(first_written)
-    if len(composites) < 2 or not node.orelse:
-        return ()
+def _write_orders(node) -> tuple[dict, tuple]:
+    """The attributes and items the branches assign, in the order of their first assignment
+    (`symbol -> rank`, the if branch's first), and the `(a, b)` pairs of one object that the
+    two branches assign first in opposite orders: were both new keys of a dict, its order
+    after the `if` would depend on the branch taken (checked at run time:
+    `convert_ifelse(reordered_keys=...)`)."""
     in_if, in_else = composites_in_write_order([node.body]), composites_in_write_order([node.orelse])
-    return tuple(
-        (a, b) for n, a in enumerate(composites) for b in composites[n + 1:]
-        if a.parent == b.parent and {a, b} <= in_if.keys() & in_else.keys()
-        and (in_if[a] < in_if[b]) != (in_else[a] < in_else[b])
+    first_written = dict(in_if)
+    for symbol in in_else:
+        first_written.setdefault(symbol, len(first_written))
+    both = [symbol for symbol in first_written if symbol in in_if and symbol in in_else]
+    conflicts = tuple(
+        (a, b) for n, a in enumerate(both) for b in both[n + 1:]
+        if a.parent == b.parent and (in_if[a] < in_if[b]) != (in_else[a] < in_else[b])
     )
+    return first_written, conflicts
 
 
 def _deleted_names(body) -> set:

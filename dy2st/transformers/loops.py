@@ -40,7 +40,7 @@ import ast
 from dy2st.analysis import Fact, getanno, hasanno
 from dy2st.analysis.activity import activity_of, observed_containers
 from dy2st.transformers import templates
-from dy2st.transformers.base import copy_location_recursive, pass_python_body
+from dy2st.transformers.base import pass_python_body
 from dy2st.transformers.state_access import StateTransformer
 
 
@@ -85,15 +85,10 @@ class LoopTransformer(StateTransformer):
             for name in sorted(settled - set(defined))
         ]
 
-    def _finish(self, node, stmts, call, state):
-        stmts += self.assign_state(state, call)
-        # Generated code gets the header's line only: spanning the body's lines would make
-        # Python report a call's last line (and runtime errors point at the wrong line).
-        header = ast.Pass()
-        header.lineno = header.end_lineno = node.lineno
-        header.col_offset, header.end_col_offset = node.col_offset, node.col_offset
-        copy_location_recursive(stmts, header)
-        return stmts
+    def _finish(self, stmts, call, state):
+        # Located by the visit (`copy_location_recursive`): the header's line only, so Python
+        # reports no call at a body line (runtime errors point at the loop's line).
+        return stmts + self.assign_state(state, call)
 
     def visit_While(self, node):
         state = self._loop_state(node)
@@ -106,7 +101,7 @@ class LoopTransformer(StateTransformer):
         pass_python_body(node, call)
         self._pass_loop_only(node, call, state)
         self._pass_observed(call, observed)
-        return self._finish(node, self._settled_by_else(node) + [test, body], call, state)
+        return self._finish(self._settled_by_else(node) + [test, body], call, state)
 
     def visit_For(self, node):
         flag = getanno(node, Fact.BREAK_FLAG) if hasanno(node, Fact.BREAK_FLAG) else None
@@ -127,7 +122,7 @@ class LoopTransformer(StateTransformer):
         pass_python_body(node, call)
         self._pass_loop_only(node, call, state)
         self._pass_observed(call, observed)
-        return self._finish(node, self._settled_by_else(node) + [body], call, state)
+        return self._finish(self._settled_by_else(node) + [body], call, state)
 
     def _observed(self, node, state) -> list:
         """The item/attribute state whose container the loop (body or test) can look into, so

@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 
 from dy2st.transformers import templates
-from dy2st.transformers.base import Transformer
+from dy2st.transformers.base import Transformer, stamp
 
 
 class SuperCallTransformer(Transformer):
@@ -58,9 +58,7 @@ class SuperCallTransformer(Transformer):
         self.generic_visit(node)
         if type(node.func) is ast.Name and node.func.id == "super" and not node.args and not node.keywords:
             node.args = [templates.name("__class__"), templates.name(self._instance)]
-            for made in node.args:
-                made.lineno, made.col_offset = node.lineno, node.col_offset
-                made.end_lineno, made.end_col_offset = node.end_lineno, node.end_col_offset
+            stamp(node, node.args, whole_span=True)
         return node
 
 
