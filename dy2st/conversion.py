@@ -441,7 +441,12 @@ def _compile(inner: ast.FunctionDef, fn, runtime_name: str, filename: str) -> ty
     class_name = _enclosing_class(fn)
     body = [inner]
     if class_name is not None:
-        body = [ast.ClassDef(name=class_name, bases=[], keywords=[], body=[inner], decorator_list=[], type_params=[])]
+        # A class around the def makes the compiler mangle private names as in the user's class
+        # (by the name without leading underscores). Named with more leading underscores than
+        # any name the code uses, so the method's own class name (`return Node(v, self)`,
+        # `super(Node, self)`) stays the global it is instead of the factory's local.
+        body = [ast.ClassDef(name=_mangling_alias(class_name, fn.__code__), bases=[], keywords=[], body=[inner],
+                             decorator_list=[], type_params=[])]
     factory = ast.FunctionDef(
         name="dy2st_factory",
         args=ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
@@ -462,6 +467,22 @@ def _compile(inner: ast.FunctionDef, fn, runtime_name: str, filename: str) -> ty
         ) from None
     code = _find_code(module_code, inner.name)
     return _renamed(code, code.co_qualname, fn.__qualname__).replace(co_name=fn.__name__)
+
+
+def _mangling_alias(class_name: str, code: types.CodeType) -> str:
+    """A class name that mangles private names as `class_name` does and that `code` (or a
+    function nested in it) does not use."""
+    used: set = set()
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        used.update(c.co_names, c.co_varnames, c.co_freevars, c.co_cellvars)
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    stripped = class_name.lstrip("_") or class_name
+    alias = "_" + class_name
+    while alias in used:
+        alias = "_" + alias
+    return alias if stripped != class_name or alias.lstrip("_") == stripped else class_name
 
 
 def _compile_located(module: ast.Module, filename: str) -> types.CodeType:

@@ -249,6 +249,36 @@ def _ordered(key, args, kwargs):
     return key if orders is None else (_ORDERED, orders, key)
 
 
+def _static_token(value):
+    """What a static leaf is keyed by: its type and value (`1`, `1.0` and `True` are equal in
+    Python but three programs: eager's results differ in type), a float by its bits (`0.0`
+    and `-0.0` are equal, a NaN equals nothing, not even itself)."""
+    kind = type(value)
+    if kind is float:
+        return kind, value.hex()
+    if kind is complex:
+        return kind, value.real.hex(), value.imag.hex()
+    return kind, value
+
+
+class StaticKey:
+    """`(treedef, static leaves, array positions)` as a key: compared by the leaves' tokens
+    (`_static_token`), so a program is never reused for a value of another Python type."""
+
+    __slots__ = ("static_key", "_tokens")
+
+    def __init__(self, static_key):
+        self.static_key = static_key
+        treedef, statics, positions = static_key
+        self._tokens = (treedef, tuple(map(_static_token, statics)), positions)
+
+    def __hash__(self):
+        return hash(self._tokens)
+
+    def __eq__(self, other):
+        return type(other) is StaticKey and self._tokens == other._tokens
+
+
 def is_array_leaf(leaf) -> bool:
     return isinstance(leaf, ARRAY_TYPES)
 
@@ -336,7 +366,7 @@ class ProgramCache:
     Keys come in three kinds, which never
     compare equal: a tuple of avals (positional arrays only; the program takes them as they
     are), `(treedef, *avals)` (pytrees or keywords of arrays; the program takes the arguments
-    as they are), `(_GENERAL, static_key, avals)` (some static leaves; the program takes the
+    as they are), `(_GENERAL, StaticKey(static_key), avals)` (some static leaves; the program takes the
     array leaves). Every write to `table` happens under `_lock`; the hit path only reads and
     reorders it (single C-level dict operations, atomic under the GIL).
     """
@@ -469,7 +499,7 @@ class ProgramCache:
         avals = tuple(map(jax.typeof, arrays))
         if statics:
             static_key = (treedef, tuple(statics), tuple(positions))
-            return (_GENERAL, static_key, avals), arrays, Signature(static_key, avals)
+            return (_GENERAL, StaticKey(static_key), avals), arrays, Signature(static_key, avals)
         if not kwargs and len(arrays) == len(args):
             return avals, arrays, Signature(((), None), avals)
         return (treedef, *avals), arrays, Signature(((), None), avals, treedef)
@@ -481,12 +511,12 @@ class ProgramCache:
         if not key or isinstance(key[0], jax.core.ShapedArray):
             return Signature(((), None), key)
         if key[0] is _GENERAL:
-            return Signature(key[1], key[2])
+            return Signature(key[1].static_key, key[2])
         return Signature(((), None), key[1:], key[0])
 
     def _unhashable(self, key):
         key = key[2] if key and key[0] is _ORDERED else key
-        statics = key[1][1] if key and key[0] is _GENERAL else ()
+        statics = key[1].static_key[1] if key and key[0] is _GENERAL else ()
         return InputSignatureError(
             f"{self._name}: an argument that is not an array must be hashable to be part of the "
             f"program's key, but got {[type(s).__name__ for s in statics]}.",
@@ -560,7 +590,10 @@ class ProgramCache:
         with python_choice.recording() if self._shardings is None else contextlib.nullcontext() as recorded, \
                 writes.program_containers() as changed:
             try:
-                out = check_defined(fn(*args, **kwargs))
+                out = fn(*args, **kwargs)
+                # identities and kinds jit's boundary loses, noted (`static_outputs.encode`)
+                # before the walk for undefined values, which a self-holding list would not end
+                encoded = check_defined(static_outputs.encode(out) if recorded is not None else out)
                 if watch is not None:
                     watch.check()  # an argument's list changed: the caller lifts it and writes it back
             except BaseException:
@@ -571,7 +604,7 @@ class ProgramCache:
         _refuse_leaked(changed, out, (args, kwargs))
         if recorded is None:
             return out
-        result = recorded.finish(static_outputs.split(out))
+        result = recorded.finish(static_outputs.split(encoded))
         if result is not out and not self.has_choices:
             self.has_choices = True  # calls must resolve outputs: not the direct jit path
             if self.on_shared_change is not None:

@@ -561,7 +561,9 @@ class Recipe:
         # (node index before the call, slot) of every slot the call changed, added or removed
         self.touched = frozenset((j, k) for j, k, _ in changes) if touched is None else touched
 
-    def apply(self, layout: Layout, outs) -> None:
+    def apply(self, layout: Layout, outs) -> list:
+        """Write the change back onto the live objects; returns the nodes after the call (the
+        order of the walk after the traced call: outputs refer to them by index)."""
         if self.full is None:
             for j, slot, r in self.changes:
                 node, kind = layout.nodes[j], layout.key[j][0]
@@ -573,7 +575,7 @@ class Recipe:
                 new = _build_out(r, layout.leaves, outs, layout.nodes)
                 plan = self.kept.get((j, slot))
                 container[slot] = _merge_kept(old, new, plan) if plan is not None else _merge_value(old, new)
-            return
+            return layout.nodes
         sources, descs = self.full
         nodes = [layout.nodes[s] if type(s) is int else _new_node(s) for s in sources]
         for j, (node, (kind, _, slots)) in enumerate(zip(nodes, descs)):
@@ -587,6 +589,7 @@ class Recipe:
                     value = _merge_value(old.get(k), value)
                 values.append((k, value))
             _replace_contents(node, kind, [v for _, v in values] if kind == "l" else values)
+        return nodes
 
     def __repr__(self):
         return f"Recipe(changes={self.changes!r})" if self.full is None else "Recipe(full)"

@@ -19,7 +19,7 @@ import jax
 
 from dy2st.config import config, logger
 from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, ProgramCache, _ContainerWatch
-from dy2st.runtime import python_choice, writes
+from dy2st.runtime import python_choice, static_outputs, writes
 from dy2st.runtime.undefined import check_defined
 from dy2st.errors import PythonEffectError
 from dy2st.input_spec import user_origin
@@ -101,6 +101,8 @@ class _Entry:
                 writes.note_written_back(after.nodes)  # what the write-back puts right
                 recipe, outs = make_recipe(layout, after, tracers, built)
                 _check_aliases(layout, saved, recipe)
+                # the caller's containers the outputs hold come back as themselves, updated
+                out = static_outputs.encode(out, {id(n): j for j, n in enumerate(after.nodes) if j})
             except Exception as exc:
                 _explain(exc)
                 raise
@@ -175,7 +177,9 @@ class StatefulPrograms:
         if entry.cache.has_choices:
             result = python_choice.resolve(result)
         out, delta = result
-        delta.recipe.apply(layout, delta.outs)
+        nodes = delta.recipe.apply(layout, delta.outs)
+        if type(out) is static_outputs.Identities:
+            out = out.decode(nodes)
         return out
 
     def fresh_run(self, args, kwargs, positions):

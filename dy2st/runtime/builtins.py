@@ -22,6 +22,8 @@ ones (their sizes are static), so they stay the builtins.
 from __future__ import annotations
 
 import builtins
+import functools
+import io
 import sys
 
 import jax
@@ -31,7 +33,7 @@ import numpy as np
 
 from dy2st import _jax_compat
 from dy2st.errors import BuiltinError, OriginInfo
-from dy2st.runtime import events, python_choice
+from dy2st.runtime import events, python_choice, writes
 from dy2st.runtime.calls import register_builtin
 from dy2st.runtime.ordering import convert_all, convert_any, convert_max, convert_min, convert_sorted
 from dy2st.runtime.formatting import bind_traced, convert_repr, convert_str, has_traced
@@ -62,12 +64,23 @@ def _one_element(x, what: str, origin: OriginInfo):
 # -- print -------------------------------------------------------------------------------------
 def convert_print(*values, sep=" ", end="\n", file=None, flush=False):
     """`print(*values, ...)`; with traced values (or strings formatted from them, see
-    `dy2st.runtime.formatting`), prints when the program runs."""
+    `dy2st.runtime.formatting`), prints when the program runs. Python values only: printed now
+    when the code runs eagerly or inline in a user's trace, and, while a program of dy2st's is
+    traced, on every call of the program (the text made now, as eager makes it at this point),
+    in order with the program's other prints."""
     if not has_traced(values):
+        if not writes.in_program():
+            return builtins.print(*values, sep=sep, end=end, file=file, flush=flush)
+        text = io.StringIO()
+        builtins.print(*values, sep=sep, end=end, file=text)  # str() of each value, now
+        text = text.getvalue()
         if events.active():
-            events.note(OriginInfo.of_caller(), "print", "print while tracing",
-                        "no traced value: Python prints once, when the program is traced, not on each call")
-        return builtins.print(*values, sep=sep, end=end, file=file, flush=flush)
+            events.note(OriginInfo.of_caller(), "print", "print at run time",
+                        "Python values: the text is made while tracing and printed on every call")
+        if debug_effects_dropped():
+            return None
+        jax.debug.callback(functools.partial(_write, text, file, flush), ordered=True)
+        return None
     if debug_effects_dropped():  # dy2st.save(..., debug_effects="drop")
         return None
     if events.active():
@@ -86,6 +99,15 @@ def convert_print(*values, sep=" ", end="\n", file=None, flush=False):
     # under vmap they are unordered (as jax.debug.print is by default).
     jax.debug.callback(callback, *traced, ordered=not any(_jax_compat.is_batch_tracer(t) for t in traced))
     return None
+
+
+def _write(text: str, file, flush: bool) -> None:
+    """A Python-valued print's text, written when the program runs (to `sys.stdout` as it is
+    then, as eager's print looks it up when called)."""
+    target = file if file is not None else sys.stdout
+    target.write(text)
+    if flush:
+        target.flush()
 
 
 # -- casts -------------------------------------------------------------------------------------

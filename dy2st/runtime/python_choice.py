@@ -34,7 +34,7 @@ import numpy as np
 
 from dy2st import _jax_compat
 from dy2st.runtime import choice_kinds
-from dy2st.runtime.static_outputs import StaticOutputs
+from dy2st.runtime.static_outputs import Identities, StaticOutputs
 from dy2st.runtime.values import PY_SCALARS
 
 
@@ -364,7 +364,9 @@ def resolve(result):
             leaves[position] = _as_candidate(leaves[position], candidates[int(index)])
         result = jax.tree_util.tree_unflatten(treedef, leaves)
     if type(result) is StaticOutputs:
-        return result.join()
+        result = result.join()
+    if type(result) is Identities:
+        return result.decode()
     return result
 
 

@@ -19,6 +19,11 @@ traced values) raise ProgramOutputError at the call, instead of jit's error or a
 
 from __future__ import annotations
 
+import collections
+import enum
+import fractions
+import gc
+import decimal
 import types
 
 import jax
@@ -30,7 +35,8 @@ from dy2st.runtime import key_order
 
 # Immutable values the program can give back itself on every call.
 _CONSTANTS = (bool, int, float, complex, str, bytes, np.generic, np.dtype, type, range, slice,
-              type(Ellipsis), type(NotImplemented), types.BuiltinFunctionType)
+              type(Ellipsis), type(NotImplemented), types.BuiltinFunctionType,
+              fractions.Fraction, decimal.Decimal, enum.Enum)
 
 
 class _Where:
@@ -101,3 +107,246 @@ def _check_constant(value) -> None:
         advice=f"return arrays (or numbers, strings) and build the {kind} from them after the "
         "call; or leave this function unconverted with dy2st.not_to_static.",
     )
+
+
+# -- identities ----------------------------------------------------------------------------------
+# A program's outputs cross jit's boundary as a pytree, which loses what Python's objects have
+# beyond their values: the same list returned twice comes back as two lists, an argument the
+# function returns comes back as a copy (stale, where the call changed the caller's object), and
+# a set or an object of a plain class cannot cross at all. `encode` notes these while tracing and
+# `Identities.decode` rebuilds them after each call, as eager makes them:
+#
+# Before (jit's view of `t = [x]; return t, t, {1, 2}, cache` with `cache` a dict argument):
+#     ([x], [x], <error: set>, {copy of cache})
+# After:
+#     Identities(tree=(Ref(0), Ref(0), Ref(1), StateNode(3)), entries=[Entry(list, [x]), Entry(set, [1, 2])])
+#     the call returns (t, t, {1, 2}, cache) with t one new list and cache the caller's dict.
+
+
+class _Ref:
+    """A shared, self-containing or special container of the outputs: entry `index`."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+
+class _StateNode:
+    """A list, dict or object of the caller's state (an argument lifted as state, or one reached
+    from it): node `index` of the state's walk after the call (`dy2st.state.Layout`)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+
+class _Entry:
+    """One container rebuilt per call: its kind ('l', 'd', 'o', 's'), type, keys (a dict's or
+    an object's attribute names) and contents (the program's outputs, encoded)."""
+
+    __slots__ = ("kind", "type", "keys", "values")
+
+    def __init__(self, kind, tp, keys, values):
+        self.kind, self.type, self.keys, self.values = kind, tp, keys, values
+
+    def shell(self):
+        tp = self.type
+        if self.kind == "d" and tp is collections.defaultdict:
+            return collections.defaultdict(self.keys[0])
+        if self.kind in ("l", "d", "s"):
+            return tp() if tp in (list, dict, set) else tp.__new__(tp)
+        return tp.__new__(tp)
+
+    def fill(self, shell, values) -> None:
+        kind = self.kind
+        if kind == "l":
+            list.extend(shell, values)
+        elif kind == "s":
+            set.update(shell, values)
+        elif kind == "d":
+            dict.update(shell, zip(self.keys[1], values))
+        else:
+            vars(shell).update(zip(self.keys[1], values))
+
+
+class Identities:
+    """Outputs whose containers' identities (and kinds jit cannot carry) are rebuilt per call."""
+
+    __slots__ = ("tree", "entries")
+
+    def __init__(self, tree, entries):
+        self.tree, self.entries = tree, entries
+
+    def decode(self, state_nodes=()):
+        """The outputs eager gives: each entry a new container (shared where eager shares it),
+        each state node the caller's live object."""
+        shells = [entry.shell() for entry in self.entries]
+
+        def resolve(value):
+            tp = type(value)
+            if tp is _Ref:
+                return shells[value.index]
+            if tp is _StateNode:
+                return state_nodes[value.index]
+            if tp is list:
+                return [resolve(v) for v in value]
+            if tp is dict:
+                return {k: resolve(v) for k, v in value.items()}
+            if tp is collections.defaultdict:
+                return collections.defaultdict(value.default_factory, {k: resolve(v) for k, v in value.items()})
+            if isinstance(value, tuple):
+                items = [resolve(v) for v in value]
+                return tp(*items) if hasattr(tp, "_fields") else tp(items)
+            return value
+
+        for shell, entry in zip(shells, self.entries):
+            entry.fill(shell, [resolve(v) for v in entry.values])
+        return resolve(self.tree)
+
+
+_register = jax.tree_util.register_pytree_node
+_register(_Ref, lambda r: ((), r.index), lambda index, _: _Ref(index))
+_register(_StateNode, lambda r: ((), r.index), lambda index, _: _StateNode(index))
+_register(_Entry, lambda e: (e.values, (e.kind, e.type, e.keys)),
+          lambda aux, values: _Entry(*aux, list(values)))
+_register(Identities, lambda i: ((i.tree, i.entries), None), lambda _, children: Identities(*children))
+
+
+def _kind(value) -> str | None:
+    """'l', 'd', 'o' (a plain object), 's' (a set), or None: a value jit carries as it is."""
+    if isinstance(value, (set,)) and not isinstance(value, frozenset):
+        return "s"
+    from dy2st.state import node_kind  # (state imports this package's values module only)
+
+    return node_kind(value)
+
+
+def encode(outputs, state_nodes: dict | None = None):
+    """`outputs`, or Identities when some container of them is held twice (or holds itself),
+    is a set or a plain object, or is the caller's (`state_nodes`: id -> node index). Called
+    while tracing; the common case (arrays in tuples, lists and dicts held once) walks once."""
+    state_nodes = state_nodes or {}
+    counts: dict = {}
+    inside: set = set()  # ids of the outputs' containers (for `_check_fresh`)
+    special = False
+
+    def count(value):
+        nonlocal special
+        tp = type(value)
+        if tp is tuple or isinstance(value, tuple):
+            inside.add(id(value))
+            for v in value:
+                count(v)
+            return
+        if isinstance(value, jax.Array) or tp in _CONSTANT_TYPES:
+            return
+        kind = _kind(value)
+        if kind is None:
+            return
+        key = id(value)
+        if key in state_nodes:
+            special = True
+            return
+        seen = counts.get(key)
+        counts[key] = (seen or 0) + 1
+        inside.add(key)
+        if kind == "o":
+            inside.add(id(vars(value)))
+        if seen:
+            special = True
+            return
+        if kind in ("o", "s") or type(value) not in (list, dict, collections.defaultdict):
+            special = True
+        for v in _contents(value, kind)[1]:
+            count(v)
+
+    count(outputs)
+    if not special:
+        return outputs
+    entries: list = []
+    index: dict = {}
+    objects: list = []
+    held = {key for key, n in counts.items() if n > 1}
+
+    def build(value):
+        tp = type(value)
+        if isinstance(value, tuple):
+            items = [build(v) for v in value]
+            return tp(*items) if hasattr(tp, "_fields") else tp(items)
+        if isinstance(value, jax.Array) or tp in _CONSTANT_TYPES:
+            return value
+        kind = _kind(value)
+        if kind is None:
+            return value
+        key = id(value)
+        if key in state_nodes:
+            return _StateNode(state_nodes[key])
+        if key in index:
+            return _Ref(index[key])
+        keys, values = _contents(value, kind)
+        if key not in held and kind in ("l", "d") and tp in (list, dict, collections.defaultdict):
+            built = [build(v) for v in values]
+            if kind == "l":
+                return built
+            made = dict(zip(keys, built))
+            return made if tp is dict else collections.defaultdict(value.default_factory, made)
+        if kind == "o":
+            objects.append(value)
+        slot = index[key] = len(entries)
+        entry = _Entry(kind, tp, None, None)
+        entries.append(entry)
+        if kind in ("d", "o"):
+            entry.keys = (getattr(value, "default_factory", None), tuple(keys))
+        entry.values = [build(v) for v in values]
+        return _Ref(slot)
+
+    encoded = Identities(build(outputs), entries)
+    if objects:
+        _check_fresh(objects, inside)
+    return encoded
+
+
+_CONSTANT_TYPES = frozenset({bool, int, float, complex, str, bytes, type(None)})
+
+
+def _contents(value, kind) -> tuple:
+    """`(keys, values)` of a container the outputs hold."""
+    if kind == "l":
+        return None, list(value)
+    if kind == "s":
+        return None, list(value)
+    if kind == "d":
+        return list(value), list(value.values())
+    attributes = vars(value)
+    return list(attributes), list(attributes.values())
+
+
+def _check_fresh(objects: list, inside: set) -> None:
+    """Objects given back as new ones per call must be ones this call made: an object that
+    something besides the outputs holds (a global, a class attribute, the caller) is eager's same
+    object on every call, which a program cannot give back. (`inside`: ids of the outputs'
+    containers, objects and their attribute dicts.) One scan of the heap, while tracing."""
+    for referrer in gc.get_referrers(*objects):
+        if not isinstance(referrer, types.FrameType) and id(referrer) not in inside and referrer is not objects:
+            held = next((o for o in objects if any(v is o for v in _held_by(referrer))), objects[0])
+            kind = type(held).__name__
+            raise ProgramOutputError(
+                f"the function returns a {kind} that something outside the call holds too (a global, "
+                f"a class attribute, an argument's object): eager gives back that same {kind} on "
+                "every call, with its attributes as they are then, while a compiled program gives "
+                "back new values.",
+                origin=user_origin(),
+                advice=f"return arrays, numbers or strings (or objects the call makes), and reach the "
+                f"{kind} itself after the call; or pass it as an argument (dy2st gives an argument "
+                "returned back as the caller's object).",
+            )
+
+
+def _held_by(referrer) -> list:
+    if isinstance(referrer, dict):
+        return list(referrer.values())
+    if isinstance(referrer, (list, tuple, set, frozenset)):
+        return list(referrer)
+    return list(getattr(referrer, "__dict__", {}).values())

@@ -382,6 +382,13 @@ def program_containers():
         stack.pop()
 
 
+def in_program() -> bool:
+    """Whether a program of dy2st's own is being traced on this thread (not a function run
+    inline into a user's `jax.jit`): what Python does now is done once, while its calls run
+    the program many times."""
+    return bool(getattr(_programs, "stack", None))
+
+
 def leaked(recorded: dict, out, inputs=()) -> list:
     """`(path, container, items before)` of the recorded lists and dicts that still hold a
     traced value once the program's function returned (themselves, or in a list or dict they

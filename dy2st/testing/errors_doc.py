@@ -171,11 +171,16 @@ def f(x):
 dy2st.to_static(f)(jnp.ones(3))
 """, "Make both sides one kind: `max(0.0, x.sum())` is a float on every path, so `k % 7` is too."),
     Example(errors.ProgramOutputError, """
+class Registry:
+    pass
+
+REGISTRY = Registry()        # one object, made before any call
+
 def f(x):
-    return x * 2, {"seen"}   # a set
+    return x * 2, REGISTRY   # eager gives back this same object on every call
 
 dy2st.to_static(f)(jnp.ones(3))
-""", "Return arrays, numbers or strings and build the set after the call: `y, tag = f(x); seen = {tag}`."),
+""", "Pass `REGISTRY` as an argument (it comes back as the caller's object), or reach it after the call."),
     Example(errors.ScopeWriteError, """
 total = 0.0
 

@@ -1,0 +1,208 @@
+"""What a call returns keeps eager's identities and kinds on every call (static_outputs.encode):
+an argument changed in place and returned is the caller's object, updated; objects shared
+inside a result are one object; sets, plain objects, dataclasses and defaultdicts come back as
+eager makes them, new on each call."""
+
+import collections
+import copy
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import dy2st
+from dy2st.errors import ProgramOutputError
+
+
+def _calls(fn, make_args, n=3):
+    """`(eager args, eager result, static args, static result)` for n calls, eager and converted
+    each on their own copies of the arguments."""
+    static = dy2st.to_static(fn)
+    for _ in range(n):
+        a, b = make_args(), make_args()
+        yield a, fn(*a), b, static(*b)
+
+
+def _equal(x, y):
+    jax.tree_util.tree_map(lambda p, q: _leaf_equal(p, q), x, y)
+
+
+def _leaf_equal(p, q):
+    assert type(p) is type(q) or (isinstance(p, jax.Array) and isinstance(q, jax.Array)), (p, q)
+    assert jnp.array_equal(p, q) if isinstance(p, jax.Array) else p == q
+
+
+def step(x, cache):
+    cache["n"] = cache["n"] + 1
+    cache["seen"].append(x.sum())
+    return x * 2, cache
+
+
+def collect(xs, log):
+    for v in xs:
+        log.append(v * 2)
+    return log
+
+
+def write_by_index(t, n):
+    for i in range(n):
+        t[i] = i
+    del t[-1]
+    return t
+
+
+@pytest.mark.parametrize("fn, make", [
+    (step, lambda: (jnp.arange(3.0), {"n": 0, "seen": []})),
+    (collect, lambda: ([1, 2, 3], [])),
+    (collect, lambda: ([], [])),
+    (write_by_index, lambda: ([9, 9, 9, 9], 3)),
+    (write_by_index, lambda: ([9], 0)),
+], ids=["dict-cache", "list-log", "list-log-empty", "by-index", "by-index-zero"])
+def test_an_argument_changed_and_returned_is_the_callers_object(fn, make):
+    for a, eager, b, static in _calls(fn, make):
+        _equal(eager, static)
+        _equal(a, b)
+        returned_e = eager[1] if isinstance(eager, tuple) else eager
+        returned_s = static[1] if isinstance(static, tuple) else static
+        position = 1 if fn is step else (1 if fn is collect else 0)
+        assert returned_e is a[position]
+        assert returned_s is b[position]
+
+
+def test_an_argument_returned_under_jit_of_the_converted_function():
+    def f(x, d):
+        d = dict(d)
+        d["y"] = x * 2
+        return d
+
+    for _ in range(2):
+        out = jax.jit(dy2st.to_static(f))(jnp.ones(2), {"a": jnp.zeros(1)})
+        _equal(out, f(jnp.ones(2), {"a": jnp.zeros(1)}))
+
+
+def aliased(n):
+    t = [0] * n
+    return t, t
+
+
+def grid(n):
+    g = [[0] * n] * n
+    g[0][0] = 5
+    return g
+
+
+def from_keys(x):
+    d = dict.fromkeys(["a", "b"], [])
+    d["a"].append(x)
+    return d
+
+
+def self_holding(n):
+    t = [n]
+    t.append(t)
+    return t
+
+
+def test_objects_shared_in_a_result_are_one_object():
+    for _, e, _, s in _calls(aliased, lambda: (3,)):
+        assert e[0] is e[1] and s[0] is s[1] and s == e
+    for _, e, _, s in _calls(grid, lambda: (2,)):
+        assert s == e and s[0] is s[1]
+    for _, e, _, s in _calls(from_keys, lambda: (jnp.ones(1),)):
+        assert s["a"] is s["b"] and len(s["b"]) == 1
+    for _, e, _, s in _calls(self_holding, lambda: (1,)):
+        assert s[1] is s and s[0] == 1
+
+
+def test_each_call_gives_new_containers():
+    static = dy2st.to_static(aliased)
+    first = static(2)
+    first[0].append("changed by the caller")
+    second = static(2)
+    assert second == ([0, 0], [0, 0]) and second[0] is not first[0]
+
+
+class Node:
+    def __init__(self, v, nxt):
+        self.v = v
+        self.nxt = nxt
+
+    def push(self, v):
+        return Node(v, self)  # the method names its own class
+
+
+def linked(x, depth):
+    n = Node(x, None)
+    for _ in range(depth):
+        n = n.push(n.v * 2)
+    return n
+
+
+@dataclasses.dataclass
+class Pair:
+    a: int
+    b: list
+
+
+def made(n, x):
+    return Pair(n, [x] * 2), {n, n + 1}, collections.defaultdict(list, {"k": [n]})
+
+
+def test_objects_sets_and_defaultdicts_the_call_makes():
+    for depth in (0, 1, 3):
+        for _, e, _, s in _calls(linked, lambda: (jnp.ones(2), depth), n=2):
+            while e is not None:
+                assert type(s) is Node
+                _equal(e.v, s.v)
+                e, s = e.nxt, s.nxt
+            assert s is None
+    for _, e, _, s in _calls(made, lambda: (3, jnp.ones(1))):
+        assert type(s[0]) is Pair and s[0].a == 3 and len(s[0].b) == 2
+        assert s[1] == {3, 4} and type(s[1]) is set
+        assert type(s[2]) is collections.defaultdict and s[2].default_factory is list and s[2]["k"] == [3]
+    assert dy2st.to_static(made)(1, jnp.ones(1))[0] is not dy2st.to_static(made)(1, jnp.ones(1))[0]
+
+
+class Model:
+    def __init__(self):
+        self.w = jnp.ones(2)
+        self.hist = []
+
+    def forward(self, x):
+        self.hist.append(x.sum())
+        return self, self.hist, x * self.w
+
+
+def test_a_method_returning_self_and_its_containers():
+    eager, model = Model(), Model()
+    forward = dy2st.to_static(Model.forward)
+    for _ in range(3):
+        e, s = eager.forward(jnp.ones(2)), forward(model, jnp.ones(2))
+        assert e[0] is eager and s[0] is model and s[1] is model.hist
+        assert len(model.hist) == len(eager.hist)
+        _equal(e[2], s[2])
+
+
+REGISTRY = Node(0, None)
+
+
+def test_an_outside_object_returned_is_refused_at_the_call():
+    def f(x):
+        return x * 2, REGISTRY
+
+    with pytest.raises(ProgramOutputError, match=r"(?s)returns a Node that something outside the call holds.*To fix:") as info:
+        dy2st.to_static(f)(jnp.ones(2))
+    assert info.value.origin.filename == __file__
+
+
+@pytest.mark.parametrize("k", [2, 2.0, True, 1, 0.0, -0.0])
+def test_static_arguments_are_keyed_by_type_and_value(k):
+    @dy2st.to_static
+    def f(x, k):
+        return x, k
+
+    for other in (2, 2.0, True, 1, 1.0, 0.0, -0.0):
+        f(jnp.ones(1), other)
+    out = f(jnp.ones(1), k)[1]
+    assert type(out) is type(k) and repr(out) == repr(k)
