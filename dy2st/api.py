@@ -13,12 +13,12 @@ import weakref
 import jax
 
 from dy2st import _jax_compat, callables, conversion, input_spec, stateful
-from dy2st.config import _switch_listeners, config
+from dy2st.config import _switch_listeners, config, logger
 from dy2st.errors import RuntimeChecks, at_boundary
 from dy2st.program import (_FAST_TYPES, ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, AmbiguousLeaf,
                            ConcreteProgram, ContainerEffect, ProgramCache)
 from dy2st.sharding import Shardings
-from dy2st.runtime import python_choice
+from dy2st.runtime import guards, python_choice
 from dy2st.runtime.calls import NOT_TO_STATIC_ATTR, runs_eagerly, top_level_target
 from dy2st.runtime.undefined import check_defined
 
@@ -52,12 +52,12 @@ def _dispatcher(fn=None):
     parameters instead (`_positional_dispatch`). The StaticFunction (a partial) calls whichever
     of the two `use_jit` chose.
     """
-    owner = shared = pytrees = None
+    owner = shared = pytrees = holds = None
 
     def dispatch(*args, **kwargs):
         try:  # free when nothing is raised: the hit path pays nothing for the boundary
             jitted = shared
-            if jitted is not None and not kwargs:  # None while enable_to_static(False)
+            if jitted is not None and not kwargs and (holds is None or holds()):  # None while enable_to_static(False)
                 for a in args:
                     if type(a) is not ARRAY_IMPL:
                         break
@@ -116,16 +116,19 @@ def _dispatcher(fn=None):
             namespace["_dy2st_owner"] = static_function
         front = _jax_compat.jit_front(str(getattr(fn, "__name__", "dispatch")), entry, miss)
 
-    def use_jit(jitted, pytree_route=None):
+    def use_jit(jitted, pytree_route=None, guards_hold=None):
         """Arm (or, with None, disarm) the hit path, and the pytree route beside it; while
-        armed, calls go to the front (unless it was handed back), which starts empty."""
-        nonlocal shared, pytrees
-        shared, pytrees = jitted, pytree_route
+        armed, calls go to the front (unless it was handed back), which starts empty. With
+        `guards_hold` (runtime/guards.py) the hit path first checks the guards, in the
+        dispatcher: the front, which runs no Python, is not used."""
+        nonlocal shared, pytrees, holds
+        shared, pytrees, holds = jitted, pytree_route, guards_hold
         if namespace is not None:
             namespace["_dy2st_shared"] = jitted
             namespace["_dy2st_pytrees"] = pytree_route
+            namespace["_dy2st_holds"] = guards_hold
         _jax_compat.clear_front(front)
-        target = front if jitted is not None and not front_off else entry
+        target = front if jitted is not None and not front_off and guards_hold is None else entry
         if owner.func is not target:
             functools.partial.__setstate__(owner, (target, (), None, owner.__dict__))
 
@@ -178,12 +181,12 @@ def _positional_dispatch(fn):
         f"def {name}({', '.join(f'{n}=_dy2st_MISSING' for n in names)}):\n"
         f"    try:\n"
         f"        _dy2st_jit = _dy2st_shared\n"
-        f"        if _dy2st_jit is not None and {arrays}:\n"
+        f"        if _dy2st_jit is not None and (_dy2st_holds is None or _dy2st_holds()) and {arrays}:\n"
         f"            _dy2st_out = _dy2st_jit({values})\n"
         f"            if _dy2st_shared is None:\n"
         f"                return _dy2st_finish(_dy2st_out)\n"
         f"            return _dy2st_out\n"
-        f"        if _dy2st_pytrees is not None and {pytree_types}:\n"
+        f"        if _dy2st_pytrees is not None and (_dy2st_holds is None or _dy2st_holds()) and {pytree_types}:\n"
         f"            _dy2st_out = _dy2st_pytrees(({values},))\n"
         f"            if _dy2st_out is not _dy2st_NOT_TAKEN:\n"
         f"                return _dy2st_out\n"
@@ -197,7 +200,7 @@ def _positional_dispatch(fn):
         f"            raise\n"
         f"        raise _dy2st_error from _dy2st_error.__cause__\n"
     )
-    namespace = {"_dy2st_shared": None, "_dy2st_owner": None, "_dy2st_ARRAY": ARRAY_IMPL,
+    namespace = {"_dy2st_shared": None, "_dy2st_owner": None, "_dy2st_ARRAY": ARRAY_IMPL, "_dy2st_holds": None,
                  "_dy2st_pytrees": None, "_dy2st_PYTREE_ROOTS": _PYTREE_ROOTS, "_dy2st_NOT_TAKEN": _NOT_TAKEN,
                  "_dy2st_type": type, "_dy2st_Exception": Exception,
                  "_dy2st_MISSING": _MISSING, "_dy2st_finish": _finish_after_change, "_dy2st_boundary": at_boundary,
@@ -279,7 +282,10 @@ class StaticFunction(functools.partial):
         self._converted_fn = None
         self._lock = threading.Lock()  # converts once when threads first call together
         name = getattr(fn, "__qualname__", repr(fn))
-        self._cache = ProgramCache(None, name, max_programs, get_fn=lambda: self._converted, shardings=shardings)
+        # what the programs read from outside the arguments, checked per call (runtime/guards.py)
+        self._guards = guards.GuardSet(on_first=self._guarded)
+        self._cache = ProgramCache(None, name, max_programs, get_fn=lambda: self._converted, shardings=shardings,
+                                   guards=self._guards)
         self._fast = None  # the cache's shared jit, once a call has shown it may be used directly
         self._cache.on_shared_change = self._drop_fast
         self._cache.watch_containers = True
@@ -305,6 +311,8 @@ class StaticFunction(functools.partial):
     # -- calling ------------------------------------------------------------------------
     def _call_general(self, args, kwargs):
         """Every call the dispatcher does not send straight to the shared jit."""
+        if self._guards and self._guards.changed() is not None:
+            self._guards_changed()
         if self._fast is not None and not kwargs:  # armed (nothing unusual seen): pytrees of
             containers = False  # arrays or static values, with as few steps as it takes (each shows)
             for a in args:
@@ -398,7 +406,8 @@ class StaticFunction(functools.partial):
 
     def _set_fast(self, jitted):
         self._fast = jitted
-        self._use_jit(jitted, self._call_pytrees if jitted is not None and self._pytree_route else None)
+        self._use_jit(jitted, self._call_pytrees if jitted is not None and self._pytree_route else None,
+                      self._guards.holds if self._guards else None)
 
     def _drop_fast(self):
         """The cache replaced or retired its shared jit, or it traced a run-time check: the next
@@ -408,8 +417,31 @@ class StaticFunction(functools.partial):
             self._has_checks = True
 
     def _inline(self, args, kwargs):
-        """Called with traced arguments (inside jit/grad/vmap): run into the enclosing trace."""
+        """Called with traced arguments (inside jit/grad/vmap): run into the enclosing trace
+        (whose program, where it is one of dy2st's, guards what this function reads)."""
+        guards.note(self._converted)
         return check_defined(self._converted(*args, **kwargs))
+
+    def _guarded(self):
+        """A trace read a Python value from outside the arguments: calls must check it, so
+        the hit path is the dispatcher's, which checks them (jit's own dispatch runs no Python)."""
+        self._set_fast(None)
+
+    def _guards_changed(self):
+        """A value the programs read from outside the arguments changed since they were
+        traced: drop them, so this call traces again with the value of now."""
+        key = self._guards.changed()
+        self._guards.failures += 1
+        if self._guards.failures == config.retrace_warning_threshold:
+            logger.warning(
+                "dy2st: %s has been traced again %d times because the %s it reads changed between "
+                "calls (%s, line %s). Each change traces and compiles the function again: pass values "
+                "that change as arguments (arrays for numbers that change every call).",
+                getattr(self._fn, "__qualname__", self._fn), self._guards.failures, guards.describe(key),
+                getattr(getattr(self._fn, "__code__", None), "co_filename", "?"),
+                getattr(getattr(self._fn, "__code__", None), "co_firstlineno", "?"))
+        self._guards.clear()
+        self.clear_cache()
 
     def _run(self, args, kwargs):
         if not config.enable_to_static or self._eager_only:
@@ -446,7 +478,8 @@ class StaticFunction(functools.partial):
     def _stateful_programs(self) -> stateful.StatefulPrograms:
         if self._stateful is None:
             self._stateful = stateful.StatefulPrograms(
-                self._converted, getattr(self._fn, "__qualname__", repr(self._fn)), self._cache.max_programs)
+                self._converted, getattr(self._fn, "__qualname__", repr(self._fn)), self._cache.max_programs,
+                self._guards)
         return self._stateful
 
     def __get__(self, instance, owner=None):

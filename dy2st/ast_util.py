@@ -324,3 +324,26 @@ def scan(tree) -> TreeScan:
 
 
 _NAMED_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+
+def jumps_out(body: list, returns: bool = True, loop_jumps: bool = True) -> bool:
+    """Whether `body` has a `return` (with `returns`), or a `break`/`continue` of a loop
+    around it (with `loop_jumps`; not one of a loop or function inside it)."""
+    stack = [(stmt, False) for stmt in body]
+    while stack:
+        node, in_loop = stack.pop()
+        if isinstance(node, _SCOPES):
+            continue
+        if returns and isinstance(node, ast.Return):
+            return True
+        if loop_jumps and isinstance(node, (ast.Break, ast.Continue)) and not in_loop:
+            return True
+        for child in ast.iter_child_nodes(node):
+            # a loop's `else` is outside the loop: its break/continue are the enclosing loop's
+            inside = isinstance(node, _LOOPS) and child not in node.orelse
+            stack.append((child, in_loop or inside))
+    return False

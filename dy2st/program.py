@@ -42,7 +42,7 @@ import jax
 from dy2st.config import config, log, logger
 from dy2st.errors import InputSignatureError, PythonEffectError, RuntimeChecks
 from dy2st.input_spec import user_origin
-from dy2st.runtime import key_order, python_choice, static_outputs, writes
+from dy2st.runtime import guards, key_order, python_choice, static_outputs, writes
 from dy2st.runtime.undefined import check_defined
 from dy2st.runtime.values import ARRAY_TYPES
 
@@ -372,13 +372,14 @@ class ProgramCache:
     """
 
     def __init__(self, fn: Callable | None, name: str, max_programs: int = DEFAULT_MAX_PROGRAMS,
-                 *, get_fn: Callable[[], Callable] | None = None, shardings=None):
+                 *, get_fn: Callable[[], Callable] | None = None, shardings=None, guards=None):
         """Programs of `fn`, or of `get_fn()` (called at the first trace: conversion stays lazy)."""
         if max_programs is None or int(max_programs) < 1:
             raise ValueError(f"max_programs must be a positive integer, got {max_programs!r}")
         self._get_fn = get_fn if get_fn is not None else (lambda: fn)
         self._name = name
         self._shardings = shardings  # dy2st.sharding.Shardings, or None
+        self.guards = guards  # runtime.guards.GuardSet its traces note reads into, or None
         self.max_programs = int(max_programs)
         self.table: collections.OrderedDict = collections.OrderedDict()
         self._programs: dict = {}
@@ -588,8 +589,9 @@ class ProgramCache:
             args, kwargs = key_order.restore((args, kwargs), orders)
         watch = _ContainerWatch(args, kwargs) if self.watch_containers else None
         with python_choice.recording() if self._shardings is None else contextlib.nullcontext() as recorded, \
-                writes.program_containers() as changed:
+                writes.program_containers() as changed, guards.recording(self.guards):
             try:
+                guards.note(fn)
                 out = fn(*args, **kwargs)
                 # identities and kinds jit's boundary loses, noted (`static_outputs.encode`)
                 # before the walk for undefined values, which a self-holding list would not end

@@ -19,6 +19,7 @@ import jax
 
 from dy2st.config import config, logger
 from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, ProgramCache, _ContainerWatch
+from dy2st.runtime import guards as guard_reads
 from dy2st.runtime import python_choice, static_outputs, writes
 from dy2st.runtime.undefined import check_defined
 from dy2st.errors import PythonEffectError
@@ -75,7 +76,8 @@ def _split(args, kwargs, positions):
 class _Entry:
     """The programs for one state structure: a ProgramCache over `(*state arrays, *args)`."""
 
-    def __init__(self, fn, positions: tuple, n_state: int, name: str, max_programs: int = DEFAULT_MAX_PROGRAMS):
+    def __init__(self, fn, positions: tuple, n_state: int, name: str, max_programs: int = DEFAULT_MAX_PROGRAMS,
+                 guards=None):
         self.local = threading.local()
         self.last_layout = None  # re-tracing for .jaxpr/.as_text() off the call path uses it
 
@@ -94,6 +96,7 @@ class _Entry:
                 others = iter(others)
                 args = [roots[i] if i in roots else next(others) for i in range(n_args + len(flat) - n_state)]
                 kwargs.update((p, r) for p, r in roots.items() if type(p) is str)
+                guard_reads.note(fn)
                 out = fn(*args, **kwargs)
                 watch.check()
                 _refuse_nnx_static_changes(static)
@@ -112,14 +115,15 @@ class _Entry:
             return out, _Delta(recipe, outs)
 
         self.run = run  # `(*state arrays, *args) -> (output, _Delta)`, for a trace of one's own (explain)
-        self.cache = ProgramCache(run, name, max_programs)
+        self.cache = ProgramCache(run, name, max_programs, guards=guards)
 
 
 class StatefulPrograms:
     """Every program of one converted function called with stateful arguments."""
 
-    def __init__(self, fn, name: str, max_programs: int = DEFAULT_MAX_PROGRAMS):
+    def __init__(self, fn, name: str, max_programs: int = DEFAULT_MAX_PROGRAMS, guards=None):
         self._fn = fn
+        self._guards = guards
         self._name = name
         self._max_programs = max_programs
         self._entries: dict = {}
@@ -135,7 +139,8 @@ class StatefulPrograms:
                 entry = self._entries.get(key)
                 if entry is None:
                     previous = next(reversed(self._entries), None)
-                    entry = self._entries[key] = _Entry(self._fn, positions, len(layout.leaves), self._name, self._max_programs)
+                    entry = self._entries[key] = _Entry(self._fn, positions, len(layout.leaves), self._name, self._max_programs,
+                                                               self._guards)
                     if len(self._entries) > config.retrace_warning_threshold and not self._warned:
                         self._warned = True
                         self._warn(previous, key)

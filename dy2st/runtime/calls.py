@@ -37,7 +37,7 @@ import jax
 from dy2st.config import log
 from dy2st.errors import ConversionError, OriginInfo, UnsupportedSyntaxError
 from dy2st.runtime.formatting import convert_format, is_format_method
-from dy2st.runtime import events, writes
+from dy2st.runtime import events, guards, writes
 
 _SKIPPED_PACKAGES = frozenset(
     {"jax", "jaxlib", "numpy", "flax", "equinox", "optax", "dy2st", "scipy", "ml_dtypes", "chex", "opt_einsum"}
@@ -290,14 +290,15 @@ def _is_library_module(module_name) -> bool:
 
 def _convert_function(fn: types.FunctionType):
     try:
-        return _function_cache[fn]
+        converted = _function_cache[fn]
     except KeyError:
-        pass
-    converted = _decide(fn)
-    try:
-        _function_cache[fn] = converted
-    except TypeError:
-        pass
+        converted = _decide(fn)
+        try:
+            _function_cache[fn] = converted
+        except TypeError:
+            pass
+    if guards.recording_any() and fn.__code__ not in _converted_codes and not _is_library_function(fn):
+        guards.note(fn)  # what it reads from outside is the program's (a def nested in converted code: its parent's)
     return converted
 
 

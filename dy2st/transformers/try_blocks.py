@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 
+from dy2st import ast_util
 from dy2st.transformers import templates
 from dy2st.transformers.base import StatementTransformer, copy_location_recursive
 
@@ -41,10 +42,46 @@ class TryBlockTransformer(StatementTransformer):
         self._marked: set = set()
 
     def visit_Try(self, node):
+        prefix = []
+        if node.finalbody and ast_util.jumps_out(node.finalbody):
+            prefix, node = self._discarding(node)
         if node.handlers:  # `try`/`finally` alone catches nothing: staging inside it is safe
             for stmt in node.body:
                 self._mark(stmt)
-        return self.generic_visit(node)
+        node = self.generic_visit(node)
+        return [*prefix, node] if prefix else node
+
+    def _discarding(self, node):
+        """A `finally` that breaks, continues or returns discards the exception in flight (and
+        its `return` overrides the `try`'s). The later steps make jumps flags that skip the code
+        after them, so the exception is caught, held, and raised again after the `finally`'s
+        own statements: a jump there skips the raise, as Python discards it.
+
+            pending = None
+            try:
+                try:
+                    <body, handlers, else>
+                except BaseException as caught:
+                    pending = caught
+            finally:
+                <finally>
+                if pending is not None:
+                    raise pending
+        """
+        pending = self.ctx.namer.new_symbol("pending_exception")
+        caught = self.ctx.namer.new_symbol("caught")
+        inner = node.body
+        if node.handlers or node.orelse:
+            inner = [ast.Try(body=node.body, handlers=node.handlers, orelse=node.orelse, finalbody=[])]
+        handler = ast.ExceptHandler(type=ast.Name(id="BaseException", ctx=ast.Load()), name=caught,
+                                    body=templates.replace("pending = caught", pending=pending, caught=caught))
+        reraise = templates.replace("if pending is not None:\n    raise pending", pending=pending)
+        outer = ast.Try(body=[ast.Try(body=inner, handlers=[handler], orelse=[], finalbody=[])], handlers=[],
+                        orelse=[], finalbody=node.finalbody + reraise)
+        copy_location_recursive(outer, node)
+        start = templates.replace("pending = None", pending=pending)
+        copy_location_recursive(start[0], node)
+        return start, outer
 
     visit_TryStar = visit_Try
 

@@ -191,12 +191,37 @@ def test_print_to_a_file():
     assert staged.getvalue() == eager.getvalue() == "value: 1.0\n"
 
 
-def test_print_of_python_values_prints_at_trace_time(capsys):
+def test_print_of_python_values_prints_on_every_call_in_order(capsys):
+    log = []
+
+    def f(x, n):
+        print("shape", x.shape, n)
+        log.append(n)
+        print("seen", log)  # the text as eager makes it here, not the list as it is later
+        if x.sum() > 0:
+            print("positive", x)
+        else:
+            print("not positive")
+        log.append(-n)
+        return x
+
+    g = dy2st.to_static(f)
+    for x in (POS, POS, NEG):
+        f(x, 1)
+    eager = capsys.readouterr().out
+    log.clear()
+    for x in (POS, POS, NEG):
+        g(x, 1)
+    assert capsys.readouterr().out == eager  # the closure's list changes per call: traced again (guards)
+    assert log == [1, -1] * 3
+
+
+def test_print_of_python_values_inside_a_users_jit_prints_at_its_trace(capsys):
     def f(x):
         print("tracing", x.shape)
         return x
 
-    g = dy2st.to_static(f)
+    g = jax.jit(dy2st.to_static(f))
     g(POS)
     g(POS)
     assert capsys.readouterr().out == "tracing (3,)\n"

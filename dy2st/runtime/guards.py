@@ -1,0 +1,245 @@
+"""Guards: the Python values a program read from outside its arguments, checked on each call.
+
+A program is traced once per signature, and the Python values its code read while tracing (a
+global flag, a closure's config dict, a default argument, a global array) are frozen into it.
+Eager code reads them again on every call. So while a program is traced, each user function
+that runs (the converted function itself, the functions it calls, StaticFunctions run inline)
+is noted (`note`): the globals its code names, its closure cells and its defaults, with a
+token of their value then (`_freeze`). A call first checks that every token still holds
+(`GuardSet.holds`); where one does not, the function's programs are dropped and it traces
+again, so the program is eager's for the values of now.
+
+Not guarded: modules, functions, classes and other code (a name bound to one is assumed to
+stay), and the objects of jax, numpy and the other libraries whose objects are machinery
+(dtypes, a mesh, a logger). Arrays are guarded by identity (a jax array never changes in
+place), numpy arrays by identity and contents, lists, dicts, tuples, sets and plain objects by
+their contents, walked to a bounded size.
+
+A function that reads no such value gets no guard and keeps jit's own dispatch (the front).
+
+Before:
+    FLAG = True; f(x); FLAG = False; f(x)     # the second call ran the program of FLAG = True
+After:
+    the second call finds FLAG's token changed, drops the programs and traces again
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+import types
+
+import jax
+import numpy as np
+
+_local = threading.local()
+_MISSING = object()
+_CODE = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+         types.BuiltinMethodType, type, functools.partial, property, staticmethod, classmethod)
+# Objects of these packages are machinery (dtypes, meshes, jitted functions, loggers): not walked.
+_MACHINERY = frozenset({"jax", "jaxlib", "numpy", "flax", "equinox", "optax", "dy2st", "logging", "threading",
+                        "_thread", "typing", "abc", "functools", "ml_dtypes", "builtins"})
+_SCALARS = frozenset({int, bool, str, bytes, type(None), complex})
+_DATA = _SCALARS | {float}
+_WALK_LIMIT = 10_000  # container items and attributes one value's token walks at most
+_NUMPY_LIMIT = 1 << 16  # elements of a numpy array compared by contents; larger: by identity
+
+
+class GuardSet:
+    """The guards of one StaticFunction's programs: `(reader, token)` per value read."""
+
+    def __init__(self, on_first=None):
+        self.entries: dict = {}  # reader key -> (reader, token)
+        self.kept: list = []  # objects whose identity a token holds (kept alive: ids stay theirs)
+        self.on_first = on_first  # told when the first guard is added (the front must stop)
+        self.failures = 0
+
+    def __bool__(self):
+        return bool(self.entries)
+
+    def note(self, fn) -> None:
+        """Guard what `fn`'s code reads from outside its arguments, as it is now."""
+        if not isinstance(fn, types.FunctionType):
+            return
+        module = fn.__module__ or ""
+        if module.split(".")[0] in _MACHINERY and not module.startswith("dy2st.testing"):
+            return  # dy2st's own program function, a library's
+        added = False
+        for key, reader in _readers(fn):
+            if key in self.entries:
+                continue
+            value = reader()
+            if value is not _MISSING and (_is_code(value) or isinstance(value, jax.core.Tracer)):
+                continue  # code; or a value of the trace itself (a cell of a function it made)
+            self.entries[key] = (reader, _freeze(value, self.kept))
+            added = True
+        if added and self.on_first is not None:
+            self.on_first()
+
+    def changed(self):
+        """The reader key of the first guard whose value changed, or None while all hold."""
+        scratch: list = []
+        for key, (reader, token) in self.entries.items():
+            if _freeze(reader(), scratch) != token:
+                return key
+        return None
+
+    def holds(self) -> bool:
+        """Whether every guard holds (the dispatcher's check before the shared jit)."""
+        for reader, token in self.entries.values():
+            if _freeze(reader(), []) != token:
+                return False
+        return True
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.kept.clear()
+
+
+def describe(key) -> str:
+    """A guard's reader key in words: `global FLAG`, `closure variable scale`, `default of lr`."""
+    kind, _, name = key
+    return {"g": "global", "c": "closure variable", "d": "default of"}[kind] + f" {name}"
+
+
+@contextlib.contextmanager
+def recording(guards: GuardSet | None):
+    """While a program is traced: functions noted go to `guards`."""
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    stack.append(guards)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def recording_any() -> bool:
+    stack = getattr(_local, "stack", None)
+    return bool(stack) and stack[-1] is not None
+
+
+def note(fn) -> None:
+    """A user function runs while a program is traced: guard what it reads."""
+    stack = getattr(_local, "stack", None)
+    if stack and stack[-1] is not None:
+        stack[-1].note(fn)
+
+
+# -- what a function reads ------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=4096)
+def _names(code: types.CodeType) -> tuple:
+    """`(global names, cell names)` `code` and its nested code read or write: what the
+    compiler resolved as global (LOAD_GLOBAL/STORE_GLOBAL and a nested function's) and free."""
+    names: set = set()
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return tuple(sorted(names)), code.co_freevars
+
+
+def _readers(fn: types.FunctionType):
+    """`(key, reader)` for each value `fn` may read from outside its arguments. `co_names`
+    holds attribute names too: a name that is no global of `fn` is skipped (a builtin, or an
+    attribute); one bound later is seen as a change of the function's globals by no guard."""
+    global_names, cell_names = _names(fn.__code__)
+    namespace = fn.__globals__
+    for name in global_names:
+        if name in namespace:
+            yield ("g", id(namespace), name), functools.partial(namespace.get, name, _MISSING)
+    for name, cell in zip(cell_names, fn.__closure__ or ()):
+        if name != "__class__" and not name.startswith("dy2st_"):
+            yield ("c", id(cell), name), functools.partial(_cell_value, cell)
+    for i, value in enumerate(fn.__defaults__ or ()):
+        yield ("d", (id(fn.__code__), i), fn.__code__.co_varnames[fn.__code__.co_argcount - len(fn.__defaults__) + i]), \
+            functools.partial(_default, fn, i)
+    for name in fn.__kwdefaults__ or ():
+        yield ("d", (id(fn.__code__), name), name), functools.partial(_kwdefault, fn, name)
+
+
+def _cell_value(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # empty: not bound yet
+        return _MISSING
+
+
+def _default(fn, i):
+    defaults = fn.__defaults__ or ()
+    return defaults[i] if i < len(defaults) else _MISSING
+
+
+def _kwdefault(fn, name):
+    return (fn.__kwdefaults__ or {}).get(name, _MISSING)
+
+
+def _package(tp) -> str:
+    return (getattr(tp, "__module__", None) or "").split(".")[0]
+
+
+def _is_code(value) -> bool:
+    """Modules, functions, classes, and library callables: not guarded."""
+    if isinstance(value, _CODE):
+        return True
+    tp = type(value)
+    if tp in _DATA or isinstance(value, (jax.Array, np.ndarray, list, dict, tuple, set, frozenset)):
+        return False
+    return _package(tp) in _MACHINERY or (callable(value) and not hasattr(value, "__dict__"))
+
+
+# -- tokens ---------------------------------------------------------------------------------------
+
+def _freeze(value, kept: list):
+    """A token equal to another value's exactly when eager code reading them could not tell
+    them apart (to the walk's bound)."""
+    budget = [_WALK_LIMIT]
+    return _token(value, kept, budget, set())
+
+
+def _token(value, kept, budget, visiting):
+    tp = type(value)
+    if tp in _SCALARS:
+        return tp, value
+    if tp is float:
+        return tp, value.hex()
+    if value is _MISSING:
+        return _MISSING
+    if isinstance(value, jax.Array):
+        kept.append(value)
+        return "array", id(value)
+    if isinstance(value, np.ndarray):
+        kept.append(value)
+        if value.size <= _NUMPY_LIMIT and value.dtype != object:
+            return "numpy", id(value), value.shape, value.dtype.str, value.tobytes()
+        return "numpy", id(value)
+    if _is_code(value) or budget[0] <= 0:
+        kept.append(value)
+        return "object", id(value)
+    key = id(value)
+    if key in visiting:
+        return "cycle", key
+    visiting.add(key)
+    try:
+        if isinstance(value, (list, tuple)):
+            budget[0] -= len(value)
+            return tp, tuple(_token(v, kept, budget, visiting) for v in value)
+        if isinstance(value, dict):
+            budget[0] -= len(value)
+            return tp, tuple((_token(k, kept, budget, visiting), _token(v, kept, budget, visiting))
+                             for k, v in value.items())
+        if isinstance(value, (set, frozenset)):
+            budget[0] -= len(value)
+            return tp, frozenset(_token(v, kept, budget, visiting) for v in value)
+        attributes = getattr(value, "__dict__", None)
+        kept.append(value)
+        if attributes is None:
+            return "object", id(value)
+        budget[0] -= len(attributes)
+        return tp, id(value), tuple((k, _token(v, kept, budget, visiting)) for k, v in attributes.items())
+    finally:
+        visiting.discard(key)
