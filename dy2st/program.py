@@ -595,6 +595,9 @@ class ProgramCache:
                 out = fn(*args, **kwargs)
                 # identities and kinds jit's boundary loses, noted (`static_outputs.encode`)
                 # before the walk for undefined values, which a self-holding list would not end
+                refused = writes.swallowed_refusal()
+                if refused is not None:  # the user's own handler caught it while tracing
+                    raise refused
                 encoded = check_defined(static_outputs.encode(out) if recorded is not None else out)
                 if watch is not None:
                     watch.check()  # an argument's list changed: the caller lifts it and writes it back
@@ -732,6 +735,9 @@ class ProgramCache:
             self.shared = self._new_shared()
             if self.on_shared_change is not None:
                 self.on_shared_change()
+
+
+writes.PROGRAM_BOUNDARIES.add(ProgramCache._outputs.__code__)
 
 
 def _parameter_names(fn) -> list:

@@ -175,7 +175,8 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
 def _in_key_order(outputs, key_orders: dict, labels, origin: OriginInfo) -> list:
     """The merged outputs with their dicts' keys in the order both branches give them (the cond
     gives them sorted); a dict whose order depends on the branch taken is refused."""
-    if_orders, else_orders = key_orders.values()
+    orders = list(key_orders.values())  # one side's only, where the other raises when run
+    if_orders, else_orders = orders[0], orders[-1]
     for label, if_order, else_order in zip(labels, if_orders, else_orders):
         if if_order != else_order:
             raise BranchOutputError(

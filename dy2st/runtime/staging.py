@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import dis
+import functools
+import sys
 import threading
 from typing import Callable, Sequence
 
@@ -23,8 +26,10 @@ import numpy as np
 from jax import lax
 
 from dy2st import _jax_compat
-from dy2st.errors import BranchOutputError, OriginInfo, PredicateError, StagedBranchError
-from dy2st.runtime import events, python_choice
+from dy2st.errors import (BranchOutputError, Dy2StaticError, OriginInfo, PredicateError, RuntimeChecks,
+                          StagedBranchError, StagedInTryError, is_library_file, record_runtime_failure)
+from dy2st.runtime import events, python_choice, writes
+from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
 from dy2st.runtime.values import PY_SCALARS, flatten_state, is_array
 
@@ -180,17 +185,119 @@ def _run_branch(fn: Callable[[], Sequence]):
     return _Branch(structures, leaves, choices), arrays
 
 
+class _Failed:
+    """A side whose trace raised a Python exception (a `raise`, an IndexError, a shape error):
+    eager raises it only when the data takes that side, so the program does too (`_raise_when_run`),
+    and the side's outputs are the other side's types, filled with zeros it never gives back.
+    Leaves of such a side are `_FAILED`."""
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+    def like(self, other: "_Branch") -> "_Branch":
+        return _Branch(list(other.structures), [[_FAILED] * len(leaves) for leaves in other.leaves])
+
+
+_FAILED = object()
+
+
 def _run_branch_noting(fn, branch_name: str, origin: OriginInfo):
-    """Run one side. A builtin exception it raises becomes a StagedBranchError that is still an
-    instance of it (eager raises it only when the data takes this side); others keep their type
-    and gain a note saying where and why the side was traced."""
+    """Run one side: `(its _Branch, its arrays)`, or `(_Failed, [])` when its trace raised an
+    exception eager raises only when the data takes it (`_deferrable`) and nothing between the
+    program and here could catch it while tracing (`handler_around`): the program raises it
+    when it runs that side. Otherwise a builtin exception becomes a StagedBranchError, which a
+    user's handler does not catch as if it had happened (an `except ValueError` around the
+    `if` would run whatever the data says); others keep their type and gain a note."""
     try:
         return _run_branch(fn)
     except Exception as err:
-        if type(err) in StagedBranchError.KEPT_TYPES:  # exactly: jax's own errors subclass TypeError
-            raise StagedBranchError.wrapping(err, branch_name, origin).with_traceback(err.__traceback__) from err
+        if _deferrable(err):
+            if not writes.in_program():
+                raise StagedBranchError.wrapping(err, branch_name, origin).with_traceback(err.__traceback__) from err
+            if not handler_around():
+                return _Failed(err), []
+            refusal = StagedInTryError(
+                f"tracing the {branch_name} of this staged `if` raised {type(err).__name__}: {err} Code around "
+                "it may catch that (an `except`, a `with` whose exit may suppress it, here or in a caller "
+                "inside the converted function), but eager Python raises it only when the data takes that "
+                "side: a compiled program cannot catch it then.",
+                origin,
+                advice="move the `try` (or `with`) inside the branch, or out of the converted function; to "
+                "check values at run time, use `assert` or raise without catching.")
+            writes.note_refusal(refusal)
+            raise refusal from err
         _note_branch_error(err, branch_name, origin)
         raise
+
+
+_DEFERRED_BUILTINS = (*StagedBranchError.KEPT_TYPES, AssertionError, RuntimeError, NotImplementedError,
+                      LookupError, ArithmeticError, OSError)
+
+
+def _deferrable(err: Exception) -> bool:
+    """A Python exception of the side's own code: a builtin one (exactly: jax's own errors
+    subclass TypeError), or one of a class the user defined. Not dy2st's, not jax's."""
+    tp = type(err)
+    if tp in _DEFERRED_BUILTINS:
+        return True
+    return not isinstance(err, (Dy2StaticError, _Abandon)) and not is_library_file(_class_file(tp))
+
+
+def _class_file(tp) -> str:
+    module = sys.modules.get(tp.__module__)
+    return getattr(module, "__file__", None) or "<builtin>"
+
+
+def _raise_when_run(error: BaseException) -> None:
+    """In the side being traced: raise `error` when the program runs it (`errors.at_boundary`
+    gives it to the caller as it is)."""
+    if debug_effects_dropped():
+        return
+
+    def fail():
+        record_runtime_failure(error)
+        raise error
+
+    jax.debug.callback(fail, ordered=True)
+    RuntimeChecks.record_traced()
+
+
+def handler_around() -> bool:
+    """Whether user code between the program being traced and here is inside a `try` whose
+    handler may catch (an `except`, a `with` whose exit may suppress): an exception deferred to
+    run time would escape it, where eager's handler catches it."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code not in writes.PROGRAM_BOUNDARIES:
+        code = frame.f_code
+        if not is_library_file(code.co_filename) and _catching_at(code, frame.f_lasti):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _catching_at(code, offset: int) -> bool:
+    return any(start <= offset < end for start, end in _catching_ranges(code))
+
+
+@functools.lru_cache(maxsize=1024)
+def _catching_ranges(code) -> tuple:
+    """`(start, end)` of the bytecode ranges of `code` whose handler may catch: it tests the
+    exception (`except E`), calls a `with`'s exit, or ends the exception (a bare `except`)
+    before re-raising it. A `finally` re-raises: it catches nothing."""
+    instructions = list(dis.get_instructions(code))
+    at = {i.offset: n for n, i in enumerate(instructions)}
+    ranges = []
+    for entry in dis.Bytecode(code).exception_entries:
+        n = at.get(entry.target)
+        if n is None or instructions[n].opname != "PUSH_EXC_INFO":
+            continue  # the cleanup of a handler itself
+        for instruction in instructions[n + 1:]:
+            if instruction.opname in ("CHECK_EXC_MATCH", "CHECK_EG_MATCH", "WITH_EXCEPT_START", "POP_EXCEPT"):
+                ranges.append((entry.start, entry.end))
+                break
+            if instruction.opname == "RERAISE":
+                break
+    return tuple(ranges)
 
 
 def _note_branch_error(err: Exception, branch_name: str, origin: OriginInfo) -> None:
@@ -248,6 +355,11 @@ def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: boo
             advice=advice,
         )
 
+    if a is _FAILED or b is _FAILED:  # a side that raises when it runs gives the other's types
+        other, side = (b, 0) if a is _FAILED else (a, 1)
+        if _is_aval(other):
+            return _Merged(aval=other, fill_zeros=(side == 0, side == 1))
+        return _Merged(static=other)
     a_undef, b_undef = isinstance(a, Undefined), isinstance(b, Undefined)
     if a_undef or b_undef:
         if a_undef and b_undef:
@@ -447,7 +559,13 @@ def _build_cond(pred, fns, branch_names, origin, merge, known: _BothSides | None
     def first():
         branch, arrays = _run_branch_noting(fns[0], branch_names[0], origin)
         trace.first = branch
-        if known is None:  # until the other side is known, assume it has the same types
+        if type(branch) is _Failed:
+            _raise_when_run(branch.error)
+            if known is None:  # its outputs are the other side's types: known after it
+                trace.first_types = None
+                return []
+            branch = trace.first = branch.like(known.second)
+        elif known is None:  # until the other side is known, assume it has the same types
             trace.first_types = _own_types(branch)
             return arrays
         filled, _, merged = merge(branch, known.second)
@@ -456,7 +574,15 @@ def _build_cond(pred, fns, branch_names, origin, merge, known: _BothSides | None
 
     def second():
         branch, arrays = _run_branch_noting(fns[1], branch_names[1], origin)
-        t, f, merged = merge(trace.first, branch)
+        first_side = trace.first
+        if type(branch) is _Failed:
+            if type(first_side) is _Failed:  # both sides raise: eager raises whichever is taken
+                raise StagedBranchError.wrapping(branch.error, branch_names[1], origin) from branch.error
+            _raise_when_run(branch.error)
+            branch = branch.like(first_side)
+        elif type(first_side) is _Failed:
+            raise _Abandon(_BothSides(first_side, branch))  # built again, the first side's types known
+        t, f, merged = merge(first_side, branch)
         if _emitted_types(t, _flat(merged), 0) != trace.first_types:
             raise _Abandon(_BothSides(trace.first, branch))
         trace.structures, trace.merged = t.structures, merged

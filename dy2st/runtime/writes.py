@@ -376,10 +376,33 @@ def program_containers():
         stack = _programs.stack = []
     recorded: dict = {}
     stack.append(recorded)
+    refusals = getattr(_programs, "refusals", None)
+    if refusals is None:
+        refusals = _programs.refusals = []
+    refusals.append([])
     try:
         yield recorded
     finally:
         stack.pop()
+        refusals.pop()
+
+
+def note_refusal(error: BaseException) -> None:
+    """A refusal raised while a program is traced, where user code may catch it (`except
+    Exception`, `contextlib.suppress`): `swallowed_refusal` finds it if the trace went on."""
+    refusals = getattr(_programs, "refusals", None)
+    if refusals:
+        refusals[-1].append(error)
+
+
+def swallowed_refusal() -> BaseException | None:
+    """The first refusal of the program being traced that user code caught (the trace ended
+    normally after it), or None."""
+    refusals = getattr(_programs, "refusals", None)
+    return refusals[-1][0] if refusals and refusals[-1] else None
+
+
+PROGRAM_BOUNDARIES: set = set()  # code objects whose frames trace a program (the caller's frames are outside)
 
 
 def in_program() -> bool:

@@ -1,0 +1,111 @@
+"""An exception a staged branch raises is eager's: raised when the program runs and the data takes
+that branch (the other branch's values otherwise), never caught while tracing by the user's own
+handler as if it had happened; where a handler could catch it, refused at the user's line."""
+
+import contextlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dy2st
+from dy2st.errors import Dy2StaticError, StagedInTryError
+
+
+class Overflow(Exception):
+    pass
+
+
+def raises_when_big(x):
+    if x.sum() > 100:
+        raise ValueError("too big")
+    return x + 1
+
+
+def raises_own_class_in_else(x):
+    if x.sum() < 100:
+        y = x * 2
+    else:
+        raise Overflow(f"sum over 100")
+    return y
+
+
+def indexes_out_of_range(x, t):
+    if x.sum() > 100:
+        return t[5]
+    return x + t[0]
+
+
+SMALL, BIG = jnp.ones(2), jnp.ones(2) * 100
+
+
+@pytest.mark.parametrize("fn, args", [
+    (raises_when_big, ()), (raises_own_class_in_else, ()), (indexes_out_of_range, ([1.0],)),
+])
+def test_raised_when_the_data_takes_the_branch(fn, args):
+    static = dy2st.to_static(fn)
+    for _ in range(2):
+        np.testing.assert_array_equal(static(SMALL, *args), fn(SMALL, *args))
+        with pytest.raises(Exception) as eager:
+            fn(BIG, *args)
+        with pytest.raises(type(eager.value)) as got:
+            static(BIG, *args)
+        assert str(got.value) == str(eager.value)
+
+
+def suppressed(x):
+    y = x
+    with contextlib.suppress(ValueError):
+        if x.sum() > 100:
+            raise ValueError("big")
+        y = x + 1
+    return y
+
+
+def helper(x):
+    if x.sum() > 100:
+        raise ValueError("big")
+    return x + 1
+
+
+def caught_in_caller(x):
+    try:
+        y = helper(x)
+    except ValueError:
+        y = x
+    return y
+
+
+def caught_broadly(x):
+    try:
+        y = helper(x)
+    except Exception:  # would catch dy2st's own refusal too: it is raised again after the trace
+        y = x
+    return y
+
+
+@pytest.mark.parametrize("fn", [suppressed, caught_in_caller, caught_broadly])
+def test_a_handler_that_could_catch_it_is_refused(fn):
+    with pytest.raises(StagedInTryError, match=r"(?s)raised ValueError: big.*may catch that.*To fix") as info:
+        dy2st.to_static(fn)(SMALL)
+    assert info.value.origin.filename == __file__
+    assert "if x.sum() > 100" in str(info.value)
+
+
+def test_a_finally_or_a_plain_with_does_not_catch():
+    def cleaned(x):
+        try:
+            return raises_when_big(x)
+        finally:
+            pass
+
+    static = dy2st.to_static(cleaned)
+    np.testing.assert_array_equal(static(SMALL), cleaned(SMALL))
+    with pytest.raises(ValueError, match="too big"):
+        static(BIG)
+
+
+def test_under_jit_of_the_converted_function_it_stays_a_clear_error():
+    with pytest.raises(Dy2StaticError):
+        jax.jit(dy2st.to_static(raises_when_big))(SMALL)

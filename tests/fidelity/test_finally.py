@@ -1,0 +1,102 @@
+"""`finally` as Python has it: a `break`, `continue` or `return` there discards the exception in
+flight, and its `return` overrides the `try`'s; a `return` that its `finally` would cancel is
+refused at the `try`."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dy2st
+from dy2st.errors import UnsupportedSyntaxError
+
+
+def break_discards(n):
+    i = -1
+    for i in range(n):
+        try:
+            if i == 1:
+                raise ValueError("dropped")
+        finally:
+            if i >= 1:
+                break
+    return i
+
+
+def continue_discards(n):
+    out = []
+    for i in range(n):
+        try:
+            if i % 2:
+                raise KeyError(i)
+            out.append(i)
+        finally:
+            continue
+    return out
+
+
+def return_overrides(n):
+    try:
+        if n > 1:
+            raise ValueError("dropped")
+        return n
+    finally:
+        n = n + 1
+        return n * 10
+
+
+def raises_through(n):
+    for i in range(n):
+        try:
+            raise IndexError(i)
+        finally:
+            if i > 5:
+                break
+    return n
+
+
+def traced_loop_with_finally_break(x):
+    while x.sum() < 10:
+        try:
+            x = x + 1
+        finally:
+            if x.sum() > 5:
+                break
+    return x
+
+
+@pytest.mark.parametrize("fn, args", [
+    (break_discards, (0,)), (break_discards, (1,)), (break_discards, (3,)),
+    (continue_discards, (0,)), (continue_discards, (4,)),
+    (return_overrides, (1,)), (return_overrides, (3,)),
+    (traced_loop_with_finally_break, (jnp.zeros(2),)), (traced_loop_with_finally_break, (jnp.ones(2) * 7,)),
+])
+def test_finally_jumps_as_python(fn, args):
+    static = dy2st.to_static(fn)
+    for _ in range(2):
+        np.testing.assert_array_equal(np.asarray(static(*args)), np.asarray(fn(*args)))
+    if any(isinstance(a, jax.Array) for a in args):
+        np.testing.assert_array_equal(jax.jit(dy2st.to_static(fn))(*args), fn(*args))
+
+
+def test_an_exception_not_discarded_still_raises():
+    with pytest.raises(IndexError):
+        raises_through(2)
+    with pytest.raises(IndexError):
+        dy2st.to_static(raises_through)(2)
+
+
+def cancelled_return(x):
+    for i in range(3):
+        try:
+            return x + i
+        finally:
+            if i < 2:
+                continue
+    return x
+
+
+def test_a_return_its_finally_cancels_is_refused_at_the_try():
+    with pytest.raises(UnsupportedSyntaxError, match=r"(?s)return.*finally.*cancels the return.*To fix") as info:
+        dy2st.to_static(cancelled_return)(jnp.ones(1))
+    assert info.value.origin.lineno == cancelled_return.__code__.co_firstlineno + 2

@@ -1,0 +1,144 @@
+"""Python values read from outside the arguments are eager's on every call (runtime/guards.py):
+globals, closure cells and defaults changed between calls trace again; Python effects (a global
+counter, a default list, a closure's log) happen on every call; a function reading no such value
+keeps jit's own dispatch."""
+
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dy2st
+from dy2st.runtime import guards
+
+X = jnp.arange(3.0)
+
+FLAG = True
+SCALE = {"k": 2.0}
+TABLE = np.array([1.0, 2.0, 3.0], np.float32)
+WEIGHT = jnp.ones(3)
+COUNT = 0
+
+
+def reads_globals(x):
+    y = x * SCALE["k"] + WEIGHT + TABLE
+    if FLAG:
+        return y + 1
+    return y - 1
+
+
+def test_globals_changed_between_calls_are_read_again():
+    global FLAG, WEIGHT
+    static = dy2st.to_static(reads_globals)
+    try:
+        for flag in (True, False, True):
+            for k in (2.0, 3.0):
+                FLAG = flag
+                SCALE["k"] = k
+                for _ in range(2):
+                    np.testing.assert_array_equal(static(X), reads_globals(X))
+        TABLE[0] = 10.0  # a numpy array changed in place
+        np.testing.assert_array_equal(static(X), reads_globals(X))
+        WEIGHT = jnp.zeros(3)  # a global array rebound
+        np.testing.assert_array_equal(static(X), reads_globals(X))
+    finally:
+        FLAG, SCALE["k"], WEIGHT = True, 2.0, jnp.ones(3)
+        TABLE[0] = 1.0
+
+
+def make_scaled(scale):
+    def scaled(x):
+        return x * scale[0]
+    return scaled
+
+
+def test_a_closure_cell_changed_between_calls_is_read_again():
+    scale = [2.0]
+    fn = make_scaled(scale)
+    static = dy2st.to_static(fn)
+    for value in (2.0, 5.0, 5.0, -1.0):
+        scale[0] = value
+        np.testing.assert_array_equal(static(X), fn(X))
+
+
+def counts(x):
+    global COUNT
+    COUNT += 1
+    return x + COUNT
+
+
+def appends_to_default(x, acc=[]):
+    acc.append(1)
+    return x * len(acc)
+
+
+def test_python_effects_happen_on_every_call():
+    global COUNT
+    static = dy2st.to_static(counts)
+    COUNT = 0
+    eager = [counts(X) for _ in range(3)]
+    COUNT = 0
+    got = [static(X) for _ in range(3)]
+    assert COUNT == 3
+    for e, s in zip(eager, got):
+        np.testing.assert_array_equal(e, s)
+    static = dy2st.to_static(appends_to_default)
+    got = [static(X) for _ in range(3)]
+    assert [float(g[1]) for g in got] == [1.0, 2.0, 3.0]
+
+
+def helper(x):
+    return x * SCALE["k"]
+
+
+def calls_a_helper(x):
+    return helper(x) + 1
+
+
+def test_values_a_called_function_reads_are_guarded_too():
+    static = dy2st.to_static(calls_a_helper)
+    try:
+        for k in (2.0, 4.0):
+            SCALE["k"] = k
+            np.testing.assert_array_equal(static(X), calls_a_helper(X))
+    finally:
+        SCALE["k"] = 2.0
+
+
+def test_a_function_reading_nothing_outside_keeps_the_front():
+    def pure(x):
+        if x.sum() > 0:
+            return jnp.tanh(x)
+        return x
+
+    static = dy2st.to_static(pure)
+    static(X)
+    static(X)
+    assert not static._guards
+    assert type(static.func).__name__ == "PjitFunction"  # jit's own C++ dispatch
+
+
+def test_a_guarded_function_warns_once_when_it_keeps_changing(caplog):
+    global COUNT
+    static = dy2st.to_static(counts)
+    with caplog.at_level(logging.WARNING, logger="dy2st"):
+        for _ in range(dy2st.config.config.retrace_warning_threshold + 3):
+            static(X)
+    warnings = [r for r in caplog.records if "global COUNT" in r.getMessage()]
+    assert len(warnings) == 1 and "counts" in warnings[0].getMessage()
+
+
+def test_tokens_tell_values_apart_as_eager_code_would():
+    kept = []
+    assert guards._freeze(1, kept) != guards._freeze(1.0, kept) != guards._freeze(True, kept)
+    assert guards._freeze(0.0, kept) != guards._freeze(-0.0, kept)
+    assert guards._freeze(float("nan"), kept) == guards._freeze(float("nan"), kept)
+    t = [1, {"a": (2, 3)}]
+    before = guards._freeze(t, kept)
+    t[1]["a"] = (2, 4)
+    assert guards._freeze(t, kept) != before
+    cycle = []
+    cycle.append(cycle)
+    assert guards._freeze(cycle, kept) == guards._freeze(cycle, kept)
