@@ -387,6 +387,7 @@ class ProgramCache:
         self._lock = threading.Lock()
         self._warned = False
         self._builds = 0  # programs built so far, evicted ones included
+        self.traced = 0  # traces begun so far (each program's, a retrace's, an abandoned one's)
         self._shared_keys: set = set()  # keys of the programs that live in `shared`
         self.on_shared_change: Callable[[], None] | None = None  # told when `shared` changes role
         self.has_checks = False  # the shared jit traced a run-time check (an assert)
@@ -587,6 +588,7 @@ class ProgramCache:
         of the arguments' dicts, which jit's flattening sorted (`key_order`)."""
         if orders is not None:
             args, kwargs = key_order.restore((args, kwargs), orders)
+        self.traced += 1
         watch = _ContainerWatch(args, kwargs) if self.watch_containers else None
         with python_choice.recording() if self._shardings is None else contextlib.nullcontext() as recorded, \
                 writes.program_containers() as changed, guards.recording(self.guards):

@@ -28,15 +28,18 @@ program is saved as a standalone script that replays it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import hashlib
 import importlib.util
+import io
 import os
 import signal
 import sys
 import tempfile
 import time
 import traceback
+import types
 
 import jax
 import jax.numpy as jnp
@@ -243,17 +246,28 @@ class ProgramTimeout(Exception):
 
 @dataclasses.dataclass
 class RealInputs:
-    """The inputs of one real-shaped program; each call gets fresh copies of `xs` and `obj`."""
+    """The inputs of one real-shaped program; each call gets fresh copies of `xs` and `obj`.
+
+    `s_values`: f's keyword `s` for each call (a Python scalar whose type changes between calls);
+    `n_values`: `n` for each call where it changes (a Python int, then `True`). Empty: the same
+    inputs on every call.
+    """
 
     x: np.ndarray
     y: np.ndarray
     n: int
     n_as_array: bool
     xs: list
+    s_values: tuple = ()
+    n_values: tuple = ()
 
-    def arrays(self):
-        n = jnp.asarray(self.n, jnp.int32) if self.n_as_array else self.n
+    def arrays(self, call: int = 0):
+        n = self.n_values[call] if self.n_values else self.n
+        n = jnp.asarray(n, jnp.int32) if self.n_as_array else n
         return jnp.asarray(self.x), jnp.asarray(self.y), n
+
+    def keywords(self, call: int = 0) -> dict:
+        return {"s": self.s_values[call]} if self.s_values else {}
 
     def fresh_xs(self):
         return [jnp.asarray(v) for v in self.xs]
@@ -277,6 +291,14 @@ def _leaf_difference(expected, actual, under_jit: bool = False) -> str | None:
     eager's exact result (dy2st.runtime.python_choice) but an enclosing jit cannot.
     """
     py_e, py_a = type(expected) in _PY_DTYPES, type(actual) in _PY_DTYPES
+    numeric = lambda v: type(v) in _PY_DTYPES or hasattr(v, "dtype")  # noqa: E731
+    if not (numeric(expected) and numeric(actual)):  # a string, None, an object: by type, then contents
+        if type(expected).__qualname__ != type(actual).__qualname__:  # (each path has its module's classes)
+            return f"{type(actual).__name__} {actual!r}, eager {type(expected).__name__} {expected!r}"
+        if hasattr(expected, "__dict__") and not isinstance(expected, type):
+            return tree_difference(dict(sorted(vars(expected).items())), dict(sorted(vars(actual).items())),
+                                   f"({type(expected).__name__} attributes)", under_jit)
+        return None if expected == actual else f"{actual!r}, eager {expected!r}"
     if py_e and py_a:
         if type(expected) is not type(actual) or expected != actual:
             return f"{actual!r} ({type(actual).__name__}), eager {expected!r} ({type(expected).__name__})"
@@ -352,94 +374,254 @@ def _classify_error(error: BaseException, stage: str) -> Result:
     return Result(RealOutcome.RAW_ERROR, stage, _format(error))
 
 
-def run_real(f, make_state, inputs: RealInputs, check_grad: bool = True) -> Result:
-    """Run `f(x, y, n, xs, obj)` eagerly, via to_static, jit(to_static) and grad; classify."""
-    x, y, n = inputs.arrays()
-    xs_eager, obj_eager = inputs.fresh_xs(), make_state()
-    eager_error = None
+def _is_object(value) -> bool:
+    """A mutable object whose identity a caller can see: a list, a dict, an instance of a plain
+    class (not an array, a number, a string, a function or a module)."""
+    if isinstance(value, (list, dict)):
+        return True
+    if isinstance(value, (jax.Array, np.ndarray, np.generic, str, bytes, int, float, complex, tuple, type,
+                          types.FunctionType, types.MethodType, types.ModuleType, types.BuiltinFunctionType)):
+        return False
+    return hasattr(value, "__dict__")
+
+
+def identity_signature(root, owners) -> list:
+    """Which objects `root` holds where, as the caller can tell by `is`: for each list, dict or
+    plain object met in a walk (depth first, dicts in their order, attributes sorted), the name
+    of the caller's object it is (`owners`: (name, object) pairs taken before the call; not
+    walked into) or `#i`, the index of its first occurrence (a new object: `new #i`; one met
+    before: `same as #i`). Eager's and to_static's must be equal (identity and aliasing)."""
+    names = {id(obj): name for name, obj in owners}
+    first: dict = {}
+    keep = []  # the objects walked, alive until the walk ends (their ids stay theirs)
+    out = []
+
+    def walk(value, path):
+        if isinstance(value, tuple):
+            for i, item in enumerate(value):
+                walk(item, f"{path}[{i}]")
+            return
+        if not _is_object(value):
+            return
+        keep.append(value)
+        if id(value) in names:
+            out.append((path, f"the caller's {names[id(value)]}"))
+            return
+        if id(value) in first:
+            out.append((path, f"the same object as #{first[id(value)]}"))
+            return
+        first[id(value)] = len(first)
+        out.append((path, f"new {type(value).__name__} #{first[id(value)]}"))
+        if len(out) > 2000:
+            return
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, f"{path}[{i}]")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{path}[{key!r}]")
+        else:
+            for key in sorted(vars(value)):
+                walk(vars(value)[key], f"{path}.{key}")
+
+    walk(root, "")
+    return out
+
+
+def _signature_difference(expected, actual, what: str) -> str | None:
+    for (path, want), (got_path, got) in zip(expected, actual):
+        if (path, want) != (got_path, got):
+            return f"{what}{got_path or path}: {got}, eager {want}"
+    if len(expected) != len(actual):
+        return f"{what}: {len(actual)} objects, eager {len(expected)}"
+    return None
+
+
+def _module_state(module) -> dict:
+    """The values of the module globals a program reads and writes (`_GLOBALS`) and its
+    closure's (`_get()`), copied."""
+    state = {name: jax.tree_util.tree_map(lambda v: v, getattr(module, name)) for name in getattr(module, "_GLOBALS", ())}
+    if hasattr(module, "_get"):
+        state["_get()"] = module._get()
+    return state
+
+
+def _module_owners(module) -> list:
+    return [(f"global {name}", getattr(module, name)) for name in getattr(module, "_GLOBALS", ())]
+
+
+@dataclasses.dataclass
+class _Call:
+    """What one call gave and left: its result or exception, its stdout, the caller's objects."""
+
+    result: object = None
+    error: BaseException | None = None
+    stdout: str = ""
+    visible: dict = dataclasses.field(default_factory=dict)
+    module_state: dict = dataclasses.field(default_factory=dict)
+    identity: list = dataclasses.field(default_factory=list)
+    tracer_left: bool = False
+
+
+def _calls(module, fn, inputs: RealInputs, count: int, eager: bool) -> list:
+    """Call `fn` (the module's `f`, or `to_static` of it) `count` times, each with fresh
+    containers and state; `module._change()` runs before each call after the first. An eager
+    call may raise what `EXPECTED_EAGER_ERRORS` names; any other exception propagates."""
+    calls = []
+    for index in range(count):
+        if index and hasattr(module, "_change"):
+            module._change()
+        x, y, n = inputs.arrays(index)
+        xs, obj = inputs.fresh_xs(), module.State()
+        owners = [("xs", xs), ("obj", obj), ("obj.cache", obj.cache), ("obj.acc", obj.acc), *_module_owners(module)]
+        call = _Call()
+        buffer = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(buffer):
+                call.result = fn(x, y, n, xs, obj, **inputs.keywords(index))
+        except (ProgramTimeout, KeyboardInterrupt):
+            raise
+        except EXPECTED_EAGER_ERRORS as e:
+            call.error = e
+        except Exception as e:  # noqa: BLE001 - classified by the caller
+            if eager:
+                raise
+            call.error = e
+        call.stdout = buffer.getvalue()
+        call.visible = _visible_state(xs, obj)
+        call.module_state = _module_state(module)
+        call.tracer_left = _holds_tracer((call.visible, call.module_state))
+        call.identity = identity_signature((call.result, xs, obj.cache, obj.acc,
+                                            *(getattr(module, name) for name in getattr(module, "_GLOBALS", ()))),
+                                           owners)
+        calls.append(call)
+        if call.error is not None and not eager:
+            break
+    return calls
+
+
+def _has_boundary(module, inputs: RealInputs) -> bool:
+    """Whether the calls of a program differ (inputs, module state): then each may trace again."""
+    return bool(inputs.s_values or inputs.n_values or hasattr(module, "_change") or getattr(module, "_GLOBALS", ()))
+
+
+def _compare_call(index: int, want: "_Call", got: "_Call", varies: bool) -> Result | None:
+    """Call `index` of to_static against eager's call `index`: None where they agree."""
+    stage = "to_static" if index == 0 else f"to_static, call {index + 1}"
+    if got.error is not None:
+        e = got.error
+        if got.tracer_left:
+            return Result(RealOutcome.RAW_ERROR, stage, "a tracer was left on the caller's objects after: " + _format(e))
+        if want.error is not None and isinstance(e, type(want.error)):
+            return None
+        if index and not varies:  # the cached program of the same inputs and state
+            return Result(RealOutcome.MISMATCH, stage, "the call raised " + _format(e))
+        return _classify_error(e, stage)
+    if want.error is not None:
+        return Result(RealOutcome.MISMATCH, stage, f"eager raised {_format(want.error)}; to_static returned {got.result!r}")
+    if got.tracer_left or _holds_tracer(got.result):
+        return Result(RealOutcome.RAW_ERROR, stage, "a tracer leaked into the result, the caller's objects or globals")
+    problem = (tree_difference(want.result, got.result, "result")
+               or tree_difference(want.visible, got.visible, "side effect")
+               or tree_difference(want.module_state, got.module_state, "module state")
+               or _signature_difference(want.identity, got.identity, "identity (result, xs, obj.cache, obj.acc, globals)"))
+    if problem is None and want.stdout != got.stdout:
+        problem = f"stdout {got.stdout!r}, eager {want.stdout!r}"
+    if problem is not None:
+        return Result(RealOutcome.MISMATCH, stage, problem)
+    return None
+
+
+def _numeric_part(tree):
+    """`tree` with each leaf that is not a number or an array (a string, an object) made None:
+    what a `jax.jit` of the caller's can return."""
+    return jax.tree_util.tree_map(lambda v: v if type(v) in _PY_DTYPES or hasattr(v, "dtype") else None, tree)
+
+
+def run_real(f, make_state, inputs: RealInputs, check_grad: bool = True, load=None) -> Result:
+    """Run `f(x, y, n, xs, obj)` eagerly, via to_static, jit(to_static) and grad; classify.
+
+    `load()` gives a fresh instance of f's module (its globals as they were first), so that
+    eager and each compiled path start from the same module state; without it, every path
+    uses f's module. Each program is called at least twice (three times where its inputs or
+    module change between calls): every call of to_static must give eager's result, stdout,
+    caller-visible changes, module globals, and the identity and aliasing of the objects it
+    returns (`identity_signature`)."""
+    if load is None:
+        module = sys.modules.get(f.__module__) or types.SimpleNamespace(**f.__globals__)
+        load = lambda: module  # noqa: E731
+    eager_module = load()
+    if make_state is not None and getattr(eager_module, "State", None) is None:
+        eager_module.State = make_state
+    fn = eager_module.f if hasattr(eager_module, "f") else f
+    count = 3 if (inputs.s_values or inputs.n_values or hasattr(eager_module, "_change")) else 2
     try:
-        expected = f(x, y, n, xs_eager, obj_eager)
-    except EXPECTED_EAGER_ERRORS as e:
-        eager_error = e
+        want = _calls(eager_module, fn, inputs, count, eager=True)
     except (ProgramTimeout, KeyboardInterrupt):
         raise
     except Exception as e:  # noqa: BLE001 - any other eager error is a generator bug
         return Result(RealOutcome.INVALID, "eager", _format(e))
+    varies = _has_boundary(eager_module, inputs)
 
-    static = dy2st.to_static(f)
-    xs_static, obj_static = inputs.fresh_xs(), make_state()
-    try:
-        got = static(x, y, n, xs_static, obj_static)
-    except (ProgramTimeout, KeyboardInterrupt):
-        raise
-    except Exception as e:  # noqa: BLE001 - every exception is classified
-        if _holds_tracer(_visible_state(xs_static, obj_static)):
-            return Result(RealOutcome.RAW_ERROR, "to_static", "a tracer was left on the caller's objects after: "
-                          + _format(e))
-        if eager_error is not None and isinstance(e, type(eager_error)):
-            return Result(RealOutcome.MATCH, "to_static", f"both raised {type(e).__name__}")
-        return _classify_error(e, "to_static")
-    if eager_error is not None:
-        return Result(RealOutcome.MISMATCH, "to_static",
-                      f"eager raised {_format(eager_error)}; to_static returned {got!r}")
-    if _holds_tracer((got, _visible_state(xs_static, obj_static))):
-        return Result(RealOutcome.RAW_ERROR, "to_static", "a tracer leaked into the result or the caller's objects")
-    problem = (tree_difference(expected, got, "to_static result")
-               or tree_difference(_visible_state(xs_eager, obj_eager), _visible_state(xs_static, obj_static),
-                                  "side effect"))
-    if problem is not None:
-        return Result(RealOutcome.MISMATCH, "to_static", problem)
-    try:
-        problem = _real_call_again(static, expected, (x, y, n), inputs.fresh_xs(), make_state(), xs_eager, obj_eager)
-    except (ProgramTimeout, KeyboardInterrupt):
-        raise
-    except Exception as e:  # noqa: BLE001 - the first call ran: any error now is a finding
-        return Result(RealOutcome.MISMATCH, "to_static, cached", "the second call raised " + _format(e))
-    if problem is not None:
-        return Result(RealOutcome.MISMATCH, "to_static, cached", problem)
+    static_module = load()
+    static = dy2st.to_static(static_module.f)
+    got = _calls(static_module, static, inputs, count, eager=False)
+    for index, (w, g) in enumerate(zip(want, got)):
+        result = _compare_call(index, w, g, varies)
+        if result is not None:
+            return result
+    if len(got) < len(want):  # both raised the same exception type on a call
+        return Result(RealOutcome.MATCH, "to_static", f"both raised {type(got[-1].error).__name__}")
+    if want[0].error is not None:
+        return Result(RealOutcome.MATCH, "to_static", f"both raised {type(want[0].error).__name__}")
+    expected = want[0].result
 
-    xs_jit, obj_jit = inputs.fresh_xs(), make_state()
+    jit_module = load()
+    static = dy2st.to_static(jit_module.f)
+    xs_jit, obj_jit = inputs.fresh_xs(), jit_module.State()
+    x, y, n = inputs.arrays()
+    keywords = inputs.keywords()
     try:
-        if inputs.n_as_array:
-            got = jax.jit(lambda x, y, n: static(x, y, n, xs_jit, obj_jit))(x, y, n)
-        else:
-            got = jax.jit(lambda x, y: static(x, y, n, xs_jit, obj_jit))(x, y)
+        with contextlib.redirect_stdout(io.StringIO()):
+            if inputs.n_as_array:
+                got = jax.jit(lambda x, y, n: _numeric_part(static(x, y, n, xs_jit, obj_jit, **keywords)))(x, y, n)
+            else:
+                got = jax.jit(lambda x, y: _numeric_part(static(x, y, n, xs_jit, obj_jit, **keywords)))(x, y)
+            jax.effects_barrier()
     except (ProgramTimeout, KeyboardInterrupt):
         raise
     except Exception as e:  # noqa: BLE001 - every exception is classified
         return _classify_error(e, "jit")
     # Under jit every output is an array: compare values, and dtypes where eager's are arrays.
-    problem = tree_difference(expected, got, "jit(to_static) result", under_jit=True)
+    problem = tree_difference(_numeric_part(expected), got, "jit(to_static) result", under_jit=True)
     if problem is not None:
         return Result(RealOutcome.MISMATCH, "jit", problem)
 
     if check_grad and _float_loss(expected) is not None:
-        return _compare_grad(f, static, make_state, inputs)
+        return _compare_grad(load, inputs)
     return Result(RealOutcome.MATCH)
 
 
-def _real_call_again(static, expected, arrays, xs, obj, xs_eager, obj_eager) -> str | None:
-    """A second call with fresh containers and state of the same values: the program the first
-    call cached (its key, state layout and write-back) must give eager's result again."""
-    got = static(*arrays, xs, obj)
-    return (tree_difference(expected, got, "to_static result, second call")
-            or tree_difference(_visible_state(xs_eager, obj_eager), _visible_state(xs, obj), "side effect, second call"))
-
-
-def _compare_grad(f, static, make_state, inputs: RealInputs) -> Result:
+def _compare_grad(load, inputs: RealInputs) -> Result:
     x, y, n = inputs.arrays()
+    keywords = inputs.keywords()
 
-    def loss(fn):
-        return lambda x: _float_loss(fn(x, y, n, inputs.fresh_xs(), make_state()))
+    def loss(fn, module):
+        return lambda x: _float_loss(fn(x, y, n, inputs.fresh_xs(), module.State(), **keywords))
 
+    eager_module = load()
     try:
-        want = jax.grad(loss(f))(x)
+        with contextlib.redirect_stdout(io.StringIO()):
+            want = jax.grad(loss(eager_module.f, eager_module))(x)
     except (ProgramTimeout, KeyboardInterrupt):
         raise
     except Exception:  # noqa: BLE001 - eager is not differentiable here: nothing to compare
         return Result(RealOutcome.MATCH, "grad", "eager grad undefined")
+    static_module = load()
     try:
-        got = jax.grad(loss(static))(x)
+        with contextlib.redirect_stdout(io.StringIO()):
+            got = jax.grad(loss(dy2st.to_static(static_module.f), static_module))(x)
+            jax.effects_barrier()
     except (ProgramTimeout, KeyboardInterrupt):
         raise
     except Exception as e:  # noqa: BLE001 - every exception is classified
@@ -457,15 +639,29 @@ def run_real_program(program, check_grad: bool = True) -> Result:
     except SyntaxError as e:
         return Result(RealOutcome.INVALID, "compile", _format(e))
     module = load_module(program.source)
-    inputs = RealInputs(program.x, program.y, program.n, program.n_as_array, program.xs)
-    return run_real(module.f, module.State, inputs, check_grad)
+    # A fresh module instance per path where the program has module state; else one for all.
+    load = (lambda: load_module(program.source)) if hasattr(module, "_GLOBALS") else (lambda: module)  # noqa: E731
+    inputs = RealInputs(program.x, program.y, program.n, program.n_as_array, program.xs,
+                        tuple(getattr(program, "s_values", ())), tuple(getattr(program, "n_values", ())))
+    return run_real(module.f, module.State, inputs, check_grad, load=load)
 
 
-def replay_real(f, make_state, x, y, n, n_as_array, xs) -> Result:
+def _load_path(path: str):
+    """A fresh module instance of the file at `path` (its `__main__` block does not run)."""
+    name = "dy2st_replay_" + hashlib.sha1(path.encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def replay_real(f, make_state, x, y, n, n_as_array, xs, s_values=(), n_values=()) -> Result:
     """Entry point of a saved repro: run it and print the outcome."""
     inputs = RealInputs(np.asarray(x, np.float32), np.asarray(y, np.float32), n, n_as_array,
-                        [np.asarray(v, np.float32) for v in xs])
-    result = run_real(f, make_state, inputs)
+                        [np.asarray(v, np.float32) for v in xs], tuple(s_values), tuple(n_values))
+    path = f.__code__.co_filename
+    load = (lambda: _load_path(path)) if os.path.exists(path) else None
+    result = run_real(f, make_state, inputs, load=load)
     print(f"outcome: {result.outcome} ({result.stage})\n{result.detail}")
     return result
 
@@ -475,7 +671,8 @@ REPRO_FOOTER = '''
 if __name__ == "__main__":
     from dy2st.testing.fuzz import replay_real
 
-    replay_real(f, State, x={x}, y={y}, n={n}, n_as_array={n_as_array}, xs={xs})
+    replay_real(f, State, x={x}, y={y}, n={n}, n_as_array={n_as_array}, xs={xs}, s_values={s_values},
+                n_values={n_values})
 '''
 
 
@@ -485,7 +682,9 @@ def repro_source(program, result: Result) -> str:
               *("# " + line for line in result.detail.splitlines()[:30]),
               f"# inputs: {program.inputs_text()}", ""]
     footer = REPRO_FOOTER.format(x=program.x.tolist(), y=program.y.tolist(), n=program.n,
-                                 n_as_array=program.n_as_array, xs=[v.tolist() for v in program.xs])
+                                 n_as_array=program.n_as_array, xs=[v.tolist() for v in program.xs],
+                                 s_values=tuple(getattr(program, "s_values", ())),
+                                 n_values=tuple(getattr(program, "n_values", ())))
     return "\n".join(header) + program.source + footer
 
 

@@ -39,6 +39,13 @@ from dy2st.testing import real_program_prelude
 
 LIMIT = 1000
 INT_MOD = 97
+# What the `boundary-<seed>` stream may add to a program (each drawn for about a third of them):
+# prints of Python values (also in branches and loops), module globals and a closure's values
+# changed between calls (`_change()`), a global counter and list written by f, f's keyword `s`
+# whose type changes between calls (1, 1.0, True), exceptions a `finally` discards by
+# break/continue/return or `contextlib.suppress` swallows, arguments changed in place and
+# returned, and objects shared in the result (`return T, T`, `[[0] * 2] * 2`).
+BOUNDARY_FEATURES = ("print", "globals", "counter", "scalar", "finally", "return_arg", "alias")
 
 def _prelude() -> str:
     """The source of `real_program_prelude` after its docstring: State, Ctx and clip."""
@@ -61,10 +68,14 @@ class RealProgram:
     n: int
     n_as_array: bool
     xs: list  # numpy float32[3] arrays; the runner gives each call its own jnp copies
+    # Drawn by the `boundary-<seed>` stream: f's keyword `s` for each call (a Python scalar whose
+    # type changes between calls: 1, 1.0, True), and `n` for each call where it varies (1, True).
+    s_values: tuple = ()
+    n_values: tuple = ()
 
     def inputs_text(self) -> str:
         return (f"x={self.x.tolist()} y={self.y.tolist()} n={self.n} n_as_array={self.n_as_array} "
-                f"xs={[v.tolist() for v in self.xs]}")
+                f"xs={[v.tolist() for v in self.xs]} s_values={self.s_values} n_values={self.n_values}")
 
 
 @dataclasses.dataclass
@@ -87,7 +98,7 @@ class _Generator:
     MAX_DEPTH = 3
 
     def __init__(self, rng: random.Random, extra: random.Random, later: random.Random, mangled: random.Random,
-                 classes: random.Random):
+                 classes: random.Random, boundary: random.Random | None = None):
         self.rng = rng
         # Draw the statements added after the campaigns' seeds were pinned (`extra_statement`),
         # so each seed keeps the statements `rng` (and `extra`, `later`) drew for it before.
@@ -95,6 +106,11 @@ class _Generator:
         self.later = later
         self.mangled = mangled
         self.classes = classes
+        # The call boundary (see `BOUNDARY_FEATURES`): drawn from `boundary` only, so each seed
+        # keeps the statements the other streams drew for it.
+        self.boundary = boundary or random.Random(0)
+        self.features: frozenset = frozenset()
+        self.returned: list[str] = []  # extra return values (arguments, aliases, scalars, globals)
         self.budget = rng.randint(5, 16)
         self.fresh = 0
         self.lines: list[str] = []
@@ -381,8 +397,149 @@ class _Generator:
                 self.rng = self.classes
                 a = self.pick(s.arrays)  # a method calling super() in an if and a loop
                 self.emit(indent, f"{a} = clip({a} + obj.climb({self.arr_expr(s)}))")
+            if self.features:
+                self.rng = self.boundary
+                self.boundary_statement(s, indent)
         finally:
             self.rng = main
+
+    # -- the call boundary (the `boundary-<seed>` stream) ---------------------------------
+    def draw_features(self) -> None:
+        """Which boundary classes this program draws (each about one program in three)."""
+        b = self.boundary
+        self.features = frozenset(name for name in BOUNDARY_FEATURES if b.random() < 0.3)
+        if "return_arg" in self.features:
+            self.returned += b.sample(["xs", "obj.cache", "obj"], b.randint(1, 2))
+        if "alias" in self.features:
+            self.returned += b.sample(["T, T", "[T] * 2", "{'p': T, 'q': T}", "GRID", "[L, L]", "[[0] * 2] * 2"],
+                                      b.randint(1, 2))
+        if "scalar" in self.features:
+            self.returned += b.sample(["s", "s * 2", "type(s).__name__", "-s", "s / 2"], b.randint(1, 2))
+        if "counter" in self.features:
+            self.returned += b.sample(["COUNTER", "list(HIST)"], b.randint(1, 2))
+        if "globals" in self.features:
+            self.returned += b.sample(["G", "CFG['k']", "_get()"], 1)
+
+    def module_header(self) -> str:
+        """Module-level code before `f`: globals, a closure, `_change()` (the runner calls it
+        before each call after the first), `_GLOBALS` (the names whose values it compares)."""
+        if not self.features:
+            return ""
+        lines = ["import contextlib", "", "G = 2", 'CFG = {"k": 3}', "COUNTER = 0", "HIST = []", "", "",
+                 "def _make():", '    box = {"k": 1}', "    m = 2", "", "    def get():",
+                 '        return box["k"] + m', "", "    def bump():", "        nonlocal m",
+                 '        box["k"] += 2', "        m = m * 2 % 7", "", "    return get, bump", "", "",
+                 "_get, _bump = _make()", ""]
+        if "globals" in self.features:
+            lines += ["", "def _change():", "    global G", "    G = G + 1", '    CFG["k"] = (CFG["k"] * 2) % 7',
+                      "    _bump()", ""]
+        lines += ['', '_GLOBALS = ("G", "CFG", "COUNTER", "HIST")', ""]
+        return "\n".join(lines) + "\n"
+
+    def signature(self) -> str:
+        return "def f(x, y, n, xs, obj, s=1):" if "scalar" in self.features else "def f(x, y, n, xs, obj):"
+
+    def prologue(self) -> str:
+        """Lines after f's fixed first block (drawing nothing)."""
+        lines = []
+        if "counter" in self.features:
+            lines.insert(0, "global COUNTER")
+        if "alias" in self.features:
+            lines.append("T = [k0]")
+        return "\n".join(lines)
+
+    def return_text(self) -> str:
+        """f's return (also given by a `return` in a `finally`): the base tuple and the extras."""
+        prep = []
+        if "GRID" in self.returned:
+            prep.append("GRID = [[k0 % 3] * 2] * 2\nGRID[0][1] = 7")
+        extras = "".join(", " + value for value in self.returned)
+        return "\n".join(prep + [f"return a0, a1, k0, k1, L, D, out, log, P, DD{extras}"])
+
+    def py_int(self, s: _Scope) -> str:
+        """An int eager always has as a Python int (a bool or float for `s`)."""
+        options = ["len(L)", "len(xs)", "len(log)", "len(P)", "obj.count", "n", str(self.rng.randint(0, 9))]
+        options += s.int_reads
+        if "globals" in self.features:
+            options += ["G", "CFG['k']", "_get()"]
+        if "counter" in self.features:
+            options += ["COUNTER", "len(HIST)"]
+        if "scalar" in self.features:
+            options += ["s"]
+        return self.pick(options)
+
+    def boundary_statement(self, s: _Scope, indent: int) -> None:
+        """Sometimes a statement of a boundary class this program draws (`self.rng` is the
+        boundary stream here)."""
+        f = self.features
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        if "print" in f and self.chance(0.08):
+            kind = self.rng.randint(0, 4)
+            if kind <= 1:
+                self.emit(indent, f'print("p{self.new("")}", {self.py_int(s)})')
+            elif kind == 2:
+                self.emit(indent, f'print("v", {self.py_int(s)}, {self.py_int(s)}, sep="{self.pick([",", "", " | "])}")')
+            elif kind == 3:
+                end = self.pick([";", "\\n"])
+                self.emit(indent, f'print("a", {self.arr(s)}, end="{end}")')
+            else:
+                self.emit(indent, f'print(f"q{{{self.py_int(s)}}}-{{{self.py_int(s)}}}")')
+        if "globals" in f and self.chance(0.07):
+            self.emit(indent, self.pick([
+                f"{a} = clip({a} + G)", f'{k} = ({k} + CFG["k"]) % {INT_MOD}', f"{a} = clip({a} * _get())",
+                f"if G > 2:\n    {a} = clip({a} - 1)", f"for _ in range(G):\n    {a} = clip({a} + 0.5)",
+                f'if CFG["k"] % 2 == 0:\n    {k} = ({k} + _get()) % {INT_MOD}']))
+        if "counter" in f and self.chance(0.07):
+            self.emit(indent, self.pick([
+                "COUNTER += 1", f"COUNTER = (COUNTER + {self.py_int(s)}) % {INT_MOD}", f"HIST.append({self.py_int(s)})",
+                f"{a} = clip({a} + COUNTER)", f"{k} = ({k} + len(HIST)) % {INT_MOD}", f"{a} = clip({a} + sum(HIST))",
+                f"if COUNTER > 1:\n    {a} = clip({a} * 2)"]))
+        if "scalar" in f and self.chance(0.07):
+            self.emit(indent, self.pick([
+                f"{k} = ({k} + s) % {INT_MOD}", f"{a} = clip({a} * s)", f"{a} = clip({a} + s / 2)",
+                f"if isinstance(s, bool):\n    {a} = clip({a} - 1)", f"if type(s) is float:\n    {a} = clip({a} * 0.5)",
+                "log.append(s * 2)", f"if s:\n    {k} = ({k} + 1) % {INT_MOD}"]))
+        if "finally" in f and self.chance(0.07):
+            self.finally_statement(s, indent)
+        if "return_arg" in f and self.chance(0.07):
+            options = [f"xs[{self.pick(['0', '-1'])}] = clip({self.arr_expr(s)})",
+                       f"obj.cache.append(clip({self.arr_expr(s)}))"]
+            if "xs" not in s.frozen:
+                options += [f"xs.insert(0, clip({self.arr_expr(s)}))", f"xs.extend([clip({self.arr(s)})])",
+                            "if len(xs) > 1:\n    del xs[0]", "xs[:] = xs[::-1]", "xs.reverse()"]
+            self.emit(indent, self.pick(options))
+        if "alias" in f and self.chance(0.07):
+            self.emit(indent, self.pick([f"T.append(clip({self.arr_expr(s)}))", f"T.append({k})",
+                                         f"T[0] = {self.py_int(s)}", "T.append(T[0])"]))
+
+    def finally_statement(self, s: _Scope, indent: int) -> None:
+        """An exception a `finally` discards by `break`/`continue`/`return`, or one
+        `contextlib.suppress` swallows."""
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        error = self.pick(['ValueError("v")', 'KeyError("k")', "IndexError(3)"])
+        kind = self.rng.randint(0, 4)
+        if kind == 0 and s.loop_depth > 0:  # in the loop around it
+            jump = self.pick(["break", "continue"])
+            guard = f"if {self.cond(s)}:\n        {jump}" if self.chance(0.5) else jump
+            self.emit(indent, f"try:\n    if {self.cond(s)}:\n        raise {error}\n    {a} = clip({a} + 1)\n"
+                              f"finally:\n    log.append(5)\n    {guard}")
+        elif kind <= 1:  # in a loop made here
+            i = self.new("i")
+            inner = s.child(int_reads=s.int_reads + [i], loop_depth=s.loop_depth + 1)
+            jump = self.pick(["break", "continue"])
+            guard = f"if {self.cond(inner)}:\n            {jump}" if self.chance(0.6) else jump
+            self.emit(indent, f"for {i} in range({self.pick(['2', '3', 'n'])}):\n    try:\n"
+                              f"        {a} = clip({a} + {self.arr(s)})\n        if {self.cond(inner)}:\n"
+                              f"            raise {error}\n    finally:\n        {guard}")
+        elif kind == 2 and not s.in_function:  # a return that discards the exception
+            body = self.return_text().replace("\n", "\n        ")
+            self.emit(indent, f"try:\n    if {self.cond(s)}:\n        raise {error}\n    {k} = ({k} + 1) % {INT_MOD}\n"
+                              f"finally:\n    if {self.cond(s)}:\n        {body}")
+        else:
+            index = self.pick(["-1", "3", "0"])
+            self.emit(indent, f"with contextlib.suppress(ValueError, IndexError, KeyError):\n"
+                              f"    {a} = clip({a} + L[{index}])\n    if {self.cond(s)}:\n        raise {error}\n"
+                              f"    {k} = ({k} + 2) % {INT_MOD}")
 
     def local_class(self, s: _Scope, indent: int) -> None:
         """A class defined here: Python control flow and `and` in its own body (run as written,
@@ -567,18 +724,28 @@ class _Generator:
 def draw_program(seed: int) -> RealProgram:
     """The program and inputs that `seed` names."""
     rng = random.Random(seed)
+    boundary = random.Random(f"boundary-{seed}")
     g = _Generator(rng, random.Random(f"extra-{seed}"), random.Random(f"later-{seed}"),
-                   random.Random(f"mangled-{seed}"), random.Random(f"classes-{seed}"))
+                   random.Random(f"mangled-{seed}"), random.Random(f"classes-{seed}"), boundary)
+    g.draw_features()
     scope = _Scope(arrays=["a0", "a1"], ints=["k0", "k1"], int_reads=[], scalar_reads=[])
     g.emit(1, "a0 = x\na1 = clip(y * 2)\nk0 = 1\nk1 = len(xs)\nL = [x, y]\nP = [3, 1, 2]\n"
               'D = {"a": x, "k": 1}\nDD = D\nFN = []\nlog = []')
+    if g.prologue():
+        g.emit(1, g.prologue())
     while g.budget > 0:
         g.statement(scope, 1, 0)
     g.emit(1, "out = [fn(a0) for fn in FN]")
-    g.emit(1, "return a0, a1, k0, k1, L, D, out, log, P, DD")
-    source = PRELUDE + "\ndef f(x, y, n, xs, obj):\n" + "\n".join(g.lines) + "\n"
+    g.emit(1, g.return_text())
+    source = PRELUDE + g.module_header() + "\n" + g.signature() + "\n" + "\n".join(g.lines) + "\n"
     values = rng.sample(range(-3, 6), 6)
     x = np.array(values[:3], np.float32)
     y = np.array(values[3:], np.float32)
     xs = [np.array(rng.sample(range(-3, 6), 3), np.float32) for _ in range(rng.randint(1, 3))]
-    return RealProgram(seed, source, x, y, rng.choice([0, 1, 3]), rng.random() < 0.5, xs)
+    n, n_as_array = rng.choice([0, 1, 3]), rng.random() < 0.5
+    s_values = n_values = ()
+    if "scalar" in g.features:
+        s_values = boundary.choice([(1, 1.0, True), (True, 1, 1.0), (1.0, True, 1), (2, 2.0, 2), (0, False, 0.0)])
+        if n == 1 and not n_as_array and boundary.random() < 0.5:
+            n_values = boundary.choice([(1, True, 1), (True, 1, True)])
+    return RealProgram(seed, source, x, y, n if not n_values else n_values[0], n_as_array, xs, s_values, n_values)
