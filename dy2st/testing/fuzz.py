@@ -450,6 +450,19 @@ def _module_owners(module) -> list:
     return [(f"global {name}", getattr(module, name)) for name in getattr(module, "_GLOBALS", ())]
 
 
+_INVOKE = None
+
+
+def _invoke(fn, *args, **kwargs):
+    """`fn(*args, **kwargs)` called from a user's file (a module in the temporary directory), as
+    a user's code calls it: a refusal located at the call names that line (dy2st skips its own
+    frames, this runner's included, when it looks for the caller)."""
+    global _INVOKE
+    if _INVOKE is None:
+        _INVOKE = load_module("def invoke(fn, *args, **kwargs):\n    return fn(*args, **kwargs)\n").invoke
+    return _INVOKE(fn, *args, **kwargs)
+
+
 @dataclasses.dataclass
 class _Call:
     """What one call gave and left: its result or exception, its stdout, the caller's objects."""
@@ -478,7 +491,7 @@ def _calls(module, fn, inputs: RealInputs, count: int, eager: bool) -> list:
         buffer = io.StringIO()
         try:
             with contextlib.redirect_stdout(buffer):
-                call.result = fn(x, y, n, xs, obj, **inputs.keywords(index))
+                call.result = _invoke(fn, x, y, n, xs, obj, **inputs.keywords(index))
         except (ProgramTimeout, KeyboardInterrupt):
             raise
         except EXPECTED_EAGER_ERRORS as e:
@@ -584,9 +597,10 @@ def run_real(f, make_state, inputs: RealInputs, check_grad: bool = True, load=No
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             if inputs.n_as_array:
-                got = jax.jit(lambda x, y, n: _numeric_part(static(x, y, n, xs_jit, obj_jit, **keywords)))(x, y, n)
+                got = _invoke(jax.jit(lambda x, y, n: _numeric_part(static(x, y, n, xs_jit, obj_jit, **keywords))),
+                              x, y, n)
             else:
-                got = jax.jit(lambda x, y: _numeric_part(static(x, y, n, xs_jit, obj_jit, **keywords)))(x, y)
+                got = _invoke(jax.jit(lambda x, y: _numeric_part(static(x, y, n, xs_jit, obj_jit, **keywords))), x, y)
             jax.effects_barrier()
     except (ProgramTimeout, KeyboardInterrupt):
         raise
@@ -620,7 +634,7 @@ def _compare_grad(load, inputs: RealInputs) -> Result:
     static_module = load()
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            got = jax.grad(loss(dy2st.to_static(static_module.f), static_module))(x)
+            got = _invoke(jax.grad(loss(dy2st.to_static(static_module.f), static_module)), x)
             jax.effects_barrier()
     except (ProgramTimeout, KeyboardInterrupt):
         raise

@@ -26,7 +26,13 @@ A `return` inside a loop also `break`s (the break transformer, which runs next, 
 a flag), and an enclosing loop checks `if do_return: break` after a nested loop that may have
 returned. Paths that fall off the end set `retval = None`, so a staged `if` whose sides return
 an array and None is an error rather than a silent zero. Functions whose only `return` is the
-last statement are left unchanged.
+last statement are left unchanged. First, the code after an `if` one of whose sides always
+returns moves into its other side (`_into_else`), so the common shape makes one `if`:
+
+    if x.sum() > 0:                     if x.sum() > 0:
+        return x * 2           ->           return x * 2
+    return x - 1                        else:
+                                            return x - 1
 """
 
 from __future__ import annotations
@@ -86,11 +92,40 @@ def _needs_rewrite(func) -> bool:
     )
 
 
+def _into_else(stmts: list) -> list:
+    """`stmts` with the code after an `if` whose one side always returns (or raises) moved into
+    the other side, in every block (not nested functions): `if c: return a` then `return b`
+    becomes `if c: return a / else: return b`, one staged cond as a person writes it, where a
+    flag guarding the rest would make a second cond. The same statements run on every path."""
+    out = []
+    for i, stmt in enumerate(stmts):
+        if isinstance(stmt, _SCOPES):
+            out.append(stmt)
+            continue
+        rest = stmts[i + 1:]
+        if isinstance(stmt, ast.If) and rest:
+            if _always_returns(stmt.body) and not _always_returns(stmt.orelse):
+                stmt.body = _into_else(stmt.body)
+                stmt.orelse = _into_else(stmt.orelse + rest)
+                return out + [stmt]
+            if stmt.orelse and _always_returns(stmt.orelse) and not _always_returns(stmt.body):
+                stmt.orelse = _into_else(stmt.orelse)
+                stmt.body = _into_else(stmt.body + rest)
+                return out + [stmt]
+        for block in _children_blocks(stmt):
+            block[:] = _into_else(block)
+        out.append(stmt)
+    return out
+
+
 class ReturnTransformer(StatementTransformer):
     """Rewrites each function with an early return; see the module docstring."""
 
     def visit_FunctionDef(self, node):
         self.generic_visit(node)  # nested functions first: each has its own flags
+        if not _needs_rewrite(node):
+            return node
+        node.body = _into_else(node.body)
         if not _needs_rewrite(node):
             return node
         namer = self.ctx.namer
