@@ -584,6 +584,9 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
     failure = _pop_runtime_failure(exc) if isinstance(exc, jax.errors.JaxRuntimeError) else None
     if failure is not None:
         failure.__cause__, failure.__suppress_context__ = None, True
+        failure = _as_unbound_local(failure)  # (a staged side's deferred error: eager's type)
+        if filtering:
+            failure.__traceback__ = filter_traceback(failure.__traceback__)
         return failure
     exc = _as_undefined_use(_as_unbound_local(exc))
     if isinstance(exc, _NEEDS_CONCRETE):

@@ -7,6 +7,7 @@ Programs of a bug class still open are listed in XFAIL with the class as the rea
 is strict, so a fix makes the test fail until the program is removed from the list.
 """
 
+import dataclasses
 import os
 import re
 
@@ -153,6 +154,19 @@ CONSTRUCTS = {
     "a method writing private (mangled) names in an if and a loop": r"a\d = clip\(a\d \+ obj\.shift\(",
     "a class defined in the function, an if in its body and in a method": r"class C\d+:\n\s+base = \d\n\s+if len\(L\)",
     "a method calling super() in an if and a loop": r"a\d = clip\(a\d \+ obj\.climb\(",
+    # the call boundary (the `boundary-<seed>` stream)
+    "a print of Python values": r'^\s+print\("p\d+", ',
+    "a print in a branch or loop": r"^\s{8,}print\(",
+    "a module global and a closure changed between calls": r"^def _change\(\):\n\s+global G",
+    "a module global read": r"clip\(a\d \+ G\)|range\(G\)|_get\(\)\)",
+    "a global counter written": r"^\s+COUNTER (\+= 1|= \()",
+    "a module list appended to": r"HIST\.append\(",
+    "a keyword argument whose type changes between calls": r"^def f\(x, y, n, xs, obj, s=1\):",
+    "an exception a finally discards by break/continue": r"finally:\n\s+(log\.append\(5\)\n\s+)?(if .*:\n\s+)?(break|continue)$",
+    "an exception a finally discards by return": r"finally:\n\s+if .*:\n\s+(GRID.*\n.*\n\s+)?return a0",
+    "contextlib.suppress": r"with contextlib\.suppress\(",
+    "an argument changed in place and returned": r"^\s+return a0, .*, (xs|obj\.cache|obj)\b",
+    "objects shared in the result": r"^\s+return a0, .*(T, T|\[T\] \* 2|GRID|\[L, L\]|\[\[0\] \* 2\] \* 2)",
 }
 
 
@@ -273,3 +287,118 @@ def test_main_real_generator_prints_counts(tmp_path, capsys):
     assert re.search(r"programs:\s+4\b", out)
     for label in ("match:", "refusal:", "MISMATCH:", "RAW ERROR:", "INVALID:"):
         assert label in out
+
+
+# -- the runner: the call boundary ----------------------------------------------------------------
+
+HEADER = """
+G = 2
+COUNTER = 0
+HIST = []
+
+
+def _change():
+    global G
+    G = G + 1
+
+
+_GLOBALS = ("G", "COUNTER", "HIST")
+"""
+
+
+def _boundary_program(body, header=HEADER, signature="def f(x, y, n, xs, obj):", **fields):
+    program = _program(body)
+    return dataclasses.replace(program, source=PRELUDE + header + "\n" + signature + "\n" + body, **fields)
+
+
+def _wrapping_to_static(monkeypatch, wrap):
+    real = fuzz.dy2st.to_static
+
+    def to_static(f):
+        static = real(f)
+        return lambda *args, **kwargs: wrap(static(*args, **kwargs), args)
+
+    monkeypatch.setattr(fuzz.dy2st, "to_static", to_static)
+
+
+RETURNS_XS_AND_ALIASES = """\
+    xs.append(x)
+    t = [y]
+    if x.sum() > 0:
+        t.append(x)
+    print("v", len(xs), n)
+    return xs, t, t, [[0] * 2] * 2
+"""
+
+
+def test_runner_matches_identity_aliasing_and_stdout():
+    assert fuzz.run_real_program(_program(RETURNS_XS_AND_ALIASES)).outcome == RealOutcome.MATCH
+
+
+def test_runner_reports_identity_of_returned_arguments(monkeypatch):
+    _wrapping_to_static(monkeypatch, lambda out, args: (list(out[0]), *out[1:]))  # a copy of xs
+    result = fuzz.run_real_program(_program(RETURNS_XS_AND_ALIASES))
+    assert result.outcome == RealOutcome.MISMATCH and "identity" in result.detail, result
+    assert "the caller's xs" in result.detail
+
+
+def test_runner_reports_aliasing(monkeypatch):
+    _wrapping_to_static(monkeypatch, lambda out, args: (out[0], out[1], list(out[2]), out[3]))  # t, copy of t
+    result = fuzz.run_real_program(_program(RETURNS_XS_AND_ALIASES))
+    assert result.outcome == RealOutcome.MISMATCH and "the same object as" in result.detail, result
+
+
+def test_runner_reports_stdout(monkeypatch):
+    def prints(out, args):
+        print("extra")
+        return out
+
+    _wrapping_to_static(monkeypatch, prints)
+    result = fuzz.run_real_program(_program(RETURNS_XS_AND_ALIASES))
+    assert result.outcome == RealOutcome.MISMATCH and result.detail.startswith("stdout"), result
+
+
+def test_identity_signature():
+    xs, t = [1], [2]
+    signature = fuzz.identity_signature(((xs, t, t, {"a": t}),), [("xs", xs)])
+    assert [label for _, label in signature] == ["the caller's xs", "new list #0", "the same object as #0",
+                                                 "new dict #1", "the same object as #0"]
+
+
+COUNTS = """\
+    global COUNTER
+    COUNTER += 1
+    HIST.append(G)
+    print("c", COUNTER, G)
+    return x * G, COUNTER, len(HIST)
+"""
+
+
+def test_runner_compares_module_state_across_calls(monkeypatch):
+    program = _boundary_program(COUNTS)
+    assert fuzz.run_real_program(program).outcome == RealOutcome.MATCH
+
+    def forgets(out, args):  # a program that keeps the first call's result, counts and all
+        forgets.first = getattr(forgets, "first", out)
+        return forgets.first
+
+    _wrapping_to_static(monkeypatch, forgets)
+    result = fuzz.run_real_program(program)
+    assert result.outcome == RealOutcome.MISMATCH and result.stage == "to_static, call 2", result
+
+
+SCALAR = """\
+    if isinstance(s, bool):
+        x = x - 1
+    return x * s, s * 2, type(s).__name__, n
+"""
+
+
+def test_runner_checks_scalar_types_per_call(monkeypatch):
+    program = _boundary_program(SCALAR, header="", signature="def f(x, y, n, xs, obj, s=1):",
+                                s_values=(1, 1.0, True), n_values=(1, True, 1))
+    assert fuzz.run_real_program(program).outcome == RealOutcome.MATCH
+    _wrapping_to_static(monkeypatch, lambda out, args: (out[0], int(out[1]), *out[2:]))
+    result = fuzz.run_real_program(program)
+    assert result.outcome == RealOutcome.MISMATCH and result.stage == "to_static, call 2", result
+    assert "2 (int), eager 2.0 (float)" in result.detail

@@ -144,8 +144,9 @@ def f(x, xs):
         y = xs[5]
     return y
 
-dy2st.to_static(f)(jnp.ones(3), [jnp.ones(3)])
-""", "Make the side valid for every input (`xs[min(5, len(xs) - 1)]`), or decide with a Python value."),
+jax.jit(dy2st.to_static(f))(jnp.ones(3), [jnp.ones(3)])   # inside a jax.jit of the user's
+""", "Make the side valid for every input (`xs[min(5, len(xs) - 1)]`), or call the converted function itself "
+        "(a program of dy2st's raises such an error when the data takes that side, as eager does)."),
     Example(errors.MissingAfterLoopError, """
 def f(x, n):
     d = {}

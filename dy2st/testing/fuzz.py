@@ -440,14 +440,18 @@ def _signature_difference(expected, actual, what: str) -> str | None:
 def _module_state(module) -> dict:
     """The values of the module globals a program reads and writes (`_GLOBALS`) and its
     closure's (`_get()`), copied."""
-    state = {name: jax.tree_util.tree_map(lambda v: v, getattr(module, name)) for name in getattr(module, "_GLOBALS", ())}
+    state = {name: jax.tree_util.tree_map(lambda v: v, getattr(module, name, _UNBOUND))
+             for name in getattr(module, "_GLOBALS", ())}
     if hasattr(module, "_get"):
         state["_get()"] = module._get()
     return state
 
 
+_UNBOUND = "<unbound: the module has no such global>"
+
+
 def _module_owners(module) -> list:
-    return [(f"global {name}", getattr(module, name)) for name in getattr(module, "_GLOBALS", ())]
+    return [(f"global {name}", getattr(module, name, _UNBOUND)) for name in getattr(module, "_GLOBALS", ())]
 
 
 _INVOKE = None
@@ -505,11 +509,11 @@ def _calls(module, fn, inputs: RealInputs, count: int, eager: bool) -> list:
         call.module_state = _module_state(module)
         call.tracer_left = _holds_tracer((call.visible, call.module_state))
         call.identity = identity_signature((call.result, xs, obj.cache, obj.acc,
-                                            *(getattr(module, name) for name in getattr(module, "_GLOBALS", ()))),
+                                            *(getattr(module, name, _UNBOUND) for name in getattr(module, "_GLOBALS", ()))),
                                            owners)
         calls.append(call)
-        if call.error is not None and not eager:
-            break
+        if call.error is not None and not eager and not isinstance(call.error, EXPECTED_EAGER_ERRORS):
+            break  # a refusal or a raw error: the comparison stops here
     return calls
 
 
@@ -525,6 +529,10 @@ def _compare_call(index: int, want: "_Call", got: "_Call", varies: bool) -> Resu
         e = got.error
         if got.tracer_left:
             return Result(RealOutcome.RAW_ERROR, stage, "a tracer was left on the caller's objects after: " + _format(e))
+        lost = [name for name, value in got.module_state.items()
+                if value is _UNBOUND and want.module_state.get(name) is not _UNBOUND]
+        if lost:  # whatever the call raised, it must not unbind the module's globals
+            return Result(RealOutcome.MISMATCH, stage, f"the module lost its globals {lost} after: " + _format(e))
         if want.error is not None and isinstance(e, type(want.error)):
             return None
         if index and not varies:  # the cached program of the same inputs and state
@@ -583,8 +591,8 @@ def run_real(f, make_state, inputs: RealInputs, check_grad: bool = True, load=No
         result = _compare_call(index, w, g, varies)
         if result is not None:
             return result
-    if len(got) < len(want):  # both raised the same exception type on a call
-        return Result(RealOutcome.MATCH, "to_static", f"both raised {type(got[-1].error).__name__}")
+    if len(got) < len(want):  # a refusal or raw error the comparison did not classify: cannot happen
+        return _classify_error(got[-1].error, f"to_static, call {len(got)}")
     if want[0].error is not None:
         return Result(RealOutcome.MATCH, "to_static", f"both raised {type(want[0].error).__name__}")
     expected = want[0].result

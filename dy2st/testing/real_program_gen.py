@@ -111,6 +111,7 @@ class _Generator:
         self.boundary = boundary or random.Random(0)
         self.features: frozenset = frozenset()
         self.returned: list[str] = []  # extra return values (arguments, aliases, scalars, globals)
+        self.shown: set = set()  # the features some statement shows so far
         self.budget = rng.randint(5, 16)
         self.fresh = 0
         self.lines: list[str] = []
@@ -448,13 +449,14 @@ class _Generator:
             lines.append("T = [k0]")
         return "\n".join(lines)
 
-    def return_text(self) -> str:
-        """f's return (also given by a `return` in a `finally`): the base tuple and the extras."""
+    def return_text(self, out: str = "out") -> str:
+        """f's return (also given by a `return` in a `finally`, before `out` is set: `out` is
+        then the expression that sets it): the base tuple and the extras."""
         prep = []
         if "GRID" in self.returned:
             prep.append("GRID = [[k0 % 3] * 2] * 2\nGRID[0][1] = 7")
         extras = "".join(", " + value for value in self.returned)
-        return "\n".join(prep + [f"return a0, a1, k0, k1, L, D, out, log, P, DD{extras}"])
+        return "\n".join(prep + [f"return a0, a1, k0, k1, L, D, {out}, log, P, DD{extras}"])
 
     def py_int(self, s: _Scope) -> str:
         """An int eager always has as a Python int (a bool or float for `s`)."""
@@ -468,12 +470,13 @@ class _Generator:
             options += ["s"]
         return self.pick(options)
 
-    def boundary_statement(self, s: _Scope, indent: int) -> None:
+    def boundary_statement(self, s: _Scope, indent: int, only: str | None = None) -> None:
         """Sometimes a statement of a boundary class this program draws (`self.rng` is the
-        boundary stream here)."""
-        f = self.features
+        boundary stream here); with `only`, one statement of that class."""
+        f = self.features if only is None else {only}
+        p = 0.15 if only is None else 1.0
         a, k = self.pick(s.arrays), self.pick(s.ints)
-        if "print" in f and self.chance(0.08):
+        if "print" in f and self.chance(p) and self.shown.add("print") is None:
             kind = self.rng.randint(0, 4)
             if kind <= 1:
                 self.emit(indent, f'print("p{self.new("")}", {self.py_int(s)})')
@@ -484,31 +487,31 @@ class _Generator:
                 self.emit(indent, f'print("a", {self.arr(s)}, end="{end}")')
             else:
                 self.emit(indent, f'print(f"q{{{self.py_int(s)}}}-{{{self.py_int(s)}}}")')
-        if "globals" in f and self.chance(0.07):
+        if "globals" in f and self.chance(p) and self.shown.add("globals") is None:
             self.emit(indent, self.pick([
                 f"{a} = clip({a} + G)", f'{k} = ({k} + CFG["k"]) % {INT_MOD}', f"{a} = clip({a} * _get())",
                 f"if G > 2:\n    {a} = clip({a} - 1)", f"for _ in range(G):\n    {a} = clip({a} + 0.5)",
                 f'if CFG["k"] % 2 == 0:\n    {k} = ({k} + _get()) % {INT_MOD}']))
-        if "counter" in f and self.chance(0.07):
+        if "counter" in f and self.chance(p) and self.shown.add("counter") is None:
             self.emit(indent, self.pick([
                 "COUNTER += 1", f"COUNTER = (COUNTER + {self.py_int(s)}) % {INT_MOD}", f"HIST.append({self.py_int(s)})",
                 f"{a} = clip({a} + COUNTER)", f"{k} = ({k} + len(HIST)) % {INT_MOD}", f"{a} = clip({a} + sum(HIST))",
                 f"if COUNTER > 1:\n    {a} = clip({a} * 2)"]))
-        if "scalar" in f and self.chance(0.07):
+        if "scalar" in f and self.chance(p) and self.shown.add("scalar") is None:
             self.emit(indent, self.pick([
                 f"{k} = ({k} + s) % {INT_MOD}", f"{a} = clip({a} * s)", f"{a} = clip({a} + s / 2)",
                 f"if isinstance(s, bool):\n    {a} = clip({a} - 1)", f"if type(s) is float:\n    {a} = clip({a} * 0.5)",
                 "log.append(s * 2)", f"if s:\n    {k} = ({k} + 1) % {INT_MOD}"]))
-        if "finally" in f and self.chance(0.07):
+        if "finally" in f and self.chance(p) and self.shown.add("finally") is None:
             self.finally_statement(s, indent)
-        if "return_arg" in f and self.chance(0.07):
+        if "return_arg" in f and self.chance(p) and self.shown.add("return_arg") is None:
             options = [f"xs[{self.pick(['0', '-1'])}] = clip({self.arr_expr(s)})",
                        f"obj.cache.append(clip({self.arr_expr(s)}))"]
             if "xs" not in s.frozen:
                 options += [f"xs.insert(0, clip({self.arr_expr(s)}))", f"xs.extend([clip({self.arr(s)})])",
                             "if len(xs) > 1:\n    del xs[0]", "xs[:] = xs[::-1]", "xs.reverse()"]
             self.emit(indent, self.pick(options))
-        if "alias" in f and self.chance(0.07):
+        if "alias" in f and self.chance(p) and self.shown.add("alias") is None:
             self.emit(indent, self.pick([f"T.append(clip({self.arr_expr(s)}))", f"T.append({k})",
                                          f"T[0] = {self.py_int(s)}", "T.append(T[0])"]))
 
@@ -532,7 +535,7 @@ class _Generator:
                               f"        {a} = clip({a} + {self.arr(s)})\n        if {self.cond(inner)}:\n"
                               f"            raise {error}\n    finally:\n        {guard}")
         elif kind == 2 and not s.in_function:  # a return that discards the exception
-            body = self.return_text().replace("\n", "\n        ")
+            body = self.return_text("[fn(a0) for fn in FN]").replace("\n", "\n        ")
             self.emit(indent, f"try:\n    if {self.cond(s)}:\n        raise {error}\n    {k} = ({k} + 1) % {INT_MOD}\n"
                               f"finally:\n    if {self.cond(s)}:\n        {body}")
         else:
@@ -735,6 +738,12 @@ def draw_program(seed: int) -> RealProgram:
         g.emit(1, g.prologue())
     while g.budget > 0:
         g.statement(scope, 1, 0)
+    main = g.rng
+    g.rng = boundary
+    for name in BOUNDARY_FEATURES:  # one statement of each class drawn that none shows yet
+        if name in g.features and name not in g.shown:
+            g.boundary_statement(scope, 1, only=name)
+    g.rng = main
     g.emit(1, "out = [fn(a0) for fn in FN]")
     g.emit(1, g.return_text())
     source = PRELUDE + g.module_header() + "\n" + g.signature() + "\n" + "\n".join(g.lines) + "\n"

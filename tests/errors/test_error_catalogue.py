@@ -12,6 +12,7 @@ import traceback
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import dy2st
@@ -371,9 +372,16 @@ def calls_lambda(x):
 
 
 @pytest.mark.parametrize("fn, words", [(matmul_in_branch, "dot_general"), (calls_bad_helper, "reshape")])
-def test_a_builtin_error_in_a_staged_branch_is_a_refusal_that_keeps_its_type(fn, words):
+def test_a_builtin_error_in_a_staged_branch_is_raised_when_the_data_takes_it(fn, words):
+    static = dy2st.to_static(fn)
+    for _ in range(2):
+        np.testing.assert_array_equal(static(NEG), fn(NEG))  # the side not taken: eager's value
+        with pytest.raises(TypeError, match=words) as info:  # taken: eager's error, when it runs
+            static(POS)
+        assert not isinstance(info.value, Dy2StaticError)
+    # inside a user's jax.jit there is no program of dy2st's to raise it: a refusal, of its type
     with pytest.raises(dy2st.errors.StagedBranchError) as info:
-        dy2st.to_static(fn)(POS)
+        jax.jit(dy2st.to_static(fn))(POS)
     assert isinstance(info.value, TypeError) and isinstance(info.value.__cause__, TypeError)
     assert str(info.value).startswith('File "') and words in str(info.value)
     assert "if branch" in str(info.value) and "To fix:" in str(info.value)
@@ -387,12 +395,18 @@ def reads_unassigned_in_untaken_branch(x, flag=False):
     return x
 
 
-def test_a_variable_no_path_assigned_read_in_a_staged_branch_is_a_refusal_at_the_if():
+def test_a_variable_no_path_assigned_read_in_a_staged_branch_is_eagers():
     # Fuzz seed 130964 (reduced): eagerly the side is not taken here, so `t` is never read; the
     # staged side is traced anyway and read `t`, which raised a raw NameError (UnboundLocalError).
     assert reads_unassigned_in_untaken_branch(POS) is POS
-    with pytest.raises(dy2st.errors.StagedBranchError) as info:
-        dy2st.to_static(reads_unassigned_in_untaken_branch)(POS)
+    static = dy2st.to_static(reads_unassigned_in_untaken_branch)
+    np.testing.assert_array_equal(static(POS), POS)
+    with pytest.raises(UnboundLocalError, match="'t'"):
+        reads_unassigned_in_untaken_branch(POS * 100)
+    with pytest.raises(UnboundLocalError, match="'t'"):  # taken: eager's error, when it runs
+        static(POS * 100)
+    with pytest.raises(dy2st.errors.StagedBranchError) as info:  # no program of dy2st's: refused
+        jax.jit(dy2st.to_static(reads_unassigned_in_untaken_branch))(POS)
     assert isinstance(info.value, NameError) and isinstance(info.value.__cause__, NameError)
     assert_points_at(info.value, reads_unassigned_in_untaken_branch, "E:unassigned_in_branch", "'t'",
                      "if branch", "assign the variable on every path before this `if`")
@@ -437,11 +451,18 @@ def test_python_needing_a_concrete_traced_value_is_a_traced_value_error(fn, wher
 
 def test_dy2st_frames_are_hidden_from_tracebacks():
     with pytest.raises(TypeError) as info:
-        dy2st.to_static(matmul_in_branch)(POS)
+        dy2st.to_static(add_string)(POS)
     files = [f.filename for f in traceback.extract_tb(info.value.__traceback__)]
     package = os.path.dirname(dy2st.__file__)
     assert not [f for f in files if f.startswith(package)], files
-    assert line_of(matmul_in_branch, "E:matmul") in [f.lineno for f in traceback.extract_tb(info.value.__traceback__)]
+    assert line_of(add_string, "E:add_string") in [f.lineno for f in traceback.extract_tb(info.value.__traceback__)]
+    # an error a staged side raises when the program runs: the user's line, and of dy2st's
+    # frames only the dispatcher's that re-raised it
+    with pytest.raises(TypeError) as info:
+        dy2st.to_static(matmul_in_branch)(POS)
+    entries = traceback.extract_tb(info.value.__traceback__)
+    assert [f.filename for f in entries if f.filename.startswith(package)] in ([], [os.path.join(package, "<dispatch of matmul_in_branch>")])
+    assert line_of(matmul_in_branch, "E:matmul") in [f.lineno for f in entries]
 
 
 def test_traceback_filtering_can_be_turned_off(tmp_path):
@@ -451,9 +472,7 @@ def test_traceback_filtering_can_be_turned_off(tmp_path):
     script.write_text(
         "import traceback, jax.numpy as jnp, dy2st\n"
         "def f(x):\n"
-        "    if x.sum() > 0:\n"
-        "        return x @ jnp.ones((2, 2))\n"
-        "    return x\n"
+        "    return x @ jnp.ones((2, 2))\n"
         "try:\n"
         "    dy2st.to_static(f)(jnp.ones(3))\n"
         "except TypeError as e:\n"
