@@ -123,7 +123,13 @@ class IfElseTransformer(StateTransformer):
         return outputs, carried
 
     def _guard_branch_names(self, node):
-        """For a generated `if not <exit flag>:` guard, a tuple node naming its two paths truly."""
+        """For a generated `if not <exit flag>:` guard, or an `if` the return step gave the code
+        after it (`return_statements._into_else`), a tuple node naming its two paths truly."""
+        lifted = getattr(node, "dy2st_code_after", None)  # the side that holds the code after it
+        if lifted is not None:
+            names = ["if branch", "else branch"]
+            names[lifted] = "code after the `if` (when it did not return)"
+            return templates.constant(tuple(names))
         flag = _negated_name(node.test)
         if node.orelse or flag is None or not self.ctx.namer.is_exit_flag(flag):
             return None

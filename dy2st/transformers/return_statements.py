@@ -107,6 +107,8 @@ def _into_else(stmts: list) -> list:
             if _always_returns(stmt.body) and not _always_returns(stmt.orelse):
                 stmt.body = _into_else(stmt.body)
                 stmt.orelse = _into_else(stmt.orelse + rest)
+                if len(stmt.orelse) == len(rest):
+                    stmt.dy2st_code_after = 1  # errors name the else side as what it is
                 return out + [stmt]
             if stmt.orelse and _always_returns(stmt.orelse) and not _always_returns(stmt.body):
                 stmt.orelse = _into_else(stmt.orelse)
@@ -125,6 +127,10 @@ class ReturnTransformer(StatementTransformer):
         self.generic_visit(node)  # nested functions first: each has its own flags
         if not _needs_rewrite(node):
             return node
+        if not _always_returns(node.body):  # falling off the end returns None: say so, as a return
+            end = ast.Return(value=None)
+            copy_location_recursive(end, node.body[-1])
+            node.body.append(end)
         node.body = _into_else(node.body)
         if not _needs_rewrite(node):
             return node

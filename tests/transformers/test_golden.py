@@ -31,7 +31,7 @@ def test_return_single_exit():
             if x > 0:
                 do_return = True
                 retval = x * 2
-            if not do_return:
+            else:
                 x = x - 1
                 do_return = True
                 retval = x
@@ -87,7 +87,7 @@ def test_return_falling_off_the_end_sets_none():
         """,
         return_statements,
     )
-    assert "print(x)\n        retval = None" in out
+    assert "else:\n        print(x)\n        do_return = True\n        retval = None\n    return retval" in out
 
 
 def test_return_in_loop_breaks_and_outer_loop_checks_flag():
