@@ -37,7 +37,7 @@ import jax
 from dy2st.config import log
 from dy2st.errors import ConversionError, OriginInfo, UnsupportedSyntaxError
 from dy2st.runtime.formatting import convert_format, is_format_method
-from dy2st.runtime import events, guards, writes
+from dy2st.runtime import events, guards, higher_order, writes
 
 _SKIPPED_PACKAGES = frozenset(
     {"jax", "jaxlib", "numpy", "flax", "equinox", "optax", "dy2st", "scipy", "ml_dtypes", "chex", "opt_einsum"}
@@ -74,12 +74,28 @@ def register_builtin(builtin, replacement) -> None:
 
 def convert_call(fn):
     """The callable to use in place of `fn` inside converted code (see the module docstring)."""
+    slots = higher_order.callable_slots(fn)
+    if slots is not None:  # jax.grad(loss), lax.scan(body, ...): the callables they get, converted
+        return functools.partial(_call_converting, fn, slots, OriginInfo.of_caller() if events.active() else None)
     target = _call_target(fn)
     if events.active():
         _note_call(fn, target, OriginInfo.of_caller())
     if writes.tracking() and _is_users(fn, target):
         return _noting_arguments(target, getattr(fn, "__qualname__", None) or type(fn).__qualname__)
     return target
+
+
+def _call_converting(fn, slots, origin, *args, **kwargs):
+    """`fn(*args, **kwargs)` with its callable arguments converted (`higher_order`)."""
+
+    def convert(callee):
+        target = _call_target(callee)
+        if origin is not None:
+            _note_call(callee, target, origin)
+        return target
+
+    args, kwargs = higher_order.convert_arguments(args, kwargs, slots, convert)
+    return fn(*args, **kwargs)
 
 
 def _note_call(fn, target, origin: OriginInfo) -> None:
