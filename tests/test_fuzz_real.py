@@ -325,7 +325,7 @@ RETURNS_XS_AND_ALIASES = """\
     xs.append(x)
     t = [y]
     if x.sum() > 0:
-        t.append(x)
+        t[0] = x
     print("v", len(xs), n)
     return xs, t, t, [[0] * 2] * 2
 """

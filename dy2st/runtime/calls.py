@@ -90,7 +90,7 @@ def _call_converting(fn, slots, origin, *args, **kwargs):
 
     def convert(callee):
         target = _call_target(callee)
-        if origin is not None:
+        if origin is not None and target is not callee:  # (a def nested in converted code is noted when called)
             _note_call(callee, target, origin)
         return target
 
