@@ -135,6 +135,9 @@ class _FunctionWalk:
             elif kind is ast.Assign or kind is ast.AugAssign:
                 if any(type(t) is ast.Subscript for t in (node.targets if kind is ast.Assign else [node.target])):
                     self._suspect(around)
+            elif kind is ast.Delete:
+                if any(type(t) is not ast.Name for t in node.targets):
+                    self._suspect(around)
             elif own and kind is ast.Name:
                 if type(node.ctx) is not ast.Load:
                     self._bound.add(node.id)
@@ -237,6 +240,17 @@ def _effects(nodes: list, local_names: frozenset, rewritten_appends: bool, write
                     text = f"{ast.unparse(target).strip()} = ..."
                     found.mutated.append(text)
                     found.mutated_outside.append(text)  # cannot be carried, whoever owns it
+        if isinstance(node, ast.Delete):
+            for target in node.targets:
+                if isinstance(target, (ast.Subscript, ast.Attribute)):
+                    # `del xs[0]`, `del d[k]`, `del obj.a`: an in-place change of the receiver, as `xs.pop(0)`
+                    root = _root_name(target.value)
+                    text = f"del {ast.unparse(target).strip()}"
+                    found.mutated.append(text)
+                    if root is not None and root in local_names:
+                        found.mutated_roots.add(root)
+                    else:
+                        found.mutated_outside.append(text)
         if isinstance(node, _NESTED_SCOPES):
             found.closures += 1
         elif isinstance(node, ast.Call):

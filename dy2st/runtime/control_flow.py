@@ -25,7 +25,7 @@ from __future__ import annotations
 import sys
 
 from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError
-from dy2st.runtime import events, key_order, reachable, state_cells
+from dy2st.runtime import events, key_order, reachable, state_cells, static_outputs
 from dy2st.runtime.staging import grown_from, grown_here, grown_in_this_side, stage_cond, watch_here
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined
@@ -123,6 +123,8 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
                 if body is not None:
                     body()
             state = get_state() if get_state is not None else ()
+            # a list or dict a value holds twice (`return d, d`) stays one object after the cond
+            state = tuple(static_outputs.encode(v, aliases_only=True) if i < nouts else v for i, v in enumerate(state))
             side = _Side(state, nouts, tracker, contents, lists, origin)
             found.update(side.changes)
             outs = side.outs + tuple(side.changes.get(k, side.versions.latest_of_original(tracker, k))
@@ -162,6 +164,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
             set_state(initial)
         raise
     outputs = _in_key_order(outputs, key_orders, labels, origin)
+    outputs = [v.decode() if type(v) is static_outputs.Identities else v for v in outputs]
     for key, value in zip(carried_writes, outputs[nouts:]):
         tracker.write(key, value)
     final = lists.kept(outputs[:nouts], names, origin) + tuple(initial[nouts:])

@@ -33,6 +33,8 @@ import types
 import jax
 import numpy as np
 
+from dy2st.errors import PythonEffectError
+
 _local = threading.local()
 _MISSING = object()
 _CODE = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
@@ -92,6 +94,16 @@ class GuardSet:
                 return False
         return True
 
+    def changed_since(self, snapshot: dict):
+        """The key of the first guarded value that differs from `snapshot` (`dict(entries)`
+        taken earlier; an entry added since is compared with its own first token), or None."""
+        scratch: list = []
+        for key, (reader, token) in list(self.entries.items()):
+            before = snapshot.get(key, (reader, token))[1]
+            if _freeze(reader(), scratch) != before:
+                return key
+        return None
+
     def clear(self) -> None:
         self.entries.clear()
         self.kept.clear()
@@ -119,6 +131,31 @@ def recording(guards: GuardSet | None):
 def recording_any() -> bool:
     stack = getattr(_local, "stack", None)
     return bool(stack) and stack[-1] is not None
+
+
+@contextlib.contextmanager
+def unchanged_by_side(origin, what: str):
+    """Around a staged side or loop body being traced: eager runs it only when the data takes
+    it (or once per iteration), so a Python value it changes that the program reads from outside
+    (a global list appended to, an object's counter bumped by a property, a closure's dict) would
+    change once, whatever the data says: refused at `origin`."""
+    stack = getattr(_local, "stack", None)
+    guards = stack[-1] if stack else None
+    snapshot = dict(guards.entries) if guards is not None else None
+    yield
+    if guards is None:
+        return
+    key = guards.changed_since(snapshot)
+    if key is not None:
+        raise PythonEffectError(
+            f"the {what} changes the {describe(key)} (a Python value from outside the function's "
+            "arguments) while it is traced: the condition is a traced value, so the side is traced "
+            "whatever the data says (and a loop body once for every iteration), where eager Python "
+            "changes it only when the data takes that side (once per iteration).",
+            origin,
+            advice=f"change {key[2]} outside the `if`/loop, from values the branch returns; or pass it "
+            "as an argument (dy2st writes changes to arguments back); or decide the condition with a "
+            "Python value.")
 
 
 def note(fn) -> None:

@@ -32,7 +32,7 @@ from jax import lax
 
 from dy2st import _jax_compat
 from dy2st.errors import MissingAfterLoopError, UndefinedVariableError, LoopGradientError, LoopVariableError, OriginInfo
-from dy2st.runtime import ad_context, events, key_order, loop_checks, python_choice, reachable
+from dy2st.runtime import ad_context, events, guards, key_order, loop_checks, python_choice, reachable
 from dy2st.runtime.asserts import check_when_run
 from dy2st.runtime.staging import (cast_to, static_equal, weak_proxy, describe, scalar_predicate, staged_tracing,
                                    grown_from, note_grown, tracing_staged_code)
@@ -429,7 +429,8 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
         carried = _recorded_copies(carried, chosen)
         given = assemble(spec, carried)
         roots = reachable.snapshot((loop.body, loop.test), [v.name for v in spec], given)
-        with WriteTracker(roots) as tracker, staged_tracing():  # attributes changed by called methods are refused
+        with WriteTracker(roots) as tracker, staged_tracing(), \
+                guards.unchanged_by_side(origin, "body of this staged loop"):  # attributes changed by called methods are refused
             outs = loop.body(index, given)
             body_orders[:] = [key_order.orders_of(v) for v in outs]
             iteration = describe_outputs(spec, given, outs, origin)  # reads lists grown while tracing

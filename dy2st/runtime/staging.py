@@ -28,7 +28,7 @@ from jax import lax
 from dy2st import _jax_compat
 from dy2st.errors import (BranchOutputError, Dy2StaticError, OriginInfo, PredicateError, RuntimeChecks,
                           StagedBranchError, StagedInTryError, is_library_file, record_runtime_failure)
-from dy2st.runtime import events, python_choice, writes
+from dy2st.runtime import events, guards, python_choice, writes
 from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
 from dy2st.runtime.values import PY_SCALARS, flatten_state, is_array
@@ -209,7 +209,8 @@ def _run_branch_noting(fn, branch_name: str, origin: OriginInfo):
     user's handler does not catch as if it had happened (an `except ValueError` around the
     `if` would run whatever the data says); others keep their type and gain a note."""
     try:
-        return _run_branch(fn)
+        with guards.unchanged_by_side(origin, f"{branch_name} of the staged choice on this line"):
+            return _run_branch(fn)
     except Exception as err:
         if _deferrable(err):
             if not writes.in_program():

@@ -223,10 +223,12 @@ def _kind(value) -> str | None:
     return node_kind(value)
 
 
-def encode(outputs, state_nodes: dict | None = None):
+def encode(outputs, state_nodes: dict | None = None, aliases_only: bool = False):
     """`outputs`, or Identities when some container of them is held twice (or holds itself),
     is a set or a plain object, or is the caller's (`state_nodes`: id -> node index). Called
-    while tracing; the common case (arrays in tuples, lists and dicts held once) walks once."""
+    while tracing; the common case (arrays in tuples, lists and dicts held once) walks once.
+    `aliases_only`: only lists and dicts held twice are noted (a staged `if`'s outputs, whose
+    objects and sets its merge keeps as they are)."""
     state_nodes = state_nodes or {}
     counts: dict = {}
     inside: set = set()  # ids of the outputs' containers (for `_check_fresh`)
@@ -243,7 +245,7 @@ def encode(outputs, state_nodes: dict | None = None):
         if isinstance(value, jax.Array) or tp in _CONSTANT_TYPES:
             return
         kind = _kind(value)
-        if kind is None:
+        if kind is None or (aliases_only and kind not in ("l", "d")):
             return
         key = id(value)
         if key in state_nodes:
@@ -257,7 +259,7 @@ def encode(outputs, state_nodes: dict | None = None):
         if seen:
             special = True
             return
-        if kind in ("o", "s") or type(value) not in (list, dict, collections.defaultdict):
+        if not aliases_only and (kind in ("o", "s") or type(value) not in (list, dict, collections.defaultdict)):
             special = True
         for v in _contents(value, kind)[1]:
             count(v)
@@ -278,7 +280,7 @@ def encode(outputs, state_nodes: dict | None = None):
         if isinstance(value, jax.Array) or tp in _CONSTANT_TYPES:
             return value
         kind = _kind(value)
-        if kind is None:
+        if kind is None or (aliases_only and kind not in ("l", "d")):
             return value
         key = id(value)
         if key in state_nodes:
@@ -286,7 +288,7 @@ def encode(outputs, state_nodes: dict | None = None):
         if key in index:
             return _Ref(index[key])
         keys, values = _contents(value, kind)
-        if key not in held and kind in ("l", "d") and tp in (list, dict, collections.defaultdict):
+        if key not in held and kind in ("l", "d") and (aliases_only or tp in (list, dict, collections.defaultdict)):
             built = [build(v) for v in values]
             if kind == "l":
                 return built

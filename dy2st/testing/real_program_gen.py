@@ -23,6 +23,11 @@ inputs (`UnboundLocalError` after a zero-trip loop, `IndexError`, `KeyError`, `S
 then the expected behaviour of `to_static` is to raise the same exception type, or a
 `dy2st.errors.Dy2StaticError` (see `dy2st.testing.fuzz.run_real_program`).
 
+A `boundary-<seed>` stream adds the call boundary (`BOUNDARY_FEATURES`): module globals, a
+closure and a counter (`_change()` and `_GLOBALS`, which the runner calls and compares), prints,
+f's keyword `s` whose type changes between calls, `finally` discarding exceptions, arguments
+changed in place and returned, objects shared in the result.
+
 The generator uses `random.Random(seed)` only, so a seed names a program on every machine.
 """
 

@@ -142,3 +142,64 @@ def test_tokens_tell_values_apart_as_eager_code_would():
     cycle = []
     cycle.append(cycle)
     assert guards._freeze(cycle, kept) == guards._freeze(cycle, kept)
+
+
+LOG = []
+
+
+def check():
+    LOG.append(1)
+    return True
+
+
+class Counted:
+    def __init__(self):
+        self.reads = 0
+
+    @property
+    def scale(self):
+        self.reads += 1
+        return 2.0
+
+
+COUNTED = Counted()
+
+
+def effect_in_lazy_operand(x):
+    ok = x.sum() < 0 and check()
+    return x, ok
+
+
+def effect_in_property_read_in_a_branch(x):
+    if x.sum() > 0:
+        y = x * COUNTED.scale
+    else:
+        y = x
+    return y
+
+
+def effect_in_a_loop_body(x):
+    while x.sum() < 10:
+        check()
+        x = x + 1
+    return x
+
+
+@pytest.mark.parametrize("fn", [effect_in_lazy_operand, effect_in_property_read_in_a_branch, effect_in_a_loop_body])
+def test_a_python_effect_in_a_staged_side_is_refused_at_its_line(fn):
+    with pytest.raises(dy2st.errors.PythonEffectError, match=r"(?s)changes the global (LOG|COUNTED).*To fix") as info:
+        dy2st.to_static(fn)(X)
+    assert info.value.origin.filename == __file__
+
+
+def test_a_python_effect_decided_in_python_runs_as_eagerly():
+    def f(x, n):
+        if n > 0 and check():  # Python values: eager's short circuit, on every call
+            return x + 1
+        return x
+
+    static = dy2st.to_static(f)
+    LOG.clear()
+    for n in (0, 1, 1, 0, 2):
+        np.testing.assert_array_equal(static(X, n), X + 1 if n > 0 else X)
+    assert len(LOG) == 3

@@ -206,3 +206,36 @@ def test_static_arguments_are_keyed_by_type_and_value(k):
         f(jnp.ones(1), other)
     out = f(jnp.ones(1), k)[1]
     assert type(out) is type(k) and repr(out) == repr(k)
+
+
+def returns_aliased_under_a_staged_if(x):
+    d = {"a": x}
+    same = d
+    if x.max() <= 0:
+        return d, same
+    return d, same
+
+
+def test_aliasing_survives_a_staged_if():
+    static = dy2st.to_static(returns_aliased_under_a_staged_if)
+    for x in (jnp.ones(2), -jnp.ones(2), jnp.ones(2)):
+        out = static(x)
+        assert out[0] is out[1]
+        _equal(out, returns_aliased_under_a_staged_if(x))
+
+
+def deletes_in_a_loop(x, xs):
+    for row in x:
+        if len(xs) > 1:
+            del xs[0]
+    return x, xs
+
+
+def test_del_of_an_item_in_a_loop_runs_per_iteration():
+    for run in (dy2st.to_static(deletes_in_a_loop), None):
+        xs = [jnp.array([2.0]), jnp.array([5.0]), jnp.array([0.0])]
+        if run is None:  # inside the caller's jax.jit: the converted function runs inline
+            out = jax.jit(lambda x: dy2st.to_static(deletes_in_a_loop)(x, xs))(jnp.ones((3, 1)))
+        else:
+            out = run(jnp.ones((3, 1)), xs)
+        assert [v.tolist() for v in out[1]] == [[0.0]] and len(xs) == 1
