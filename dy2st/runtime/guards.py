@@ -94,13 +94,17 @@ class GuardSet:
                 return False
         return True
 
+    def tokens_now(self) -> dict:
+        """`key -> token` of every guarded value as it is now."""
+        scratch: list = []
+        return {key: _freeze(reader(), scratch) for key, (reader, _) in self.entries.items()}
+
     def changed_since(self, snapshot: dict):
-        """The key of the first guarded value that differs from `snapshot` (`dict(entries)`
+        """The key of the first guarded value that differs from `snapshot` (`tokens_now()`
         taken earlier; an entry added since is compared with its own first token), or None."""
         scratch: list = []
         for key, (reader, token) in list(self.entries.items()):
-            before = snapshot.get(key, (reader, token))[1]
-            if _freeze(reader(), scratch) != before:
+            if _freeze(reader(), scratch) != snapshot.get(key, token):
                 return key
         return None
 
@@ -141,7 +145,7 @@ def unchanged_by_side(origin, what: str):
     change once, whatever the data says: refused at `origin`."""
     stack = getattr(_local, "stack", None)
     guards = stack[-1] if stack else None
-    snapshot = dict(guards.entries) if guards is not None else None
+    snapshot = guards.tokens_now() if guards is not None else None
     yield
     if guards is None:
         return
