@@ -26,6 +26,7 @@ After:
 from __future__ import annotations
 
 import contextlib
+import dis
 import functools
 import threading
 import types
@@ -55,6 +56,9 @@ class GuardSet:
         self.entries: dict = {}  # reader key -> (reader, token)
         self.kept: list = []  # objects whose identity a token holds (kept alive: ids stay theirs)
         self.on_first = on_first  # told when the first guard is added (the front must stop)
+        # keys of the globals and cells a noted function's own code assigns (`global n; n = ...`):
+        # its staged ifs and loops carry those as state (and refuse traced values there)
+        self.own_writes: set = set()
         self.failures = 0
 
     def __bool__(self):
@@ -68,7 +72,10 @@ class GuardSet:
         if module.split(".")[0] in _MACHINERY and not module.startswith("dy2st.testing"):
             return  # dy2st's own program function, a library's
         added = False
+        written = _written(fn.__code__)
         for key, reader in _readers(fn):
+            if key[0] != "d" and key[2] in written:
+                self.own_writes.add(key)
             if key in self.entries:
                 continue
             value = reader()
@@ -104,11 +111,12 @@ class GuardSet:
         taken earlier; an entry added since is compared with its own first token), or None."""
         scratch: list = []
         for key, (reader, token) in list(self.entries.items()):
-            if _freeze(reader(), scratch) != snapshot.get(key, token):
+            if key not in self.own_writes and _freeze(reader(), scratch) != snapshot.get(key, token):
                 return key
         return None
 
     def clear(self) -> None:
+        self.own_writes.clear()
         self.entries.clear()
         self.kept.clear()
 
@@ -182,6 +190,20 @@ def _names(code: types.CodeType) -> tuple:
         names.update(c.co_names)
         stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     return tuple(sorted(names)), code.co_freevars
+
+
+@functools.lru_cache(maxsize=4096)
+def _written(code: types.CodeType) -> frozenset:
+    """Names `code` (or a function nested in it) assigns as a global or a cell of an enclosing
+    function (`global`/`nonlocal`)."""
+    names: set = set()
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        names.update(i.argval for i in dis.get_instructions(c)
+                     if i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL", "STORE_DEREF", "DELETE_DEREF"))
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return frozenset(names)
 
 
 def _readers(fn: types.FunctionType):
