@@ -16,7 +16,7 @@ from dy2st import _jax_compat, callables, conversion, input_spec, stateful
 from dy2st.config import _switch_listeners, config, logger
 from dy2st.errors import RuntimeChecks, at_boundary
 from dy2st.program import (_FAST_TYPES, ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, AmbiguousLeaf,
-                           ConcreteProgram, ContainerEffect, ProgramCache)
+                           ConcreteProgram, ContainerEffect, ProgramCache, plain_python)
 from dy2st.sharding import Shardings
 from dy2st.runtime import guards, python_choice
 from dy2st.runtime.calls import NOT_TO_STATIC_ATTR, runs_eagerly, top_level_target
@@ -313,6 +313,11 @@ class StaticFunction(functools.partial):
         """Every call the dispatcher does not send straight to the shared jit."""
         if self._guards and self._guards.changed() is not None:
             self._guards_changed()
+        if self._cache.staged_nothing and plain_python((args, dict(kwargs))) and config.enable_to_static:
+            # A trace of Python values only staged nothing: a program per value would compile
+            # and keep an executable of no work. Such calls run the function as it is (eager's
+            # meaning, by definition); a call with arrays traces as ever.
+            return self._fn(*args, **kwargs)
         if self._fast is not None and not kwargs:  # armed (nothing unusual seen): pytrees of
             containers = False  # arrays or static values, with as few steps as it takes (each shows)
             for a in args:
@@ -334,6 +339,8 @@ class StaticFunction(functools.partial):
             self._has_checks = True  # this call traced a run-time check (an assert)
             self._set_fast(None)
             _wait_for(out)  # a failed check raises here, inside this call
+        elif self._cache.staged_nothing:  # calls of Python values must reach the check above
+            self._set_fast(None)
         elif (self._fast is None and self._input_spec is None and self._converted_fn is not None
               and config.enable_to_static and not self._cache.has_choices):
             self._set_fast(self._cache.shared)  # arm the hit path (None once the cache retired it)

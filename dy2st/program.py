@@ -279,6 +279,12 @@ class StaticKey:
         return type(other) is StaticKey and self._tokens == other._tokens
 
 
+def plain_python(tree) -> bool:
+    """Whether every leaf of `tree` is a Python number, string, bytes or None (no array, no
+    object that may hold one)."""
+    return _PLAIN_STATICS.issuperset(map(type, jax.tree_util.tree_leaves(tree)))
+
+
 def is_array_leaf(leaf) -> bool:
     return isinstance(leaf, ARRAY_TYPES)
 
@@ -388,6 +394,9 @@ class ProgramCache:
         self._warned = False
         self._builds = 0  # programs built so far, evicted ones included
         self.traced = 0  # traces begun so far (each program's, a retrace's, an abandoned one's)
+        # a trace of Python values only staged nothing (no array in or out, no print, no check):
+        # such calls need no program (`StaticFunction._run` runs them as they are)
+        self.staged_nothing = False
         self._shared_keys: set = set()  # keys of the programs that live in `shared`
         self.on_shared_change: Callable[[], None] | None = None  # told when `shared` changes role
         self.has_checks = False  # the shared jit traced a run-time check (an assert)
@@ -589,6 +598,8 @@ class ProgramCache:
         if orders is not None:
             args, kwargs = key_order.restore((args, kwargs), orders)
         self.traced += 1
+        python_only = plain_python((args, kwargs))
+        effects_before = (RuntimeChecks.traced, writes.staged_prints())
         watch = _ContainerWatch(args, kwargs) if self.watch_containers else None
         with python_choice.recording() if self._shardings is None else contextlib.nullcontext() as recorded, \
                 writes.program_containers() as changed, guards.recording(self.guards):
@@ -609,6 +620,9 @@ class ProgramCache:
                 writes.put_back_traced(changed)
                 raise
         _refuse_leaked(changed, out, (args, kwargs))
+        if (python_only and (RuntimeChecks.traced, writes.staged_prints()) == effects_before
+                and not any(isinstance(leaf, jax.Array) for leaf in jax.tree_util.tree_leaves(encoded))):
+            self.staged_nothing = True
         if recorded is None:
             return out
         result = recorded.finish(static_outputs.split(encoded))

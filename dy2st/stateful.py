@@ -12,6 +12,7 @@ dispatch, and writing back only what changed.
 
 from __future__ import annotations
 
+import collections
 import sys
 import threading
 
@@ -126,7 +127,8 @@ class StatefulPrograms:
         self._guards = guards
         self._name = name
         self._max_programs = max_programs
-        self._entries: dict = {}
+        self._entries: collections.OrderedDict = collections.OrderedDict()  # least recently used first
+        self._built = 0  # state structures seen, evicted ones included (the retrace warning)
         self._lock = threading.Lock()
         self._warned = False
         self._last = None  # (positions, layout, entry) of the latest call: the hot path's guess
@@ -141,10 +143,24 @@ class StatefulPrograms:
                     previous = next(reversed(self._entries), None)
                     entry = self._entries[key] = _Entry(self._fn, positions, len(layout.leaves), self._name, self._max_programs,
                                                                self._guards)
-                    if len(self._entries) > config.retrace_warning_threshold and not self._warned:
+                    self._evict()
+                    self._built += 1
+                    if self._built > config.retrace_warning_threshold and not self._warned:
                         self._warned = True
                         self._warn(previous, key)
+        else:
+            try:
+                self._entries.move_to_end(key)
+            except KeyError:  # evicted by another thread meanwhile; the entry still works
+                pass
         return entry
+
+    def _evict(self) -> None:
+        """Keep the programs of all state structures within `max_programs` (under `_lock`): the
+        least recently used structures' programs are dropped, with their executables."""
+        while len(self._entries) > 1 and sum(len(e.cache.table) + len(e.cache._shared_keys)
+                                             for e in self._entries.values()) >= self._max_programs:
+            self._entries.popitem(last=False)
 
     def _warn(self, previous, key):
         change = describe_difference(previous[1], key[1]) if previous and previous[0] == key[0] else "arguments"

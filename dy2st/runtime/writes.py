@@ -387,6 +387,17 @@ def program_containers():
         refusals.pop()
 
 
+_prints = [0]  # prints staged (host callbacks) so far, by any program
+
+
+def note_staged_print() -> None:
+    _prints[0] += 1
+
+
+def staged_prints() -> int:
+    return _prints[0]
+
+
 def note_refusal(error: BaseException) -> None:
     """A refusal raised while a program is traced, where user code may catch it (`except
     Exception`, `contextlib.suppress`): `swallowed_refusal` finds it if the trace went on."""
