@@ -70,6 +70,11 @@ class AmbiguousLeaf(Exception):
     for a call passing a Python number (static to dy2st) where an array was, nor traces one."""
 
 
+class OrderObserved(AmbiguousLeaf):
+    """The shared jit was given dicts whose key order the function observes (or may: keyword
+    arguments): such programs live in the table, keyed by the order too (`key_order.WatchedDict`)."""
+
+
 def _ambiguous(avals) -> bool:
     return any(a.weak_type or (a.dtype == bool and not a.shape) for a in avals)
 
@@ -403,6 +408,7 @@ class ProgramCache:
         self.has_choices = False  # a program returns python_choice.PythonChoices: resolve outputs
         self.watch_containers = False  # check, while tracing, the lists/dicts among the arguments
         self.ambiguous_seen = False  # the shared jit refused a signature (AmbiguousLeaf)
+        self.orders_observed = False  # a trace observed a dict argument's key order (OrderObserved)
         self._local = threading.local()  # traces of the shared jit begun by this thread
         self.shared = self._new_shared()
 
@@ -415,15 +421,18 @@ class ProgramCache:
         kwargs = kwargs or _NO_KWARGS
         leaves, treedef = _flatten((args, kwargs))
         if _ARRAY_ONLY.issuperset(map(type, leaves)):  # the program takes the arguments as they are
-            if _holds_dict(treedef):  # jit's key has no order for a dict: ours has
-                return self._run(_ordered(_arrays_key(args, kwargs, leaves, treedef), args, kwargs), args, kwargs)
+            # jit's key has no order for a dict: a function that observes it is keyed by it (ours)
+            ordered = _holds_dict(treedef) and (self.orders_observed or bool(kwargs))
             shared = self.shared
-            if shared is not None and not (self.ambiguous_seen and self._ambiguous(args, kwargs, leaves, treedef)):
+            if shared is not None and not ordered and not (self.ambiguous_seen and self._ambiguous(args, kwargs, leaves, treedef)):
                 try:  # (no `**{}`: each step of the common case shows)
                     return shared(*args, **kwargs) if kwargs else shared(*args)
+                except OrderObserved:
+                    ordered = True
                 except AmbiguousLeaf:
                     self.ambiguous_seen = True
-            return self._run(_arrays_key(args, kwargs, leaves, treedef), args, kwargs)
+            key = _arrays_key(args, kwargs, leaves, treedef)
+            return self._run(_ordered(key, args, kwargs) if _holds_dict(treedef) else key, args, kwargs)
         if on_traced is not None:
             for leaf in leaves:
                 if isinstance(leaf, jax.core.Tracer):
@@ -589,7 +598,7 @@ class ProgramCache:
         program.__name__ = program.__qualname__ = getattr(fn, "__name__", "program")
         return jax.jit(program, **self._jit_options(signature))
 
-    def _outputs(self, fn, args, kwargs, orders=None):
+    def _outputs(self, fn, args, kwargs, orders=None, watcher=None):
         """What a program returns: `fn`'s outputs, with the candidates of values whose Python
         type eager picks by data (`python_choice`) and the outputs that are not arrays
         (`static_outputs`); the call's boundary resolves them. Not with `out_shardings` (they
@@ -605,7 +614,11 @@ class ProgramCache:
                 writes.program_containers() as changed, guards.recording(self.guards):
             try:
                 guards.note(fn)
-                out = fn(*args, **kwargs)
+                with watcher.watching() if watcher is not None else contextlib.nullcontext():
+                    out = fn(*args, **kwargs)
+                if watcher is not None and (watcher.observed or key_order.holds_watched(out)):
+                    self.orders_observed = True  # this program would serve other orders: given up
+                    raise OrderObserved("the function observes a dict argument's key order")
                 # identities and kinds jit's boundary loses, noted (`static_outputs.encode`)
                 # before the walk for undefined values, which a self-holding list would not end
                 refused = writes.swallowed_refusal()
@@ -614,10 +627,15 @@ class ProgramCache:
                 encoded = check_defined(static_outputs.encode(out) if recorded is not None else out)
                 if watch is not None:
                     watch.check()  # an argument's list changed: the caller lifts it and writes it back
-            except BaseException:
+            except BaseException as error:
                 # No program comes of this trace (the caller may trace again, lifting the
                 # arguments): the lists and dicts outside it that it changed are put back.
                 writes.put_back_traced(changed)
+                if watcher is not None and isinstance(error, Exception) and not isinstance(error, (OrderObserved, ContainerEffect)):
+                    # a trace with watched dicts failed: traced again with plain ones (keyed by
+                    # their order), where the function's own error, if it is one, comes again
+                    self.orders_observed = True
+                    raise OrderObserved("a trace with watched dict arguments failed") from error
                 raise
         _refuse_leaked(changed, out, (args, kwargs))
         if (python_only and (RuntimeChecks.traced, writes.staged_prints()) == effects_before
@@ -681,15 +699,19 @@ class ProgramCache:
 
         def program(*args, **kwargs):
             self._local.traces = self.traces_started() + 1
-            if _holds_dict(jax.tree_util.tree_structure((args, kwargs))):
-                # Jit's own dispatch would reuse this program for a dict with the same keys in
-                # another order (its key has none): such calls take the table, keyed by it too.
-                raise AmbiguousLeaf("a dict argument")
             key = _arrays_key(args, kwargs)
             if key and not isinstance(key[0], jax.core.ShapedArray) and _ambiguous(key[1:]):
                 raise AmbiguousLeaf("a pytree signature with a weak-typed or bool scalar leaf")
+            watcher = None
+            if _holds_dict(jax.tree_util.tree_structure((args, kwargs))):
+                # Jit's own dispatch reuses this program for a dict with the same keys in another
+                # order (its key has none): right only where the function does not observe it.
+                if self.orders_observed or kwargs:
+                    raise OrderObserved("a dict argument")
+                watcher = key_order.Watcher()
+                args = key_order.watched(args, watcher)
             checks_before = RuntimeChecks.traced
-            out = self._outputs(self._get_fn(), args, kwargs)
+            out = self._outputs(self._get_fn(), args, kwargs, watcher=watcher)
             if RuntimeChecks.traced != checks_before:
                 self._traced_checks()
             self._record_shared(key, jitted)  # after the trace succeeded

@@ -22,6 +22,8 @@ orders of two values with one tree structure line up one for one.
 from __future__ import annotations
 
 import collections
+import contextlib
+import threading
 
 import jax
 
@@ -110,3 +112,143 @@ def _rebuild(tree, orders):
             node = dict(items) if type(node) is dict else collections.defaultdict(node.default_factory, items)
         rebuilt.append(node)
     return jax.tree_util.tree_unflatten(treedef, rebuilt)
+
+
+# -- dicts whose order a trace may not observe -------------------------------------------------
+# A program traced for dict arguments in one key order serves every order jit's dispatch gives
+# it (its key sorts the keys), which is right exactly when the function never observes the
+# order: `d["w"]` does not, `for k in d`, `d.items()`, `list(d)`, `repr(d)`, returning `d` do.
+# While the shared jit traces, the arguments' dicts are `WatchedDict`s noting any such use
+# (`watched`); a trace that observed one is given up, and the function's dict arguments are
+# keyed by their order from then on (the table).
+
+
+class Watcher:
+    """Whether a trace observed the key order of a watched dict (while `active`)."""
+
+    __slots__ = ("active", "observed")
+
+    def __init__(self):
+        self.active = False
+        self.observed = False
+
+    @contextlib.contextmanager
+    def watching(self):
+        """While the function runs: its uses of the dicts count (dy2st's own before and after
+        do not); `observe_all` reaches it."""
+        self.active = True
+        _current.stack = getattr(_current, "stack", []) + [self]
+        try:
+            yield
+        finally:
+            self.active = False
+            _current.stack = _current.stack[:-1]
+
+
+_current = threading.local()
+
+
+def observe_all() -> None:
+    """Code about to take the dicts apart (a staged side's state, whose machinery reads them
+    as plain dicts) counts as observing their order: the trace's program is then keyed by it."""
+    for watcher in getattr(_current, "stack", ()):
+        if watcher.active:
+            watcher.observed = True
+
+
+class WatchedDict(dict):
+    """A dict argument of a trace: reading its order notes it on its watcher. JAX flattens it
+    as a dict (sorted keys, no note) and rebuilds a plain dict."""
+
+    __slots__ = ("_dy2st_watcher",)
+
+    def _observed(self):
+        watcher = self._dy2st_watcher
+        if watcher.active:
+            watcher.observed = True
+
+    def __iter__(self):
+        self._observed()
+        return dict.__iter__(self)
+
+    def __reversed__(self):
+        self._observed()
+        return dict.__reversed__(self)
+
+    def keys(self):
+        self._observed()
+        return dict.keys(self)
+
+    def values(self):
+        self._observed()
+        return dict.values(self)
+
+    def items(self):
+        self._observed()
+        return dict.items(self)
+
+    def popitem(self):
+        self._observed()
+        return dict.popitem(self)
+
+    def copy(self):
+        self._observed()
+        return dict(dict.items(self))
+
+    def __repr__(self):
+        self._observed()
+        return dict.__repr__(self)
+
+    __str__ = __repr__
+
+    def __or__(self, other):
+        self._observed()
+        return dict.__or__(dict(dict.items(self)), other)
+
+    def __ror__(self, other):
+        self._observed()
+        return dict.__or__(dict(other), dict(dict.items(self)))
+
+    def __ior__(self, other):
+        self._observed()
+        return dict.__ior__(self, other)
+
+    def __reduce_ex__(self, protocol):
+        self._observed()
+        return dict, (dict(dict.items(self)),)
+
+
+def _flatten_watched(d):
+    keys = sorted(dict.keys(d))
+    return [dict.__getitem__(d, k) for k in keys], tuple(keys)
+
+
+def _flatten_watched_with_keys(d):
+    keys = sorted(dict.keys(d))
+    return [(jax.tree_util.DictKey(k), dict.__getitem__(d, k)) for k in keys], tuple(keys)
+
+
+jax.tree_util.register_pytree_with_keys(
+    WatchedDict, _flatten_watched_with_keys, lambda keys, values: dict(zip(keys, values)), _flatten_watched)
+
+
+def watched(tree, watcher: Watcher):
+    """`tree` with each plain dict in it (at any depth of tuples, lists and dicts) a WatchedDict
+    of `watcher`, in the same order."""
+    kind = type(tree)
+    if kind is dict:
+        d = WatchedDict((k, watched(v, watcher)) for k, v in tree.items())
+        d._dy2st_watcher = watcher
+        return d
+    if kind is list:
+        return [watched(v, watcher) for v in tree]
+    if kind is tuple:
+        return tuple(watched(v, watcher) for v in tree)
+    return tree
+
+
+def holds_watched(tree) -> bool:
+    """Whether a WatchedDict is among `tree`'s nodes (returned as it is, its order would show)."""
+    found = []
+    jax.tree_util.tree_flatten(tree, is_leaf=lambda x: type(x) is WatchedDict and not found.append(x))
+    return bool(found)

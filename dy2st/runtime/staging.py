@@ -28,7 +28,7 @@ from jax import lax
 from dy2st import _jax_compat
 from dy2st.errors import (BranchOutputError, Dy2StaticError, OriginInfo, PredicateError, RuntimeChecks,
                           StagedBranchError, StagedInTryError, is_library_file, record_runtime_failure)
-from dy2st.runtime import events, guards, python_choice, writes
+from dy2st.runtime import events, guards, key_order, python_choice, writes
 from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
 from dy2st.runtime.values import PY_SCALARS, flatten_state, is_array
@@ -89,6 +89,7 @@ def tracing_staged_code() -> bool:
 @contextlib.contextmanager
 def staged_tracing():
     """Trace a staged branch or loop body inside this (see `tracing_staged_code`)."""
+    key_order.observe_all()  # the side's state machinery takes dicts as plain ones
     _staging.depth = getattr(_staging, "depth", 0) + 1
     _sides().append(object())
     try:
