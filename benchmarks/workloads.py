@@ -157,6 +157,26 @@ def train_workloads() -> list[Workload]:
     ]
 
 
+def real_workloads() -> list[Workload]:
+    """W9-W12: the arguments real programs pass (a dict cache and a key, a list of arrays, a
+    mask, an Equinox model), against `jax.jit` / `eqx.filter_jit` of the same function."""
+    import real_workloads as rw
+
+    found = [
+        Workload("W9", "sampler step, dict cache + PRNG key", rw.sampler_step, jax.jit(rw.sampler_step),
+                 rw.sampler_args, lambda: jax.jit(lambda *a: rw.sampler_step(*a))),
+        Workload("W10", "HMM EM step, list of 3 arrays", rw.em_step, jax.jit(rw.em_step), rw.em_args,
+                 lambda: jax.jit(lambda *a: rw.em_step(*a))),
+        Workload("W11", "attention forward with a mask", rw.attention, jax.jit(rw.attention), rw.attention_args,
+                 lambda: jax.jit(lambda *a: rw.attention(*a))),
+    ]
+    if rw.eqx is not None:
+        model, forward, forward_args, fresh_forward = rw.equinox_parts()
+        found.append(Workload("W12", "Equinox MLP forward, to_static(model)", model, forward, forward_args,
+                              fresh_forward))
+    return found
+
+
 def workloads() -> list[Workload]:
     key = jax.random.PRNGKey(0)
     x16 = jnp.linspace(-1.0, 2.0, 16, dtype=jnp.float32)
@@ -178,4 +198,5 @@ def workloads() -> list[Workload]:
         Workload("W4n", "RNN for range(n), n per call", rnn_len, rnn_len_lax, lambda: (rparams, xs, n),
                  lambda: jax.jit(lambda p, x, n: _rnn_len_lax(p, x, n)), first_call=True),
         *train_workloads(),
+        *real_workloads(),
     ]

@@ -22,6 +22,12 @@ class JaxInternalsMoved(ImportError):
     """A private JAX name dy2st relies on is gone: this JAX is outside the tested range."""
 
 
+def array_type() -> type:
+    """The class of a concrete jax array. Named, not made: `type(jnp.zeros(()))` would start the
+    backend (a tenth of a second and more) while `import dy2st` runs."""
+    return _private("jax._src.array", "ArrayImpl")
+
+
 def _private(module: str, name: str) -> Any:
     """`module.name`, or an error that says which private name moved and where to fix it."""
     try:

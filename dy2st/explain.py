@@ -28,7 +28,6 @@ import time
 from typing import Any
 
 import jax
-import jax.extend.core
 import numpy as np
 
 from dy2st import _jax_compat, input_spec, stateful
@@ -431,7 +430,7 @@ class _ProgramCounts:
             line = next(((f, l) for f, l in _jax_compat.equation_lines(eqn) if f in files), enclosing)
             if line is not None:
                 self.by_line[line][name] += 1
-            for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            for sub in _jaxprs_in_params(eqn.params):
                 self._walk(sub, files, line)
 
 
@@ -441,3 +440,9 @@ def _short_path(filename: str) -> str:
     except ValueError:
         return filename
     return filename if relative.startswith("..") else relative
+
+
+def _jaxprs_in_params(params):
+    import jax.extend.core  # (imported when first explained: jax.extend brings in Pallas and MLIR)
+
+    return jax.extend.core.jaxprs_in_params(params)

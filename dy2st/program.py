@@ -39,6 +39,7 @@ from typing import Callable
 
 import jax
 
+from dy2st import _jax_compat
 from dy2st.config import config, log, logger
 from dy2st.errors import InputSignatureError, PythonEffectError, RuntimeChecks
 from dy2st.input_spec import user_origin
@@ -46,7 +47,7 @@ from dy2st.runtime import guards, key_order, python_choice, static_outputs, writ
 from dy2st.runtime.undefined import check_defined
 from dy2st.runtime.values import ARRAY_TYPES
 
-ARRAY_IMPL = type(jax.numpy.zeros(()))
+ARRAY_IMPL = _jax_compat.array_type()
 _FAST_TYPES = frozenset({ARRAY_IMPL})
 DEFAULT_MAX_PROGRAMS = 64
 _GENERAL = object()  # first element of the keys of programs with static leaves

@@ -44,10 +44,11 @@ import types
 
 import jax
 
+from dy2st import _jax_compat
 from dy2st.runtime.values import ARRAY_TYPES
 
 _Tracer = jax.core.Tracer
-_ArrayImpl = type(jax.numpy.zeros(()))
+_ArrayImpl = _jax_compat.array_type()
 _SCALARS = frozenset({int, float, bool, complex, str, bytes, type(None)})
 _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
            functools.partial, property, staticmethod, classmethod)

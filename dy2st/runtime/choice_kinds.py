@@ -24,15 +24,24 @@ follow give an unknown type set (refused where it reaches an output).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 
 import jax
 import numpy as np
-from jax.extend.core import ClosedJaxpr, Jaxpr, Literal, Var
 
 from dy2st import _jax_compat
 from dy2st.errors import DataDependentKindError, OriginInfo
 from dy2st.input_spec import user_origin
+
+
+@functools.cache
+def _core():
+    """`jax.extend.core`, imported when first needed (a trace): importing `jax.extend` brings
+    in Pallas and MLIR's dialects, about a tenth of a second `import dy2st` need not pay."""
+    import jax.extend.core
+
+    return jax.extend.core
 
 _COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq", "ne", "is_finite"})
 _PROMOTING = frozenset({"add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "nextafter",
@@ -115,11 +124,11 @@ class _Flow:
         return [t.origin for t in self.taints.values() if t.origin is not None]
 
     def taint_of(self, var) -> Taint | None:
-        return self.taints.get(var) if isinstance(var, Var) else None
+        return self.taints.get(var) if isinstance(var, _core().Var) else None
 
     def eager_types(self, atom) -> frozenset | None:
         """The types eager's value of this operand could have."""
-        if isinstance(atom, Literal):
+        if isinstance(atom, _core().Literal):
             return _literal_types(atom)
         taint = self.taints.get(atom)
         if taint is not None:
@@ -127,7 +136,7 @@ class _Flow:
         return self.before_promotion.get(atom) or frozenset({type_of(atom.aval)})
 
     def _set(self, var, taint: Taint | None, eqn=None) -> None:
-        if not isinstance(var, Var):
+        if not isinstance(var, _core().Var):
             return
         if var in self.recorded:
             taint = self._recorded_taint(var, taint)
@@ -165,7 +174,7 @@ class _Flow:
 
     def run_jaxpr(self, jaxpr, ins: list) -> list:
         """The taints of `jaxpr`'s outputs given its inputs' (constants are clean)."""
-        if isinstance(jaxpr, ClosedJaxpr):
+        if isinstance(jaxpr, _core().ClosedJaxpr):
             jaxpr = jaxpr.jaxpr
         # One jaxpr may be run for several calls (jax caches a jitted function's): forget what
         # an earlier one left in its variables.
@@ -187,7 +196,7 @@ class _Flow:
             return self._while(eqn, ins)
         if name == "scan":
             return self._scan(eqn, ins)
-        called = next((eqn.params[k] for k in _CALLS if isinstance(eqn.params.get(k), (Jaxpr, ClosedJaxpr))), None)
+        called = next((eqn.params[k] for k in _CALLS if isinstance(eqn.params.get(k), (_core().Jaxpr, _core().ClosedJaxpr))), None)
         if called is not None and len(_invars(called)) == len(ins):
             return [_called(t, ins, eqn) for t in self.run_jaxpr(called, ins)]
         if name == "convert_element_type":
@@ -208,7 +217,7 @@ class _Flow:
         """What jnp converted (a weak int scalar to float, to combine it with a float) computes
         eagerly as what it was: remember the type before the cast."""
         (atom,), (out,) = eqn.invars, eqn.outvars
-        if isinstance(out, Var) and self.taint_of(atom) is None:
+        if isinstance(out, _core().Var) and self.taint_of(atom) is None:
             self.before_promotion[out] = self.eager_types(atom)
 
     def _result_types(self, eqn) -> frozenset | None:
@@ -350,7 +359,7 @@ def _literal_types(literal) -> frozenset:
 
 
 def _invars(jaxpr) -> list:
-    return (jaxpr.jaxpr if isinstance(jaxpr, ClosedJaxpr) else jaxpr).invars
+    return (jaxpr.jaxpr if isinstance(jaxpr, _core().ClosedJaxpr) else jaxpr).invars
 
 
 def _carried(taint: Taint | None, eqn) -> Taint | None:
