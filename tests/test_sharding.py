@@ -21,6 +21,7 @@ CHECKS = [
     "check_in_out_shardings",
     "check_in_shardings_with_static_args",
     "check_data_parallel_training",
+    "check_nnx_partitioned_model",
 ]
 
 
