@@ -20,6 +20,7 @@ from dy2st.runtime.values import is_traced
 
 
 _MISSING = object()  # the global did not exist before the write
+_NOTHING = object()  # no value remembered for the global
 _remembered = threading.local()
 
 
@@ -30,16 +31,28 @@ def _remembered_globals() -> dict:
 
 
 def remember_global(name: str) -> None:
-    """Called just before a write to global `name`: keep its value, to restore if refused."""
+    """Called just before a write to global `name`: keep its value, to restore if refused.
+    A stack per name: a write inside a staged branch is checked (and forgotten) before the
+    write of the `if` around it, which must still find its own value."""
     module_globals = sys._getframe(1).f_globals
-    _remembered_globals()[(id(module_globals), name)] = module_globals.get(name, _MISSING)
+    _remembered_globals().setdefault((id(module_globals), name), []).append(module_globals.get(name, _MISSING))
+
+
+def _forget(module_globals: dict, name: str):
+    stack = _remembered_globals().get((id(module_globals), name))
+    if not stack:
+        return _NOTHING  # nothing remembered: leave the global as it is
+    previous = stack.pop()
+    if not stack:
+        del _remembered_globals()[(id(module_globals), name)]
+    return previous
 
 
 def _restore_global(module_globals: dict, name: str) -> None:
-    previous = _remembered_globals().pop((id(module_globals), name), _MISSING)
+    previous = _forget(module_globals, name)
     if previous is _MISSING:
         module_globals.pop(name, None)
-    else:
+    elif previous is not _NOTHING:
         module_globals[name] = previous
 
 
@@ -49,7 +62,7 @@ def check_scoped_write(value, name: str, kind: str) -> None:
     module_globals = sys._getframe(1).f_globals
     if not any(is_traced(leaf) for leaf in jax.tree_util.tree_leaves(value)):
         if kind == "global":
-            _remembered_globals().pop((id(module_globals), name), None)
+            _forget(module_globals, name)
         return
     if kind == "global":
         _restore_global(module_globals, name)

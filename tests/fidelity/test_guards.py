@@ -203,3 +203,21 @@ def test_a_python_effect_decided_in_python_runs_as_eagerly():
     for n in (0, 1, 1, 0, 2):
         np.testing.assert_array_equal(static(X, n), X + 1 if n > 0 else X)
     assert len(LOG) == 3
+
+
+def counts_in_a_loop_with_a_traced_break(x):
+    global COUNT
+    for i in range(3):
+        if x.sum() > 3:
+            break
+        COUNT += 1
+    return x
+
+
+def test_a_refused_global_write_keeps_the_global():
+    # real-program fuzzer, seed 700225: the refused call left the module without the global
+    global COUNT
+    COUNT = 5
+    with pytest.raises(dy2st.errors.ScopeWriteError):
+        dy2st.to_static(counts_in_a_loop_with_a_traced_break)(X)
+    assert COUNT == 5
