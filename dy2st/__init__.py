@@ -11,14 +11,15 @@
 
 from dy2st import errors
 from dy2st.api import StaticFunction, not_to_static, to_code, to_static
-from dy2st.config import enable_to_static, set_code_level, set_verbosity
-from dy2st.explain import Report, explain
+from dy2st.config import VERSION, enable_to_static, set_code_level, set_verbosity
+from dy2st.explain import Report
+from dy2st.api import explain  # (after the module of the same name: the name is the function)
 from dy2st.export import load, save
 from dy2st.input_spec import InputSpec
 from dy2st.program import ConcreteProgram
 from dy2st.runtime.loops import set_loop_options
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 __all__ = [
     "ConcreteProgram",

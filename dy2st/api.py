@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import keyword
 import os
@@ -694,6 +695,13 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True, max_programs
                  else StaticFunction(method, input_spec, full_graph, max_programs, shardings))
         return BoundStaticFunction(owner, fn)
     return StaticFunction(fn, input_spec, full_graph, max_programs, shardings)
+
+
+def explain(fn, *args, **kwargs):
+    """Trace `fn` (a function, a StaticFunction, a method or a model) for these arguments and
+    report what became of each line; see `dy2st.explain` (the module) and `StaticFunction.explain`."""
+    reports = importlib.import_module("dy2st.explain")  # (when first used; `dy2st.explain` is this function)
+    return reports.explain(fn if isinstance(fn, StaticFunction) else to_static(fn), *args, **kwargs)
 
 
 def to_code(fn) -> str:

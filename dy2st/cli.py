@@ -183,7 +183,7 @@ def _code(args) -> int:
 
 def _explain(args) -> int:
     from dy2st.api import StaticFunction, to_static
-    from dy2st.explain import explain
+    from dy2st.api import explain
 
     path, name = _split_target(args.target, "FILE.py:FUNC", "the target")
     module = _import(path, "the target")

@@ -18,6 +18,8 @@ import dataclasses
 import logging
 import os
 
+VERSION = "0.1.0"  # dy2st.__version__ (here: a leaf module export.py reads too; kept equal to pyproject.toml)
+
 logger = logging.getLogger("dy2st")
 
 

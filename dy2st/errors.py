@@ -539,15 +539,13 @@ def _as_undefined_use(exc: BaseException) -> BaseException:
     marker's own error is raised instead (an UndefinedVariableError, an UnboundLocalError)."""
     if isinstance(exc, Dy2StaticError) or not isinstance(exc, (TypeError, ValueError)) or "Undefined" not in str(exc):
         return exc  # only errors about the marker itself ("got <class '...Undefined'>")
-    from dy2st.runtime.undefined import Undefined  # runtime imports errors, not the reverse
-
     for entry in reversed(list(_walk(exc.__traceback__))):
         frame = entry.tb_frame
         if is_library_file(frame.f_code.co_filename):
             continue
         line = linecache.getline(frame.f_code.co_filename, entry.tb_lineno)
         marker = next((v for k, v in frame.f_locals.items()
-                       if isinstance(v, Undefined) and re.search(rf"\b{re.escape(k)}\b", line)), None)
+                       if getattr(type(v), "is_undefined_marker", False) and re.search(rf"\b{re.escape(k)}\b", line)), None)
         if marker is not None:  # a variable on the failing line holds it
             try:
                 marker._fail()

@@ -227,9 +227,7 @@ def explain(fn, *args, **kwargs) -> Report:
     as in a call. A Dy2StaticError raised while tracing is part of the report (`report.error`,
     shown at its line), not raised.
     """
-    from dy2st.api import StaticFunction, to_static
-
-    static_function = fn if isinstance(fn, StaticFunction) else to_static(fn)
+    static_function = fn  # a StaticFunction (`dy2st.explain` converts anything else first)
     owner = getattr(static_function, "_owner", static_function)  # a bound method's class-level function
     bound = () if owner is static_function else (static_function.__self__,)
     call_args, kwargs = input_spec.abstract((owner._with_input_spec((*bound, *args), kwargs), kwargs))

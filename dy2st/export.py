@@ -42,7 +42,7 @@ import jax
 import numpy as np
 
 from dy2st import _jax_compat
-from dy2st import _lift
+from dy2st import _lift, config
 from dy2st.artifact_files import MAX_MANIFEST_BYTES, ArtifactDir, write_artifact
 from dy2st.errors import ArtifactError, Dy2StaticError, ExportError, InputSpecError, OriginInfo, \
     innermost_user_frame
@@ -363,9 +363,7 @@ def _json_shape(shape) -> list:
 
 
 def _dy2st_version() -> str:
-    import dy2st  # the package is initialised before save/load can be called
-
-    return dy2st.__version__
+    return config.VERSION
 
 
 def _has_safetensors() -> bool:

@@ -45,18 +45,11 @@ import types
 import jax
 
 from dy2st import _jax_compat
-from dy2st.runtime.values import ARRAY_TYPES
+from dy2st.runtime.values import ARRAY_TYPES, node_kind
 
 _Tracer = jax.core.Tracer
 _ArrayImpl = _jax_compat.array_type()
 _SCALARS = frozenset({int, float, bool, complex, str, bytes, type(None)})
-_OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
-           functools.partial, property, staticmethod, classmethod)
-# Objects of these libraries are never walked into: they are configuration or machinery, not
-# model state (a logger, a mesh, a jax/numpy helper object).
-_OPAQUE_MODULES = ("jax", "jaxlib", "numpy", "dy2st", "logging", "threading", "_thread", "builtins",
-                   "functools", "typing", "abc", "optax", "flax", "equinox")
-_node_kind: dict[type, str | None] = {}
 
 
 # -- refs: where the value of one slot comes from ---------------------------------------------------
@@ -106,28 +99,6 @@ class _ById:
 
     def __eq__(self, other):
         return type(other) is _ById and other.value is self.value
-
-
-def _kind_of_type(tp, value) -> str | None:
-    """'l' list, 'd' dict, 'o' plain object walked by attribute, None: not a node."""
-    if issubclass(tp, list):
-        return "l"
-    if issubclass(tp, dict):
-        return "d"
-    if (issubclass(tp, _OPAQUE + ARRAY_TYPES) or not hasattr(value, "__dict__")
-            or (tp.__module__ or "").split(".")[0] in _OPAQUE_MODULES):
-        return None
-    if not jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(value)):
-        return None  # a registered pytree (Equinox, NNX, a user's dataclass pytree)
-    return "o"
-
-
-def node_kind(value) -> str | None:
-    tp = type(value)
-    try:
-        return _node_kind[tp]
-    except KeyError:
-        return _node_kind.setdefault(tp, _kind_of_type(tp, value))
 
 
 def is_nnx(value) -> bool:

@@ -38,10 +38,9 @@ from dy2st.config import log
 from dy2st.errors import ConversionError, OriginInfo, UnsupportedSyntaxError
 from dy2st.runtime.formatting import convert_format, is_format_method
 from dy2st.runtime import events, guards, higher_order, writes
+from dy2st.user_code import LIBRARY_PACKAGES, is_library_module, is_users_class, is_users_object, top_package
 
-_SKIPPED_PACKAGES = frozenset(
-    {"jax", "jaxlib", "numpy", "flax", "equinox", "optax", "dy2st", "scipy", "ml_dtypes", "chex", "opt_einsum"}
-) | frozenset(sys.stdlib_module_names)
+_SKIPPED_PACKAGES = LIBRARY_PACKAGES
 NOT_TO_STATIC_ATTR = "__dy2st_not_to_static__"
 _UNCONVERTIBLE_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
@@ -101,7 +100,7 @@ def _call_converting(fn, slots, origin, *args, **kwargs):
 def _note_call(fn, target, origin: OriginInfo) -> None:
     """For `dy2st.explain`: a call to the user's code, converted or run as it is (and why)."""
     function = python_function_of(fn)
-    if function is None or _is_library_module(function.__module__):
+    if function is None or is_library_module(function.__module__):
         return  # builtins, library code, classes: nothing of the user's to convert
     name = function.__qualname__
     staged_by_dy2st = _is_static_function(fn) or _is_static_function(getattr(type(fn), "__call__", None))
@@ -140,10 +139,10 @@ def _is_users(fn, target) -> bool:
     """Whether `fn` is the user's code (converted, or a class of theirs): what may change the
     arguments it is given in place, where library functions do not."""
     if isinstance(fn, type):
-        return not _is_library_module(fn.__module__)
+        return not is_library_module(fn.__module__)
     if isinstance(fn, types.FunctionType) and fn.__code__ in _converted_codes:
         return True  # a nested def of converted code
-    return target is not fn or (isinstance(fn, types.MethodType) and not _is_library_module(type(fn.__self__).__module__))
+    return target is not fn or (isinstance(fn, types.MethodType) and not is_library_module(type(fn.__self__).__module__))
 
 
 def _call_target(fn):
@@ -205,7 +204,7 @@ _STDLIB_DIR = sysconfig.get_paths()["stdlib"]
 def _is_library_function(fn: types.FunctionType) -> bool:
     """A function of jax, numpy, ... or of the standard library itself (by its file: a user's
     package may share a name with a standard module, such as `test`)."""
-    package = _top_package(fn.__module__)
+    package = top_package(fn.__module__)
     if (fn.__module__ or "").startswith("dy2st.testing."):  # reference models and fuzzers: user code
         return False
     if package in _SKIPPED_PACKAGES - sys.stdlib_module_names:
@@ -216,7 +215,7 @@ def _is_library_function(fn: types.FunctionType) -> bool:
 def _is_library_callable(fn) -> bool:
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, jax.custom_jvp, jax.custom_vjp)):
         return True
-    if _top_package(type(fn).__module__) not in _SKIPPED_PACKAGES - {"builtins", "jaxlib"}:
+    if top_package(type(fn).__module__) not in _SKIPPED_PACKAGES - {"builtins", "jaxlib"}:
         return False  # a user's class (or jax.jit's C wrapper, which unwraps to the user's function)
     wrapped = inspect.unwrap(fn)
     return not isinstance(wrapped, types.FunctionType) or _is_library_function(wrapped)
@@ -237,26 +236,15 @@ def runs_eagerly(fn) -> bool:
         return False
     wrapped = inspect.unwrap(fn) if not isinstance(fn, types.BuiltinFunctionType) else fn
     module = getattr(wrapped, "__module__", None) or type(wrapped).__module__
-    return _top_package(module) not in _JAX_AWARE_PACKAGES and _top_package(type(fn).__module__) not in _JAX_AWARE_PACKAGES
+    return top_package(module) not in _JAX_AWARE_PACKAGES and top_package(type(fn).__module__) not in _JAX_AWARE_PACKAGES
 
 
 def _is_static_function(fn) -> bool:
     return type(fn).__name__ == "StaticFunction" and type(fn).__module__ == "dy2st.api"
 
 
-def is_users_class(cls) -> bool:
-    """A class of the user's code, not a library's or a builtin type."""
-    return not _is_library_module(cls.__module__)
-
-
-def is_users_object(obj) -> bool:
-    """An instance of a class of the user's code, whose attributes a WriteTracker records when
-    its method is called."""
-    return hasattr(obj, "__dict__") and not isinstance(obj, _NOT_OBJECTS) and is_users_class(type(obj))
-
-
 def _note_user_receiver(obj) -> None:
-    if not _is_library_module(type(obj).__module__):
+    if not is_library_module(type(obj).__module__):
         writes.note_receiver(obj)
 
 
@@ -279,10 +267,6 @@ def _noting_arguments(fn, name: str):
     return call
 
 
-_NOT_OBJECTS = (type, types.FunctionType, types.MethodType, types.ModuleType, types.BuiltinFunctionType,
-                functools.partial)
-
-
 def _convert_callable_object(obj):
     _note_user_receiver(obj)
     # flax wraps a Module's __call__ (the wrapper carries __wrapped__, so it is kept as is);
@@ -292,16 +276,6 @@ def _convert_callable_object(obj):
         return obj
     converted = _convert_function(call)
     return obj if converted is call else types.MethodType(converted, obj)
-
-
-def _top_package(module_name) -> str:
-    return (module_name or "").partition(".")[0]
-
-
-def _is_library_module(module_name) -> bool:
-    """Code of jax, numpy, ... or dy2st itself, which runs as it is; dy2st's reference models and
-    fuzz programs (`dy2st.testing`) are user code."""
-    return _top_package(module_name) in _SKIPPED_PACKAGES and not (module_name or "").startswith("dy2st.testing.")
 
 
 def _convert_function(fn: types.FunctionType):
@@ -343,8 +317,8 @@ def _reason_to_skip(fn: types.FunctionType) -> str | None:
         return "already converted"
     if getattr(fn, NOT_TO_STATIC_ATTR, False):
         return "marked not_to_static"
-    if _is_library_module(fn.__module__):
-        return f"it belongs to {_top_package(fn.__module__)}"
+    if is_library_module(fn.__module__):
+        return f"it belongs to {top_package(fn.__module__)}"
     if code.co_flags & _UNCONVERTIBLE_FLAGS:
         return "generators and coroutines run as Python"
     if hasattr(fn, "__wrapped__"):

@@ -22,6 +22,7 @@ import threading
 from typing import Iterator
 
 from dy2st.errors import OriginInfo
+from dy2st.runtime.values import describe
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,6 +122,5 @@ def tentative() -> Iterator[Attempt]:
 
 def describe_values(names, values) -> str:
     """`y: float32[3], n: int32[]` for traced values; Python values are shown as they are."""
-    from dy2st.runtime.staging import describe
 
     return ", ".join(f"{name}: {describe(value)}" for name, value in zip(names, values))

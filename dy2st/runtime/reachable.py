@@ -20,6 +20,8 @@ from typing import Iterable, NamedTuple
 import jax
 import numpy as np
 
+from dy2st.user_code import is_users_class
+
 _MAX_OBJECTS = 200_000  # far more than a large model holds; a bound keeps a hostile graph finite
 _FUNCTION_DEPTH = 3  # a loop's runner -> the user's body -> a helper it calls
 _LEAVES = (str, bytes, int, float, complex, bool, type(None), np.ndarray, np.generic, type, types.ModuleType,
@@ -145,8 +147,6 @@ def _children(value, path: str, classes: dict):
 def _class_containers(cls) -> tuple:
     """`(name, list or dict)` of the class attributes of a user's class and its bases (read for
     each walk: a class attribute may be given a new list between calls)."""
-    from dy2st.runtime.calls import is_users_class  # calls imports writes, which imports this module
-
     found = {}
     for klass in reversed(cls.__mro__):
         if is_users_class(klass):

@@ -31,22 +31,7 @@ from dy2st.errors import (BranchOutputError, Dy2StaticError, OriginInfo, Predica
 from dy2st.runtime import events, guards, key_order, python_choice, writes
 from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
-from dy2st.runtime.values import PY_SCALARS, flatten_state, is_array
-
-def describe(value) -> str:
-    """Short type description used in error messages: `float32[3]`, `Python int 3`, `None`."""
-    if isinstance(value, Undefined):
-        return "undefined"
-    if value is None:
-        return "None"
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
-        shape = ",".join(str(d) for d in value.shape)
-        weak = " (weak)" if getattr(value, "weak_type", False) else ""
-        return f"{value.dtype.name}[{shape}]{weak}"
-    if isinstance(value, PY_SCALARS):
-        return f"Python {type(value).__name__} {value!r}"
-    return type(value).__name__
-
+from dy2st.runtime.values import PY_SCALARS, describe, flatten_state, is_array
 
 def scalar_predicate(pred, origin: OriginInfo, what: str = "The condition",
                      advice: str = "reduce it to one value, e.g. `(x > 0).all()` or `(x > 0).any()`."):
@@ -124,6 +109,9 @@ def note_grown(grown: list, original: list) -> None:
 def own_records():
     """The tuples this module keeps lists in (for `writes._own_references`)."""
     return [*_grown_lists().values(), *_watched().values()]
+
+
+writes.RECORD_SOURCES.append(own_records)
 
 
 def watch_here(container) -> None:

@@ -32,6 +32,7 @@ import numpy as np
 from dy2st.errors import ProgramOutputError
 from dy2st.input_spec import user_origin
 from dy2st.runtime import key_order
+from dy2st.runtime.values import node_kind
 
 # Immutable values the program can give back itself on every call.
 _CONSTANTS = (bool, int, float, complex, str, bytes, np.generic, np.dtype, type, range, slice,
@@ -218,8 +219,6 @@ def _kind(value) -> str | None:
     """'l', 'd', 'o' (a plain object), 's' (a set), or None: a value jit carries as it is."""
     if isinstance(value, (set,)) and not isinstance(value, frozenset):
         return "s"
-    from dy2st.state import node_kind  # (state imports this package's values module only)
-
     return node_kind(value)
 
 

@@ -14,6 +14,7 @@ class Undefined:
     """
 
     __slots__ = ("name", "origin")
+    is_undefined_marker = True  # what `errors` tests, importing nothing of the runtime
 
     def __init__(self, name: str, origin: OriginInfo | None = None):
         self.name = name

@@ -9,6 +9,9 @@
 
 from __future__ import annotations
 
+import functools
+import types
+
 import jax
 import numpy as np
 
@@ -35,3 +38,50 @@ def _is_undefined(value) -> bool:
 def flatten_state(value):
     """`(leaves, treedef)` of a state variable; an `Undefined` marker is one leaf."""
     return jax.tree_util.tree_flatten(value, is_leaf=_is_undefined)
+
+
+def describe(value) -> str:
+    """Short type description used in error messages: `float32[3]`, `Python int 3`, `None`."""
+    if isinstance(value, Undefined):
+        return "undefined"
+    if value is None:
+        return "None"
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        shape = ",".join(str(d) for d in value.shape)
+        weak = " (weak)" if getattr(value, "weak_type", False) else ""
+        return f"{value.dtype.name}[{shape}]{weak}"
+    if isinstance(value, PY_SCALARS):
+        return f"Python {type(value).__name__} {value!r}"
+    return type(value).__name__
+
+
+# -- what the state walk and the output codec take apart ----------------------------------------
+_OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+           functools.partial, property, staticmethod, classmethod)
+# Objects of these libraries are never walked into: they are configuration or machinery, not
+# model state (a logger, a mesh, a jax/numpy helper object).
+_OPAQUE_MODULES = ("jax", "jaxlib", "numpy", "dy2st", "logging", "threading", "_thread", "builtins",
+                   "functools", "typing", "abc", "optax", "flax", "equinox")
+_node_kind: dict[type, str | None] = {}
+
+
+def _kind_of_type(tp, value) -> str | None:
+    """'l' list, 'd' dict, 'o' plain object walked by attribute, None: not a node."""
+    if issubclass(tp, list):
+        return "l"
+    if issubclass(tp, dict):
+        return "d"
+    if (issubclass(tp, _OPAQUE + ARRAY_TYPES) or not hasattr(value, "__dict__")
+            or (tp.__module__ or "").split(".")[0] in _OPAQUE_MODULES):
+        return None
+    if not jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(value)):
+        return None  # a registered pytree (Equinox, NNX, a user's dataclass pytree)
+    return "o"
+
+
+def node_kind(value) -> str | None:
+    tp = type(value)
+    try:
+        return _node_kind[tp]
+    except KeyError:
+        return _node_kind.setdefault(tp, _kind_of_type(tp, value))

@@ -30,6 +30,7 @@ import jax
 from dy2st.errors import LoopVariableError, OriginInfo, PythonEffectError
 from dy2st.runtime import reachable
 from dy2st.runtime.undefined import Undefined
+from dy2st.user_code import is_users_object
 
 _MISSING = object()
 ITSELF = ""  # the "attribute" of a tracked list or dict that stands for its own contents
@@ -343,10 +344,8 @@ def _held_outside(container: list) -> bool:
 
 def _own_references(container: list) -> int:
     """How many references to `container` the staging's and the programs' records hold."""
-    from dy2st.runtime import staging  # staging imports this module
-
     count = 0
-    for records in (staging.own_records(), *(r.values() for r in getattr(_programs, "stack", ()))):
+    for records in (*(source() for source in RECORD_SOURCES), *(r.values() for r in getattr(_programs, "stack", ()))):
         for record in records:
             count += sum(1 for item in record if item is container)
     return count
@@ -413,6 +412,7 @@ def swallowed_refusal() -> BaseException | None:
     return refusals[-1][0] if refusals and refusals[-1] else None
 
 
+RECORD_SOURCES: list = []  # functions giving the tuples other modules keep lists in (staging registers one)
 PROGRAM_BOUNDARIES: set = set()  # code objects whose frames trace a program (the caller's frames are outside)
 
 
@@ -536,8 +536,6 @@ def in_place(receiver, what: str):
         return receiver
     if not tracking():
         return receiver
-    from dy2st.runtime.calls import is_users_object  # calls imports this module
-
     if is_users_object(receiver):
         return receiver
     kind = type(receiver).__name__
