@@ -38,14 +38,12 @@ Flax NNX modules are updated in place (`nnx.update`), so their identity is kept.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import sys
-import types
 
 import jax
 
 from dy2st import _jax_compat
-from dy2st.runtime.values import ARRAY_TYPES, node_kind
+from dy2st.runtime.values import ARRAY_TYPES, NODE_KINDS, node_kind
 
 _Tracer = jax.core.Tracer
 _ArrayImpl = _jax_compat.array_type()
@@ -136,7 +134,7 @@ class Layout:
                     self.traced = True
                 leaves.append(v)
                 return ArrayRef(len(leaves) - 1)
-            kind = _node_kind[tv] if tv in _node_kind else node_kind(v)
+            kind = NODE_KINDS[tv] if tv in NODE_KINDS else node_kind(v)
             if kind is not None:
                 j = index.get(id(v))
                 if j is None:

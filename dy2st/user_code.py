@@ -15,7 +15,7 @@ import types
 LIBRARY_PACKAGES = frozenset(
     {"jax", "jaxlib", "numpy", "flax", "equinox", "optax", "dy2st", "scipy", "ml_dtypes", "chex", "opt_einsum"}
 ) | frozenset(sys.stdlib_module_names)
-_NOT_OBJECTS = (type, types.FunctionType, types.MethodType, types.ModuleType, types.BuiltinFunctionType,
+NOT_OBJECTS = (type, types.FunctionType, types.MethodType, types.ModuleType, types.BuiltinFunctionType,
                 functools.partial)
 
 
@@ -37,4 +37,4 @@ def is_users_class(cls) -> bool:
 def is_users_object(obj) -> bool:
     """An instance of a class of the user's code, whose attributes a WriteTracker records when
     its method is called."""
-    return hasattr(obj, "__dict__") and not isinstance(obj, _NOT_OBJECTS) and is_users_class(type(obj))
+    return hasattr(obj, "__dict__") and not isinstance(obj, NOT_OBJECTS) and is_users_class(type(obj))

@@ -38,7 +38,7 @@ from dy2st.config import log
 from dy2st.errors import ConversionError, OriginInfo, UnsupportedSyntaxError
 from dy2st.runtime.formatting import convert_format, is_format_method
 from dy2st.runtime import events, guards, higher_order, writes
-from dy2st.user_code import LIBRARY_PACKAGES, is_library_module, is_users_class, is_users_object, top_package
+from dy2st.user_code import LIBRARY_PACKAGES, NOT_OBJECTS, is_library_module, top_package
 
 _SKIPPED_PACKAGES = LIBRARY_PACKAGES
 NOT_TO_STATIC_ATTR = "__dy2st_not_to_static__"
@@ -257,7 +257,7 @@ def _noting_arguments(fn, name: str):
         for value in (*args, *kwargs.values()):
             if type(value) in (list, dict):
                 writes.note_container(value, name)
-            elif hasattr(value, "__dict__") and not isinstance(value, _NOT_OBJECTS):
+            elif hasattr(value, "__dict__") and not isinstance(value, NOT_OBJECTS):
                 _note_user_receiver(value)
         result = fn(*args, **kwargs)
         if isinstance(fn, type) and isinstance(result, fn):

@@ -62,7 +62,7 @@ _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType
 # model state (a logger, a mesh, a jax/numpy helper object).
 _OPAQUE_MODULES = ("jax", "jaxlib", "numpy", "dy2st", "logging", "threading", "_thread", "builtins",
                    "functools", "typing", "abc", "optax", "flax", "equinox")
-_node_kind: dict[type, str | None] = {}
+NODE_KINDS: dict[type, str | None] = {}  # type -> node_kind (a cache the state walk reads inline)
 
 
 def _kind_of_type(tp, value) -> str | None:
@@ -82,6 +82,6 @@ def _kind_of_type(tp, value) -> str | None:
 def node_kind(value) -> str | None:
     tp = type(value)
     try:
-        return _node_kind[tp]
+        return NODE_KINDS[tp]
     except KeyError:
-        return _node_kind.setdefault(tp, _kind_of_type(tp, value))
+        return NODE_KINDS.setdefault(tp, _kind_of_type(tp, value))
