@@ -102,6 +102,11 @@ class OriginInfo:
         return f"{header}\n    {line}" if line else header
 
 
+# Told of every Dy2StaticError made: while a program is traced, `runtime.writes` notes it, so a
+# refusal the user's own `except` (or a `finally` that returns) swallowed is raised after the trace.
+REFUSAL_LISTENERS: list = []
+
+
 class Dy2StaticError(Exception):
     """Base of every error dy2st raises itself.
 
@@ -114,6 +119,8 @@ class Dy2StaticError(Exception):
         self.problem = message
         self.advice = advice
         super().__init__(self._format())
+        for listener in REFUSAL_LISTENERS:  # (the program being traced notes it: runtime.writes)
+            listener(self)
 
     def _format(self) -> str:
         parts = []

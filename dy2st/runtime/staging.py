@@ -214,8 +214,7 @@ def _run_branch_noting(fn, branch_name: str, origin: OriginInfo):
                 origin,
                 advice="move the `try` (or `with`) inside the branch, or out of the converted function; to "
                 "check values at run time, use `assert` or raise without catching.")
-            writes.note_refusal(refusal)
-            raise refusal from err
+            raise refusal from err  # (noted as made: raised again after the trace if a handler swallows it)
         _note_branch_error(err, branch_name, origin)
         raise
 

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import jax
 
-from dy2st.errors import LoopVariableError, OriginInfo, PythonEffectError
+from dy2st.errors import REFUSAL_LISTENERS, ConversionError, LoopVariableError, OriginInfo, PythonEffectError
 from dy2st.runtime import reachable
 from dy2st.runtime.undefined import Undefined
 from dy2st.user_code import is_users_object
@@ -407,9 +407,15 @@ def note_refusal(error: BaseException) -> None:
 
 def swallowed_refusal() -> BaseException | None:
     """The first refusal of the program being traced that user code caught (the trace ended
-    normally after it), or None."""
+    normally after it), or None. A loop's refusal to stage (`LoopVariableError`) and a callee
+    without source (`ConversionError`) are dy2st's own to catch: it unrolls, or calls as is."""
     refusals = getattr(_programs, "refusals", None)
-    return refusals[-1][0] if refusals and refusals[-1] else None
+    if not refusals:
+        return None
+    return next((r for r in refusals[-1] if type(r) not in (LoopVariableError, ConversionError)), None)
+
+
+REFUSAL_LISTENERS.append(note_refusal)
 
 
 RECORD_SOURCES: list = []  # functions giving the tuples other modules keep lists in (staging registers one)
