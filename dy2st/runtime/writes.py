@@ -412,7 +412,9 @@ def swallowed_refusal() -> BaseException | None:
     refusals = getattr(_programs, "refusals", None)
     if not refusals:
         return None
-    return next((r for r in refusals[-1] if type(r) not in (LoopVariableError, ConversionError)), None)
+    # (a refusal made but never raised, such as a run-time check's prepared error, has no traceback)
+    return next((r for r in refusals[-1] if r.__traceback__ is not None
+                 and type(r) not in (LoopVariableError, ConversionError)), None)
 
 
 REFUSAL_LISTENERS.append(note_refusal)
