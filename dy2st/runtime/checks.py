@@ -10,12 +10,14 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 
 import jax
 
 from dy2st.errors import OriginInfo, ScopeWriteError, StagedInTryError
+from dy2st.runtime import writes
 from dy2st.runtime.values import is_traced
 
 
@@ -49,10 +51,24 @@ def _forget(module_globals: dict, name: str):
 
 
 def _restore_global(module_globals: dict, name: str) -> None:
-    previous = _forget(module_globals, name)
+    """Put back the value from before the outermost write still pending (an `if`'s or loop's
+    around this one wrote the carried tracer in between) and forget them all: the call is refused."""
+    stack = _remembered_globals().get((id(module_globals), name))
+    previous = stack[0] if stack else _NOTHING
+    if stack:
+        del stack[1:]  # (the outermost write's own check, if one comes, finds its value still)
+        # and once the refused trace has unwound (a loop's state may be written back on the way)
+        writes.on_abandon(functools.partial(_put_back, module_globals, name, previous))
     if previous is _MISSING:
         module_globals.pop(name, None)
     elif previous is not _NOTHING:
+        module_globals[name] = previous
+
+
+def _put_back(module_globals: dict, name: str, previous) -> None:
+    if previous is _MISSING:
+        module_globals.pop(name, None)
+    else:
         module_globals[name] = previous
 
 

@@ -379,11 +379,28 @@ def program_containers():
     if refusals is None:
         refusals = _programs.refusals = []
     refusals.append([])
+    undos = getattr(_programs, "undos", None)
+    if undos is None:
+        undos = _programs.undos = []
+    undos.append([])
     try:
         yield recorded
+    except BaseException:
+        for undo in reversed(undos[-1]):
+            undo()
+        raise
     finally:
         stack.pop()
         refusals.pop()
+        undos.pop()
+
+
+def on_abandon(undo) -> None:
+    """`undo()` runs if the program being traced gives no program (its trace raised), after
+    everything else unwound (`program_containers`)."""
+    undos = getattr(_programs, "undos", None)
+    if undos:
+        undos[-1].append(undo)
 
 
 _prints = [0]  # prints staged (host callbacks) so far, by any program

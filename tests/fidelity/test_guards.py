@@ -221,3 +221,21 @@ def test_a_refused_global_write_keeps_the_global():
     with pytest.raises(dy2st.errors.ScopeWriteError):
         dy2st.to_static(counts_in_a_loop_with_a_traced_break)(X)
     assert COUNT == 5
+
+
+def counts_in_a_loop_over_a_list(x, xs):
+    global COUNT
+    for i, v in enumerate(xs):
+        COUNT = (COUNT + 4) % 97
+        if x.min() < 5:
+            break
+    return x
+
+
+def test_a_refused_global_write_in_a_staged_loop_leaves_no_tracer():
+    # real-program fuzzer, seed 920989: the loop's carried tracer stayed in the global
+    global COUNT
+    COUNT = 3
+    with pytest.raises(dy2st.errors.ScopeWriteError):
+        dy2st.to_static(counts_in_a_loop_over_a_list)(X, [X, X, X])
+    assert COUNT == 3
