@@ -27,6 +27,11 @@ _remembered = threading.local()
 
 
 def _remembered_globals() -> dict:
+    """The values remembered before global writes: the program's being traced (dropped with its
+    trace, so a refused call's leftovers never reach another), or this thread's outside one."""
+    scratch = writes.program_scratch()
+    if scratch is not None:
+        return scratch.setdefault("remembered_globals", {})
     if not hasattr(_remembered, "values"):
         _remembered.values = {}
     return _remembered.values

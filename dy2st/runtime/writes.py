@@ -383,6 +383,10 @@ def program_containers():
     if undos is None:
         undos = _programs.undos = []
     undos.append([])
+    scratch = getattr(_programs, "scratch", None)
+    if scratch is None:
+        scratch = _programs.scratch = []
+    scratch.append({})
     try:
         yield recorded
     except BaseException:
@@ -393,6 +397,14 @@ def program_containers():
         stack.pop()
         refusals.pop()
         undos.pop()
+        scratch.pop()
+
+
+def program_scratch() -> dict | None:
+    """A dict that lives as long as the program being traced (None outside one): what a
+    runtime operator remembers for the rest of this trace only."""
+    scratch = getattr(_programs, "scratch", None)
+    return scratch[-1] if scratch else None
 
 
 def on_abandon(undo) -> None:
