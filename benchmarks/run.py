@@ -132,7 +132,10 @@ def breakdown(static, args, rounds: int) -> dict:
     walking them). The remainder of a call beyond the hand-written one is dispatch glue."""
     positions = stateful.root_positions(args, {})
     parts = {"key_s": lambda: static._cache._key(*_flat(args), args, {}, lambda l: isinstance(l, jax.Array))}
-    if isinstance(static, dy2st.api.BoundStaticFunction):
+    if isinstance(static, dy2st.api.BoundStaticFunction) and static._owner._stateful is None:
+        # a model that is a registered pytree (Equinox): flattened with the arguments, as a pytree
+        parts = {"key_s": lambda: _flat((static.__self__, *args))}
+    elif isinstance(static, dy2st.api.BoundStaticFunction):
         # a model object or bound method: the model's arrays are found and checked each call
         _, template, _ = static._owner._stateful._last
         roots = [static.__self__]

@@ -34,7 +34,7 @@ import types
 import jax
 import numpy as np
 
-from dy2st.errors import PythonEffectError
+from dy2st.errors import PythonEffectError, is_library_file
 
 _local = threading.local()
 _MISSING = object()
@@ -60,6 +60,7 @@ class GuardSet:
         # its staged ifs and loops carry those as state (and refuse traced values there)
         self.own_writes: set = set()
         self.failures = 0
+        self.checks: list = []  # per entry, the cheapest test that it holds (`_fast_check`)
 
     def __bool__(self):
         return bool(self.entries)
@@ -69,8 +70,9 @@ class GuardSet:
         if not isinstance(fn, types.FunctionType):
             return
         module = fn.__module__ or ""
-        if module.split(".")[0] in _MACHINERY and not module.startswith("dy2st.testing"):
-            return  # dy2st's own program function, a library's
+        if ((module.split(".")[0] in _MACHINERY and not module.startswith("dy2st.testing"))
+                or is_library_file(fn.__code__.co_filename)):
+            return  # dy2st's own program function, a library's (also one `functools.wraps` renamed)
         added = False
         written = _written(fn.__code__)
         for key, reader in _readers(fn):
@@ -81,7 +83,9 @@ class GuardSet:
             value = reader()
             if value is not _MISSING and (_is_code(value) or isinstance(value, jax.core.Tracer)):
                 continue  # code; or a value of the trace itself (a cell of a function it made)
-            self.entries[key] = (reader, _freeze(value, self.kept))
+            token = _freeze(value, self.kept)
+            self.entries[key] = (reader, token)
+            self.checks.append(_fast_check(reader, value, token))
             added = True
         if added and self.on_first is not None:
             self.on_first()
@@ -95,9 +99,9 @@ class GuardSet:
         return None
 
     def holds(self) -> bool:
-        """Whether every guard holds (the dispatcher's check before the shared jit)."""
-        for reader, token in self.entries.values():
-            if _freeze(reader(), []) != token:
+        """Whether every guard holds (the dispatcher's check before the shared jit, per call)."""
+        for check in self.checks:
+            if not check():
                 return False
         return True
 
@@ -116,6 +120,7 @@ class GuardSet:
         return None
 
     def clear(self) -> None:
+        self.checks.clear()
         self.own_writes.clear()
         self.entries.clear()
         self.kept.clear()
@@ -256,6 +261,29 @@ def _is_code(value) -> bool:
 
 
 # -- tokens ---------------------------------------------------------------------------------------
+
+def _fast_check(reader, value, token):
+    """A test of one guard as cheap as its value allows: the same object, for a value whose
+    token is its identity all the way down (code, a jax array, a tuple of those and of numbers:
+    nothing in it can change in place); equal type and value for a number or string; else the
+    token walk."""
+    if type(value) in _SCALARS:
+        kind = type(value)
+        return lambda: (lambda v: type(v) is kind and v == value)(reader())
+    if _identity_safe(token):
+        return lambda: reader() is value
+    return lambda: _freeze(reader(), []) == token
+
+
+def _identity_safe(token) -> bool:
+    if not isinstance(token, tuple) or not token:
+        return False
+    head = token[0]
+    if head in ("object", "array"):
+        return True
+    if isinstance(head, type) and issubclass(head, (tuple, frozenset)):  # (a namedtuple too)
+        return all(_identity_safe(t) or (isinstance(t, tuple) and t and t[0] in _DATA) for t in token[1])
+    return False
 
 def _freeze(value, kept: list):
     """A token equal to another value's exactly when eager code reading them could not tell
