@@ -33,7 +33,7 @@ import numpy as np
 
 from dy2st import _jax_compat
 from dy2st.errors import BuiltinError, OriginInfo
-from dy2st.runtime import events, python_choice, writes
+from dy2st.runtime import events, key_order, python_choice, writes
 from dy2st.runtime.calls import register_builtin
 from dy2st.runtime.ordering import convert_all, convert_any, convert_max, convert_min, convert_sorted
 from dy2st.runtime.formatting import bind_traced, convert_repr, convert_str, has_traced
@@ -183,7 +183,16 @@ def convert_range(*args):
     )
 
 
+def convert_type(*args):
+    """`type(obj)`: a dict argument being watched for its order (`key_order.WatchedDict`) is a
+    `dict`, as eagerly; `type(name, bases, namespace)` makes a class as ever."""
+    if len(args) == 1 and builtins.type(args[0]) is key_order.WatchedDict:
+        return dict
+    return builtins.type(*args)
+
+
 for _builtin, _replacement in (
+    (builtins.type, convert_type),
     (builtins.print, convert_print),
     (builtins.int, convert_int),
     (builtins.float, convert_float),

@@ -60,3 +60,15 @@ def test_observed_orders_key_the_programs(fn):
             if fn is iterates:
                 assert got[0] == list(d)
     assert static._cache.orders_observed
+
+
+def checks_its_type(d, x):
+    if type(d) is dict:  # eager: True; the watched trace sees a dict too
+        return x * d["a"]
+    return x
+
+
+def test_a_type_test_sees_a_dict():
+    static = dy2st.to_static(checks_its_type)
+    for d in orders():
+        np.testing.assert_array_equal(static(d, A), checks_its_type(d, A))
