@@ -312,7 +312,7 @@ class StaticFunction(functools.partial):
     # -- calling ------------------------------------------------------------------------
     def _call_general(self, args, kwargs):
         """Every call the dispatcher does not send straight to the shared jit."""
-        if self._guards and self._guards.changed() is not None:
+        if self._guards and not self._guards.holds():
             self._guards_changed()
         if self._cache.staged_nothing and plain_python((args, dict(kwargs))) and config.enable_to_static:
             # A trace of Python values only staged nothing: a program per value would compile
@@ -438,9 +438,9 @@ class StaticFunction(functools.partial):
     def _guards_changed(self):
         """A value the programs read from outside the arguments changed since they were
         traced: drop them, so this call traces again with the value of now."""
-        key = self._guards.changed()
         self._guards.failures += 1
         if self._guards.failures == config.retrace_warning_threshold:
+            key = self._guards.changed()
             logger.warning(
                 "dy2st: %s has been traced again %d times because the %s it reads changed between "
                 "calls (%s, line %s). Each change traces and compiles the function again: pass values "

@@ -423,17 +423,18 @@ class ProgramCache:
         leaves, treedef = _flatten((args, kwargs))
         if _ARRAY_ONLY.issuperset(map(type, leaves)):  # the program takes the arguments as they are
             # jit's key has no order for a dict: a function that observes it is keyed by it (ours)
-            ordered = _holds_dict(treedef) and (self.orders_observed or bool(kwargs))
+            holds_dict = _holds_dict(treedef)
             shared = self.shared
-            if shared is not None and not ordered and not (self.ambiguous_seen and self._ambiguous(args, kwargs, leaves, treedef)):
+            if (shared is not None and not (holds_dict and (self.orders_observed or kwargs))
+                    and not (self.ambiguous_seen and self._ambiguous(args, kwargs, leaves, treedef))):
                 try:  # (no `**{}`: each step of the common case shows)
                     return shared(*args, **kwargs) if kwargs else shared(*args)
                 except OrderObserved:
-                    ordered = True
+                    pass  # this trace observed a dict's order: keyed by it below
                 except AmbiguousLeaf:
                     self.ambiguous_seen = True
             key = _arrays_key(args, kwargs, leaves, treedef)
-            return self._run(_ordered(key, args, kwargs) if _holds_dict(treedef) else key, args, kwargs)
+            return self._run(_ordered(key, args, kwargs) if holds_dict else key, args, kwargs)
         if on_traced is not None:
             for leaf in leaves:
                 if isinstance(leaf, jax.core.Tracer):
@@ -614,20 +615,7 @@ class ProgramCache:
         with python_choice.recording() if self._shardings is None else contextlib.nullcontext() as recorded, \
                 writes.program_containers() as changed, guards.recording(self.guards):
             try:
-                guards.note(fn)
-                with watcher.watching() if watcher is not None else contextlib.nullcontext():
-                    out = fn(*args, **kwargs)
-                if watcher is not None and (watcher.observed or key_order.holds_watched(out)):
-                    self.orders_observed = True  # this program would serve other orders: given up
-                    raise OrderObserved("the function observes a dict argument's key order")
-                # identities and kinds jit's boundary loses, noted (`static_outputs.encode`)
-                # before the walk for undefined values, which a self-holding list would not end
-                refused = writes.swallowed_refusal()
-                if refused is not None:  # the user's own handler caught it while tracing
-                    raise refused
-                encoded = check_defined(static_outputs.encode(out) if recorded is not None else out)
-                if watch is not None:
-                    watch.check()  # an argument's list changed: the caller lifts it and writes it back
+                out, encoded = self._traced(fn, args, kwargs, watcher, watch, encode=recorded is not None)
             except BaseException as error:
                 # No program comes of this trace (the caller may trace again, lifting the
                 # arguments): the lists and dicts outside it that it changed are put back.
@@ -650,6 +638,25 @@ class ProgramCache:
             if self.on_shared_change is not None:
                 self.on_shared_change()
         return result
+
+    def _traced(self, fn, args, kwargs, watcher, watch, encode: bool) -> tuple:
+        """`(fn's outputs, encoded)`, traced, once they are known to make a program; raises
+        where they do not (the caller puts back what the trace changed)."""
+        guards.note(fn)
+        with watcher.watching() if watcher is not None else contextlib.nullcontext():
+            out = fn(*args, **kwargs)
+        if watcher is not None and (watcher.observed or key_order.holds_watched(out)):
+            self.orders_observed = True  # this program would serve other orders: given up
+            raise OrderObserved("the function observes a dict argument's key order")
+        refused = writes.swallowed_refusal()
+        if refused is not None:  # the user's own handler caught it while tracing
+            raise refused
+        # identities and kinds jit's boundary loses, noted (`static_outputs.encode`) before the
+        # walk for undefined values, which a self-holding list would not end
+        encoded = check_defined(static_outputs.encode(out) if encode else out)
+        if watch is not None:
+            watch.check()  # an argument's list changed: the caller lifts it and writes it back
+        return out, encoded
 
     def _jit_options(self, signature: Signature) -> dict:
         """`in_shardings`/`out_shardings` for one program (the program takes the array leaves

@@ -40,7 +40,6 @@ from dy2st.runtime.formatting import convert_format, is_format_method
 from dy2st.runtime import events, guards, higher_order, writes
 from dy2st.user_code import LIBRARY_PACKAGES, NOT_OBJECTS, is_library_module, top_package
 
-_SKIPPED_PACKAGES = LIBRARY_PACKAGES
 NOT_TO_STATIC_ATTR = "__dy2st_not_to_static__"
 _UNCONVERTIBLE_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
@@ -207,7 +206,7 @@ def _is_library_function(fn: types.FunctionType) -> bool:
     package = top_package(fn.__module__)
     if (fn.__module__ or "").startswith("dy2st.testing."):  # reference models and fuzzers: user code
         return False
-    if package in _SKIPPED_PACKAGES - sys.stdlib_module_names:
+    if package in LIBRARY_PACKAGES - sys.stdlib_module_names:
         return True
     return package in sys.stdlib_module_names and fn.__code__.co_filename.startswith(_STDLIB_DIR)
 
@@ -215,7 +214,7 @@ def _is_library_function(fn: types.FunctionType) -> bool:
 def _is_library_callable(fn) -> bool:
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, jax.custom_jvp, jax.custom_vjp)):
         return True
-    if top_package(type(fn).__module__) not in _SKIPPED_PACKAGES - {"builtins", "jaxlib"}:
+    if top_package(type(fn).__module__) not in LIBRARY_PACKAGES - {"builtins", "jaxlib"}:
         return False  # a user's class (or jax.jit's C wrapper, which unwraps to the user's function)
     wrapped = inspect.unwrap(fn)
     return not isinstance(wrapped, types.FunctionType) or _is_library_function(wrapped)

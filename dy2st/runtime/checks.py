@@ -22,7 +22,6 @@ from dy2st.runtime.values import is_traced
 
 
 _MISSING = object()  # the global did not exist before the write
-_NOTHING = object()  # no value remembered for the global
 _remembered = threading.local()
 
 
@@ -45,29 +44,27 @@ def remember_global(name: str) -> None:
     _remembered_globals().setdefault((id(module_globals), name), []).append(module_globals.get(name, _MISSING))
 
 
-def _forget(module_globals: dict, name: str):
-    stack = _remembered_globals().get((id(module_globals), name))
-    if not stack:
-        return _NOTHING  # nothing remembered: leave the global as it is
-    previous = stack.pop()
-    if not stack:
-        del _remembered_globals()[(id(module_globals), name)]
-    return previous
+def _forget(module_globals: dict, name: str) -> None:
+    """A write that was not refused: its remembered value is no longer needed."""
+    key = (id(module_globals), name)
+    stack = _remembered_globals().get(key)
+    if stack:
+        stack.pop()
+        if not stack:
+            del _remembered_globals()[key]
 
 
 def _restore_global(module_globals: dict, name: str) -> None:
     """Put back the value from before the outermost write still pending (an `if`'s or loop's
-    around this one wrote the carried tracer in between) and forget them all: the call is refused."""
+    around this one wrote the carried tracer in between), now and once the refused trace has
+    unwound (a loop's state may be written back on the way)."""
     stack = _remembered_globals().get((id(module_globals), name))
-    previous = stack[0] if stack else _NOTHING
-    if stack:
-        del stack[1:]  # (the outermost write's own check, if one comes, finds its value still)
-        # and once the refused trace has unwound (a loop's state may be written back on the way)
-        writes.on_abandon(functools.partial(_put_back, module_globals, name, previous))
-    if previous is _MISSING:
-        module_globals.pop(name, None)
-    elif previous is not _NOTHING:
-        module_globals[name] = previous
+    if not stack:
+        return  # nothing remembered: leave the global as it is
+    del stack[1:]  # (the outermost write's own check, if one comes, finds its value still)
+    put_back = functools.partial(_put_back, module_globals, name, stack[0])
+    put_back()
+    writes.on_abandon(put_back)
 
 
 def _put_back(module_globals: dict, name: str, previous) -> None:

@@ -35,14 +35,13 @@ import jax
 import numpy as np
 
 from dy2st.errors import PythonEffectError, is_library_file
+from dy2st.runtime.values import OPAQUE_MODULES
+from dy2st.user_code import is_library_module
 
 _local = threading.local()
 _MISSING = object()
 _CODE = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
          types.BuiltinMethodType, type, functools.partial, property, staticmethod, classmethod)
-# Objects of these packages are machinery (dtypes, meshes, jitted functions, loggers): not walked.
-_MACHINERY = frozenset({"jax", "jaxlib", "numpy", "flax", "equinox", "optax", "dy2st", "logging", "threading",
-                        "_thread", "typing", "abc", "functools", "ml_dtypes", "builtins"})
 _SCALARS = frozenset({int, bool, str, bytes, type(None), complex})
 _DATA = _SCALARS | {float}
 _WALK_LIMIT = 10_000  # container items and attributes one value's token walks at most
@@ -60,7 +59,7 @@ class GuardSet:
         # its staged ifs and loops carry those as state (and refuse traced values there)
         self.own_writes: set = set()
         self.failures = 0
-        self.checks: list = []  # per entry, the cheapest test that it holds (`_fast_check`)
+        self.checks: dict = {}  # reader key -> the cheapest test that its guard holds (`_fast_check`)
 
     def __bool__(self):
         return bool(self.entries)
@@ -69,9 +68,7 @@ class GuardSet:
         """Guard what `fn`'s code reads from outside its arguments, as it is now."""
         if not isinstance(fn, types.FunctionType):
             return
-        module = fn.__module__ or ""
-        if ((module.split(".")[0] in _MACHINERY and not module.startswith("dy2st.testing"))
-                or is_library_file(fn.__code__.co_filename)):
+        if is_library_module(fn.__module__) or is_library_file(fn.__code__.co_filename):
             return  # dy2st's own program function, a library's (also one `functools.wraps` renamed)
         added = False
         written = _written(fn.__code__)
@@ -85,22 +82,14 @@ class GuardSet:
                 continue  # code; or a value of the trace itself (a cell of a function it made)
             token = _freeze(value, self.kept)
             self.entries[key] = (reader, token)
-            self.checks.append(_fast_check(reader, value, token))
+            self.checks[key] = _fast_check(reader, value, token)
             added = True
         if added and self.on_first is not None:
             self.on_first()
 
-    def changed(self):
-        """The reader key of the first guard whose value changed, or None while all hold."""
-        scratch: list = []
-        for key, (reader, token) in self.entries.items():
-            if _freeze(reader(), scratch) != token:
-                return key
-        return None
-
     def holds(self) -> bool:
         """Whether every guard holds (the dispatcher's check before the shared jit, per call)."""
-        for check in self.checks:
+        for check in self.checks.values():
             if not check():
                 return False
         return True
@@ -110,9 +99,13 @@ class GuardSet:
         scratch: list = []
         return {key: _freeze(reader(), scratch) for key, (reader, _) in self.entries.items()}
 
-    def changed_since(self, snapshot: dict):
-        """The key of the first guarded value that differs from `snapshot` (`tokens_now()`
-        taken earlier; an entry added since is compared with its own first token), or None."""
+    def changed(self, snapshot: dict | None = None):
+        """The key of the first guard that no longer holds (its per-call test), or None. With
+        `snapshot` (`tokens_now()` taken earlier): the first value that changed since then, one
+        added since compared with its own first token, the function's own writes left out (they
+        are its ifs' and loops' state)."""
+        if snapshot is None:
+            return next((key for key, check in self.checks.items() if not check()), None)
         scratch: list = []
         for key, (reader, token) in list(self.entries.items()):
             if key not in self.own_writes and _freeze(reader(), scratch) != snapshot.get(key, token):
@@ -162,7 +155,7 @@ def unchanged_by_side(origin, what: str):
     yield
     if guards is None:
         return
-    key = guards.changed_since(snapshot)
+    key = guards.changed(snapshot)
     if key is not None:
         raise PythonEffectError(
             f"the {what} changes the {describe(key)} (a Python value from outside the function's "
@@ -257,7 +250,7 @@ def _is_code(value) -> bool:
     tp = type(value)
     if tp in _DATA or isinstance(value, (jax.Array, np.ndarray, list, dict, tuple, set, frozenset)):
         return False
-    return _package(tp) in _MACHINERY or (callable(value) and not hasattr(value, "__dict__"))
+    return _package(tp) in OPAQUE_MODULES or (callable(value) and not hasattr(value, "__dict__"))
 
 
 # -- tokens ---------------------------------------------------------------------------------------
@@ -269,7 +262,12 @@ def _fast_check(reader, value, token):
     token walk."""
     if type(value) in _SCALARS:
         kind = type(value)
-        return lambda: (lambda v: type(v) is kind and v == value)(reader())
+
+        def same_scalar():
+            now = reader()
+            return type(now) is kind and now == value
+
+        return same_scalar
     if _identity_safe(token):
         return lambda: reader() is value
     return lambda: _freeze(reader(), []) == token

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import threading
 
 import jax
+
+from dy2st.runtime import writes
 
 _DICTS = (dict, collections.defaultdict)  # what JAX flattens with sorted keys (OrderedDict keeps its order)
 
@@ -134,26 +135,25 @@ class Watcher:
 
     @contextlib.contextmanager
     def watching(self):
-        """While the function runs: its uses of the dicts count (dy2st's own before and after
-        do not); `observe_all` reaches it."""
+        """While the function runs (inside its program's trace): its uses of the dicts count
+        (dy2st's own before and after do not); `observe_all` reaches it through the program."""
         self.active = True
-        _current.stack = getattr(_current, "stack", []) + [self]
+        scratch = writes.program_scratch()
+        scratch["order_watcher"] = self
         try:
             yield
         finally:
             self.active = False
-            _current.stack = _current.stack[:-1]
-
-
-_current = threading.local()
+            scratch.pop("order_watcher", None)
 
 
 def observe_all() -> None:
     """Code about to take the dicts apart (a staged side's state, whose machinery reads them
     as plain dicts) counts as observing their order: the trace's program is then keyed by it."""
-    for watcher in getattr(_current, "stack", ()):
-        if watcher.active:
-            watcher.observed = True
+    scratch = writes.program_scratch()
+    watcher = scratch.get("order_watcher") if scratch is not None else None
+    if watcher is not None and watcher.active:
+        watcher.observed = True
 
 
 class WatchedDict(dict):

@@ -215,11 +215,16 @@ _register(_Entry, lambda e: (e.values, (e.kind, e.type, e.keys)),
 _register(Identities, lambda i: ((i.tree, i.entries), None), lambda _, children: Identities(*children))
 
 
-def _kind(value) -> str | None:
-    """'l', 'd', 'o' (a plain object), 's' (a set), or None: a value jit carries as it is."""
-    if isinstance(value, (set,)) and not isinstance(value, frozenset):
-        return "s"
-    return node_kind(value)
+_PLAIN_CONTAINERS = (list, dict, collections.defaultdict)  # rebuilt as they are when held once
+
+
+def _kind(value, aliases_only: bool) -> str | None:
+    """'l', 'd', 'o' (a plain object), 's' (a set), or None: a value the walk leaves to jit
+    (with `aliases_only`, anything but a list or dict)."""
+    if isinstance(value, jax.Array) or type(value) in _CONSTANT_TYPES:
+        return None
+    kind = "s" if isinstance(value, set) else node_kind(value)
+    return None if aliases_only and kind not in ("l", "d") else kind
 
 
 def encode(outputs, state_nodes: dict | None = None, aliases_only: bool = False):
@@ -241,10 +246,8 @@ def encode(outputs, state_nodes: dict | None = None, aliases_only: bool = False)
             for v in value:
                 count(v)
             return
-        if isinstance(value, jax.Array) or tp in _CONSTANT_TYPES:
-            return
-        kind = _kind(value)
-        if kind is None or (aliases_only and kind not in ("l", "d")):
+        kind = _kind(value, aliases_only)
+        if kind is None:
             return
         key = id(value)
         if key in state_nodes:
@@ -258,7 +261,7 @@ def encode(outputs, state_nodes: dict | None = None, aliases_only: bool = False)
         if seen:
             special = True
             return
-        if not aliases_only and (kind in ("o", "s") or type(value) not in (list, dict, collections.defaultdict)):
+        if not aliases_only and tp not in _PLAIN_CONTAINERS:  # a set, an object, a subclass
             special = True
         for v in _contents(value, kind)[1]:
             count(v)
@@ -276,18 +279,18 @@ def encode(outputs, state_nodes: dict | None = None, aliases_only: bool = False)
         if isinstance(value, tuple):
             items = [build(v) for v in value]
             return tp(*items) if hasattr(tp, "_fields") else tp(items)
-        if isinstance(value, jax.Array) or tp in _CONSTANT_TYPES:
-            return value
-        kind = _kind(value)
-        if kind is None or (aliases_only and kind not in ("l", "d")):
+        kind = _kind(value, aliases_only)
+        if kind is None:
             return value
         key = id(value)
         if key in state_nodes:
             return _StateNode(state_nodes[key])
         if key in index:
             return _Ref(index[key])
+        if key not in held and tp not in _PLAIN_CONTAINERS and aliases_only:
+            return value  # (a subclass held once: the merge keeps it as it is)
         keys, values = _contents(value, kind)
-        if key not in held and kind in ("l", "d") and (aliases_only or tp in (list, dict, collections.defaultdict)):
+        if key not in held and tp in _PLAIN_CONTAINERS:
             built = [build(v) for v in values]
             if kind == "l":
                 return built
@@ -314,9 +317,7 @@ _CONSTANT_TYPES = frozenset({bool, int, float, complex, str, bytes, type(None)})
 
 def _contents(value, kind) -> tuple:
     """`(keys, values)` of a container the outputs hold."""
-    if kind == "l":
-        return None, list(value)
-    if kind == "s":
+    if kind in ("l", "s"):
         return None, list(value)
     if kind == "d":
         return list(value), list(value.values())

@@ -60,8 +60,8 @@ _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType
            functools.partial, property, staticmethod, classmethod)
 # Objects of these libraries are never walked into: they are configuration or machinery, not
 # model state (a logger, a mesh, a jax/numpy helper object).
-_OPAQUE_MODULES = ("jax", "jaxlib", "numpy", "dy2st", "logging", "threading", "_thread", "builtins",
-                   "functools", "typing", "abc", "optax", "flax", "equinox")
+OPAQUE_MODULES = frozenset({"jax", "jaxlib", "numpy", "dy2st", "logging", "threading", "_thread", "builtins",
+                            "functools", "typing", "abc", "optax", "flax", "equinox", "ml_dtypes"})
 NODE_KINDS: dict[type, str | None] = {}  # type -> node_kind (a cache the state walk reads inline)
 
 
@@ -72,7 +72,7 @@ def _kind_of_type(tp, value) -> str | None:
     if issubclass(tp, dict):
         return "d"
     if (issubclass(tp, _OPAQUE + ARRAY_TYPES) or not hasattr(value, "__dict__")
-            or (tp.__module__ or "").split(".")[0] in _OPAQUE_MODULES):
+            or (tp.__module__ or "").split(".")[0] in OPAQUE_MODULES):
         return None
     if not jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(value)):
         return None  # a registered pytree (Equinox, NNX, a user's dataclass pytree)

@@ -345,7 +345,7 @@ def _held_outside(container: list) -> bool:
 def _own_references(container: list) -> int:
     """How many references to `container` the staging's and the programs' records hold."""
     count = 0
-    for records in (*(source() for source in RECORD_SOURCES), *(r.values() for r in getattr(_programs, "stack", ()))):
+    for records in (*(source() for source in RECORD_SOURCES), *(p.changed.values() for p in getattr(_programs, "stack", ()))):
         for record in records:
             count += sum(1 for item in record if item is container)
     return count
@@ -363,56 +363,62 @@ def adopt_reachable(target: list) -> bool:
     return bool(recorded)
 
 
-_programs = threading.local()  # .stack: per program being traced, id -> (container, items before, path)
+class _Program:
+    """What one program being traced keeps until its trace ends (one per trace, innermost last):
+    `changed`, id -> (container, items before, path) of the lists and dicts from before a staged
+    side that the side changed in place (for `leaked`); `refusals` made meanwhile; `undos` to run
+    if the trace raises; `scratch` for runtime operators' own per-trace memory."""
+
+    __slots__ = ("changed", "refusals", "undos", "scratch")
+
+    def __init__(self):
+        self.changed: dict = {}
+        self.refusals: list = []
+        self.undos: list = []
+        self.scratch: dict = {}
+
+
+_programs = threading.local()  # .stack: the `_Program` of each program being traced, innermost last
+
+
+def _program_now() -> _Program | None:
+    stack = getattr(_programs, "stack", None)
+    return stack[-1] if stack else None
 
 
 @contextlib.contextmanager
 def program_containers():
-    """While one program is traced: the lists and dicts from before a staged side that the side
-    changed in place (`_record_from_before`), for `leaked`."""
+    """While one program is traced: yields the dict of lists and dicts from before a staged side
+    that the side changed in place (`_record_from_before`), for `leaked`; if the trace raises,
+    what was noted to undo (`on_abandon`) is undone once all else unwound."""
     stack = getattr(_programs, "stack", None)
     if stack is None:
         stack = _programs.stack = []
-    recorded: dict = {}
-    stack.append(recorded)
-    refusals = getattr(_programs, "refusals", None)
-    if refusals is None:
-        refusals = _programs.refusals = []
-    refusals.append([])
-    undos = getattr(_programs, "undos", None)
-    if undos is None:
-        undos = _programs.undos = []
-    undos.append([])
-    scratch = getattr(_programs, "scratch", None)
-    if scratch is None:
-        scratch = _programs.scratch = []
-    scratch.append({})
+    program = _Program()
+    stack.append(program)
     try:
-        yield recorded
+        yield program.changed
     except BaseException:
-        for undo in reversed(undos[-1]):
+        for undo in reversed(program.undos):
             undo()
         raise
     finally:
         stack.pop()
-        refusals.pop()
-        undos.pop()
-        scratch.pop()
 
 
 def program_scratch() -> dict | None:
     """A dict that lives as long as the program being traced (None outside one): what a
     runtime operator remembers for the rest of this trace only."""
-    scratch = getattr(_programs, "scratch", None)
-    return scratch[-1] if scratch else None
+    program = _program_now()
+    return program.scratch if program is not None else None
 
 
 def on_abandon(undo) -> None:
     """`undo()` runs if the program being traced gives no program (its trace raised), after
     everything else unwound (`program_containers`)."""
-    undos = getattr(_programs, "undos", None)
-    if undos:
-        undos[-1].append(undo)
+    program = _program_now()
+    if program is not None:
+        program.undos.append(undo)
 
 
 _prints = [0]  # prints staged (host callbacks) so far, by any program
@@ -429,20 +435,20 @@ def staged_prints() -> int:
 def note_refusal(error: BaseException) -> None:
     """A refusal raised while a program is traced, where user code may catch it (`except
     Exception`, `contextlib.suppress`): `swallowed_refusal` finds it if the trace went on."""
-    refusals = getattr(_programs, "refusals", None)
-    if refusals:
-        refusals[-1].append(error)
+    program = _program_now()
+    if program is not None:
+        program.refusals.append(error)
 
 
 def swallowed_refusal() -> BaseException | None:
     """The first refusal of the program being traced that user code caught (the trace ended
     normally after it), or None. A loop's refusal to stage (`LoopVariableError`) and a callee
     without source (`ConversionError`) are dy2st's own to catch: it unrolls, or calls as is."""
-    refusals = getattr(_programs, "refusals", None)
-    if not refusals:
+    program = _program_now()
+    if program is None:
         return None
     # (a refusal made but never raised, such as a run-time check's prepared error, has no traceback)
-    return next((r for r in refusals[-1] if r.__traceback__ is not None
+    return next((r for r in program.refusals if r.__traceback__ is not None
                  and type(r) not in (LoopVariableError, ConversionError)), None)
 
 
@@ -536,18 +542,18 @@ def _record_from_before(container) -> list:
 
 
 def _note_for_program(container, path: str) -> None:
-    stack = getattr(_programs, "stack", None)
-    if stack and id(container) not in stack[-1]:
-        stack[-1][id(container)] = (container, type(container)(container), path)
+    program = _program_now()
+    if program is not None and id(container) not in program.changed:
+        program.changed[id(container)] = (container, type(container)(container), path)
 
 
 def note_written_back(containers) -> None:
     """The lists and dicts among `containers` are the state a stateful program writes back into
     the caller's objects (a list the function made and stored in `self.cache`): not leaks."""
-    stack = getattr(_programs, "stack", None)
-    if stack:
+    program = _program_now()
+    if program is not None:
         for container in containers:
-            stack[-1].pop(id(container), None)
+            program.changed.pop(id(container), None)
 
 
 def note_appended(target: list, name: str) -> None:

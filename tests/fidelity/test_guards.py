@@ -121,7 +121,6 @@ def test_a_function_reading_nothing_outside_keeps_the_front():
 
 
 def test_a_guarded_function_warns_once_when_it_keeps_changing(caplog):
-    global COUNT
     static = dy2st.to_static(counts)
     with caplog.at_level(logging.WARNING, logger="dy2st"):
         for _ in range(dy2st.config.config.retrace_warning_threshold + 3):

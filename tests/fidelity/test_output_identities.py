@@ -70,7 +70,7 @@ def test_an_argument_changed_and_returned_is_the_callers_object(fn, make):
         assert returned_s is b[position]
 
 
-def test_an_argument_returned_under_jit_of_the_converted_function():
+def test_a_dict_built_from_an_argument_under_jit_of_the_converted_function():
     def f(x, d):
         d = dict(d)
         d["y"] = x * 2
