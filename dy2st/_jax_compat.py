@@ -187,25 +187,6 @@ def equation_lines(eqn) -> list:
     return [(code.co_filename, line) for code, line in equation_code_frames(eqn)]
 
 
-# -- the equations of the jaxpr being traced ---------------------------------------------------
-# `python_choice` must know, at the end of a program's trace, whether a value whose Python kind
-# eager picks by data was computed on (runtime/choice_kinds.py). jax exposes the equations
-# recorded so far only on its private trace frame; the jaxprs inside them are public types.
-_core = importlib.import_module("jax._src.core")
-
-
-def traced_equations() -> list:
-    """The live equations of the jaxpr being traced now, in order (`jax.extend.core.JaxprEqn`s
-    whose inputs are `Var`s or `Literal`s); empty when no jaxpr is being traced."""
-    frame = getattr(_core.trace_ctx.trace, "frame", None)
-    return [] if frame is None else frame.get_eqns()
-
-
-def tracer_var(value):
-    """The jaxpr variable a traced value stands for, or None (a constant, not a jaxpr tracer)."""
-    return getattr(value, "val", None) if isinstance(value, jax.core.Tracer) else None
-
-
 # -- logging ---------------------------------------------------------------------------------
 def debug_callback_logger():
     """The logger jax reports a failing `jax.debug.callback` on (with its traceback)."""

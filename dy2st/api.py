@@ -19,7 +19,7 @@ from dy2st.errors import RuntimeChecks, at_boundary
 from dy2st.program import (_FAST_TYPES, ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, AmbiguousLeaf,
                            ConcreteProgram, ContainerEffect, ProgramCache, plain_python)
 from dy2st.sharding import Shardings
-from dy2st.runtime import guards, python_choice
+from dy2st.runtime import guards, static_outputs
 from dy2st.runtime.calls import NOT_TO_STATIC_ATTR, runs_eagerly, top_level_target
 from dy2st.runtime.undefined import check_defined
 
@@ -224,9 +224,9 @@ def _passed(values: tuple, names: tuple) -> tuple:
 
 
 def _finish_after_change(out):
-    """A hit-path call that traced a run-time check or a Python choice, or found the cache
+    """A hit-path call that traced a run-time check or returns what the boundary decodes, or found the cache
     changing mode: finish as the general path does."""
-    out = python_choice.resolve(out)
+    out = static_outputs.decode_result(out)
     _wait_for(out)
     return out
 
@@ -334,8 +334,8 @@ class StaticFunction(functools.partial):
             (self._checker or self._spec_checker).check(args, kwargs)
         checks_before = RuntimeChecks.traced
         out = self._run(args, kwargs)
-        if self._cache.has_choices:
-            out = python_choice.resolve(out)
+        if self._cache.decodes_outputs:
+            out = static_outputs.decode_result(out)
         if self._has_checks or RuntimeChecks.traced != checks_before:
             self._has_checks = True  # this call traced a run-time check (an assert)
             self._set_fast(None)
@@ -343,7 +343,7 @@ class StaticFunction(functools.partial):
         elif self._cache.staged_nothing:  # calls of Python values must reach the check above
             self._set_fast(None)
         elif (self._fast is None and self._input_spec is None and self._converted_fn is not None
-              and config.enable_to_static and not self._cache.has_choices):
+              and config.enable_to_static and not self._cache.decodes_outputs):
             self._set_fast(self._cache.shared)  # arm the hit path (None once the cache retired it)
         return out
 
@@ -351,7 +351,7 @@ class StaticFunction(functools.partial):
         """The front's miss for a call the hit path takes (positional arrays, or the pytree
         route's arguments): `(outputs, what the front caches)`, or None where the pytree route
         gave the call back. The front caches nothing for a call that changed the cache's mode
-        (it traced a run-time check or a Python choice: such calls resolve their outputs)."""
+        (it traced a run-time check or returns what the boundary decodes: such calls decode their outputs)."""
         cached = []
 
         def run(*args):

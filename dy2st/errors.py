@@ -319,23 +319,6 @@ class TracedValueError(Dy2StaticError, TypeError):
     """
 
 
-class DataDependentKindError(Dy2StaticError, TypeError):
-    """A result whose type eager Python picks by data: computed from an int-or-float choice.
-
-    Eagerly `max(0, x.sum())` is the Python int 0 or a float array; arithmetic on it gives an
-    int on one path and a float on the other, where one compiled program has one dtype.
-
-    Example::
-
-        k = max(k, x.sum())     # k = 0 before: the Python int 0, or a float32 array
-        return k % 97           # eager: an int or a float array; one program: one dtype
-
-    Raised when the call is traced, at the line that computes on it. Returning or storing
-    such a value as it is gives eager's exact value; comparing it (`k > 1`) is fine. Fix: give
-    both sides one kind (`k = 0.0`, `float(...)`), or make the result an int with `int(...)`.
-    """
-
-
 class ProgramOutputError(Dy2StaticError, TypeError):
     """The function returns a value a compiled program cannot give back on every call.
 

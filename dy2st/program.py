@@ -43,7 +43,7 @@ from dy2st import _jax_compat
 from dy2st.config import config, log, logger
 from dy2st.errors import InputSignatureError, PythonEffectError, RuntimeChecks
 from dy2st.input_spec import user_origin
-from dy2st.runtime import guards, key_order, python_choice, static_outputs, writes
+from dy2st.runtime import guards, key_order, static_outputs, writes
 from dy2st.runtime.undefined import check_defined
 from dy2st.runtime.values import ARRAY_TYPES
 
@@ -406,7 +406,7 @@ class ProgramCache:
         self._shared_keys: set = set()  # keys of the programs that live in `shared`
         self.on_shared_change: Callable[[], None] | None = None  # told when `shared` changes role
         self.has_checks = False  # the shared jit traced a run-time check (an assert)
-        self.has_choices = False  # a program returns python_choice.PythonChoices: resolve outputs
+        self.decodes_outputs = False  # a program returns static_outputs' records: calls decode them
         self.watch_containers = False  # check, while tracing, the lists/dicts among the arguments
         self.ambiguous_seen = False  # the shared jit refused a signature (AmbiguousLeaf)
         self.orders_observed = False  # a trace observed a dict argument's key order (OrderObserved)
@@ -601,9 +601,8 @@ class ProgramCache:
         return jax.jit(program, **self._jit_options(signature))
 
     def _outputs(self, fn, args, kwargs, orders=None, watcher=None):
-        """What a program returns: `fn`'s outputs, with the candidates of values whose Python
-        type eager picks by data (`python_choice`) and the outputs that are not arrays
-        (`static_outputs`); the call's boundary resolves them. Not with `out_shardings` (they
+        """What a program returns: `fn`'s outputs, with the outputs that are not arrays and the
+        identities jit's boundary loses encoded (`static_outputs`); the call's boundary decodes them. Not with `out_shardings` (they
         fix the outputs' structure): such values stay arrays there. `orders`: the key orders
         of the arguments' dicts, which jit's flattening sorted (`key_order`)."""
         if orders is not None:
@@ -612,10 +611,10 @@ class ProgramCache:
         python_only = plain_python((args, kwargs))
         effects_before = (RuntimeChecks.traced, writes.staged_prints())
         watch = _ContainerWatch(args, kwargs) if self.watch_containers else None
-        with python_choice.recording() if self._shardings is None else contextlib.nullcontext() as recorded, \
-                writes.program_containers() as changed, guards.recording(self.guards):
+        encode = self._shardings is None
+        with writes.program_containers() as changed, guards.recording(self.guards):
             try:
-                out, encoded = self._traced(fn, args, kwargs, watcher, watch, encode=recorded is not None)
+                out, encoded = self._traced(fn, args, kwargs, watcher, watch, encode)
             except BaseException as error:
                 # No program comes of this trace (the caller may trace again, lifting the
                 # arguments): the lists and dicts outside it that it changed are put back.
@@ -630,11 +629,11 @@ class ProgramCache:
         if (python_only and (RuntimeChecks.traced, writes.staged_prints()) == effects_before
                 and not any(isinstance(leaf, jax.Array) for leaf in jax.tree_util.tree_leaves(encoded))):
             self.staged_nothing = True
-        if recorded is None:
+        if not encode:
             return out
-        result = recorded.finish(static_outputs.split(encoded))
-        if result is not out and not self.has_choices:
-            self.has_choices = True  # calls must resolve outputs: not the direct jit path
+        result = static_outputs.split(encoded)
+        if result is not out and not self.decodes_outputs:
+            self.decodes_outputs = True  # calls must resolve outputs: not the direct jit path
             if self.on_shared_change is not None:
                 self.on_shared_change()
         return result

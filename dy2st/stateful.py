@@ -21,7 +21,7 @@ import jax
 from dy2st.config import config, logger
 from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, ProgramCache, _ContainerWatch
 from dy2st.runtime import guards as guard_reads
-from dy2st.runtime import python_choice, static_outputs, writes
+from dy2st.runtime import static_outputs, writes
 from dy2st.runtime.undefined import check_defined
 from dy2st.errors import PythonEffectError
 from dy2st.input_spec import user_origin
@@ -195,8 +195,8 @@ class StatefulPrograms:
             entry.local.layout = previous
         if result is _INLINE:
             return check_defined(self._fn(*args, **kwargs))
-        if entry.cache.has_choices:
-            result = python_choice.resolve(result)
+        if entry.cache.decodes_outputs:
+            result = static_outputs.decode_result(result)
         out, delta = result
         nodes = delta.recipe.apply(layout, delta.outs)
         if type(out) is static_outputs.Identities:

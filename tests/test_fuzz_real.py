@@ -241,9 +241,14 @@ def test_runner_compares_dtypes_and_python_numbers():
     assert fuzz.tree_difference((1, 2.0), (1, 2.0), "r") is None
     import jax.numpy as jnp
 
+    # the numbers rule: a 0-d array that holds eager's number (an int as a float where paths disagree)
     assert fuzz.tree_difference((1,), (jnp.asarray(1),), "r") is None  # weak-typed int32
-    assert "eager Python int 1" in fuzz.tree_difference((1,), (jnp.asarray(1, jnp.int32),), "r")  # strong
-    assert "float32" in fuzz.tree_difference((1,), (jnp.asarray(1.0),), "r")
+    assert fuzz.tree_difference((1,), (jnp.asarray(1, jnp.int32),), "r") is None  # strong
+    assert fuzz.tree_difference((1,), (jnp.asarray(1.0),), "r") is None
+    assert "int32" in fuzz.tree_difference((1.5,), (jnp.asarray(1, jnp.int32),), "r")  # a float as an int
+    assert "float32[2]" in fuzz.tree_difference((1,), (jnp.ones(2),), "r")  # not 0-d
+    assert "Python int 1" in fuzz.tree_difference((jnp.asarray(1),), (1,), "r")  # a number for an array
+    assert "2.0" in fuzz.tree_difference((1,), (jnp.asarray(2.0),), "r")  # another value
     assert "structure" in fuzz.tree_difference([1], (1,), "r")
     assert fuzz.tree_difference((jnp.ones(2),), (jnp.ones(2, jnp.int32),), "r") is not None
 

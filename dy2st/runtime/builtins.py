@@ -33,7 +33,7 @@ import numpy as np
 
 from dy2st import _jax_compat
 from dy2st.errors import BuiltinError, OriginInfo
-from dy2st.runtime import events, key_order, python_choice, writes
+from dy2st.runtime import events, key_order, writes
 from dy2st.runtime.calls import register_builtin
 from dy2st.runtime.ordering import convert_all, convert_any, convert_max, convert_min, convert_sorted
 from dy2st.runtime.formatting import bind_traced, convert_repr, convert_str, has_traced
@@ -125,7 +125,7 @@ def convert_float(x=0.0):
     """`float(x)`; a traced one-element array becomes a default-float scalar."""
     if not is_traced(x):
         return builtins.float(x)
-    return python_choice.cast_to_python_kind(x, _python_scalar(_one_element(x, "float()", OriginInfo.of_caller()), float))
+    return _python_scalar(_one_element(x, "float()", OriginInfo.of_caller()), float)
 
 
 def _python_scalar(value, kind):

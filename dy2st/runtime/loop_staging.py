@@ -32,7 +32,7 @@ from jax import lax
 
 from dy2st import _jax_compat
 from dy2st.errors import MissingAfterLoopError, UndefinedVariableError, LoopGradientError, LoopVariableError, OriginInfo
-from dy2st.runtime import ad_context, events, guards, key_order, loop_checks, python_choice, reachable
+from dy2st.runtime import ad_context, events, guards, key_order, loop_checks, reachable
 from dy2st.runtime.asserts import check_when_run
 from dy2st.runtime.staging import (cast_to, static_equal, weak_proxy, describe, scalar_predicate, staged_tracing,
                                    grown_from, note_grown, tracing_staged_code)
@@ -417,16 +417,10 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
     final_spec = []  # the settled spec, once the body has been traced (it knows appended items)
     last = []  # the settled iteration's outputs: which leaves the body gives as Python numbers
 
-    chosen = _chosen_starts(spec, init) if loop.length is None and python_choice.is_recording() else {}
-    # A scan unrolls when a start is a recorded choice (`k = sorted([2, x.sum()])[-1]`) of a
-    # kind the carry cannot say: each iteration's choice then stays exact.
-    start_chosen_by_data = loop.length is not None and any(is_traced(start) for _, _, start, _ in _misfit_starts(spec, init))
-
     body_orders: list = []  # the key orders of the dicts each variable holds after an iteration
 
     def body(index, carried):
         """One iteration inside the lax loop: `(new carry, appended items)`."""
-        carried = _recorded_copies(carried, chosen)
         given = assemble(spec, carried)
         roots = reachable.snapshot((loop.body, loop.test), [v.name for v in spec], given)
         with WriteTracker(roots) as tracker, staged_tracing(), \
@@ -435,14 +429,10 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
             body_orders[:] = [key_order.orders_of(v) for v in outs]
             iteration = describe_outputs(spec, given, outs, origin)  # reads lists grown while tracing
         refuse_loop_writes(tracker, origin, trips_known=loop.length is not None and loop.test is None)
-        if loop.length is not None and (python_choice.any_recorded(outs) or start_chosen_by_data):
-            raise Refused(python_choice.CARRY_REASON)  # unrolled, each choice stays exact
         new = join(spec, iteration, origin)
         if not settled(spec, new) or (loop.length is None and loop.bound() != bound):
             raise _Abandon(_Retype(new))
         _refuse_first_set_observed(new, loop.facts.observed, origin)
-        if loop.length is None:
-            _refuse_kind_chosen_by_data(new, outs, origin)
         reason = check(new) if check is not None else None
         if reason is not None:
             raise Refused(reason)
@@ -457,11 +447,9 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
         return scalar_predicate(pred, origin) if is_traced(pred) else jnp.asarray(bool(pred))
 
     carried = initial_carry(spec, init)
-    if loop.length is None and python_choice.is_recording():
-        carried = _note_python_starts(spec, init, carried)
     try:
         with ad_context.scope(carried):
-            values = _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, last, init)
+            values = _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, last)
     except _Abandon as abandon:
         return abandon.retype
     values = _in_key_order(spec, init, values, body_orders, loop.test is None, origin)
@@ -503,15 +491,14 @@ def _changed_in_place(spec, init, values) -> list:
     return values
 
 
-def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, last_outputs, init) -> list:
+def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, last_outputs) -> list:
     index = _weak_int32(0) if loop.indexed else None
     if loop.test is None:  # a static trip count (never zero here): one scan
         (_, final), ys = lax.scan(lambda c, _: _step(body, *c), (index, carried), None, length=bound)
         return _final_values(final_spec, final, ys, bound, last_outputs)
     # A loop that may run zero times carries whether it ran, when that decides what eager gives.
     zero_trip_checks = _zero_trip_checks(spec, loop.facts.unread_after)
-    choices = _kind_by_trips(spec, init, loop.facts.unread_after) if python_choice.is_recording() else []
-    ran = jnp.asarray(False) if zero_trip_checks or choices else None
+    ran = jnp.asarray(False) if zero_trip_checks else None
 
     def step_noting_ran(i, carried, ran):
         return (*_step(body, i, carried)[0], None if ran is None else jnp.asarray(True))
@@ -537,47 +524,7 @@ def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, la
             )
     if zero_trip_checks:
         _check_zero_trips(zero_trip_checks[0], ran, origin)
-    values = _final_values(final_spec, final, [], 0)
-    if choices:  # (the settled spec: `final_spec` gives the same leaves)
-        _record_kind_by_trips(choices, values, ran, last_outputs)
-    return values
-
-
-def _kind_by_trips(spec, init, unread_after) -> list:
-    """`(var index, leaf index, value before)` of the carried leaves whose eager type after a
-    loop that may run zero times depends on whether it ran: a Python number (or a recorded
-    choice of one) before it (`k = 0`, read after the loop), or a Python number the body sets."""
-    found = []
-    for i, var in enumerate(spec):
-        if var.is_list or isinstance(init[i], Undefined):
-            continue  # unbound if the loop never ran: the zero-trip check raises then
-        befores = flatten_state(init[i])[0]
-        for j, leaf in enumerate(var.leaves):
-            before = befores[j] if j < len(befores) else None
-            if not leaf.carried or before is None or isinstance(before, Undefined):
-                continue
-            chosen_before = isinstance(before, PY_SCALARS) or python_choice.any_recorded([before])
-            if leaf.python_after is not None or (chosen_before and var.name not in unread_after):
-                found.append((i, j, before))
-    return found
-
-
-def _record_kind_by_trips(found: list, values, ran, last_outputs) -> None:
-    """After a loop that may run zero times, such a leaf is eagerly its value before if the
-    loop never ran, else what the body gave (a Python number it sets, or an array of the type
-    the body gives it, which the carry may have promoted: `k = 0.5` before, `k = int(...)` in
-    the body): a choice eager makes by data, recorded so the call returns eager's value
-    (python_choice)."""
-    for i, j, before in found:
-        leaves = flatten_state(values[i])[0]
-        out = last_outputs[i].leaves[j]
-        start = python_choice.choice_of(before)
-        after = python_choice.choice_of(out.value) if isinstance(out, PythonOut) else python_choice.Choice(
-            np.int32(0), (python_choice.ArrayOf(out.aval.dtype, out.aval.weak_type),))
-        table, (start_map, after_map) = python_choice.combined((start, after))
-        index = jnp.where(ran, python_choice.index_in(after.index, after_map),
-                          python_choice.index_in(start.index, start_map))
-        python_choice.record(leaves[j], python_choice.Choice(index, table))
+    return _final_values(final_spec, final, [], 0)
 
 
 def _zero_trip_checks(spec, unread_after) -> list:
@@ -646,100 +593,6 @@ def _refuse_first_set_observed(spec, observed: frozenset, origin: OriginInfo) ->
                 advice=f"set {var.name} before the loop (to the value its first iteration should see), "
                 "or make the loop's condition or range a Python value so the loop unrolls.",
             )
-
-
-def _note_python_starts(spec, init, carried: list) -> list:
-    """A loop that may run any number of times carries a Python number it starts from (`k = 1`)
-    as the type its body gives (float32 after `k = x.sum()` on one side of a staged `if`): the
-    start is recorded as the Python number it is, so that `choice_kinds` follows it through the
-    loop and refuses a result that may still be that number eagerly (`k = k` on the other side)
-    in the carry's type; one the body always replaces is exact (see `_record_kind_by_trips`)."""
-    return _recorded_copies(carried, {position: choice for position, _, start, choice in _misfit_starts(spec, init)})
-
-
-def _misfit_starts(spec, init) -> list:
-    """`(carry position, leaf, start, Choice)` of the carried leaves whose start eager may hold as
-    a value of another kind than the carry's: a Python number, or a recorded choice of one
-    (`_start_choice`)."""
-    found = []
-    for position, (leaf, start) in enumerate(_carried_starts(spec, init)):
-        choice = _start_choice(start)
-        if choice is not None and _misfits(choice, leaf.aval):
-            found.append((position, leaf, start, choice))
-    return found
-
-
-def _recorded_copies(carried, choices: dict) -> list:
-    """`carried` with the leaves at the positions of `choices` replaced by copies (traced values
-    of their own, to record) recorded as those choices."""
-    if not choices:
-        return carried
-    carried = list(carried)
-    for position, choice in choices.items():
-        carried[position] = jnp.copy(carried[position])
-        python_choice.record(carried[position], choice)
-    return carried
-
-
-def _misfits(choice: python_choice.Choice, aval) -> bool:
-    """Whether eager may hold a value of another kind than the carry's (a Python int where the
-    carry is float32); a Python float in a float32 carry is the same kind (the weak flag aside,
-    see docs/limitations.md)."""
-    return any(not python_choice.fits(c, aval) for c in choice.candidates)
-
-
-def _carried_starts(spec, init):
-    """`(leaf, its value before the loop)` of each carried leaf, in carry order."""
-    for var, value in zip(spec, init):
-        if var.is_list:
-            continue
-        starts = flatten_state(value)[0] if not isinstance(value, Undefined) else [value] * len(var.leaves)
-        yield from ((leaf, start) for leaf, start in zip(var.leaves, starts) if leaf.carried)
-
-
-def _chosen_starts(spec, init) -> dict:
-    """`carry position -> Choice` of the carried leaves a loop with a traced trip count starts
-    from a Python number (or a recorded choice of one) the carry's type cannot say: eagerly the
-    first iteration, and any after it that keeps the value, sees that number.
-
-    The body's leaves are recorded with these (`_recorded_copies`): `max(k, y)` in the body is
-    then a choice as eager's is, and a result that may keep the number is refused
-    (`_refuse_kind_chosen_by_data`) instead of leaving the loop in the carry's type. The index
-    is only a stand-in: such a value cannot leave the loop as a choice."""
-    return {position: python_choice.Choice(np.int32(len(choice.candidates)),
-                                           (*choice.candidates, python_choice.ArrayOf(leaf.aval.dtype, leaf.aval.weak_type)))
-            for position, leaf, _, choice in _misfit_starts(spec, init)}
-
-
-def _start_choice(start) -> python_choice.Choice | None:
-    """What eager may hold at a loop's start: a Python number, or the recorded choice of a
-    traced value (`k = sorted([2, x.sum()])[-1]`, an int or an array by data); None for an
-    array that is just itself."""
-    if isinstance(start, PY_SCALARS):
-        return python_choice.Choice(np.int32(0), (python_choice.PythonNumber(start),))
-    return python_choice.recorded_choice(start) if is_traced(start) else None
-
-
-def _refuse_kind_chosen_by_data(spec, outs, origin: OriginInfo) -> None:
-    """A loop whose trip count is traced cannot be unrolled, and its carry has one type per
-    variable: a variable the body sets to a Python number or an array by data (`k = obj.count`
-    on one side of a staged `if`, `k = x.sum()` before the loop) of a kind the carry does not
-    have would come out of the loop, and into the next iteration, as the carry's type."""
-    for var, out in zip(spec, outs):
-        if var.is_list:
-            continue
-        for leaf, value in zip(var.leaves, flatten_state(out)[0]):
-            choice = python_choice.recorded_choice(value) if leaf.carried and is_array(value) else None
-            if choice is not None and _misfits(choice, leaf.aval):
-                raise LoopVariableError(
-                    f"'{var.name}' is set in this loop to a Python number or an array depending on the data "
-                    f"({python_choice.describe_candidates(choice)}), and the loop carries it as "
-                    f"{describe(leaf.aval)}: its number of iterations is traced, so the loop cannot be unrolled "
-                    "to keep eager's type.",
-                    origin,
-                    advice=f"give '{var.name}' one kind on every path, in and before the loop "
-                    f"(`float(...)`, `jnp.asarray(..., dtype)`, `0.0` for `0`).",
-                )
 
 
 def _refuse_lists(spec, origin):

@@ -21,9 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from dy2st.errors import BuiltinError, OriginInfo
-from dy2st.runtime import python_choice
 from dy2st.runtime.staging import scalar_predicate
-from dy2st.runtime.values import is_traced
+from dy2st.runtime.values import as_number_where_chosen, is_traced
 
 
 def _any_traced(values) -> bool:
@@ -56,8 +55,8 @@ def _later_wins(later, kept, compare, origin: OriginInfo):
     if not is_traced(later) and not is_traced(kept):
         return later if compare(later, kept) else kept
     pred = scalar_predicate(compare(later, kept), origin, what="The comparison of two items")
-    # Eager returns the item itself: a Python number, say (see python_choice).
-    return python_choice.select(pred, later, kept, jnp.where(pred, later, kept))
+    # Eager returns the item itself: a Python number, say (the numbers rule: a weak 0-d array).
+    return as_number_where_chosen(jnp.where(pred, later, kept), (later, kept))
 
 
 def _scan_choice(items, larger: bool):
@@ -123,7 +122,7 @@ def _choose_by_key(values, key, compare, name: str, origin: OriginInfo):
             kept, kept_key = (later, later_key) if pred else (kept, kept_key)
             continue
         pred = scalar_predicate(pred, origin, what="The comparison of two keys")
-        kept = python_choice.select(pred, later, kept, jnp.where(pred, later, kept))
+        kept = as_number_where_chosen(jnp.where(pred, later, kept), (later, kept))
         kept_key = jnp.where(pred, later_key, kept_key)
     return kept
 
@@ -179,7 +178,7 @@ def convert_sorted(iterable, *, key=None, reverse=False):
     order = jnp.argsort(keys, stable=True, descending=bool(reverse))
     result = list(items[order])
     if originals is not None:  # eager's list holds the items themselves: Python numbers, say
-        result = python_choice.pick(order, originals, result)
+        result = [as_number_where_chosen(r, originals) for r in result]
     return result
 
 

@@ -28,10 +28,10 @@ from jax import lax
 from dy2st import _jax_compat
 from dy2st.errors import (BranchOutputError, Dy2StaticError, OriginInfo, PredicateError, RuntimeChecks,
                           StagedBranchError, StagedInTryError, is_library_file, record_runtime_failure)
-from dy2st.runtime import events, guards, key_order, python_choice, writes
+from dy2st.runtime import events, guards, key_order, writes
 from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
-from dy2st.runtime.values import PY_SCALARS, describe, flatten_state, is_array
+from dy2st.runtime.values import PY_SCALARS, describe, flatten_state, is_array, stands_for_python_number
 
 def scalar_predicate(pred, origin: OriginInfo, what: str = "The condition",
                      advice: str = "reduce it to one value, e.g. `(x > 0).all()` or `(x > 0).any()`."):
@@ -55,11 +55,9 @@ class _Branch:
 
     structures: list
     leaves: list  # per variable, a list of leaves
-    # (variable, leaf) -> python_choice.Choice of an array leaf recorded as a staged choice
-    choices: dict = dataclasses.field(default_factory=dict)
 
     def copy(self) -> "_Branch":
-        return _Branch(list(self.structures), [list(l) for l in self.leaves], self.choices)
+        return _Branch(list(self.structures), [list(l) for l in self.leaves])
 
 
 _staging = threading.local()
@@ -160,18 +158,15 @@ def grown_from(value):
 
 def _run_branch(fn: Callable[[], Sequence]):
     """Run one side: its `_Branch` and its array leaves, in order."""
-    structures, leaves, arrays, choices = [], [], [], {}
+    structures, leaves, arrays = [], [], []
     with staged_tracing():
         values = fn()
-    recording = python_choice.is_recording()
-    for i, value in enumerate(values):
+    for value in values:
         var_leaves, structure = flatten_state(value)
         structures.append(structure)
         leaves.append([jax.typeof(l) if is_array(l) else l for l in var_leaves])
         arrays += [l for l in var_leaves if is_array(l)]
-        if recording:
-            choices.update(((i, j), python_choice.choice_of(l)) for j, l in enumerate(var_leaves) if is_array(l))
-    return _Branch(structures, leaves, choices), arrays
+    return _Branch(structures, leaves), arrays
 
 
 class _Failed:
@@ -326,10 +321,6 @@ class _Merged:
     static: object = None
     aval: object = None  # ShapedArray when the leaf is staged
     fill_zeros: tuple = (False, False)  # per branch: an UndefinedReturn to fill with zeros
-    # Where eager's type depends on the side taken (a Python number on one side, say): the
-    # candidates (python_choice) of both sides, and where each side's are among them.
-    candidates: tuple | None = None
-    maps: tuple = ((), ())
 
 
 def _is_aval(leaf) -> bool:
@@ -379,7 +370,8 @@ def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: boo
     if any(_is_aval(l) and jax.dtypes.issubdtype(l.dtype, jax.dtypes.extended) for l in (a, b)):
         return _merge_extended(a, b, label, origin, branch_names)
     dtype, weak = _jax_compat.weak_result_type(weak_proxy(a), weak_proxy(b))
-    weak = weak or python_choice.stands_for_python_number(dtype, (a, b))
+    # the numbers rule: a Python number the side taken decides is a weak 0-d array
+    weak = weak or stands_for_python_number(dtype, (a, b))
     strong = [l.dtype for l in (a, b) if _is_aval(l) and not l.weak_type]
     if not promote and len(strong) == 2 and strong[0] != strong[1]:
         raise mismatch("dtypes differ.", f"cast {label} to one dtype in both branches, e.g. with .astype(...).")
@@ -408,8 +400,8 @@ def static_equal(a, b) -> bool:
 def _emit(branch: _Branch, arrays, merged: list, side: int) -> list:
     """A side's outputs of the cond: its staged leaves cast to the merged types."""
     arrays = iter(arrays)
-    outs, indices = [], []
-    for (position, leaf), m in zip(_positioned(branch), merged):
+    outs = []
+    for (_, leaf), m in zip(_positioned(branch), merged):
         if m.aval is None:
             continue
         if m.fill_zeros[side]:
@@ -419,10 +411,7 @@ def _emit(branch: _Branch, arrays, merged: list, side: int) -> list:
         else:
             value = jnp.asarray(leaf)
         outs.append(cast_to(value, m.aval))
-        if m.candidates is not None:
-            index = _side_choice(branch, position, leaf, m).index
-            indices.append(python_choice.index_in(index, m.maps[side]))
-    return outs + indices
+    return outs
 
 
 def _positioned(branch: _Branch):
@@ -430,35 +419,10 @@ def _positioned(branch: _Branch):
     return (((i, j), leaf) for i, var in enumerate(branch.leaves) for j, leaf in enumerate(var))
 
 
-def _side_choice(branch: _Branch, position, leaf, m: _Merged) -> python_choice.Choice:
-    """What one side's leaf stands for, as eager would return it (see python_choice)."""
-    if isinstance(leaf, PY_SCALARS):
-        return python_choice.choice_of(leaf)
-    if _is_aval(leaf):
-        recorded = branch.choices.get(position)
-        if recorded is not None:
-            return recorded
-        return python_choice.Choice(np.int32(0), (python_choice.ArrayOf(leaf.dtype, leaf.weak_type),))
-    # an undefined return filled with zeros: that side never returns it
-    return python_choice.Choice(np.int32(0), (python_choice.ArrayOf(m.aval.dtype, m.aval.weak_type),))
-
-
-def _note_candidates(t: _Branch, f: _Branch, merged: list) -> None:
-    """Give each staged leaf whose eager type depends on the side taken its candidates."""
-    for ((position, a), (_, b)), m in zip(zip(_positioned(t), _positioned(f)), _flat(merged)):
-        if m.aval is None:
-            continue
-        sides = (_side_choice(t, position, a, m), _side_choice(f, position, b, m))
-        candidates, maps = python_choice.combined(sides)
-        if python_choice.needs_recording(python_choice.Choice(None, candidates), m.aval):
-            m.candidates, m.maps = candidates, tuple(maps)
-
-
 def _emitted_types(branch: _Branch, merged: list, side: int) -> list:
     """What `_emit` gives for the same side's leaves under `merged`: equal lists, equal outputs."""
     leaves = (l for var in branch.leaves for l in var)
-    types = [(_type_key(m.aval), m.fill_zeros[side], _is_aval(leaf)) for leaf, m in zip(leaves, merged)]
-    return types + [m.candidates for m in merged if m.candidates is not None]
+    return [(_type_key(m.aval), m.fill_zeros[side], _is_aval(leaf)) for leaf, m in zip(leaves, merged)]
 
 
 def _own_types(branch: _Branch) -> list:
@@ -581,13 +545,10 @@ def _build_cond(pred, fns, branch_names, origin, merge, known: _BothSides | None
         arrays = iter(lax.cond(pred, first, second))
     except _Abandon as abandon:
         return abandon.both
-    values, chosen = [], []
+    values = []
     for structure, var in zip(trace.structures, trace.merged):
         leaves = [m.static if m.aval is None else next(arrays) for m in var]
-        chosen += [(leaf, m.candidates) for leaf, m in zip(leaves, var) if m.candidates is not None]
         values.append(jax.tree_util.tree_unflatten(structure, leaves))
-    for leaf, candidates in chosen:  # the indices come after the values
-        python_choice.record(leaf, python_choice.Choice(next(arrays), candidates))
     return values
 
 
@@ -611,8 +572,6 @@ def _merge(t: _Branch, f: _Branch, labels, origin, branch_names, promote):
             )
         name = f"'{label}'" if len(t_leaves) == 1 else f"a part of '{label}'"
         merged.append([_merge_leaf(a, b, name, origin, branch_names, promote) for a, b in zip(t_leaves, f_leaves)])
-    if python_choice.is_recording():
-        _note_candidates(t, f, merged)
     return t, f, merged
 
 

@@ -4,7 +4,7 @@ A compiled program outputs arrays only: `jax.jit` turns a returned Python number
 weak-typed array (eager returns the number) and refuses a string. A leaf of a program's
 output that is not an array is a constant of its signature (it comes from static inputs and
 Python code, which run once per trace), so the program outputs the arrays and carries the
-other leaves in its output's tree structure; the call's boundary (`python_choice.resolve`)
+other leaves in its output's tree structure; the call's boundary (`decode_result`)
 puts them back. A numpy array is given back as a copy per call, as eager makes a new one.
 
 Before (jit's view of `return x * 2, n, "done"` with `n` a Python int argument):
@@ -75,6 +75,16 @@ jax.tree_util.register_pytree_node(
     lambda s: (s.arrays, s.where),
     lambda where, arrays: StaticOutputs(list(arrays), where),
 )
+
+
+def decode_result(result):
+    """What eager returns, from a program's concrete outputs (anything else as it is): the
+    outputs that are not arrays put back, then the identities (`Identities`)."""
+    if type(result) is StaticOutputs:
+        result = result.join()
+    if type(result) is Identities:
+        return result.decode()
+    return result
 
 
 def split(outputs):

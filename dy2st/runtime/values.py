@@ -5,6 +5,7 @@
 * `is_traced`: only exists inside a trace (a jax Tracer).
 * `is_array`: an array, concrete or traced — what staged control flow carries.
 * `flatten_state`: a variable's leaves, with dy2st's `Undefined` markers kept as leaves.
+* `as_number_where_chosen`: the numbers rule for a value the data picks among Python numbers.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import types
 import jax
 import numpy as np
 
+from dy2st import _jax_compat
 from dy2st.runtime.undefined import Undefined
 
 ARRAY_TYPES = (jax.Array, np.ndarray, np.generic)
@@ -85,3 +87,24 @@ def node_kind(value) -> str | None:
         return NODE_KINDS[tp]
     except KeyError:
         return NODE_KINDS.setdefault(tp, _kind_of_type(tp, value))
+
+
+_KINDS = {bool: "b", int: "iu", float: "f", complex: "c"}
+
+
+def stands_for_python_number(dtype, values) -> bool:
+    """Whether a value the data picks among `values`, staged with `dtype`, stands for a Python
+    number: one of them is a Python number of `dtype`'s kind (`max(loss, 0.0)`; `y = 0.0` on
+    one side of an `if`)."""
+    kind = np.dtype(dtype).kind
+    return any(type(v) in _KINDS and kind in _KINDS[type(v)] for v in values)
+
+
+def as_number_where_chosen(result, values):
+    """The numbers rule (DESIGN.md): a Python number whose value the data decides is a 0-d
+    array of jnp's dtype for it, weakly typed as jnp makes Python numbers, with eager's value.
+    `result` is the staged pick among `values`; where one of them is such a number it is made
+    weak, so later arithmetic promotes as it would with the number (`y * 2` stays weak)."""
+    if stands_for_python_number(result.dtype, values) and not jax.typeof(result).weak_type:
+        return _jax_compat.convert_element_type(result, result.dtype, True)
+    return result

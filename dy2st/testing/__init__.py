@@ -11,15 +11,21 @@ import dy2st
 _PY_NUMBERS = (bool, int, float, complex)
 
 
+def holds_number(kind: str, python_type) -> bool:
+    """Whether an array of dtype kind `kind` may stand for eager's Python number of
+    `python_type`, by the numbers rule (DESIGN.md: a Python number the data decides is a 0-d
+    array of its value): its own kind, a float for an int (where one path makes an int and
+    another a float), any number for a bool."""
+    return kind in {bool: "biuf", int: "iuf", float: "f", complex: "c"}[python_type]
+
+
 def _same_kind(python, other) -> bool:
-    """A Python number is matched by one of its type, or by a weakly typed scalar array of the
-    dtype it becomes (what a staged value eager holds as a Python number is: a loop's counter)."""
-    if isinstance(other, _PY_NUMBERS) and not isinstance(python, _PY_NUMBERS):
-        python, other = other, python
+    """A Python number is matched by one of its type, or by a 0-d array that holds it (the
+    numbers rule: a staged value eager holds as a Python number, such as a loop's counter).
+    dy2st never gives a Python number where eager gives an array."""
     if isinstance(other, _PY_NUMBERS):
-        return type(other) is type(python)
-    weak = getattr(other, "weak_type", False) or type(python) is bool
-    return getattr(other, "shape", None) == () and weak and other.dtype == jax.numpy.asarray(python).dtype
+        return isinstance(python, _PY_NUMBERS) and type(other) is type(python)
+    return getattr(other, "shape", None) == () and holds_number(np.dtype(other.dtype).kind, type(python))
 
 
 def _assert_tree_close(expected, actual, what: str, rtol=1e-5, atol=1e-6, kinds=True):
@@ -34,7 +40,8 @@ def _assert_tree_close(expected, actual, what: str, rtol=1e-5, atol=1e-6, kinds=
         if isinstance(e, (bool, int, float, complex, np.ndarray, np.generic, jax.Array)) or hasattr(e, "shape"):
             e_arr, a_arr = np.asarray(e), np.asarray(a)
             assert e_arr.shape == a_arr.shape, f"{what}: shape {a_arr.shape} != eager {e_arr.shape}"
-            if kinds and not isinstance(e, _PY_NUMBERS) or isinstance(e, jax.Array):
+            promoted = e_arr.shape == () and e_arr.dtype.kind in "biu" and a_arr.dtype.kind == "f"  # the numbers rule
+            if (kinds and not isinstance(e, _PY_NUMBERS) or isinstance(e, jax.Array)) and not promoted:
                 assert a_arr.dtype == e_arr.dtype, f"{what}: dtype {a_arr.dtype} != eager {e_arr.dtype}"
             np.testing.assert_allclose(a_arr, e_arr, rtol=rtol, atol=atol, err_msg=what)
         else:

@@ -164,13 +164,6 @@ def f(x):
 dy2st.to_static(f)(jnp.ones(3))
 """, "Select with jnp instead of a comprehension's `if`: `x[x > 0]` has a data-dependent shape, so "
         "keep the shape: `jnp.where(x > 0, x, 0)`."),
-    Example(errors.DataDependentKindError, """
-def f(x):
-    k = max(0, x.sum())   # the Python int 0, or a float32 array
-    return k % 7
-
-dy2st.to_static(f)(jnp.ones(3))
-""", "Make both sides one kind: `max(0.0, x.sum())` is a float on every path, so `k % 7` is too."),
     Example(errors.ProgramOutputError, """
 class Registry:
     pass

@@ -47,6 +47,7 @@ import numpy as np
 
 import dy2st
 from dy2st.runtime import key_order
+from dy2st.testing import holds_number
 from dy2st.testing.program_gen import Features, GeneratedProgram, programs
 
 # What dy2st supports on this branch; the generator uses no construct outside this set.
@@ -283,12 +284,11 @@ _PY_DTYPES = {bool: np.dtype(bool), int: np.dtype(np.int32), float: np.dtype(np.
 def _leaf_difference(expected, actual, under_jit: bool = False) -> str | None:
     """Why `actual` differs from eager's `expected` leaf (None when equal).
 
-    A Python number and a weak-typed scalar array of the same dtype kind and value are equal.
-    Under an outer `jax.jit` (`under_jit`) any array of its value is (also for a weakly typed
-    or scalar array of eager's): where eager picks
-    by data between a Python number and an array (`max(loss, 0)`, an `if` giving `0` or an
-    array), one compiled program has one dtype, which `to_static` alone turns back into
-    eager's exact result (dy2st.runtime.python_choice) but an enclosing jit cannot.
+    The numbers rule (DESIGN.md): where eager gives a Python number the data decided (`max(loss,
+    0)`, a counter a staged loop carried), dy2st gives a 0-d array of that value, of a kind that
+    holds it (a float where one path makes an int and another a float); so an eager 0-d int
+    array may come back as a float one. Under an outer `jax.jit` (`under_jit`) any array of its
+    value is equal (jit's own rule for numbers; a weak or 0-d array of eager's may promote).
     """
     py_e, py_a = type(expected) in _PY_DTYPES, type(actual) in _PY_DTYPES
     numeric = lambda v: type(v) in _PY_DTYPES or hasattr(v, "dtype")  # noqa: E731
@@ -303,15 +303,16 @@ def _leaf_difference(expected, actual, under_jit: bool = False) -> str | None:
         if type(expected) is not type(actual) or expected != actual:
             return f"{actual!r} ({type(actual).__name__}), eager {expected!r} ({type(expected).__name__})"
         return None
-    if py_e or py_a:
-        python, array = (expected, actual) if py_e else (actual, expected)
-        dtype = getattr(array, "dtype", None)
-        if not hasattr(array, "shape") or array.shape != () or not under_jit and (
-                dtype != _PY_DTYPES[type(python)] or type(python) is not bool and not _is_weak(array)):
-            return (f"{_describe(actual)}, eager {_describe(expected)}")
+    if py_a:  # eager made an array where dy2st gave a Python number
+        return f"{_describe(actual)}, eager {_describe(expected)}"
+    if py_e:
+        if np.shape(actual) != () or not under_jit and not holds_number(np.dtype(actual.dtype).kind, type(expected)):
+            return f"{_describe(actual)}, eager {_describe(expected)}"
     else:
         e, a = np.asarray(expected), np.asarray(actual)
-        if e.shape != a.shape or e.dtype != a.dtype and not (under_jit and (_is_weak(expected) or e.shape == ())):
+        promoted = e.shape == () and e.dtype.kind in "biu" and a.dtype.kind == "f"  # paths of two kinds
+        if e.shape != a.shape or e.dtype != a.dtype and not promoted and not (
+                under_jit and (_is_weak(expected) or e.shape == ())):
             return f"{_describe(actual)}, eager {_describe(expected)}"
     e, a = np.asarray(expected, np.float64), np.asarray(actual, np.float64)
     if not np.allclose(a, e, rtol=1e-6, atol=1e-6, equal_nan=True):

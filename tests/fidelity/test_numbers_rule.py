@@ -1,0 +1,381 @@
+"""The numbers rule (DESIGN.md, issue 29): a Python number whose value traced data decides
+(`max(loss, 0.0)`, an `if` giving `0` on one side and an array on the other, a counter a staged
+loop carries) comes back as a 0-d array of jnp's dtype for it, with eager's value, on every
+call, with no host synchronisation per call: weakly typed as jnp makes a Python number, and a
+float where one path makes an int and another a float. A Python number the data does not decide
+stays a Python number. Computing on such a value is never refused: its value is eager's.
+
+(Before: the program carried which candidate the data took and the call's boundary fetched it
+to give back the exact Python number, a device_get per call; computing on an int-or-float
+choice was refused with DataDependentKindError, and loops refused such starts.)"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dy2st
+from dy2st.testing.fuzz import tree_difference
+
+POS = jnp.array([1.0, 2.0, 3.0])
+NEG = jnp.array([-1.0, 0.0, -3.0])
+TIE = jnp.array([0.0, 0.0, 0.0])
+
+
+def _check(fn, *args, inputs=(POS, NEG, TIE)):
+    """eager == to_static (twice: the cached call too) == jax.jit(to_static), by the rule."""
+    static = dy2st.to_static(fn)
+    for x in inputs:
+        expected = fn(x, *args)
+        for _ in range(2):
+            assert tree_difference(expected, static(x, *args), "to_static") is None
+        assert tree_difference(expected, jax.jit(static)(x, *args), "jit", under_jit=True) is None
+    return static
+
+
+def max_with_float(x):
+    return max(x.sum(), 0.5)
+
+
+def min_int_first(x):
+    return min(2, x.sum())
+
+
+def max_three_mixed(x):
+    return max(0, x[0], 1.5)
+
+
+def max_int_array_float(x):
+    return max(x.astype(jnp.int32).sum(), 0.5)
+
+
+def nested_max_min(x):
+    return min(max(x.sum(), 0.0), 4)
+
+
+def max_in_tuple_and_dict(x):
+    m = max(x[0], -0.5)
+    return (m, {"m": m, "s": x.sum()})
+
+
+def if_python_or_array(x):
+    if x.sum() > 0:
+        n = x.sum()
+    else:
+        n = 0
+    return n
+
+
+def if_two_python_numbers(x):
+    if x.sum() > 0:
+        n = 1
+    else:
+        n = 2.5
+    return n
+
+
+def nested_early_returns(x):
+    if x.sum() > 0:
+        if x[0] > 1.5:
+            return 1
+        return x.sum()
+    if x.sum() < -1:
+        return 0.25
+    return x[0]
+
+
+def if_int_array_or_float(x):
+    if x.sum() > 0:
+        n = x.astype(jnp.int32).sum()
+    else:
+        n = 0.5
+    return n
+
+
+def written_in_one_branch(x):
+    n = 3
+    if x.sum() > 0:
+        n = x.sum()
+    return n, n
+
+
+def sorted_mixed(x):
+    return sorted([x.sum(), 0.5, x[0]])
+
+
+def max_then_arithmetic_is_an_array(x):
+    return max(x.sum(), 0.5) + jnp.float32(1)
+
+
+@pytest.mark.parametrize("fn", [
+    max_with_float, min_int_first, max_three_mixed, max_int_array_float, nested_max_min, max_in_tuple_and_dict,
+    if_python_or_array, if_two_python_numbers, nested_early_returns, if_int_array_or_float, written_in_one_branch,
+    sorted_mixed, max_then_arithmetic_is_an_array,
+])
+def test_a_number_the_data_decides_is_a_0d_array_of_eager_value(fn):
+    static = _check(fn)
+    for leaf in jax.tree_util.tree_leaves(static(POS)) + jax.tree_util.tree_leaves(static(NEG)):
+        assert isinstance(leaf, jax.Array) and leaf.shape in ((), (3,)), leaf  # never a Python number
+
+
+def test_two_python_numbers_by_data_are_a_weak_float():
+    """`1` or `2.5` by data: a float (paths disagree), weak as jnp makes Python numbers."""
+    for x in (POS, NEG):
+        out = dy2st.to_static(if_two_python_numbers)(x)
+        assert out.dtype == jnp.float32 and out.weak_type and float(out) == if_two_python_numbers(x)
+
+
+def test_a_number_the_data_does_not_decide_stays_a_python_number():
+    def f(x, n):
+        k = n * 2
+        count = 0
+        for row in x:  # a scan over the rows; the counter is Python's
+            count += 1
+        if x.sum() > 0:
+            y = x * k
+        else:
+            y = x - k
+        return y, k, count, x.shape[0]
+
+    static = _check(f, 3, inputs=(POS, NEG))
+    _, k, count, rows = static(POS, 3)
+    assert (type(k), type(count), type(rows)) == (int, int, int) and (k, count, rows) == (6, 3, 3)
+
+
+def test_grad_goes_to_the_chosen_side():
+    static = dy2st.to_static(lambda x: max(x.sum(), 0.5) * 2.0)
+    for x in (POS, NEG):
+        np.testing.assert_allclose(jax.grad(static)(x), jax.grad(lambda x: jnp.maximum(x.sum(), 0.5) * 2.0)(x))
+
+
+class Tracker:
+    def __init__(self):
+        self.best = 0.0
+
+    @dy2st.to_static
+    def update(self, x):
+        self.best = max(self.best, x.sum())
+        return self.best
+
+
+def test_attribute_written_back_with_eager_value():
+    eager, static = Tracker(), Tracker()
+    for x in (NEG, POS, NEG):
+        expected = Tracker.update.__wrapped__(eager, x)
+        assert tree_difference(expected, static.update(x), "to_static") is None
+        assert tree_difference(eager.best, static.best, "attribute") is None
+
+
+def test_calls_take_the_direct_path_with_no_host_synchronisation():
+    """Nothing is resolved at the boundary: the function's calls take jit's C++ dispatch."""
+    for fn in (max_with_float, if_python_or_array, max_then_arithmetic_is_an_array):
+        static = dy2st.to_static(fn)
+        static(POS)
+        static(NEG)
+        assert not static._cache.decodes_outputs and static._fast is not None
+
+
+def test_nothing_extra_under_an_outer_trace():
+    jaxpr = jax.make_jaxpr(dy2st.to_static(max_with_float))(POS)
+    assert len(jaxpr.jaxpr.outvars) == 1
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: max(x.sum(), 0.5) * 2,
+    lambda x: sorted([x.sum(), 0.5])[0] + 1,
+    lambda x: (x.sum() if x[0] > 0 else 0.5) * 2,
+])
+def test_computed_on_it_promotes_as_the_python_number_would(fn):
+    """Same kind (a Python float or a float32 array): the value is weakly typed, as the Python
+    number is, so arithmetic on it keeps eager's dtype either way."""
+    static = dy2st.to_static(fn)
+    for x in (POS, NEG):
+        out, expected = static(x), fn(x)
+        assert out.dtype == jnp.float32 and out.weak_type
+        np.testing.assert_allclose(np.asarray(out), np.asarray(expected))
+        if not isinstance(expected, jax.Array):  # eager's Python float: bfloat16 stays bfloat16
+            half = jnp.ones(2, jnp.bfloat16)
+            assert (out * half).dtype == (expected * half).dtype == jnp.bfloat16
+
+
+# -- computing on a value of two kinds: eager's value, never refused ----------------------------
+def max_then_rem(x):
+    k = max(0, x.sum())
+    return k % 97
+
+
+def if_sides_then_add(x):
+    if x.sum() > 0:
+        k = x.sum()
+    else:
+        k = 3
+    return k + 1
+
+
+def computed_inside_a_branch(x):
+    if x[0] > 0:
+        m = min(x.sum(), 2)
+        y = m * 2
+    else:
+        y = x.sum()
+    return y
+
+
+def sorted_middle_into_dict(x):
+    out = {"k": 1}
+    k = sorted([1, x.min(), 4])[1]
+    out.update(k=k % 97)
+    return out
+
+
+def through_jnp_function(x):
+    k = max(1, x.sum())
+    return jnp.abs(k)
+
+
+def accumulated_in_loop(x):
+    total = 0
+    for i in range(3):
+        total = total + max(0, x[i])
+    return total
+
+
+def cast_to_int(x):
+    k = max(0, x.sum())
+    return int(k) % 97, float(k) * 2
+
+
+def merged_again_after_a_cast(x):
+    # Campaign seed 96768 (reduced): the second `if` merges `k` (an int or a bool) with a float array.
+    if x[1] > 1.5:
+        k = 1
+    else:
+        k = True
+    if max(k, x.min()) > 0.5:
+        k = sorted([x[1], k, k])[-1]
+    return k
+
+
+def chosen_before_a_scan_chosen_again_in_it(x):
+    # Campaign seed 250318 (reduced): the start is an int or an array by data.
+    k = sorted([2, x.sum()])[-1]
+    a = x
+    for _ in range(4):
+        a = a + 1
+        k = sorted([k, k, x.sum()])[-1]
+    return a, k
+
+
+def chosen_before_a_traced_while(x):
+    k = sorted([2, x.sum()])[-1]
+    a = x
+    while a.sum() < 10:
+        a = a + 1
+        k = sorted([k, k, x.sum()])[-1]
+    return a, k
+
+
+@pytest.mark.parametrize("fn", [max_then_rem, if_sides_then_add, computed_inside_a_branch, sorted_middle_into_dict,
+                                through_jnp_function, accumulated_in_loop, cast_to_int, merged_again_after_a_cast,
+                                chosen_before_a_scan_chosen_again_in_it, chosen_before_a_traced_while])
+def test_computing_on_a_value_of_two_kinds_gives_eager_value(fn):
+    _check(fn)
+
+
+# -- loops with a traced trip count ---------------------------------------------------------------
+def _int_then_bool(x, n):
+    k = 3
+    w = 0
+    while w < n:
+        w += 1
+        k = True
+    return k
+
+
+def _kind_by_data_in_a_traced_loop(x, n):
+    k = x.sum()
+    for i in range(n):
+        if x.sum() > 0:
+            k = 0
+        else:
+            k = i
+    return k
+
+
+def _same_kind_by_data_in_a_traced_loop(x, n):
+    best = x.sum()
+    for i in range(n):
+        best = max(best, 0.5 * i)
+    return best
+
+
+def _python_start_kept_on_one_side(x, n):
+    k = 1
+    w = 0
+    while w < n and x.sum() < 6:
+        w += 1
+        if x.sum() > 100:
+            k = x.sum()
+        else:
+            k = k  # eagerly still the Python int 1
+    return k
+
+
+def _python_start_always_replaced(x, n):
+    k = 0
+    w = 0
+    while w < n:
+        w += 1
+        k = x.sum()
+    return k
+
+
+def _python_start_picked_by_max(x, n):
+    k = 1
+    for _ in range(n):
+        k = max(k, x[1])
+    return k
+
+
+def _counter_of_two_kinds(x, n):
+    # issue 29: `acc += 1` on some rows, `acc -= 0.5` on others, over a traced number of rows
+    acc = 0
+    for i in range(n):
+        if x[i % 3] > 0:
+            acc += 1
+        else:
+            acc -= 0.5
+    return acc
+
+
+def _step_size_halved(x, n):
+    # a line search from a real JAX example: `alpha = 1`, then halved while the data says so
+    alpha = 1
+    w = 0
+    while (x * alpha).sum() > 1.0 and w < n:
+        alpha = alpha * 0.5
+        w += 1
+    return alpha, w
+
+
+@pytest.mark.parametrize("fn", [_int_then_bool, _kind_by_data_in_a_traced_loop, _same_kind_by_data_in_a_traced_loop,
+                                _python_start_kept_on_one_side, _python_start_always_replaced,
+                                _python_start_picked_by_max, _counter_of_two_kinds, _step_size_halved])
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_a_traced_loop_carries_a_number_of_either_kind(fn, n):
+    """Each was refused (LoopVariableError, DataDependentKindError) or resolved per call; the
+    carry now holds the joined type (a float where paths disagree) and the value is eager's."""
+    _check(fn, jnp.int32(n), inputs=(POS, NEG))
+
+
+def test_a_counter_of_two_kinds_is_a_weak_float():
+    out = dy2st.to_static(_counter_of_two_kinds)(NEG, jnp.int32(3))
+    assert out.dtype == jnp.float32 and out.weak_type and float(out) == _counter_of_two_kinds(NEG, 3) == -1.5
+
+
+def test_an_int_carried_stays_int32_not_a_truncating_bool():
+    """A Python int before a staged loop and a Python bool after an iteration are carried as
+    int32 (as Python's arithmetic reads a bool), never as a bool that turns 3 into True."""
+    static = dy2st.to_static(_int_then_bool)
+    assert int(static(POS, jnp.int32(0))) == 3 and int(static(POS, jnp.int32(2))) == 1
+    assert jax.jit(static)(POS, jnp.int32(2)).dtype == jnp.int32
