@@ -6,6 +6,9 @@ W9  an autoregressive sampler step: a dict cache `{"h", "n"}`, a prompt, a PRNG 
 W10 an HMM EM step: a list of three arrays, a sequence, an int array;
 W11 an attention forward with a mask (four arrays, one a bool mask);
 W12 an Equinox MLP's forward, `to_static(model)(x)`, against `eqx.filter_jit` of the same call.
+W13 a conjugate-gradient solver with a Python `while` returning its iteration count (a Python
+    int the data decides: the numbers rule's 0-d array, with no host round trip per call),
+    against `jax.jit` of the same algorithm written with `lax.while_loop`.
 """
 
 from __future__ import annotations
@@ -79,3 +82,47 @@ def equinox_parts():
         return lambda x: forward(model, x)
 
     return model, fresh(), lambda: (x,), fresh
+
+
+def cg_solve(a, b, tol):
+    """Conjugate gradients as one writes it eagerly: a Python `while` and a Python counter."""
+    x = jnp.zeros_like(b)
+    r = b - a @ x
+    p = r
+    rs = r @ r
+    k = 0
+    while jnp.sqrt(rs) > tol and k < 50:
+        ap = a @ p
+        alpha = rs / (p @ ap)
+        x = x + alpha * p
+        r = r - alpha * ap
+        rs_new = r @ r
+        p = r + (rs_new / rs) * p
+        rs = rs_new
+        k += 1
+    return x, k
+
+
+def cg_solve_lax(a, b, tol):
+    """The same algorithm by hand: `lax.while_loop` over (x, r, p, rs, k)."""
+    def cond(state):
+        _, _, _, rs, k = state
+        return (jnp.sqrt(rs) > tol) & (k < 50)
+
+    def body(state):
+        x, r, p, rs, k = state
+        ap = a @ p
+        alpha = rs / (p @ ap)
+        x = x + alpha * p
+        r = r - alpha * ap
+        rs_new = r @ r
+        return x, r, r + (rs_new / rs) * p, rs_new, k + 1
+
+    r = b - a @ jnp.zeros_like(b)
+    x, _, _, _, k = jax.lax.while_loop(cond, body, (jnp.zeros_like(b), r, r, r @ r, jnp.asarray(0)))
+    return x, k
+
+
+def cg_args():
+    m = jax.random.normal(jax.random.PRNGKey(12), (32, 32))
+    return m @ m.T + 32 * jnp.eye(32), jax.random.normal(jax.random.PRNGKey(13), (32,)), jnp.float32(1e-4)

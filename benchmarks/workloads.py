@@ -169,6 +169,8 @@ def real_workloads() -> list[Workload]:
                  lambda: jax.jit(lambda *a: rw.em_step(*a))),
         Workload("W11", "attention forward with a mask", rw.attention, jax.jit(rw.attention), rw.attention_args,
                  lambda: jax.jit(lambda *a: rw.attention(*a))),
+        Workload("W13", "CG solver, Python while + counter", rw.cg_solve, jax.jit(rw.cg_solve_lax), rw.cg_args,
+                 lambda: jax.jit(lambda *a: rw.cg_solve_lax(*a))),
     ]
     if rw.eqx is not None:
         model, forward, forward_args, fresh_forward = rw.equinox_parts()
