@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
+import dis
 import functools
 import gc
 import inspect
@@ -250,43 +251,65 @@ def _parse_function(fn, source: str, first_line: int, filename: str, tree: ast.M
             raise ConversionError(f"Cannot parse the source of {fn.__qualname__!r}.", _origin_of(fn))
         node = module.body[0]
         node.decorator_list = []
+        in_file = False
     else:
-        node = _lambda_as_function(fn, module, source)
-    if tree is None:
+        node, in_file = _lambda_as_function(fn, module)
+    if tree is None and not in_file:
         _shift_lines(node, first_line - 1)
     return node
 
 
-def _lambda_as_function(fn, module, source):
-    if module is None:
-        # A lambda inside a larger expression spanning lines: parse it as an expression.
-        try:
-            module = ast.parse("(" + source.strip().rstrip(",") + ")")
-        except SyntaxError:
-            raise ConversionError(
-                "Cannot parse the source line of this lambda.",
-                _origin_of(fn),
-                advice="define it with `def` instead.",
-            ) from None
+def _lambda_as_function(fn, module):
+    """`(FunctionDef of the lambda fn, whether its lines are the file's already)`. Found in
+    `module`, the parse of its source lines, where they parse and hold one lambda of its
+    parameters; else in the parse of its whole file, by the position of its first instruction
+    (a lambda on a compound statement's header, `for f in (lambda x: x * 2, lambda x: x + 1):`,
+    on a continuation line, or beside another of the same parameters)."""
     params = list(fn.__code__.co_varnames[: fn.__code__.co_argcount + fn.__code__.co_kwonlyargcount])
-    candidates = [
-        n for n in ast.walk(module)
-        if isinstance(n, ast.Lambda) and [a.arg for a in n.args.args + n.args.kwonlyargs] == params
-    ]
-    if len(candidates) != 1:
+    lam, in_file = None, False
+    if module is not None:
+        candidates = [n for n in ast.walk(module) if _is_lambda_of(n, params)]
+        lam = candidates[0] if len(candidates) == 1 else None
+    if lam is None:
+        lam, in_file = _lambda_in_file(fn, params), True
+    if lam is None:
         raise ConversionError(
-            "Cannot tell which lambda on this line to convert.",
+            "Cannot find this lambda in its file's source.",
             _origin_of(fn),
-            advice="put the lambda on its own line or define it with `def`.",
+            advice="define it with `def` instead (its file may have changed since it was loaded).",
         )
-    lam = candidates[0]
     ret = ast.Return(value=lam.body)
     ast.copy_location(ret, lam.body)
     func = ast.FunctionDef(
         name="lambda_", args=lam.args, body=[ret], decorator_list=[], returns=None, type_comment=None, type_params=[]
     )
     ast.copy_location(func, lam)
-    return func
+    return func, in_file
+
+
+def _is_lambda_of(node, params: list) -> bool:
+    return isinstance(node, ast.Lambda) and [a.arg for a in node.args.args + node.args.kwonlyargs] == params
+
+
+def _lambda_in_file(fn, params: list):
+    """The Lambda node of `fn` in its file's parse: the smallest whose span holds the positions
+    of all of `fn`'s instructions (a lambda inside another holds only its own); None where the
+    file does not parse or holds none."""
+    code = fn.__code__
+    positions = {(p.lineno, p.col_offset) for i in dis.get_instructions(code)  # (a bare RETURN: 0 to 0)
+                 if (p := i.positions) is not None and None not in (p.lineno, p.col_offset, p.end_lineno, p.end_col_offset)
+                 and (p.lineno, p.col_offset) < (p.end_lineno, p.end_col_offset)}
+    lines = linecache.getlines(code.co_filename)
+    if not positions or not lines:
+        return None
+    try:
+        tree = ast.parse("".join(lines))
+    except SyntaxError:
+        return None
+    first, last = min(positions), max(positions)
+    found = [node for node in ast.walk(tree) if _is_lambda_of(node, params)
+             and (node.lineno, node.col_offset) <= first and last < (node.end_lineno, node.end_col_offset)]
+    return min(found, key=lambda n: (n.end_lineno - n.lineno, n.end_col_offset - n.col_offset), default=None)
 
 
 def _shift_lines(tree, offset: int) -> None:

@@ -23,6 +23,13 @@ inputs (`UnboundLocalError` after a zero-trip loop, `IndexError`, `KeyError`, `S
 then the expected behaviour of `to_static` is to raise the same exception type, or a
 `dy2st.errors.Dy2StaticError` (see `dy2st.testing.fuzz.run_real_program`).
 
+A `numbers-<seed>` stream adds Python numbers the data decides (the numbers rule, DESIGN.md):
+a number carried by a staged loop (`for` over `range(n)`, a `while` whose condition reads an
+array) that an `if` on array data changes by an int on one path and a float on the other, then
+computed on; a step size halved in a staged `while` (`alpha = alpha * 0.5`); and a value picked
+by data between a Python int and an array (`max(0, x.sum())`, an `if` giving `3` or `x.min()`),
+computed on (`k % 7`, `int(k)`), returned, and stored in `D`, `obj.cache` or the caller's `xs`.
+
 A `boundary-<seed>` stream adds the call boundary (`BOUNDARY_FEATURES`): module globals, a
 closure and a counter (`_change()` and `_GLOBALS`, which the runner calls and compares), prints,
 f's keyword `s` whose type changes between calls, `finally` discarding exceptions, arguments
@@ -51,6 +58,9 @@ INT_MOD = 97
 # break/continue/return or `contextlib.suppress` swallows, arguments changed in place and
 # returned, and objects shared in the result (`return T, T`, `[[0] * 2] * 2`).
 BOUNDARY_FEATURES = ("print", "globals", "counter", "scalar", "finally", "return_arg", "alias")
+# How often a simple statement is followed by one of `numbers_statement` (a number the data
+# decides; each of its three shapes lands in about one program in twenty).
+NUMBERS_P = 0.02
 
 def _prelude() -> str:
     """The source of `real_program_prelude` after its docstring: State, Ctx and clip."""
@@ -103,7 +113,8 @@ class _Generator:
     MAX_DEPTH = 3
 
     def __init__(self, rng: random.Random, extra: random.Random, later: random.Random, mangled: random.Random,
-                 classes: random.Random, boundary: random.Random | None = None):
+                 classes: random.Random, boundary: random.Random | None = None,
+                 numbers: random.Random | None = None):
         self.rng = rng
         # Draw the statements added after the campaigns' seeds were pinned (`extra_statement`),
         # so each seed keeps the statements `rng` (and `extra`, `later`) drew for it before.
@@ -114,6 +125,9 @@ class _Generator:
         # The call boundary (see `BOUNDARY_FEATURES`): drawn from `boundary` only, so each seed
         # keeps the statements the other streams drew for it.
         self.boundary = boundary or random.Random(0)
+        # Python numbers the data decides (`numbers_statement`), drawn from `numbers` only.
+        self.numbers = numbers or random.Random(0)
+        self.tail: list[str] = []  # numbers f stores in the caller's `xs` just before it returns
         self.features: frozenset = frozenset()
         self.returned: list[str] = []  # extra return values (arguments, aliases, scalars, globals)
         self.shown: set = set()  # the features some statement shows so far
@@ -403,11 +417,107 @@ class _Generator:
                 self.rng = self.classes
                 a = self.pick(s.arrays)  # a method calling super() in an if and a loop
                 self.emit(indent, f"{a} = clip({a} + obj.climb({self.arr_expr(s)}))")
+            if self.numbers.random() < NUMBERS_P:
+                self.rng = self.numbers
+                self.numbers_statement(s, indent)
             if self.features:
                 self.rng = self.boundary
                 self.boundary_statement(s, indent)
         finally:
             self.rng = main
+
+    # -- Python numbers the data decides (the `numbers-<seed>` stream) ------------------------
+    def numbers_statement(self, s: _Scope, indent: int) -> None:
+        """One of three shapes of a Python number whose value traced data decides (the numbers
+        rule: to_static gives it back as a 0-d array of eager's value)."""
+        kind = self.rng.randint(0, 2)
+        if kind == 0:
+            self.carried_number(s, indent)
+        elif kind == 1:
+            self.halved_step(s, indent)
+        else:
+            self.number_or_array(s, indent)
+
+    def traced_test(self, s: _Scope, counter: str) -> str:
+        """A test on array data that may change from one iteration to the next."""
+        arr, c = self.arr(s), self.rng.randint(-2, 4)
+        return self.pick([f"{arr}[{counter} % 3] > {c}", f"({arr} * {counter}).sum() > {c}",
+                          f"{arr}.sum() + {counter} > {c}", f"({arr} > {counter}).any()",
+                          f"{arr}.{self.pick(['max', 'min'])}() > {c}"])
+
+    def use_number(self, s: _Scope, indent: int, v: str, count: int) -> None:
+        """`count` statements computing on the number `v`, returning or storing it."""
+        options = [f"{self.pick(s.ints)} = ({v} * 2) % {INT_MOD}", f"{self.pick(s.ints)} = {v} % 3",
+                   f"{self.pick(s.arrays)} = clip({self.pick(s.arrays)} + {v} + {self.arr(s)}.sum())",
+                   f"{self.pick(s.arrays)} = clip({self.arr(s)} * {v})", f"log.append({v})",
+                   f"obj.cache.append({v} + 1)", f'D["k"] = {v}', f"{self.pick(s.ints)} = {v}",
+                   f"if {v} > {self.rng.randint(-1, 2)}:\n    {self.pick(s.arrays)} = clip({self.arr(s)} - 1)"]
+        for text in self.rng.sample(options, count):
+            self.emit(indent, text)
+
+    def carried_number(self, s: _Scope, indent: int) -> None:
+        """A Python number carried by a staged loop, changed on paths an `if` on array data picks
+        by an int on one and a float on the other (`acc += 1` / `acc -= 0.5`), used after it."""
+        acc, a = self.new("acc"), self.pick(s.arrays)
+        self.emit(indent, f"{acc} = {self.pick(['0', '0', '1', '2'])}")
+        if self.chance(0.5):
+            i = self.new("i")
+            self.emit(indent, f"for {i} in range({self.pick(['n', 'n', 'n + 1', '3'])}):")
+        else:
+            i = self.new("w")
+            arr, c = self.arr(s), self.rng.randint(-3, 3)
+            test = self.pick([f"{arr}.sum() > {c}", f"({arr} > {c}).any()", f"{acc} < {arr}.max()"])
+            bound = self.pick(["n", "3", "4"])
+            self.emit(indent, f"{i} = 0\nwhile {i} < {bound} and {test}:" if self.chance(0.5)
+                      else f"{i} = 0\nwhile {test} and {i} < {bound}:")
+            self.emit(indent + 1, f"{i} += 1")
+        up = self.pick([f"{acc} += 1", f"{acc} += 1", f"{acc} = {acc} + 2", f"{acc} += 1.5"])
+        down = self.pick([f"{acc} -= 0.5", f"{acc} -= 0.5", f"{acc} = {acc} * 0.5", f"{acc} += 0.25", f"{acc} -= 1"])
+        inner = s.child(int_reads=s.int_reads + [i], loop_depth=s.loop_depth + 1)
+        if self.chance(0.8):
+            self.emit(indent + 1, f"if {self.traced_test(inner, i)}:\n    {up}\nelse:\n    {down}")
+        else:  # only one path changes it
+            self.emit(indent + 1, f"if {self.traced_test(inner, i)}:\n    {self.pick([up, down])}")
+        if self.chance(0.4):
+            self.emit(indent + 1, f"{a} = clip({a} - {self.pick(['1', 'y', acc])})")
+        if self.chance(0.2):
+            self.emit(indent + 1, f"if {self.traced_test(inner, i)}:\n    {self.pick(['break', 'continue'])}")
+        self.use_number(s, indent, acc, self.rng.randint(1, 3))
+
+    def halved_step(self, s: _Scope, indent: int) -> None:
+        """A step size halved in a staged `while` whose condition reads arrays (a line search)."""
+        alpha, w, a = self.new("alpha"), self.new("w"), self.pick(s.arrays)
+        arr, c = self.arr(s), self.rng.randint(-2, 3)
+        self.emit(indent, f"{alpha} = {self.pick(['1', '1', '2', '1.0'])}\n{w} = 0")
+        value = self.pick([f"({arr} * {alpha}).sum()", f"abs(({arr} * {alpha}).sum())", f"({arr} * {alpha}).max()"])
+        self.emit(indent, f"while {value} > {c} and {w} < {self.pick(['n', '3', '4', 'n + 2'])}:")
+        self.emit(indent + 1, f"{w} += 1\n{alpha} = {alpha} * 0.5")
+        if self.chance(0.4):
+            self.emit(indent + 1, f"{a} = clip({a} - {alpha} * {self.arr(s)})")
+        self.use_number(s, indent, alpha, self.rng.randint(1, 3))
+
+    def number_or_array(self, s: _Scope, indent: int) -> None:
+        """A value picked by data between a Python int and an array, computed on, returned, and
+        stored (in `D`, the caller's `obj.cache`, or the caller's `xs` just before returning)."""
+        k, arr = self.new("kk"), self.arr(s)
+        kind = self.rng.randint(0, 3)
+        if kind == 0:
+            self.emit(indent, f"{k} = {self.pick(['max', 'min'])}({self.pick(['0', '1', '3'])}, {arr}.{self.pick(['sum', 'max', 'min'])}())")
+        elif kind == 1:
+            self.emit(indent, f"{k} = {self.pick(['max', 'min'])}({self.int_atom(s)}, {self.scalar(s)})")
+        elif kind == 2:
+            self.emit(indent, f"if {arr}.sum() > {self.rng.randint(-2, 4)}:\n    {k} = {self.pick(['3', '0', '2'])}\n"
+                              f"else:\n    {k} = {self.arr(s)}.{self.pick(['min', 'max', 'sum'])}()")
+        else:
+            self.emit(indent, f"{k} = {self.pick(['3', '1'])} if {arr}.sum() > {self.rng.randint(-2, 4)} else {self.arr(s)}.min()")
+        computed = self.pick([f"({k} % 7)", f"({k} + 1)", f"int({k})", f"({k} * 2 - 1)", f"(-{k})", f"({k} // 2)"])
+        if self.chance(0.5):
+            t = self.new("kc")
+            self.emit(indent, f"{t} = {computed}")
+            computed = t
+        self.use_number(s, indent, computed, self.rng.randint(1, 2))
+        if indent == 1 and self.chance(0.4):  # always bound there: the caller's list holds it after the call
+            self.tail.append(f"xs.append({self.pick([k, computed])})")
 
     # -- the call boundary (the `boundary-<seed>` stream) ---------------------------------
     def draw_features(self) -> None:
@@ -734,7 +844,8 @@ def draw_program(seed: int) -> RealProgram:
     rng = random.Random(seed)
     boundary = random.Random(f"boundary-{seed}")
     g = _Generator(rng, random.Random(f"extra-{seed}"), random.Random(f"later-{seed}"),
-                   random.Random(f"mangled-{seed}"), random.Random(f"classes-{seed}"), boundary)
+                   random.Random(f"mangled-{seed}"), random.Random(f"classes-{seed}"), boundary,
+                   random.Random(f"numbers-{seed}"))
     g.draw_features()
     scope = _Scope(arrays=["a0", "a1"], ints=["k0", "k1"], int_reads=[], scalar_reads=[])
     g.emit(1, "a0 = x\na1 = clip(y * 2)\nk0 = 1\nk1 = len(xs)\nL = [x, y]\nP = [3, 1, 2]\n"
@@ -749,6 +860,8 @@ def draw_program(seed: int) -> RealProgram:
         if name in g.features and name not in g.shown:
             g.boundary_statement(scope, 1, only=name)
     g.rng = main
+    for line in g.tail:
+        g.emit(1, line)
     g.emit(1, "out = [fn(a0) for fn in FN]")
     g.emit(1, g.return_text())
     source = PRELUDE + g.module_header() + "\n" + g.signature() + "\n" + "\n".join(g.lines) + "\n"

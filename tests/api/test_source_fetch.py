@@ -145,3 +145,38 @@ def test_the_printed_translation_is_the_one_compiled_after_the_file_changes(tmp_
     printed = conversion.source_of(converted)
     assert "convert_ifelse" in printed and "x - 100" not in printed
     assert converted(1) == 2
+
+
+# -- lambdas whose source lines do not parse alone, or hold several of the same parameters ------
+def _lambdas_on_a_header():
+    found = []
+    for f in (lambda x: x * 2 if x.sum() > 0 else x - 1, lambda x: x + 1):
+        found.append(f)
+    return found
+
+
+def _lambdas_on_a_continuation_line():
+    return [g for g in (lambda x: x - 1,
+                        lambda x: x * 10 if x.sum() > 0 else x)]
+
+
+_PAIR = (lambda x: x * 3, lambda x: x + 7)
+_K = 3
+_NESTED = lambda x: (lambda x: x * _K)(x) + 1  # noqa: E731
+
+
+@pytest.mark.parametrize("fn", [*_lambdas_on_a_header(), *_lambdas_on_a_continuation_line(), *_PAIR, _NESTED])
+def test_a_lambda_is_found_by_its_position_where_its_line_is_not_enough(fn):
+    """A lambda on a `for` header, on a continuation line, beside another of its parameters,
+    or inside another: its file's parse, by its instructions' positions (these raised
+    "Cannot parse the source line of this lambda" / "Cannot tell which lambda")."""
+    import jax
+    import jax.numpy as jnp
+
+    import dy2st
+
+    static = dy2st.to_static(fn)
+    for x in (jnp.arange(3.0), -jnp.arange(3.0)):
+        for _ in range(2):
+            assert jnp.array_equal(static(x), fn(x))
+        assert jnp.array_equal(jax.jit(static)(x), fn(x))
