@@ -31,15 +31,8 @@ _REJECTED_IN_CONTROL_FLOW = {
 # (`del x` in an `if` converts: the branch leaves `x` unbound, as eagerly.)
 _CONTROL_FLOW = (ast.While, ast.For)
 # The node types the fence can reject: a tree holding none of them passes without a walk.
-SCREENED = frozenset(_REJECTED) | frozenset(_REJECTED_IN_CONTROL_FLOW) | {ast.NamedExpr, ast.Try, ast.TryStar}
+SCREENED = frozenset(_REJECTED) | frozenset(_REJECTED_IN_CONTROL_FLOW) | {ast.Try, ast.TryStar}
 
-# A `while` condition becomes a function of its own, so a name it binds with `:=` is local to
-# it: reading that name in the loop body or after the loop would fail.
-_WALRUS_IN_WHILE = (
-    "`{name} := ...` in a `while` condition, with '{name}' used outside the condition, cannot be "
-    "converted: the condition is evaluated in a function of its own. Compute '{name}' before the "
-    "loop and again at the end of the body (`{name} = ...` then `while {name} ...:`)"
-)
 # Python cancels a `return` when the `finally` after it breaks or continues the loop around.
 _RETURN_CANCELLED = (
     "a `return` in a `try` whose `finally` may `break` or `continue` (which cancels the return) "
@@ -68,8 +61,6 @@ class _Fence(ast_util.NodeVisitor):
         if self._control_flow_depth and isinstance(node, ast.Delete):
             if any(isinstance(t, ast.Name) for t in node.targets):
                 self._reject(node, _REJECTED_IN_CONTROL_FLOW[ast.Delete])
-        if isinstance(node, ast.While):
-            self._check_walrus(node)
         if isinstance(node, (ast.Try, ast.TryStar)) and node.finalbody:
             self._check_finally(node)
         if isinstance(node, _CONTROL_FLOW):
@@ -88,17 +79,6 @@ class _Fence(ast_util.NodeVisitor):
         guarded = node.body + [s for h in node.handlers for s in h.body] + node.orelse
         if ast_util.jumps_out(node.finalbody, returns=False) and ast_util.jumps_out(guarded, loop_jumps=False):
             self._reject(node, _RETURN_CANCELLED)
-
-    def _check_walrus(self, loop):
-        bound = [n.target for n in ast.walk(loop.test) if isinstance(n, ast.NamedExpr)]
-        if not bound or self.tree is None:
-            return
-        in_test = {id(n) for n in ast.walk(loop.test)}
-        for target in bound:
-            used_outside = any(isinstance(n, ast.Name) and n.id == target.id and id(n) not in in_test
-                               for n in ast.walk(self.tree))
-            if used_outside:
-                self._reject(loop, _WALRUS_IN_WHILE.format(name=target.id))
 
 
 def verify(tree, filename: str, function_name: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from dy2st.errors import OriginInfo
+from dy2st.errors import OriginInfo, TracedValueError
 from dy2st.runtime import events
 from dy2st.runtime.staging import scalar_predicate, stage_cond
 from dy2st.runtime.values import is_traced
@@ -90,3 +90,20 @@ def convert_compare_chain(first_fn, *links):
         return convert_and(lambda: result, lambda: rest(right, links[1:]))
 
     return rest(left, links)
+
+
+def python_operand(value):
+    """An operand of an `and`/`or` that binds a name with `:=` (`a and (m := f(x))`), which
+    converted code keeps as Python's own operator so the name is the function's: it must
+    decide in Python. A traced one would need the binding staged (eagerly `m` is set only
+    when `a` is true): refused at the user's line."""
+    if is_traced(value):
+        raise TracedValueError(
+            "this `and`/`or` binds a name with `:=` and one of its operands is a traced value: the "
+            "binding happens eagerly only on the path the data takes, which dy2st cannot stage inside "
+            "an expression.",
+            OriginInfo.of_caller(),
+            advice="bind the name on its own line before the condition (`m = f(x)`), then test it "
+            "(`if a and m > 1:`).",
+        )
+    return value

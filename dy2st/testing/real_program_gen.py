@@ -504,7 +504,7 @@ class _Generator:
         if kind == 0:
             self.emit(indent, f"{k} = {self.pick(['max', 'min'])}({self.pick(['0', '1', '3'])}, {arr}.{self.pick(['sum', 'max', 'min'])}())")
         elif kind == 1:
-            self.emit(indent, f"{k} = {self.pick(['max', 'min'])}({self.int_atom(s)}, {self.scalar(s)})")
+            self.emit(indent, f"{k} = {self.pick(['max', 'min'])}({self.int_atom(s)}, {arr}[{self.rng.randint(-3, 2)}])")
         elif kind == 2:
             self.emit(indent, f"if {arr}.sum() > {self.rng.randint(-2, 4)}:\n    {k} = {self.pick(['3', '0', '2'])}\n"
                               f"else:\n    {k} = {self.arr(s)}.{self.pick(['min', 'max', 'sum'])}()")

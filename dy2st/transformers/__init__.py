@@ -27,6 +27,7 @@ from dy2st.transformers import (
     scoped_writes,
     super_calls,
     try_blocks,
+    walrus_conditions,
 )
 
 
@@ -55,6 +56,10 @@ PIPELINE: tuple[Step, ...] = (
          "First, on the user's code: a method's zero-argument `super()` is spelled out before any "
          "step moves it into a generated function (where it would find no arguments).",
          triggers=("super()",)),
+    Step(walrus_conditions, (),
+         "Before break_statements and the loops step: a `while` condition that binds a name with "
+         "`:=` moves into the body as `if not test: break`, so the name is the function's own.",
+         triggers=(ast.NamedExpr,), creates=(ast.If, ast.UnaryOp, ast.Break), source_only=True),
     Step(try_blocks, (),
          "Before anything adds `if`s of its own or turns the user's into branch functions: marks "
          "the user's conditions inside `try` as ones that must stay Python.",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dy2st.transformers import templates
 from dy2st.transformers.base import Transformer, pass_python_body
+from dy2st.transformers.logical_expressions import binds_a_name
 
 
 class IfExpTransformer(Transformer):
@@ -22,6 +23,9 @@ class IfExpTransformer(Transformer):
 
     def visit_IfExp(self, node):
         self.generic_visit(node)
+        if binds_a_name(node.body) or binds_a_name(node.orelse):  # thunks would make it a lambda's name
+            node.test = templates.replace_as_expression("jst.python_operand(t)", jst=self.ctx.runtime, t=node.test)
+            return node
         call = templates.replace_as_expression(
             "jst.convert_ifexp(test, body, orelse)",
             jst=self.ctx.runtime,

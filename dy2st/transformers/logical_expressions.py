@@ -24,6 +24,10 @@ An `and`/`or` whose value is only tested for truth (the test of an `if`, `while`
 gets `as_test=True`: the runtime then combines truth values, so a shape-(1,) array beside a
 Python bool or a scalar flag (`not break_ and x[:1] > 0`) works as it does eagerly, although
 the two values `and` could give have different shapes.
+
+An `and`/`or` or chained comparison holding a `:=` (`a and (m := f(x))`) stays Python's own, so
+`m` is the function's name (a thunk would make it the lambda's, and lose it): its deciding
+operands must then be Python values (`jst.python_operand` refuses a traced one at its line).
 """
 
 from __future__ import annotations
@@ -66,6 +70,12 @@ class LogicalTransformer(Transformer):
             for value in node.values:
                 self._mark_tested(value)
         self.generic_visit(node)
+        if any(binds_a_name(value) for value in node.values):
+            # Thunks would make the name a lambda's own: Python's operator keeps it the
+            # function's, each deciding operand checked to be a Python value.
+            for i, value in enumerate(node.values[:-1]):
+                node.values[i] = templates.replace_as_expression("jst.python_operand(v)", jst=self.ctx.runtime, v=value)
+            return node
         operator = "convert_and" if isinstance(node.op, ast.And) else "convert_or"
         template = f"jst.{operator}(left, right, as_test=True)" if as_test else f"jst.{operator}(left, right)"
         result = node.values[-1]
@@ -85,7 +95,7 @@ class LogicalTransformer(Transformer):
 
     def visit_Compare(self, node):
         self.generic_visit(node)
-        if len(node.ops) == 1:
+        if len(node.ops) == 1 or binds_a_name(node):  # Python's own chain keeps a `:=` the function's
             return node
         call = templates.replace_as_expression(
             "jst.convert_compare_chain(first)", jst=self.ctx.runtime, first=templates.thunk(node.left)
@@ -97,6 +107,19 @@ class LogicalTransformer(Transformer):
             operator = templates.thunk(compare, params=("l", "r"))
             call.args.append(ast.Tuple(elts=[operator, templates.thunk(comparator)], ctx=ast.Load()))
         return call
+
+
+def binds_a_name(expression) -> bool:
+    """Whether `expression` holds a `:=` binding a name of the enclosing function (not one
+    inside a lambda of its own: a comprehension's `:=` binds the function's name too)."""
+    stack = [expression]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.NamedExpr):
+            return True
+        if not isinstance(node, ast.Lambda):
+            stack.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def transform(tree, ctx):

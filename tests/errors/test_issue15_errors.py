@@ -25,7 +25,6 @@ from dy2st.errors import (
     LoopBoundError,
     LoopVariableError,
     ScopeWriteError,
-    UnsupportedSyntaxError,
 )
 
 from catalogue_helpers import assert_points_at, full_text, line_of
@@ -122,11 +121,12 @@ def walrus_only_in_test(x):
     return x
 
 
-def test_walrus_in_while_condition_used_after():
-    with pytest.raises(UnsupportedSyntaxError) as info:
-        dy2st.to_static(walrus_used_after)(POS)
-    assert_points_at(info.value, walrus_used_after, "E:walrus", "n := ...", "before the loop")
-    _starts_at(info.value, walrus_used_after, "E:walrus")
+def test_walrus_in_while_condition_used_after_converts():
+    """(This was an UnsupportedSyntaxError; the condition now moves into the body,
+    transformers/walrus_conditions.py, tests/transformers/test_walrus.py.)"""
+    for x in (POS, -POS):
+        for _ in range(2):
+            np.testing.assert_allclose(dy2st.to_static(walrus_used_after)(x), walrus_used_after(x))
 
 
 def test_walrus_used_only_in_condition_still_converts():
