@@ -167,6 +167,11 @@ CONSTRUCTS = {
     "contextlib.suppress": r"with contextlib\.suppress\(",
     "an argument changed in place and returned": r"^\s+return a0, .*, (xs|obj\.cache|obj)\b",
     "objects shared in the result": r"^\s+return a0, .*(T, T|\[T\] \* 2|GRID|\[L, L\]|\[\[0\] \* 2\] \* 2)",
+    # the numbers rule (the `numbers-<seed>` stream)
+    "a number changed by an int on one path and a float on another in a staged loop":
+        r"(acc\d+) (\+= 1|= acc\d+ \+ 2|\+= 1\.5)\n\s+else:\n\s+\1 ",
+    "a step size halved in a staged while": r"alpha\d+ = alpha\d+ \* 0\.5",
+    "a number picked by data between an int and an array": r"kk\d+ = (max|min)\(|kk\d+ = \d if ",
 }
 
 
