@@ -124,7 +124,7 @@ def walrus_only_in_test(x):
 def test_walrus_in_while_condition_used_after_converts():
     """(This was an UnsupportedSyntaxError; the condition now moves into the body,
     transformers/walrus_conditions.py, tests/transformers/test_walrus.py.)"""
-    for x in (POS, -POS):
+    for x in (POS, POS * 20):  # several trips, and none
         for _ in range(2):
             np.testing.assert_allclose(dy2st.to_static(walrus_used_after)(x), walrus_used_after(x))
 
