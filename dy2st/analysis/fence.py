@@ -22,16 +22,10 @@ _REJECTED = {
 }
 
 
-# Rejected only inside the body of an `if`/`while`/`for` (which may be staged).
-_REJECTED_IN_CONTROL_FLOW = {
-    ast.Delete: "`del` of a variable inside a loop cannot be converted: a staged loop must leave "
-    "every variable it carries defined. Assign it a placeholder (`x = None`) "
-    "instead, or move the `del` after the block",
-}
-# (`del x` in an `if` converts: the branch leaves `x` unbound, as eagerly.)
-_CONTROL_FLOW = (ast.While, ast.For)
+# (`del name` in a loop: transformers/dead_deletes.py drops it where nothing reads the name
+# again, and refuses it where something does.)
 # The node types the fence can reject: a tree holding none of them passes without a walk.
-SCREENED = frozenset(_REJECTED) | frozenset(_REJECTED_IN_CONTROL_FLOW) | {ast.Try, ast.TryStar}
+SCREENED = frozenset(_REJECTED) | {ast.Try, ast.TryStar}
 
 # Python cancels a `return` when the `finally` after it breaks or continues the loop around.
 _RETURN_CANCELLED = (
@@ -39,7 +33,6 @@ _RETURN_CANCELLED = (
     "cannot be converted. Set a result variable and `break` in the `try` instead, and return "
     "after the loop"
 )
-_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 class _Fence(ast_util.NodeVisitor):
@@ -47,7 +40,6 @@ class _Fence(ast_util.NodeVisitor):
         self.tree = tree
         self.filename = filename
         self.function_name = function_name
-        self._control_flow_depth = 0
 
     def _reject(self, node, advice: str):
         origin = OriginInfo(self.filename, getattr(node, "lineno", 0), self.function_name)
@@ -58,22 +50,9 @@ class _Fence(ast_util.NodeVisitor):
         advice = _REJECTED.get(type(node))
         if advice is not None:
             self._reject(node, advice)
-        if self._control_flow_depth and isinstance(node, ast.Delete):
-            if any(isinstance(t, ast.Name) for t in node.targets):
-                self._reject(node, _REJECTED_IN_CONTROL_FLOW[ast.Delete])
         if isinstance(node, (ast.Try, ast.TryStar)) and node.finalbody:
             self._check_finally(node)
-        if isinstance(node, _CONTROL_FLOW):
-            self._control_flow_depth += 1
-            super().generic_visit(node)
-            self._control_flow_depth -= 1
-        elif isinstance(node, _NESTED_SCOPES) and self._control_flow_depth:
-            depth, self._control_flow_depth = self._control_flow_depth, 0
-            super().generic_visit(node)
-            self._control_flow_depth = depth
-        else:
-            super().generic_visit(node)
-
+        super().generic_visit(node)
 
     def _check_finally(self, node):
         guarded = node.body + [s for h in node.handlers for s in h.body] + node.orelse

@@ -19,6 +19,7 @@ from dy2st.transformers import (
     call_trees,
     conditional_expressions,
     continue_statements,
+    dead_deletes,
     ifelse,
     lists,
     logical_expressions,
@@ -60,6 +61,10 @@ PIPELINE: tuple[Step, ...] = (
          "Before break_statements and the loops step: a `while` condition that binds a name with "
          "`:=` moves into the body as `if not test: break`, so the name is the function's own.",
          triggers=(ast.NamedExpr,), creates=(ast.If, ast.UnaryOp, ast.Break), source_only=True),
+    Step(dead_deletes, analysis.LIVENESS,
+         "On the user's code, before any step adds reads: a `del name` in a loop that no path "
+         "reads again is dropped (a staged loop leaves every variable defined); one still read is refused.",
+         triggers=(ast.Delete,), creates=(ast.Pass,), source_only=True),
     Step(try_blocks, (),
          "Before anything adds `if`s of its own or turns the user's into branch functions: marks "
          "the user's conditions inside `try` as ones that must stay Python.",
