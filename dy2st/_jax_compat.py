@@ -187,6 +187,39 @@ def equation_lines(eqn) -> list:
     return [(code.co_filename, line) for code, line in equation_code_frames(eqn)]
 
 
+# -- the operations of the jaxpr being traced --------------------------------------------------
+# The numbers rule checks, at run time, that a Python int a staged loop or branch computes on
+# stays in int32 (runtime/asserts.check_python_ints). jax keeps the operations traced so far, with their
+# input tracers, only on its private trace frame.
+_core = importlib.import_module("jax._src.core")
+
+
+def _frame():
+    return getattr(_core.trace_ctx.trace, "frame", None)
+
+
+def trace_mark() -> int | None:
+    """How many operations the jaxpr being traced holds now (None: no jaxpr is being traced)."""
+    frame = _frame()
+    return None if frame is None else len(frame.tracing_eqns)
+
+
+def traced_operations_since(mark: int | None) -> list:
+    """`(primitive name, input tracers, output avals, equation)` of the operations traced into
+    the current jaxpr after `trace_mark()` gave `mark` (none where it gave None); the equation
+    for `equation_lines`."""
+    frame = _frame()
+    if frame is None or mark is None:
+        return []
+    return [(eqn.primitive.name, list(eqn.in_tracers), [v.aval for v in eqn.outvars], eqn)
+            for eqn in frame.tracing_eqns[mark:]]
+
+
+def is_literal_tracer(value) -> bool:
+    """Whether a traced value stands for a literal of the jaxpr (a constant such as `k + 1`'s 1)."""
+    return isinstance(getattr(value, "val", None), _core.Literal)
+
+
 # -- logging ---------------------------------------------------------------------------------
 def debug_callback_logger():
     """The logger jax reports a failing `jax.debug.callback` on (with its traceback)."""

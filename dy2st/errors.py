@@ -286,6 +286,16 @@ _UNBOUND_IN_BRANCH = ("assign the variable on every path before this `if` (a def
                       "a Python value.")
 
 
+class IntOverflowError(Dy2StaticError, OverflowError):
+    """A Python int that a staged loop or branch computes on left int32's range when the program ran.
+
+    Eagerly a Python int grows without bound; in a compiled program it is a weakly typed int32
+    (the numbers rule), which would wrap silently. Raised when the program runs, at the line that
+    computed it. Fix: keep the value within int32, compute it as a float (`1.0 * ...`), or make the
+    loop's trip count a Python value so it runs in Python.
+    """
+
+
 class MissingAfterLoopError(Dy2StaticError, KeyError, AttributeError):
     """A dict item or attribute first set inside a staged loop that ran zero times is live after it.
 

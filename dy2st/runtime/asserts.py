@@ -19,9 +19,13 @@ itself, so dy2st mirrors it: with `sys.flags.optimize` set, asserts are not conv
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
-from dy2st.errors import OriginInfo, RuntimeChecks, record_runtime_failure
+from dy2st import _jax_compat
+
+from dy2st.errors import IntOverflowError, OriginInfo, RuntimeChecks, record_runtime_failure
 from dy2st.runtime import events
 from dy2st.runtime.formatting import TracedString
 from dy2st.runtime.debug_effects import debug_effects_dropped
@@ -67,10 +71,11 @@ def convert_assert(test, message=None):
                     "the condition is traced: a host callback raises AssertionError when the program runs")
 
 
-def check_when_run(ok, make_error, origin: OriginInfo | None = None, what: str = "") -> None:
+def check_when_run(ok, make_error, origin: OriginInfo | None = None, what: str = "", detail=None) -> None:
     """Raise `make_error()` when the program runs and the traced scalar bool `ok` is false.
 
-    `origin` and `what` (what the check guards) describe it for `dy2st.explain`.
+    `origin` and `what` (what the check guards) describe it for `dy2st.explain`. With a traced
+    `detail`, `make_error` is given its value (which of several things failed).
 
     The error keeps its own type (an `UnboundLocalError` stays one) and reaches the caller of
     the StaticFunction as is (see `dy2st.errors.at_boundary`). Dropped, like asserts, when
@@ -78,12 +83,12 @@ def check_when_run(ok, make_error, origin: OriginInfo | None = None, what: str =
     if debug_effects_dropped():
         return
 
-    def check(ok_value):
+    def check(ok_value, *details):
         if np.all(ok_value):
             return
-        _raise_from_check(make_error())
+        _raise_from_check(make_error(*details))
 
-    jax.debug.callback(check, ok)
+    jax.debug.callback(check, ok, *(() if detail is None else (detail,)))
     RuntimeChecks.record_traced()
     if events.active():
         events.note(origin, "check", "run-time check", what)
@@ -92,3 +97,71 @@ def check_when_run(ok, make_error, origin: OriginInfo | None = None, what: str =
 def _failure_message(message, origin: OriginInfo) -> str:
     first = str(message) if message is not None else "assertion failed"
     return f"{first}\n(dy2st) assert failed when the program ran, at:\n  {origin.as_header()}"
+
+
+# -- Python ints in int32 (the numbers rule) -------------------------------------------------
+_INT32_MIN = -(2 ** 31)
+
+
+def check_python_ints(mark, origin: OriginInfo) -> None:
+    """At run time, raise IntOverflowError where an operation traced since `mark`
+    (`_jax_compat.trace_mark`) on a Python int (a weakly typed int32: what a Python int a
+    staged loop carries or a staged `if` picks becomes) left int32's range: eagerly the int
+    grows, the program's would wrap. Checked: products, negation, and sums and differences of
+    two such values; not powers (`k ** 2`; `k * k` is), nor a sum with a constant (`k += 1`, a
+    counter), which needs on the order of 2**31 / |constant| iterations to leave the range and
+    would cost every counting loop a host callback per iteration. The error names the line of
+    the first operation that wrapped."""
+    flags, origins = [], []
+    for name, inputs, outs, eqn in _jax_compat.traced_operations_since(mark):
+        flag = _overflow(name, inputs) if len(outs) == 1 and _is_python_int(outs[0]) else None
+        if flag is not None:
+            flags.append(flag)
+            line = next((l for f, l in _jax_compat.equation_lines(eqn) if f == origin.filename), origin.lineno)
+            origins.append(OriginInfo(origin.filename, line, origin.function_name))
+    if not flags:
+        return
+    wrapped = jnp.stack(flags)
+
+    def error(first):
+        return IntOverflowError(
+            "a Python int this line computes left int32's range when the program ran: eagerly it would "
+            "grow, the compiled program's (a weakly typed int32) would wrap.",
+            origins[int(first)],
+            advice="keep the value within int32, compute it as a float (`1.0 * ...`), or make the loop's "
+            "trip count a Python value so it runs in Python.",
+        )
+
+    check_when_run(~wrapped.any(), error, origin, "a Python int computed on stays within int32",
+                   detail=jnp.argmax(wrapped))
+
+
+def _is_python_int(aval) -> bool:
+    return getattr(aval, "weak_type", False) and aval.dtype == np.int32 and aval.shape == ()
+
+
+def _overflow(name: str, inputs: list):
+    """A traced bool: whether `name` of `inputs` wraps in int32 (None: not checked)."""
+    if name == "neg":
+        return inputs[0] == _INT32_MIN
+    if len(inputs) != 2 or any(np.dtype(getattr(i, "dtype", np.int64)) != np.int32 for i in inputs):
+        return None
+    a, b = inputs
+    if name in ("add", "sub") and (not is_traced(a) or not is_traced(b) or _is_constant(a) or _is_constant(b)):
+        return None
+    if name == "add":
+        r = lax.add(a, b)
+        return ((a ^ r) & (b ^ r)) < 0
+    if name == "sub":
+        r = lax.sub(a, b)
+        return ((a ^ b) & (a ^ r)) < 0
+    if name == "mul":
+        r = lax.mul(a, b)
+        nonzero = a != 0
+        return nonzero & ((lax.div(r, jnp.where(nonzero, a, 1)) != b) | ((a == -1) & (b == _INT32_MIN)))
+    return None
+
+
+def _is_constant(value) -> bool:
+    """A literal of the jaxpr (`k + 1`'s 1), which jax traces as a constant tracer."""
+    return _jax_compat.is_literal_tracer(value)

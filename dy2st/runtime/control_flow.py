@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import sys
 
+from dy2st import _jax_compat
 from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError
 from dy2st.runtime import events, key_order, reachable, state_cells, static_outputs
+from dy2st.runtime.asserts import check_python_ints
 from dy2st.runtime.staging import grown_from, grown_here, grown_in_this_side, stage_cond, watch_here
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined
@@ -118,10 +120,12 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
         def run():
             if set_state is not None:
                 set_state(initial)
+            mark = _jax_compat.trace_mark()
             with tracker:
                 contents.watch(tracker)
                 if body is not None:
                     body()
+            check_python_ints(mark, origin)  # the numbers rule: a Python int it computes on stays in int32
             state = get_state() if get_state is not None else ()
             # a list or dict a value holds twice (`return d, d`) stays one object after the cond
             state = tuple(static_outputs.encode(v, aliases_only=True) if i < nouts else v for i, v in enumerate(state))

@@ -33,7 +33,7 @@ from jax import lax
 from dy2st import _jax_compat
 from dy2st.errors import MissingAfterLoopError, UndefinedVariableError, LoopGradientError, LoopVariableError, OriginInfo
 from dy2st.runtime import ad_context, events, guards, key_order, loop_checks, reachable
-from dy2st.runtime.asserts import check_when_run
+from dy2st.runtime.asserts import check_python_ints, check_when_run
 from dy2st.runtime.staging import (cast_to, static_equal, weak_proxy, describe, scalar_predicate, staged_tracing,
                                    grown_from, note_grown, tracing_staged_code)
 from dy2st.runtime.values import is_traced
@@ -423,12 +423,14 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
         """One iteration inside the lax loop: `(new carry, appended items)`."""
         given = assemble(spec, carried)
         roots = reachable.snapshot((loop.body, loop.test), [v.name for v in spec], given)
+        mark = _jax_compat.trace_mark()
         with WriteTracker(roots) as tracker, staged_tracing(), \
                 guards.unchanged_by_side(origin, "body of this staged loop"):  # attributes changed by called methods are refused
             outs = loop.body(index, given)
             body_orders[:] = [key_order.orders_of(v) for v in outs]
             iteration = describe_outputs(spec, given, outs, origin)  # reads lists grown while tracing
         refuse_loop_writes(tracker, origin, trips_known=loop.length is not None and loop.test is None)
+        check_python_ints(mark, origin)  # the numbers rule: a Python int it computes on stays in int32
         new = join(spec, iteration, origin)
         if not settled(spec, new) or (loop.length is None and loop.bound() != bound):
             raise _Abandon(_Retype(new))

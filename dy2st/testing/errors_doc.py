@@ -164,6 +164,17 @@ def f(x):
 dy2st.to_static(f)(jnp.ones(3))
 """, "Select with jnp instead of a comprehension's `if`: `x[x > 0]` has a data-dependent shape, so "
         "keep the shape: `jnp.where(x > 0, x, 0)`."),
+    Example(errors.IntOverflowError, """
+def f(x, n):
+    acc = 1
+    i = 0
+    while i < n:          # a traced trip count: a staged loop
+        acc = acc * 7     # eagerly a Python int that grows; here a weakly typed int32
+        i += 1
+    return acc
+
+dy2st.to_static(f)(jnp.ones(3), jnp.int32(12))
+""", "Keep the value within int32, or make it a float: `acc = 1.0`."),
     Example(errors.ProgramOutputError, """
 class Registry:
     pass

@@ -379,3 +379,56 @@ def test_an_int_carried_stays_int32_not_a_truncating_bool():
     static = dy2st.to_static(_int_then_bool)
     assert int(static(POS, jnp.int32(0))) == 3 and int(static(POS, jnp.int32(2))) == 1
     assert jax.jit(static)(POS, jnp.int32(2)).dtype == jnp.int32
+
+
+# -- a Python int leaving int32 raises when the program runs, at its line ------------------------
+def _powers_of_seven(x, n):
+    acc = 1
+    i = 0
+    while i < n:
+        acc = acc * 7
+        i += 1
+    return acc
+
+
+def _fibonacci(x, n):
+    a, b = 0, 1
+    for i in range(n):
+        if x.sum() > 0:
+            a, b = b, a + b
+        else:
+            a, b = b, b - a
+    return a
+
+
+def _counts(x, n):
+    k = 0
+    while k < n and x.sum() > 0:
+        k += 1
+    return k
+
+
+@pytest.mark.parametrize("fn, line, ok_n, wrap_n", [
+    (_powers_of_seven, "acc = acc * 7", 11, 12),
+    (_fibonacci, "a, b = b, a + b", 45, 47),  # (b runs one term ahead of a)
+])
+def test_a_python_int_leaving_int32_raises_at_its_line(fn, line, ok_n, wrap_n):
+    from dy2st.errors import IntOverflowError
+
+    static = dy2st.to_static(fn)
+    for _ in range(2):
+        assert int(static(POS, jnp.int32(ok_n))) == fn(POS, ok_n)  # eager's value, within int32
+        with pytest.raises(IntOverflowError) as info:
+            static(POS, jnp.int32(wrap_n))
+        text = str(info.value)
+        assert text.startswith(f'File "{__file__}"') and f"\n    {line}\n" in text, text
+        assert "left int32's range when the program ran" in text and "To fix: keep the value within int32" in text
+        assert isinstance(info.value, OverflowError)
+
+
+def test_a_counter_adding_a_constant_costs_no_check():
+    """`k += 1` is not checked (about 2**31 iterations to wrap): the calls keep jit's dispatch."""
+    static = dy2st.to_static(_counts)
+    for n in (0, 3):
+        assert int(static(POS, jnp.int32(n))) == _counts(POS, n)
+    assert not static._has_checks and static._fast is not None
