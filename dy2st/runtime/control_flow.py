@@ -93,6 +93,11 @@ def _refuse_reordered_keys(pairs, initial, names, origin: OriginInfo) -> None:
             )
 
 
+class _CarryMore(Exception):
+    """Raised by a side of a staged `if` to leave the `lax.cond` being built: a called method
+    changed attributes the build does not carry (`_traced_if` builds it again carrying them)."""
+
+
 def stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names):
     """The `if` statement of `convert_ifelse` for a traced `pred`, as one `lax.cond` (also used
     for the iterations a traced `break` may skip, see `loops`)."""
@@ -131,6 +136,12 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
             state = tuple(static_outputs.encode(v, aliases_only=True) if i < nouts else v for i, v in enumerate(state))
             side = _Side(state, nouts, tracker, contents, lists, origin)
             found.update(side.changes)
+            sides_run[0] += 1
+            if sides_run[0] >= 2 and not set(found) <= set(carried_writes):
+                # Both sides seen: the cond must carry more. Leaving its trace now emits no
+                # cond (one built to the end would stay in the program with any print or check
+                # its sides made, since jit keeps effects).
+                raise _CarryMore()
             outs = side.outs + tuple(side.changes.get(k, side.versions.latest_of_original(tracker, k))
                                      for k in carried_writes)
             key_orders[body] = tuple(key_order.orders_of(v) for v in outs)
@@ -143,15 +154,18 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
     try:
         for _ in range(_MAX_WRITE_ROUNDS):
             found: dict = {}
+            sides_run = [0]
             labels = tuple(names[:nouts]) + tuple(tracker.label(k) for k in carried_writes)
             attempt = events.Attempt()
-            outputs = stage_cond(pred, branch(if_body), branch(else_body), labels, origin,
-                                 branch_names=tuple(branch_names))
-            if set(found) <= set(carried_writes):
+            try:
+                outputs = stage_cond(pred, branch(if_body), branch(else_body), labels, origin,
+                                     branch_names=tuple(branch_names))
                 break
+            except _CarryMore:
+                pass
             attempt.discard()
             # A called method changed attributes this build did not carry: build it again
-            # carrying them (the discarded cond has no effects; jit drops it).
+            # carrying them.
             carried_writes += [k for k in found if k not in carried_writes]
         else:
             raise BranchOutputError(

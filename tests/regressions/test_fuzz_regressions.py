@@ -199,3 +199,38 @@ _M = jnp.array([[2.0, 1.0, -3.0, -1.0], [1.0, -3.0, 1.0, -2.0], [3.0, -2.0, -2.0
 @pytest.mark.parametrize("m", [_M, _M.at[2, 0].set(-1.0)], ids=["k0-number", "k0-k1"])
 def test_choice_kept_through_a_rebuilt_cond(x, m):
     _exact(choice_kept_through_a_rebuilt_cond, x, jnp.array([3.0, -2.0, -2.0, -1.0]), m, 2)
+
+
+class _Bumper:
+    def __init__(self):
+        self.count = jnp.zeros(())
+
+    def bump(self, v):
+        self.count = self.count + v.sum()
+        return 3
+
+
+def print_beside_a_method_changing_an_attribute(x, obj, s):
+    # Campaign seed 950188 (reduced): the method's attribute write made the `if` build its cond
+    # again carrying it; the first build, which JAX keeps for its print, printed too: twice per call.
+    k = 1
+    if (x > 0).any():
+        k = obj.bump(x) % 97
+    else:
+        print("p2", s)
+    return x * k
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_print_in_a_side_rebuilt_to_carry_an_attribute_prints_once(sign, capsys):
+    x = POS * sign
+    eager_obj, static_obj = _Bumper(), _Bumper()
+    static = dy2st.to_static(print_beside_a_method_changing_an_attribute)
+    for _ in range(2):
+        expected = print_beside_a_method_changing_an_attribute(x, eager_obj, 1)
+        eager_out = capsys.readouterr().out
+        got = static(x, static_obj, 1)
+        jax.effects_barrier()
+        assert capsys.readouterr().out == eager_out
+        assert tree_difference(expected, got, "to_static") is None
+        assert tree_difference(eager_obj.count, static_obj.count, "attribute") is None
