@@ -10,7 +10,7 @@ token of their value then (`_freeze`). A call first checks that every token stil
 again, so the program is eager's for the values of now.
 
 Not guarded: modules, functions, classes and other code (a name bound to one is assumed to
-stay), and the objects of jax, numpy and the other libraries whose objects are machinery
+stay; the data attributes the code names of a user's module or class are: `config.DEBUG`), and the objects of jax, numpy and the other libraries whose objects are machinery
 (dtypes, a mesh, a logger). Arrays are guarded by identity (a jax array never changes in
 place), numpy arrays by identity and contents, lists, dicts, tuples, sets and plain objects by
 their contents, walked to a bounded size.
@@ -36,7 +36,7 @@ import numpy as np
 
 from dy2st.errors import PythonEffectError, is_library_file
 from dy2st.runtime.values import OPAQUE_MODULES
-from dy2st.user_code import is_library_module
+from dy2st.user_code import is_library_module, is_users_class
 
 _local = threading.local()
 _MISSING = object()
@@ -122,7 +122,7 @@ class GuardSet:
 def describe(key) -> str:
     """A guard's reader key in words: `global FLAG`, `closure variable scale`, `default of lr`."""
     kind, _, name = key
-    return {"g": "global", "c": "closure variable", "d": "default of"}[kind] + f" {name}"
+    return {"g": "global", "c": "closure variable", "d": "default of", "a": "attribute"}[kind] + f" {name}"
 
 
 @contextlib.contextmanager
@@ -213,6 +213,7 @@ def _readers(fn: types.FunctionType):
     for name in global_names:
         if name in namespace:
             yield ("g", id(namespace), name), functools.partial(namespace.get, name, _MISSING)
+            yield from _attribute_readers(name, namespace[name], global_names)
     for name, cell in zip(cell_names, fn.__closure__ or ()):
         if name != "__class__" and not name.startswith("dy2st_"):
             yield ("c", id(cell), name), functools.partial(_cell_value, cell)
@@ -221,6 +222,23 @@ def _readers(fn: types.FunctionType):
             functools.partial(_default, fn, i)
     for name in fn.__kwdefaults__ or ():
         yield ("d", (id(fn.__code__), name), name), functools.partial(_kwdefault, fn, name)
+
+
+def _attribute_readers(label: str, holder, names: tuple):
+    """`(key, reader)` for the attributes of a user's module or class the code names
+    (`config.DEBUG`, `Defaults.lr`): the module or class itself is code, not guarded, but its
+    data attributes are read on every call eagerly. (`co_names` mixes globals and attribute
+    names: an attribute the code never reads through this holder is guarded needlessly, which
+    costs a check, never a wrong answer.) A library's module or class is machinery: not read."""
+    if isinstance(holder, types.ModuleType):
+        if is_library_file(getattr(holder, "__file__", None) or "<builtin>"):
+            return
+    elif not (isinstance(holder, type) and is_users_class(holder)):
+        return
+    attributes = vars(holder)
+    for name in names:
+        if name in attributes and not name.startswith("__"):
+            yield ("a", id(holder), f"{label}.{name}"), functools.partial(attributes.get, name, _MISSING)
 
 
 def _cell_value(cell):

@@ -238,3 +238,67 @@ def test_a_refused_global_write_in_a_staged_loop_leaves_no_tracer():
     with pytest.raises(dy2st.errors.ScopeWriteError):
         dy2st.to_static(counts_in_a_loop_over_a_list)(X, [X, X, X])
     assert COUNT == 3
+
+
+# -- attributes of a user's module or class (issue 29's guard gaps) ------------------------------
+class Defaults:
+    lr = 0.5
+    clip = True
+
+
+def reads_class_attributes(x):
+    y = x * Defaults.lr
+    if Defaults.clip:
+        y = jnp.clip(y, -1.0, 1.0)
+    return y
+
+
+def test_a_class_attribute_changed_between_calls_is_read_again():
+    static = dy2st.to_static(reads_class_attributes)
+    x = jnp.array([1.0, 4.0, -6.0])
+    try:
+        for lr, clip in [(0.5, True), (0.5, True), (2.0, True), (2.0, False), (0.25, False)]:
+            Defaults.lr, Defaults.clip = lr, clip
+            for _ in range(2):
+                np.testing.assert_allclose(static(x), reads_class_attributes(x))
+                # under an outer jit, jit's own cache keeps what a trace read, as for eager code
+                np.testing.assert_allclose(jax.jit(static)(x), jax.jit(reads_class_attributes)(x))
+    finally:
+        Defaults.lr, Defaults.clip = 0.5, True
+
+
+def test_a_user_module_attribute_changed_between_calls_is_read_again(tmp_path, monkeypatch):
+    import importlib
+
+    (tmp_path / "dy2st_guard_config.py").write_text("DEBUG = False\nSCALE = 2.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = importlib.import_module("dy2st_guard_config")
+    namespace = {"config": config, "jnp": jnp}
+    source = tmp_path / "dy2st_guard_user.py"
+    source.write_text(
+        "import jax.numpy as jnp\nimport dy2st_guard_config as config\n\n"
+        "def step(x):\n"
+        "    y = x * config.SCALE\n"
+        "    if config.DEBUG:\n"
+        "        y = y + 100.0\n"
+        "    return y\n")
+    user = importlib.import_module("dy2st_guard_user")
+    static = dy2st.to_static(user.step)
+    x = jnp.arange(3.0)
+    for debug, scale in [(False, 2.0), (True, 2.0), (True, 3.0), (False, 3.0)]:
+        config.DEBUG, config.SCALE = debug, scale
+        for _ in range(2):
+            np.testing.assert_allclose(static(x), user.step(x))
+    assert namespace  # (the module's names are the function's globals)
+
+
+def uses_a_library_module_constant(x):
+    import math
+    return x * math.pi
+
+
+def test_a_library_module_attribute_is_not_guarded():
+    static = dy2st.to_static(uses_a_library_module_constant)
+    static(jnp.ones(2))
+    static(jnp.ones(2))
+    assert static._fast is not None  # no guard: jit's own dispatch
