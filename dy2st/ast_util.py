@@ -217,6 +217,18 @@ def walk_scope(nodes: list, closed: tuple):
 
 
 _FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def is_generator(function) -> bool:
+    """Whether the `def` is a generator: a `yield` of its own (not of a function or lambda
+    nested in it). Cached on the node: the transformers ask of every nested `def`."""
+    known = getattr(function, "_dy2st_generator", None)
+    if known is None:
+        known = any(isinstance(n, (ast.Yield, ast.YieldFrom))
+                    for n in walk_scope(list(function.body), _SCOPES))
+        function._dy2st_generator = known
+    return known
 
 
 def walk_blocks(tree):

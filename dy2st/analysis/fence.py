@@ -47,6 +47,8 @@ class _Fence(ast_util.NodeVisitor):
         raise UnsupportedSyntaxError(f"Unsupported syntax: {what}.", origin, advice=fix)
 
     def generic_visit(self, node):
+        if type(node) is ast.FunctionDef and node is not self.tree and ast_util.is_generator(node):
+            return  # a generator nested in the function is left as written, and runs as Python
         advice = _REJECTED.get(type(node))
         if advice is not None:
             self._reject(node, advice)

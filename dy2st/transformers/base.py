@@ -109,8 +109,8 @@ class Transformer(ast_util.NodeTransformer):
     def visit(self, node):
         # ast_util.NodeTransformer.visit, inlined: this runs once per node visited.
         function = self._visit_functions[type(node)]
-        if function is None:
-            return node
+        if function is None or type(node) is ast.FunctionDef and ast_util.is_generator(node):
+            return node  # (a generator the user nested in the function runs as Python: see the fence)
         result = function(self, node)
         if result is not node and result is not None:
             copy_location_recursive(result, node)
