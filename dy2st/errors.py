@@ -57,7 +57,8 @@ def _note_generated(code: types.CodeType, holder: str, is_generated) -> None:
                 _note_generated(const, const.co_name, is_generated)
 
 
-def _user_function_name(frame: types.FrameType) -> str:
+def user_function_name(frame: types.FrameType) -> str:
+    """The name of the converted function a frame runs in (itself, or a function dy2st made in it)."""
     probe = frame
     while probe is not None:
         if probe.f_code in _converted_codes:
@@ -80,7 +81,7 @@ class OriginInfo:
 
     @classmethod
     def from_frame(cls, frame: types.FrameType) -> "OriginInfo":
-        return cls(frame.f_code.co_filename, frame.f_lineno, _user_function_name(frame))
+        return cls(frame.f_code.co_filename, frame.f_lineno, user_function_name(frame))
 
     @classmethod
     def from_code_frames(cls, frames: list) -> "OriginInfo | None":
@@ -491,7 +492,7 @@ def innermost_user_frame(tb) -> OriginInfo | None:
     for entry in _walk(tb):
         if not is_library_file(entry.tb_frame.f_code.co_filename):
             frame = entry.tb_frame
-            found = OriginInfo(frame.f_code.co_filename, entry.tb_lineno, _user_function_name(frame))
+            found = OriginInfo(frame.f_code.co_filename, entry.tb_lineno, user_function_name(frame))
     return found
 
 

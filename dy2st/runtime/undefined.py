@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+
 import jax
 
-from dy2st.errors import OriginInfo, UndefinedVariableError
+from dy2st.errors import OriginInfo, UndefinedVariableError, user_function_name
 
 
 class Undefined:
@@ -24,11 +26,16 @@ class Undefined:
         return f"Undefined({self.name!r})"
 
     def _fail(self, *args, **kwargs):
-        raise UndefinedVariableError(
-            f"'{self.name}' is used but was not assigned on the path taken here.",
-            self.origin,
-            advice=f"assign '{self.name}' before this `if`/loop, or in every branch of it.",
+        origin = _read_at(self.origin)
+        error = UndefinedVariableError(
+            f"cannot access local variable '{self.name}' where it is not associated with a value: it is "
+            "not assigned on the path taken here.",
+            origin,
+            advice=f"assign '{self.name}' before the `if`/loop that may leave it unassigned, or in every branch of it.",
         )
+        if self.origin is not None and origin != self.origin:
+            error.add_note(f"(dy2st) '{self.name}' is left unassigned by the `if`/loop at {self.origin.as_header()}")
+        raise error
 
     # Every use eager Python would reach with the variable unbound (comparisons for equality
     # and hashing stay: staging compares and keys markers themselves).
@@ -45,6 +52,21 @@ class Undefined:
         if attr.startswith("__"):
             raise AttributeError(attr)
         self._fail()
+
+
+def _read_at(origin: OriginInfo | None) -> OriginInfo | None:
+    """The line of the user's code that reads the marker (the innermost frame of the converted
+    function that left it, or of a branch function in it: converted code keeps the user's
+    lines), as eager Python's error
+    names it; `origin` where no such frame is running (a value returned)."""
+    if origin is None:
+        return None
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename == origin.filename and user_function_name(frame) == origin.function_name:
+            return OriginInfo(origin.filename, frame.f_lineno, origin.function_name)
+        frame = frame.f_back
+    return origin
 
 
 class UndefinedReturn(Undefined):

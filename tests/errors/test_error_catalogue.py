@@ -722,3 +722,23 @@ def test_errors_doc_covers_every_error_class_and_messages_start_at_the_user_line
         message = errors_doc.message_of(example)
         assert message.startswith(f'File "{errors_doc.EXAMPLE_FILE}", line '), message
         assert "To fix:" in message, message
+
+
+def unbound_after_a_python_if(x, flag):
+    if flag:
+        y = x
+    return y + 1  # E:unbound_read
+
+
+def test_an_unbound_read_names_pythons_error_at_the_reading_line():
+    """(issue 30) Python's own message, at the line that reads the variable (it named the `if`)."""
+    unbound_after_a_python_if(POS, True)
+    with pytest.raises(UnboundLocalError) as eager:
+        unbound_after_a_python_if(POS, False)
+    for _ in range(2):
+        with pytest.raises(UnboundLocalError) as info:
+            dy2st.to_static(unbound_after_a_python_if)(POS, False)
+        text = str(info.value)
+        assert f'line {line_of_module("E:unbound_read")}, in unbound_after_a_python_if\n' in text, text
+        assert str(eager.value) in text  # "cannot access local variable 'y' where it is not associated with a value"
+        assert any("left unassigned by the `if`/loop at" in note for note in info.value.__notes__)
