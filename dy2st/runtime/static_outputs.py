@@ -190,6 +190,12 @@ class Identities:
     def __init__(self, tree, entries):
         self.tree, self.entries = tree, entries
 
+    def __repr__(self):  # as the value it stands for (an error message describes its leaves)
+        try:
+            return repr(self.decode())
+        except Exception:  # a node of the caller's state, which only a call supplies
+            return "a value holding a list or dict of the caller's"
+
     def decode(self, state_nodes=()):
         """The outputs eager gives: each entry a new container (shared where eager shares it),
         each state node the caller's live object."""

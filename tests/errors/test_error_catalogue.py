@@ -742,3 +742,22 @@ def test_an_unbound_read_names_pythons_error_at_the_reading_line():
         assert f'line {line_of_module("E:unbound_read")}, in unbound_after_a_python_if\n' in text, text
         assert str(eager.value) in text  # "cannot access local variable 'y' where it is not associated with a value"
         assert any("left unassigned by the `if`/loop at" in note for note in info.value.__notes__)
+
+
+def aliased_dict_on_one_side(x):
+    d = {"a": x}
+    if x.sum() > 0:
+        out = (d, d)
+    else:
+        out = (d, {"a": x, "b": x})
+    return out
+
+
+def test_a_branch_mismatch_describes_a_value_held_twice_by_its_contents():
+    """(Campaign seeds 950017, 950025) the side holding one dict twice was described as
+    `<dy2st.runtime.static_outputs.Identities object at 0x...>`."""
+    with pytest.raises(BranchOutputError) as info:
+        dy2st.to_static(aliased_dict_on_one_side)(POS)
+    text = str(info.value)
+    assert "object at 0x" not in text and "Identities" not in text, text
+    assert "{'a': float32[3]}" in text, text
