@@ -412,3 +412,11 @@ def test_runner_checks_scalar_types_per_call(monkeypatch):
     result = fuzz.run_real_program(program)
     assert result.outcome == RealOutcome.MISMATCH and result.stage == "to_static, call 2", result
     assert "2 (int), eager 2.0 (float)" in result.detail
+
+
+def test_refusals_are_grouped_by_class_and_message_head():
+    detail = ('dy2st.errors.LoopVariableError: File "p.py", line 3, in f\n    for i in range(n):\n'
+              "'log' is appended to in a staged loop whose number of iterations is 12\nTo fix: ...")
+    assert fuzz.refusal_kind(detail) == "LoopVariableError: _ is appended to in a staged loop whose number of iterations is _"
+    summary = fuzz.real_campaign(3, 0, "/nonexistent", check_grad=False, verbose=False)
+    assert sum(count for count, _ in summary["refusals"].values()) == summary[fuzz.RealOutcome.REFUSAL]

@@ -34,6 +34,7 @@ import hashlib
 import importlib.util
 import io
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -719,7 +720,7 @@ def real_campaign(examples: int, seed: int, out_dir: str, check_grad: bool = Tru
     """Run programs for seeds seed, seed+1, ...; return counts per outcome and saved repros."""
     from dy2st.testing.real_program_gen import draw_program
 
-    summary = {"examples": 0, "saved": [], "by_stage": {}, **{o: 0 for o in RealOutcome.ORDER}}
+    summary = {"examples": 0, "saved": [], "by_stage": {}, "refusals": {}, **{o: 0 for o in RealOutcome.ORDER}}
     start = time.time()
     use_alarm = hasattr(signal, "SIGALRM")
     if use_alarm:
@@ -737,6 +738,9 @@ def real_campaign(examples: int, seed: int, out_dir: str, check_grad: bool = Tru
                 signal.alarm(0)
         summary["examples"] += 1
         summary[result.outcome] += 1
+        if result.outcome == RealOutcome.REFUSAL:
+            group = summary["refusals"].setdefault(refusal_kind(result.detail), [0, program.seed])
+            group[0] += 1
         if result.outcome not in (RealOutcome.MATCH, RealOutcome.REFUSAL) or verbose:
             key = f"{result.outcome}/{result.stage}"
             summary["by_stage"][key] = summary["by_stage"].get(key, 0) + 1
@@ -759,6 +763,17 @@ def real_campaign(examples: int, seed: int, out_dir: str, check_grad: bool = Tru
     return summary
 
 
+def refusal_kind(detail: str) -> str:
+    """A refusal's group: its error class and the head of its message, with names, quoted code
+    and numbers blanked (`LoopVariableError: _ is appended to in a staged loop whose ...`), so
+    a campaign's refusals can be counted by kind."""
+    lines = detail.splitlines()
+    error_class = lines[0].split(":")[0].rsplit(".", 1)[-1] if lines else "?"
+    message = lines[2] if len(lines) > 2 else ""
+    blanked = re.sub(r"'[^']*'|`[^`]*`|\d+", "_", message)
+    return f"{error_class}: {blanked[:100]}"
+
+
 def _print_real_summary(args, summary) -> None:
     print(f"dy2st fuzz (real-shaped programs): seeds {args.seed}..{args.seed + summary['examples'] - 1}")
     print(f"  programs:   {summary['examples']} in {summary['seconds']:.0f}s")
@@ -771,6 +786,10 @@ def _print_real_summary(args, summary) -> None:
         print(f"    {key}: {count}")
     if summary["saved"]:
         print(f"  failing programs saved under {args.out}/ ({len(summary['saved'])} files)")
+    if summary["refusals"]:
+        print("  refusals by kind (count, first seed):")
+        for kind, (count, first) in sorted(summary["refusals"].items(), key=lambda item: -item[1][0]):
+            print(f"    {count:4d}  [{first}] {kind}")
 
 
 def main(argv=None) -> int:
