@@ -107,14 +107,14 @@ def check_python_ints(mark, origin: OriginInfo) -> None:
     """At run time, raise IntOverflowError where an operation traced since `mark`
     (`_jax_compat.trace_mark`) on a Python int (a weakly typed int32: what a Python int a
     staged loop carries or a staged `if` picks becomes) left int32's range: eagerly the int
-    grows, the program's would wrap. Checked: products, negation, and sums and differences of
-    two such values; not powers (`k ** 2`; `k * k` is), nor a sum with a constant (`k += 1`, a
-    counter), which needs on the order of 2**31 / |constant| iterations to leave the range and
+    grows, the program's would wrap. Checked: products, powers (`k ** 3`, in float32 with a
+    margin), negation, and sums and differences of two such values; not a sum with a constant
+    (`k += 1`, a counter), which needs on the order of 2**31 / |constant| iterations to leave the range and
     would cost every counting loop a host callback per iteration. The error names the line of
     the first operation that wrapped."""
     flags, origins = [], []
     for name, inputs, outs, eqn in _jax_compat.traced_operations_since(mark):
-        flag = _overflow(name, inputs) if len(outs) == 1 and _is_python_int(outs[0]) else None
+        flag = _overflow(name, inputs, eqn.params) if len(outs) == 1 and _is_python_int(outs[0]) else None
         if flag is not None:
             flags.append(flag)
             line = next((l for f, l in _jax_compat.equation_lines(eqn) if f == origin.filename), origin.lineno)
@@ -140,10 +140,13 @@ def _is_python_int(aval) -> bool:
     return getattr(aval, "weak_type", False) and aval.dtype == np.int32 and aval.shape == ()
 
 
-def _overflow(name: str, inputs: list):
+def _overflow(name: str, inputs: list, params: dict):
     """A traced bool: whether `name` of `inputs` wraps in int32 (None: not checked)."""
     if name == "neg":
         return inputs[0] == _INT32_MIN
+    if name == "integer_pow":  # in float32, with a margin: near the bound it refuses, never wraps
+        magnitude = jnp.abs(inputs[0].astype(jnp.float32)) ** params["y"]
+        return magnitude >= np.float32(2.0 ** 31 * (1 - 2.0 ** -20))
     if len(inputs) != 2 or any(np.dtype(getattr(i, "dtype", np.int64)) != np.int32 for i in inputs):
         return None
     a, b = inputs

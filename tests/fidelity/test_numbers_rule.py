@@ -401,6 +401,15 @@ def _fibonacci(x, n):
     return a
 
 
+def _cubes(x, n):
+    acc = 2
+    i = 0
+    while i < n and x.sum() > 0:
+        acc = acc ** 3
+        i += 1
+    return acc
+
+
 def _counts(x, n):
     k = 0
     while k < n and x.sum() > 0:
@@ -411,6 +420,7 @@ def _counts(x, n):
 @pytest.mark.parametrize("fn, line, ok_n, wrap_n", [
     (_powers_of_seven, "acc = acc * 7", 11, 12),
     (_fibonacci, "a, b = b, a + b", 45, 47),  # (b runs one term ahead of a)
+    (_cubes, "acc = acc ** 3", 3, 4),  # 2 ** 27, then 2 ** 81
 ])
 def test_a_python_int_leaving_int32_raises_at_its_line(fn, line, ok_n, wrap_n):
     from dy2st.errors import IntOverflowError
