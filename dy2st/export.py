@@ -295,15 +295,18 @@ def _refuse_host_callbacks(traced: _Traced, mode: str) -> None:
 _HOST_PRIMITIVES = ("debug_print",)  # jax.debug.print; the others are named *callback
 
 
-def _host_callbacks(jaxpr) -> Iterator[_HostCallback]:
+def _host_callbacks(jaxpr, enclosing: OriginInfo | None = None) -> Iterator[_HostCallback]:
+    """The host callbacks of `jaxpr` and the jaxprs in it; one whose own traceback shows no
+    user line (a check's callback inside a `lax.cond` dy2st made) takes its enclosing one's."""
     for eqn in jaxpr.eqns:
+        origin = _user_origin_of(eqn) or enclosing
         if "callback" in eqn.primitive.name or eqn.primitive.name in _HOST_PRIMITIVES:
-            yield _HostCallback(eqn.primitive.name, _user_origin_of(eqn))
+            yield _HostCallback(eqn.primitive.name, origin)
         for param in eqn.params.values():
             for sub in param if isinstance(param, (tuple, list)) else (param,):
                 inner = getattr(sub, "jaxpr", sub)  # ClosedJaxpr -> Jaxpr
                 if hasattr(inner, "eqns"):
-                    yield from _host_callbacks(inner)
+                    yield from _host_callbacks(inner, origin)
 
 
 def _user_origin_of(eqn) -> OriginInfo | None:
