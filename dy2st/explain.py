@@ -420,16 +420,25 @@ class _ProgramCounts:
         for eqn in jaxpr.eqns:
             name = eqn.primitive.name
             self.equations += 1
+            checked = name == "cond" and _only_calls_on_failure(eqn)  # a run-time check's, not the user's
             if any(word in name for word in _CALLBACK_PRIMITIVES):
                 self.callbacks += 1
                 self.control[name] += 1
-            elif name in ("cond", "while", "scan"):
+            elif name in ("cond", "while", "scan") and not checked:
                 self.control[name] += 1
             line = next(((f, l) for f, l in _jax_compat.equation_lines(eqn) if f in files), enclosing)
-            if line is not None:
+            if line is not None and not checked:
                 self.by_line[line][name] += 1
             for sub in _jaxprs_in_params(eqn.params):
                 self._walk(sub, files, line)
+
+
+def _only_calls_on_failure(eqn) -> bool:
+    """A `lax.cond` a run-time check made (`asserts.call_on_failure`): one branch empty, the
+    other only host callbacks."""
+    branches = [b.jaxpr for b in eqn.params.get("branches", ())]
+    return len(branches) == 2 and any(not b.eqns for b in branches) and all(
+        any(word in e.primitive.name for word in _CALLBACK_PRIMITIVES) for b in branches for e in b.eqns)
 
 
 def _short_path(filename: str) -> str:

@@ -64,22 +64,19 @@ def convert_assert(test, message=None):
         shown = text.render(list(value)) if formatted else str(np.asarray(value[0])) if traced_text else text
         _raise_from_check(AssertionError(_failure_message(shown, origin)))
 
-    jax.debug.callback(check, test, *(text.arrays if formatted else (text,) if traced_text else ()))
+    call_on_failure(check, test, *(text.arrays if formatted else (text,) if traced_text else ()))
     RuntimeChecks.record_traced()
     if events.active():
         events.note(origin, "check", "run-time check: assert",
                     "the condition is traced: a host callback raises AssertionError when the program runs")
 
 
-def check_when_run(ok, make_error, origin: OriginInfo | None = None, what: str = "", detail=None,
-                   only_on_failure: bool = False) -> None:
+def check_when_run(ok, make_error, origin: OriginInfo | None = None, what: str = "", detail=None) -> None:
     """Raise `make_error()` when the program runs and the traced scalar bool `ok` is false.
 
     `origin` and `what` (what the check guards) describe it for `dy2st.explain`. With a traced
-    `detail`, `make_error` is given its value (which of several things failed). With
-    `only_on_failure`, the callback sits in a `lax.cond` and runs only when `ok` is false
-    (`call_on_failure`): for a check inside a loop body, which would otherwise call the host
-    on every iteration.
+    `detail`, `make_error` is given its value (which of several things failed). The host is
+    called only when the check fails (`call_on_failure`).
 
     The error keeps its own type (an `UnboundLocalError` stays one) and reaches the caller of
     the StaticFunction as is (see `dy2st.errors.at_boundary`). Dropped, like asserts, when
@@ -92,11 +89,7 @@ def check_when_run(ok, make_error, origin: OriginInfo | None = None, what: str =
             return
         _raise_from_check(make_error(*details))
 
-    operands = () if detail is None else (detail,)
-    if only_on_failure:
-        call_on_failure(check, ok, *operands)
-    else:
-        jax.debug.callback(check, ok, *operands)
+    call_on_failure(check, ok, *(() if detail is None else (detail,)))
     RuntimeChecks.record_traced()
     if events.active():
         events.note(origin, "check", "run-time check", what)
@@ -150,7 +143,7 @@ def check_python_ints(mark, origin: OriginInfo) -> None:
         )
 
     check_when_run(~wrapped.any(), error, origin, "a Python int computed on stays within int32",
-                   detail=jnp.argmax(wrapped), only_on_failure=True)
+                   detail=jnp.argmax(wrapped))
 
 
 def _is_python_int(aval) -> bool:
