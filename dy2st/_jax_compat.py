@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 
@@ -204,15 +204,24 @@ def trace_mark() -> int | None:
     return None if frame is None else len(frame.tracing_eqns)
 
 
-def traced_operations_since(mark: int | None) -> list:
-    """`(primitive name, input tracers, output avals, equation)` of the operations traced into
-    the current jaxpr after `trace_mark()` gave `mark` (none where it gave None); the equation
-    for `equation_lines`."""
+class TracedOperation(NamedTuple):
+    """One operation of the jaxpr being traced; `equation` for `equation_lines`."""
+
+    name: str  # the primitive's
+    inputs: list  # tracers (a literal is one too: `is_literal_tracer`)
+    outputs: list  # avals
+    params: dict
+    equation: object
+
+
+def traced_operations_since(mark: int | None):
+    """The `TracedOperation`s traced into the current jaxpr after `trace_mark()` gave `mark`
+    (none where it gave None)."""
     frame = _frame()
     if frame is None or mark is None:
-        return []
-    return [(eqn.primitive.name, list(eqn.in_tracers), [v.aval for v in eqn.outvars], eqn)
-            for eqn in frame.tracing_eqns[mark:]]
+        return
+    for eqn in frame.tracing_eqns[mark:]:
+        yield TracedOperation(eqn.primitive.name, list(eqn.in_tracers), [v.aval for v in eqn.outvars], eqn.params, eqn)
 
 
 def is_literal_tracer(value) -> bool:

@@ -220,6 +220,12 @@ _FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
+def binds_a_name(expression) -> bool:
+    """Whether `expression` holds a `:=` binding a name of the enclosing function (not one in a
+    lambda of its own; a comprehension's `:=` binds the function's name too)."""
+    return any(isinstance(n, ast.NamedExpr) for n in walk_scope([expression], (ast.Lambda,)))
+
+
 def is_generator(function) -> bool:
     """Whether the `def` is a generator: a `yield` of its own (not of a function or lambda
     nested in it). Cached on the node: the transformers ask of every nested `def`."""

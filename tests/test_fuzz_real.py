@@ -414,9 +414,9 @@ def test_runner_checks_scalar_types_per_call(monkeypatch):
     assert "2 (int), eager 2.0 (float)" in result.detail
 
 
-def test_refusals_are_grouped_by_class_and_message_head():
+def test_refusals_are_grouped_by_class_and_message_head(tmp_path):
     detail = ('dy2st.errors.LoopVariableError: File "p.py", line 3, in f\n    for i in range(n):\n'
               "'log' is appended to in a staged loop whose number of iterations is 12\nTo fix: ...")
     assert fuzz.refusal_kind(detail) == "LoopVariableError: _ is appended to in a staged loop whose number of iterations is _"
-    summary = fuzz.real_campaign(3, 0, "/nonexistent", check_grad=False, verbose=False)
+    summary = fuzz.real_campaign(3, 0, str(tmp_path), check_grad=False, verbose=False)
     assert sum(count for count, _ in summary["refusals"].values()) == summary[fuzz.RealOutcome.REFUSAL]

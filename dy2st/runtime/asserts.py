@@ -123,11 +123,13 @@ def check_python_ints(mark, origin: OriginInfo) -> None:
     would cost every counting loop a host callback per iteration. The error names the line of
     the first operation that wrapped."""
     flags, origins = [], []
-    for name, inputs, outs, eqn in _jax_compat.traced_operations_since(mark):
-        flag = _overflow(name, inputs, eqn.params) if len(outs) == 1 and _is_python_int(outs[0]) else None
+    for operation in _jax_compat.traced_operations_since(mark):
+        outputs = operation.outputs
+        flag = _overflow(operation) if len(outputs) == 1 and _is_python_int(outputs[0]) else None
         if flag is not None:
             flags.append(flag)
-            line = next((l for f, l in _jax_compat.equation_lines(eqn) if f == origin.filename), origin.lineno)
+            line = next((l for f, l in _jax_compat.equation_lines(operation.equation) if f == origin.filename),
+                        origin.lineno)
             origins.append(OriginInfo(origin.filename, line, origin.function_name))
     if not flags:
         return
@@ -150,18 +152,19 @@ def _is_python_int(aval) -> bool:
     return getattr(aval, "weak_type", False) and aval.dtype == np.int32 and aval.shape == ()
 
 
-def _overflow(name: str, inputs: list, params: dict):
-    """A traced bool: whether `name` of `inputs` wraps in int32 (None: not checked)."""
+def _overflow(operation):
+    """A traced bool: whether the operation wraps in int32 (None: not checked)."""
+    name, inputs = operation.name, operation.inputs
     if name == "neg":
         return inputs[0] == _INT32_MIN
     if name == "integer_pow":  # in float32, with a margin: near the bound it refuses, never wraps
-        magnitude = jnp.abs(inputs[0].astype(jnp.float32)) ** params["y"]
+        magnitude = jnp.abs(inputs[0].astype(jnp.float32)) ** operation.params["y"]
         return magnitude >= np.float32(2.0 ** 31 * (1 - 2.0 ** -20))
     if len(inputs) != 2 or any(np.dtype(getattr(i, "dtype", np.int64)) != np.int32 for i in inputs):
         return None
     a, b = inputs
-    if name in ("add", "sub") and (not is_traced(a) or not is_traced(b) or _is_constant(a) or _is_constant(b)):
-        return None
+    if name in ("add", "sub") and (_jax_compat.is_literal_tracer(a) or _jax_compat.is_literal_tracer(b)):
+        return None  # a sum with a constant: see check_python_ints
     if name == "add":
         r = lax.add(a, b)
         return ((a ^ r) & (b ^ r)) < 0
@@ -173,8 +176,3 @@ def _overflow(name: str, inputs: list, params: dict):
         nonzero = a != 0
         return nonzero & ((lax.div(r, jnp.where(nonzero, a, 1)) != b) | ((a == -1) & (b == _INT32_MIN)))
     return None
-
-
-def _is_constant(value) -> bool:
-    """A literal of the jaxpr (`k + 1`'s 1), which jax traces as a constant tracer."""
-    return _jax_compat.is_literal_tracer(value)

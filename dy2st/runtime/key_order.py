@@ -219,13 +219,14 @@ class WatchedDict(dict):
 
 
 def _flatten_watched(d):
-    keys = sorted(dict.keys(d))
-    return [dict.__getitem__(d, k) for k in keys], tuple(keys)
+    """As JAX flattens a dict (sorted keys), without noting an observation of the order."""
+    keys = tuple(sorted(dict.keys(d)))
+    return [dict.__getitem__(d, k) for k in keys], keys
 
 
 def _flatten_watched_with_keys(d):
-    keys = sorted(dict.keys(d))
-    return [(jax.tree_util.DictKey(k), dict.__getitem__(d, k)) for k in keys], tuple(keys)
+    values, keys = _flatten_watched(d)
+    return [(jax.tree_util.DictKey(k), v) for k, v in zip(keys, values)], keys
 
 
 jax.tree_util.register_pytree_with_keys(

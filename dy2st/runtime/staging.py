@@ -401,7 +401,7 @@ def _emit(branch: _Branch, arrays, merged: list, side: int) -> list:
     """A side's outputs of the cond: its staged leaves cast to the merged types."""
     arrays = iter(arrays)
     outs = []
-    for (_, leaf), m in zip(_positioned(branch), merged):
+    for leaf, m in zip(_leaves(branch), merged):
         if m.aval is None:
             continue
         if m.fill_zeros[side]:
@@ -414,20 +414,19 @@ def _emit(branch: _Branch, arrays, merged: list, side: int) -> list:
     return outs
 
 
-def _positioned(branch: _Branch):
-    """`((variable, leaf), leaf)` for every leaf of a side, in order."""
-    return (((i, j), leaf) for i, var in enumerate(branch.leaves) for j, leaf in enumerate(var))
+def _leaves(branch: _Branch):
+    """Every leaf of a side, variable by variable, in order."""
+    return (leaf for var in branch.leaves for leaf in var)
 
 
 def _emitted_types(branch: _Branch, merged: list, side: int) -> list:
     """What `_emit` gives for the same side's leaves under `merged`: equal lists, equal outputs."""
-    leaves = (l for var in branch.leaves for l in var)
-    return [(_type_key(m.aval), m.fill_zeros[side], _is_aval(leaf)) for leaf, m in zip(leaves, merged)]
+    return [(_type_key(m.aval), m.fill_zeros[side], _is_aval(leaf)) for leaf, m in zip(_leaves(branch), merged)]
 
 
 def _own_types(branch: _Branch) -> list:
     """`_emitted_types` of a side emitting its arrays as they are (what merging it with itself gives)."""
-    return [(_type_key(l), False, True) if _is_aval(l) else (None, False, False) for var in branch.leaves for l in var]
+    return [(_type_key(l), False, True) if _is_aval(l) else (None, False, False) for l in _leaves(branch)]
 
 
 def _type_key(aval):

@@ -19,6 +19,12 @@ def holds_number(kind: str, python_type) -> bool:
     return kind in {bool: "biuf", int: "iuf", float: "f", complex: "c"}[python_type]
 
 
+def promoted_by_rule(expected, actual) -> bool:
+    """Whether `actual` may stand for eager's 0-d int array `expected` by the numbers rule: a
+    float, where one path makes an int and another a float (both numpy arrays)."""
+    return expected.shape == () and expected.dtype.kind in "biu" and actual.dtype.kind == "f"
+
+
 def _same_kind(python, other) -> bool:
     """A Python number is matched by one of its type, or by a 0-d array that holds it (the
     numbers rule: a staged value eager holds as a Python number, such as a loop's counter).
@@ -40,8 +46,7 @@ def _assert_tree_close(expected, actual, what: str, rtol=1e-5, atol=1e-6, kinds=
         if isinstance(e, (bool, int, float, complex, np.ndarray, np.generic, jax.Array)) or hasattr(e, "shape"):
             e_arr, a_arr = np.asarray(e), np.asarray(a)
             assert e_arr.shape == a_arr.shape, f"{what}: shape {a_arr.shape} != eager {e_arr.shape}"
-            promoted = e_arr.shape == () and e_arr.dtype.kind in "biu" and a_arr.dtype.kind == "f"  # the numbers rule
-            if (kinds and not isinstance(e, _PY_NUMBERS) or isinstance(e, jax.Array)) and not promoted:
+            if (kinds and not isinstance(e, _PY_NUMBERS) or isinstance(e, jax.Array)) and not promoted_by_rule(e_arr, a_arr):
                 assert a_arr.dtype == e_arr.dtype, f"{what}: dtype {a_arr.dtype} != eager {e_arr.dtype}"
             np.testing.assert_allclose(a_arr, e_arr, rtol=rtol, atol=atol, err_msg=what)
         else:

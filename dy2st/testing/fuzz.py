@@ -48,7 +48,7 @@ import numpy as np
 
 import dy2st
 from dy2st.runtime import key_order
-from dy2st.testing import holds_number
+from dy2st.testing import holds_number, promoted_by_rule
 from dy2st.testing.program_gen import Features, GeneratedProgram, programs
 
 # What dy2st supports on this branch; the generator uses no construct outside this set.
@@ -311,8 +311,7 @@ def _leaf_difference(expected, actual, under_jit: bool = False) -> str | None:
             return f"{_describe(actual)}, eager {_describe(expected)}"
     else:
         e, a = np.asarray(expected), np.asarray(actual)
-        promoted = e.shape == () and e.dtype.kind in "biu" and a.dtype.kind == "f"  # paths of two kinds
-        if e.shape != a.shape or e.dtype != a.dtype and not promoted and not (
+        if e.shape != a.shape or e.dtype != a.dtype and not promoted_by_rule(e, a) and not (
                 under_jit and (_is_weak(expected) or e.shape == ())):
             return f"{_describe(actual)}, eager {_describe(expected)}"
     e, a = np.asarray(expected, np.float64), np.asarray(actual, np.float64)

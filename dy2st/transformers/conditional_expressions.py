@@ -13,9 +13,9 @@ A Python condition evaluates only the chosen side; a traced one stages both with
 
 from __future__ import annotations
 
+from dy2st import ast_util
 from dy2st.transformers import templates
 from dy2st.transformers.base import Transformer, pass_python_body
-from dy2st.transformers.logical_expressions import binds_a_name
 
 
 class IfExpTransformer(Transformer):
@@ -23,7 +23,7 @@ class IfExpTransformer(Transformer):
 
     def visit_IfExp(self, node):
         self.generic_visit(node)
-        if binds_a_name(node.body) or binds_a_name(node.orelse):  # thunks would make it a lambda's name
+        if ast_util.binds_a_name(node.body) or ast_util.binds_a_name(node.orelse):  # thunks would make it a lambda's name
             node.test = templates.replace_as_expression("jst.python_operand(t)", jst=self.ctx.runtime, t=node.test)
             return node
         call = templates.replace_as_expression(

@@ -54,9 +54,9 @@ class DeadDeleteTransformer(Transformer):
 
     def _visit_loop(self, node):
         self._loops += 1
-        node.body = self._visit_block(node.body)
+        node.body = [self.visit(statement) for statement in node.body]
         self._loops -= 1
-        node.orelse = self._visit_block(node.orelse)
+        node.orelse = [self.visit(statement) for statement in node.orelse]
         if isinstance(node, ast.For):
             node.iter = self.visit(node.iter)
         else:
@@ -64,13 +64,6 @@ class DeadDeleteTransformer(Transformer):
         return node
 
     visit_For = visit_While = _visit_loop
-
-    def _visit_block(self, statements: list) -> list:
-        out = []
-        for statement in statements:
-            result = self.visit(statement)
-            out.extend(result if isinstance(result, list) else [result] if result is not None else [])
-        return out or [ast.copy_location(ast.Pass(), statements[0])] if statements else []
 
     def visit_Delete(self, node):
         if not self._loops:

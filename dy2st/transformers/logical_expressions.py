@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ast
 
+from dy2st import ast_util
 from dy2st.transformers import templates
 from dy2st.transformers.base import Transformer
 
@@ -70,7 +71,7 @@ class LogicalTransformer(Transformer):
             for value in node.values:
                 self._mark_tested(value)
         self.generic_visit(node)
-        if any(binds_a_name(value) for value in node.values):
+        if any(ast_util.binds_a_name(value) for value in node.values):
             # Thunks would make the name a lambda's own: Python's operator keeps it the
             # function's, each deciding operand checked to be a Python value.
             for i, value in enumerate(node.values[:-1]):
@@ -95,7 +96,7 @@ class LogicalTransformer(Transformer):
 
     def visit_Compare(self, node):
         self.generic_visit(node)
-        if len(node.ops) == 1 or binds_a_name(node):  # Python's own chain keeps a `:=` the function's
+        if len(node.ops) == 1 or ast_util.binds_a_name(node):  # Python's own chain keeps a `:=` the function's
             return node
         call = templates.replace_as_expression(
             "jst.convert_compare_chain(first)", jst=self.ctx.runtime, first=templates.thunk(node.left)
@@ -107,19 +108,6 @@ class LogicalTransformer(Transformer):
             operator = templates.thunk(compare, params=("l", "r"))
             call.args.append(ast.Tuple(elts=[operator, templates.thunk(comparator)], ctx=ast.Load()))
         return call
-
-
-def binds_a_name(expression) -> bool:
-    """Whether `expression` holds a `:=` binding a name of the enclosing function (not one
-    inside a lambda of its own: a comprehension's `:=` binds the function's name too)."""
-    stack = [expression]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.NamedExpr):
-            return True
-        if not isinstance(node, ast.Lambda):
-            stack.extend(ast.iter_child_nodes(node))
-    return False
 
 
 def transform(tree, ctx):
