@@ -156,6 +156,18 @@ def observe_all() -> None:
         watcher.observed = True
 
 
+def _observing(name: str):
+    """`dict`'s method `name`, noting first that the order was observed."""
+    method = getattr(dict, name)
+
+    def observing(self, *args):
+        self._observed()
+        return method(self, *args)
+
+    observing.__name__ = name
+    return observing
+
+
 class WatchedDict(dict):
     """A dict argument of a trace: reading its order notes it on its watcher. JAX flattens it
     as a dict (sorted keys, no note) and rebuilds a plain dict."""
@@ -167,39 +179,18 @@ class WatchedDict(dict):
         if watcher.active:
             watcher.observed = True
 
-    def __iter__(self):
-        self._observed()
-        return dict.__iter__(self)
-
-    def __reversed__(self):
-        self._observed()
-        return dict.__reversed__(self)
-
-    def keys(self):
-        self._observed()
-        return dict.keys(self)
-
-    def values(self):
-        self._observed()
-        return dict.values(self)
-
-    def items(self):
-        self._observed()
-        return dict.items(self)
-
-    def popitem(self):
-        self._observed()
-        return dict.popitem(self)
+    __iter__ = _observing("__iter__")
+    __reversed__ = _observing("__reversed__")
+    keys = _observing("keys")
+    values = _observing("values")
+    items = _observing("items")
+    popitem = _observing("popitem")
 
     def copy(self):
         self._observed()
         return dict(dict.items(self))
 
-    def __repr__(self):
-        self._observed()
-        return dict.__repr__(self)
-
-    __str__ = __repr__
+    __repr__ = __str__ = _observing("__repr__")
 
     def __or__(self, other):
         self._observed()
@@ -209,9 +200,7 @@ class WatchedDict(dict):
         self._observed()
         return dict.__or__(dict(other), dict(dict.items(self)))
 
-    def __ior__(self, other):
-        self._observed()
-        return dict.__ior__(self, other)
+    __ior__ = _observing("__ior__")
 
     def __reduce_ex__(self, protocol):
         self._observed()
