@@ -1,6 +1,7 @@
-"""W13: a fresh process's first calls (what a script or a test pays): the time `import dy2st`
+"""A fresh process's first calls (what a script or a test pays): the time `import dy2st`
 adds to `import jax`, and the first and second call of W1's tiny branch through `to_static`
-against `jax.jit` of the hand-written `lax.cond`, each measured in processes of their own.
+against `jax.jit` of the hand-written `lax.cond`, each measured in processes of their own,
+importing from bytecode as an installed package does.
 
     python benchmarks/fresh_process.py          # prints a JSON object
 """
@@ -44,6 +45,9 @@ print(json.dumps({{"import_jax": t1 - t0, "import_dy2st": t2 - t1, "first": t4 -
 def _run(use_dy2st: bool, folder: str) -> dict:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # As an installed package imports: from its bytecode (some CI images set this variable,
+    # and then every import compiles dy2st's sources again: 170 ms of the import, not 50).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     script = os.path.join(folder, f"probe_{int(use_dy2st)}.py")  # a file: dy2st reads the source
     with open(script, "w") as f:
         f.write(_PROBE.format(dy2st=use_dy2st))
@@ -55,6 +59,7 @@ def measure(rounds: int = 5) -> dict:
     """Medians over `rounds` processes of each kind, interleaved."""
     runs = {True: [], False: []}
     with tempfile.TemporaryDirectory() as folder:
+        _run(True, folder)  # writes the bytecode a first import makes, as installing does
         for _ in range(rounds):
             for kind in (False, True):
                 runs[kind].append(_run(kind, folder))

@@ -12,6 +12,7 @@
 from dy2st import errors
 from dy2st.api import StaticFunction, not_to_static, to_code, to_static
 from dy2st.config import VERSION, enable_to_static, set_code_level, set_verbosity
+from dy2st.errors import Dy2StaticError
 from dy2st.explain import Report
 from dy2st.api import explain  # (after the module of the same name: the name is the function)
 from dy2st.export import load, save
@@ -23,6 +24,7 @@ __version__ = VERSION
 
 __all__ = [
     "ConcreteProgram",
+    "Dy2StaticError",
     "InputSpec",
     "Report",
     "StaticFunction",

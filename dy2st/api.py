@@ -226,9 +226,8 @@ def _passed(values: tuple, names: tuple) -> tuple:
 def _finish_after_change(out):
     """A hit-path call that traced a run-time check or returns what the boundary decodes, or found the cache
     changing mode: finish as the general path does."""
-    out = static_outputs.decode_result(out)
-    _wait_for(out)
-    return out
+    _wait_for(out)  # (the encoded outputs: decoded, a list may hold itself)
+    return static_outputs.decode_result(out)
 
 
 _LIVE: weakref.WeakSet = weakref.WeakSet()  # every StaticFunction, for the global switch
@@ -298,6 +297,11 @@ class StaticFunction(functools.partial):
         self._has_checks = False  # programs contain run-time checks: wait for their results
         self._eager_only = runs_eagerly(fn)  # numpy/builtin callables: nothing to convert or trace
         functools.update_wrapper(self, fn)
+        if input_spec is None and not self._eager_only and config.enable_to_static:
+            # Armed from the start, so that the first call of positional arrays is the front's
+            # miss and the front caches its program: the second call is then a hit too (armed
+            # after the first call, the second was a miss through jit's Python path: 0.27 ms).
+            self._set_fast(self._cache.shared)
 
     # -- conversion ---------------------------------------------------------------------
     @property

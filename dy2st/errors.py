@@ -444,6 +444,30 @@ class _QuietRuntimeFailures(logging.Filter):
 _jax_compat.debug_callback_logger().addFilter(_QuietRuntimeFailures())
 
 
+class HostArray:
+    """A run-time value among a deferred error's arguments (`ValueError("bad", x.sum())` in a
+    staged side), as its host callback got it: the callback must not call jax, so the boundary
+    that re-raises the error makes it a jax array, as eager's argument is."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        return "Array" + repr(self.value)[len("array"):]  # as jax shows the array eager raises with
+
+    __str__ = __repr__
+
+
+def _with_jax_arrays(failure: BaseException) -> BaseException:
+    if any(isinstance(leaf, HostArray) for leaf in jax.tree_util.tree_leaves(
+            failure.args, is_leaf=lambda v: isinstance(v, HostArray))):
+        failure.args = jax.tree_util.tree_map(lambda v: jax.numpy.asarray(v.value) if isinstance(v, HostArray) else v,
+                                              failure.args, is_leaf=lambda v: isinstance(v, HostArray))
+    return failure
+
+
 def _pop_runtime_failure(wrapper: BaseException):
     """The recorded failure that `wrapper` (XLA's error) reports, if any; forgets the others."""
     with _runtime_failures_lock:
@@ -583,7 +607,7 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
     failure = _pop_runtime_failure(exc) if isinstance(exc, jax.errors.JaxRuntimeError) else None
     if failure is not None:
         failure.__cause__, failure.__suppress_context__ = None, True
-        failure = _as_unbound_local(failure)  # (a staged side's deferred error: eager's type)
+        failure = _as_unbound_local(_with_jax_arrays(failure))  # (a staged side's deferred error: eager's type)
         if filtering:
             failure.__traceback__ = filter_traceback(failure.__traceback__)
         return failure

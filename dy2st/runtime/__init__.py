@@ -6,7 +6,7 @@ never through the user's globals.
 
 from dy2st.runtime import builtins as _builtins  # registers the staged builtins
 from dy2st.runtime.asserts import convert_assert
-from dy2st.runtime.calls import convert_call
+from dy2st.runtime.calls import convert_call, managed
 from dy2st.runtime.checks import check_scoped_write, python_condition, remember_global
 from dy2st.runtime.control_flow import convert_ifelse, convert_ifexp
 from dy2st.runtime.formatting import convert_format, convert_percent
@@ -43,5 +43,6 @@ __all__ = [
     "list_append",
     "in_place",
     "loop_iter",
+    "managed",
     "set_loop_options",
 ]

@@ -65,11 +65,13 @@ def _one_element(x, what: str, origin: OriginInfo):
 def convert_print(*values, sep=" ", end="\n", file=None, flush=False):
     """`print(*values, ...)`; with traced values (or strings formatted from them, see
     `dy2st.runtime.formatting`), prints when the program runs. Python values only: printed now
-    when the code runs eagerly or inline in a user's trace, and, while a program of dy2st's is
-    traced, on every call of the program (the text made now, as eager makes it at this point),
-    in order with the program's other prints."""
+    when the code runs eagerly; while anything is traced (a program of dy2st's, or the function
+    inline in a user's `jax.jit`), on every run of the program (the text made now, as eager
+    makes it at this point), in order with the program's other prints. Printed while a user's
+    jit traces, a print would show once, and a print in each side of a staged `if` both,
+    whatever the data says."""
     if not has_traced(values):
-        if not writes.in_program():
+        if _jax_compat.at_top_level():
             return builtins.print(*values, sep=sep, end=end, file=file, flush=flush)
         text = io.StringIO()
         builtins.print(*values, sep=sep, end=end, file=text)  # str() of each value, now

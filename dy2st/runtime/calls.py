@@ -158,7 +158,7 @@ def _call_target(fn):
         func = fn.__func__
         if not isinstance(func, types.FunctionType):
             return fn
-        converted = _convert_function(func)
+        converted = _convert_function(func, fn.__self__)
         return fn if converted is func else types.MethodType(converted, fn.__self__)
     if isinstance(fn, functools.partial) and type(fn).__module__ != "dy2st.api":  # StaticFunction is one
         converted = _call_target(fn.func)
@@ -273,11 +273,11 @@ def _convert_callable_object(obj):
     call = getattr(type(obj), "__call__", None)
     if not isinstance(call, types.FunctionType):
         return obj
-    converted = _convert_function(call)
+    converted = _convert_function(call, obj)
     return obj if converted is call else types.MethodType(converted, obj)
 
 
-def _convert_function(fn: types.FunctionType):
+def _convert_function(fn: types.FunctionType, receiver=None):
     try:
         converted = _function_cache[fn]
     except KeyError:
@@ -287,8 +287,25 @@ def _convert_function(fn: types.FunctionType):
         except TypeError:
             pass
     if guards.recording_any() and fn.__code__ not in _converted_codes and not _is_library_function(fn):
-        guards.note(fn)  # what it reads from outside is the program's (a def nested in converted code: its parent's)
+        # what it reads from outside is the program's (a def nested in converted code: its
+        # parent's), and the class attributes it may read through its `self` or `cls`
+        guards.note(fn, receiver)
     return converted
+
+
+def managed(manager):
+    """`with manager:` in converted code (`call_trees`): the manager itself. Python calls its
+    `__enter__` and `__exit__` (a `@contextmanager`'s generator) as they are, not through
+    `convert_call`, so while a program is traced they are noted here: what they change outside
+    the function (a log they append to, a counter) is guarded, and a later call that finds it
+    changed traces again, making the effect again, as eager does on every call."""
+    if guards.recording_any():
+        kind = type(manager)
+        for method in (getattr(kind, "__enter__", None), getattr(kind, "__exit__", None),
+                       getattr(manager, "func", None) if kind.__module__ == "contextlib" else None):
+            if isinstance(method, types.FunctionType) and not _is_library_function(method):
+                guards.note(method, manager)
+    return manager
 
 
 def _decide(fn: types.FunctionType):

@@ -97,6 +97,9 @@ class TracedString:
     def __radd__(self, other):
         return _concat(other, self, self.origin)
 
+    def __mod__(self, values):  # f"{x} and %s" % y
+        return _deferred(lambda text, v: text % v, (self, values), {}, self.origin)
+
 
 def _concat(left, right, origin):
     if not isinstance(left, (str, TracedString)) or not isinstance(right, (str, TracedString)):
@@ -109,9 +112,11 @@ def _has_traced(values) -> bool:
     return any(isinstance(l, TracedString) or is_traced(l) for l in leaves)
 
 
-def bind_traced(args, kwargs):
+def bind_traced(args, kwargs, wrap=None):
     """(the traced arrays in `args`/`kwargs`, a function giving `(args, kwargs)` back from their
-    run-time values): arrays then format like eager jax arrays, TracedStrings become text."""
+    run-time values): arrays then format like eager jax arrays (or are `wrap(value)`),
+    TracedStrings become text."""
+    wrap = wrap or _ArrayText
     leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=lambda v: isinstance(v, TracedString))
     arrays, counts = [], []
     for leaf in leaves:
@@ -131,7 +136,7 @@ def bind_traced(args, kwargs):
             if isinstance(leaf, TracedString):
                 filled.append(leaf.render(mine))
             elif count:
-                filled.append(_ArrayText(mine[0]))
+                filled.append(wrap(mine[0]))
             else:
                 filled.append(leaf)
         return jax.tree_util.tree_unflatten(treedef, filled)

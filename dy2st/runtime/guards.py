@@ -64,15 +64,16 @@ class GuardSet:
     def __bool__(self):
         return bool(self.entries)
 
-    def note(self, fn) -> None:
-        """Guard what `fn`'s code reads from outside its arguments, as it is now."""
+    def note(self, fn, receiver=None) -> None:
+        """Guard what `fn`'s code reads from outside its arguments, as it is now (and, for a
+        method, the data attributes of its `receiver`'s class the code names: `cls.calls`)."""
         if not isinstance(fn, types.FunctionType):
             return
         if is_library_module(fn.__module__) or is_library_file(fn.__code__.co_filename):
             return  # dy2st's own program function, a library's (also one `functools.wraps` renamed)
         added = False
         written = _written(fn.__code__)
-        for key, reader in _readers(fn):
+        for key, reader in _readers(fn, receiver):
             if key[0] != "d" and key[2] in written:
                 self.own_writes.add(key)
             if key in self.entries:
@@ -168,11 +169,11 @@ def unchanged_by_side(origin, what: str):
             "Python value.")
 
 
-def note(fn) -> None:
-    """A user function runs while a program is traced: guard what it reads."""
+def note(fn, receiver=None) -> None:
+    """A user function (a method of `receiver`) runs while a program is traced: guard what it reads."""
     stack = getattr(_local, "stack", None)
     if stack and stack[-1] is not None:
-        stack[-1].note(fn)
+        stack[-1].note(fn, receiver)
 
 
 # -- what a function reads ------------------------------------------------------------------------
@@ -204,16 +205,22 @@ def _written(code: types.CodeType) -> frozenset:
     return frozenset(names)
 
 
-def _readers(fn: types.FunctionType):
+def _readers(fn: types.FunctionType, receiver=None):
     """`(key, reader)` for each value `fn` may read from outside its arguments. `co_names`
     holds attribute names too: a name that is no global of `fn` is skipped (a builtin, or an
-    attribute); one bound later is seen as a change of the function's globals by no guard."""
+    attribute); one bound later is seen as a change of the function's globals by no guard.
+    A method's `receiver`: the data attributes its class (and the user's classes it derives
+    from) hold that the code names, which `self.x` or `cls.x` reads where no instance
+    attribute shadows them."""
     global_names, cell_names = _names(fn.__code__)
     namespace = fn.__globals__
     for name in global_names:
         if name in namespace:
             yield ("g", id(namespace), name), functools.partial(namespace.get, name, _MISSING)
             yield from _attribute_readers(name, namespace[name], global_names)
+    if receiver is not None:
+        for klass in (receiver if isinstance(receiver, type) else type(receiver)).__mro__:
+            yield from _attribute_readers(klass.__qualname__, klass, global_names)
     for name, cell in zip(cell_names, fn.__closure__ or ()):
         if name != "__class__" and not name.startswith("dy2st_"):
             yield ("c", id(cell), name), functools.partial(_cell_value, cell)

@@ -27,9 +27,10 @@ from jax import lax
 
 from dy2st import _jax_compat
 from dy2st.errors import (BranchOutputError, Dy2StaticError, OriginInfo, PredicateError, RuntimeChecks,
-                          StagedBranchError, StagedInTryError, is_library_file, record_runtime_failure)
+                          StagedBranchError, StagedInTryError, HostArray, is_library_file, record_runtime_failure)
 from dy2st.runtime import events, guards, key_order, writes
 from dy2st.runtime.debug_effects import debug_effects_dropped
+from dy2st.runtime.formatting import bind_traced
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
 from dy2st.runtime.values import PY_SCALARS, describe, flatten_state, is_array, stands_for_python_number
 
@@ -234,15 +235,20 @@ def _class_file(tp) -> str:
 
 def _raise_when_run(error: BaseException) -> None:
     """In the side being traced: raise `error` when the program runs it (`errors.at_boundary`
-    gives it to the caller as it is)."""
+    gives it to the caller as it is). Its arguments made from traced values (`ValueError("bad",
+    x.sum())`, an f-string of one) get their run-time values then: text, and host arrays that
+    the boundary makes jax arrays again (the callback must not call jax)."""
     if debug_effects_dropped():
         return
+    traced, fill = bind_traced(list(error.args), {}, wrap=HostArray)
 
-    def fail():
+    def fail(*values):
+        if traced:
+            error.args = tuple(fill(list(values))[0])
         record_runtime_failure(error)
         raise error
 
-    jax.debug.callback(fail, ordered=True)
+    jax.debug.callback(fail, *traced, ordered=True)
     RuntimeChecks.record_traced()
 
 

@@ -176,8 +176,10 @@ class _Entry:
             list.extend(shell, values)
         elif kind == "s":
             set.update(shell, values)
-        elif kind == "d":
-            dict.update(shell, zip(self.keys[1], values))
+        elif kind == "d":  # item by item: an OrderedDict keeps its order in its own links, not dict's
+            setitem = dict.__setitem__ if type(shell) in (dict, collections.defaultdict) else type(shell).__setitem__
+            for key, value in zip(self.keys[1], values):
+                setitem(shell, key, value)
         else:
             vars(shell).update(zip(self.keys[1], values))
 

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import functools
+import io
 import types
 
 import jax
@@ -58,8 +59,10 @@ def describe(value) -> str:
 
 
 # -- what the state walk and the output codec take apart ----------------------------------------
+# Not walked as state either: code, and files (a static value keyed by its identity, so that
+# `print(..., file=buf)` writes to each call's own `buf`).
 _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
-           functools.partial, property, staticmethod, classmethod)
+           functools.partial, property, staticmethod, classmethod, io.IOBase)
 # Objects of these libraries are never walked into: they are configuration or machinery, not
 # model state (a logger, a mesh, a jax/numpy helper object).
 OPAQUE_MODULES = frozenset({"jax", "jaxlib", "numpy", "dy2st", "logging", "threading", "_thread", "builtins",

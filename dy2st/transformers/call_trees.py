@@ -22,6 +22,11 @@ the program runs (see `dy2st.runtime.formatting`)::
     f"v: {x:.2f}"  ->  jst.convert_format('v: {:.2f}', x)
     "v: %s" % x    ->  jst.convert_percent('v: %s', x)
 
+and a `with` statement's managers are handed to the runtime first (`jst.managed`), which
+notes their `__enter__`/`__exit__` while a program is traced::
+
+    with Timer(log):  ->  with jst.managed(jst.convert_call(Timer)(log)):
+
 Runs after every control-flow step, so the calls it wraps include those the user wrote inside
 branches and loops (now nested functions) and none of the operators those steps generated.
 """
@@ -48,6 +53,17 @@ class CallTreeTransformer(Transformer):
         convert = templates.attribute(self.ctx.runtime, "convert_call")
         node.func = templates.call(convert, [node.func])
         stamp(node, (node.func, convert, convert.value), whole_span=True)
+        return node
+
+    def visit_With(self, node):
+        # `with jst.managed(cm):`: Python calls `__enter__`/`__exit__` itself, not through
+        # convert_call, so the runtime notes them there (what they change is guarded)
+        self.generic_visit(node)
+        for item in node.items:
+            managed = templates.attribute(self.ctx.runtime, "managed")
+            call = templates.call(managed, [item.context_expr])
+            stamp(item.context_expr, (call, managed, managed.value), whole_span=True)
+            item.context_expr = call
         return node
 
     def visit_JoinedStr(self, node):

@@ -37,13 +37,37 @@ def indexes_out_of_range(x, t):
     return x + t[0]
 
 
+def message_from_traced_values(x):
+    if x.sum() > 100:
+        raise ValueError(f"sum {x.sum()} over 100, max %s" % x.max())
+    return x + 1
+
+
+def traced_values_as_arguments(x):
+    if x.sum() > 100:
+        raise Overflow("over", x.sum(), (x[0], "first"))
+    return x + 1
+
+
+def message_from_a_number_the_data_decides(x):
+    n = 0
+    while x.sum() > 10 * (n + 1):
+        n += 1
+    if x.sum() > 100:
+        raise ValueError(f"over after {n} steps")
+    return x + n
+
+
 SMALL, BIG = jnp.ones(2), jnp.ones(2) * 100
 
 
 @pytest.mark.parametrize("fn, args", [
     (raises_when_big, ()), (raises_own_class_in_else, ()), (indexes_out_of_range, ([1.0],)),
+    (message_from_traced_values, ()), (traced_values_as_arguments, ()), (message_from_a_number_the_data_decides, ()),
 ])
 def test_raised_when_the_data_takes_the_branch(fn, args):
+    # An error made from traced values gets their run-time values (it crashed the process: the
+    # callback's error could not be shown as text)
     static = dy2st.to_static(fn)
     for _ in range(2):
         np.testing.assert_array_equal(static(SMALL, *args), fn(SMALL, *args))
@@ -52,6 +76,9 @@ def test_raised_when_the_data_takes_the_branch(fn, args):
         with pytest.raises(type(eager.value)) as got:
             static(BIG, *args)
         assert str(got.value) == str(eager.value)
+        assert jax.tree_util.tree_structure(got.value.args) == jax.tree_util.tree_structure(eager.value.args)
+        for mine, theirs in zip(jax.tree_util.tree_leaves(got.value.args), jax.tree_util.tree_leaves(eager.value.args)):
+            assert type(mine) is type(theirs) and np.array_equal(mine, theirs)
 
 
 def suppressed(x):

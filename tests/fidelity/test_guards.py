@@ -3,6 +3,7 @@ globals, closure cells and defaults changed between calls trace again; Python ef
 counter, a default list, a closure's log) happen on every call; a function reading no such value
 keeps jit's own dispatch."""
 
+import contextlib
 import logging
 
 import jax
@@ -300,3 +301,89 @@ def test_a_library_module_attribute_is_not_guarded():
     static(jnp.ones(2))
     static(jnp.ones(2))
     assert static._fast is not None  # no guard: jit's own dispatch
+
+
+# -- effects of context managers and methods, class attributes through self / cls -----------------
+EVENTS = []
+
+
+class Span:
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        EVENTS.append("enter " + self.name)
+        return self
+
+    def __exit__(self, *exc):
+        EVENTS.append("exit " + self.name)
+        return False
+
+
+@contextlib.contextmanager
+def span(name):
+    EVENTS.append("in " + name)
+    yield name
+    EVENTS.append("out " + name)
+
+
+def with_managers(x):
+    with Span("a") as s, span("b") as name:
+        y = x * len(s.name + name)
+    with jax.named_scope("library"):  # a library's manager: nothing of the user's to note
+        y = y + 1
+    return y
+
+
+class Stats:
+    calls = 0
+    scale = 2.0
+
+    @classmethod
+    def hit(cls):
+        cls.calls += 1
+        return cls.scale
+
+
+class Scaled(Stats):
+    def apply(self, x):
+        return x * self.scale  # a class attribute of its base, through self
+
+
+def with_methods(x):
+    return Scaled().apply(x) * Stats.hit()
+
+
+def test_context_managers_make_their_effects_on_every_call():
+    # Python calls __enter__/__exit__ itself (not through convert_call): they ran on the first
+    # call only, the program replayed without them
+    static = dy2st.to_static(with_managers)
+    for fn in (with_managers, static, with_managers, static):
+        EVENTS.clear()
+        for _ in range(3):
+            np.testing.assert_allclose(fn(X), with_managers(X))
+        assert EVENTS == ["enter a", "in b", "out b", "exit a"] * 6
+
+
+def test_class_attributes_through_cls_and_self_are_read_and_changed_on_every_call():
+    static = dy2st.to_static(with_methods)
+    try:
+        for scale in (2.0, 2.0, 3.0):
+            Stats.scale = scale
+            for fn in (with_methods, static):
+                before = Stats.calls
+                np.testing.assert_allclose(fn(X), X * scale * scale)
+                assert Stats.calls == before + 1
+    finally:
+        Stats.calls, Stats.scale = 0, 2.0
+
+
+def test_a_context_manager_changing_a_global_in_a_staged_side_is_refused():
+    def staged(x):
+        if x.sum() > 0:
+            with Span("c"):
+                x = x * 2
+        return x
+
+    with pytest.raises(dy2st.Dy2StaticError, match="changes the global EVENTS"):
+        dy2st.to_static(staged)(X)

@@ -164,6 +164,23 @@ def test_objects_sets_and_defaultdicts_the_call_makes():
     assert dy2st.to_static(made)(1, jnp.ones(1))[0] is not dy2st.to_static(made)(1, jnp.ones(1))[0]
 
 
+def ordered_dicts(x, n):
+    first = collections.OrderedDict(b=x * n, a=n)
+    first.move_to_end("b")
+    counts = collections.Counter("abca")
+    return first, [collections.OrderedDict(z=1, y=2)], counts
+
+
+def test_ordered_dicts_and_counters_the_call_makes_keep_their_items_and_order():
+    # An OrderedDict keeps its order in links of its own: refilled through dict's, it came
+    # back empty on every call
+    for _, e, _, s in _calls(ordered_dicts, lambda: (jnp.ones(2), 3)):
+        assert type(s[0]) is collections.OrderedDict and list(s[0].items())[0] == ("a", 3) and list(s[0]) == ["a", "b"]
+        _equal(e, s)
+        assert list(s[1][0].items()) == [("z", 1), ("y", 2)]
+        assert type(s[2]) is collections.Counter and s[2] == e[2] and s[2]["missing"] == 0
+
+
 class Model:
     def __init__(self):
         self.w = jnp.ones(2)

@@ -191,6 +191,23 @@ def test_print_to_a_file():
     assert staged.getvalue() == eager.getvalue() == "value: 1.0\n"
 
 
+def test_print_to_a_file_given_as_an_argument_writes_to_each_calls_file():
+    # files are static values keyed by identity, not state objects walked by attribute (all
+    # StringIOs looked alike, and every call wrote into the first call's)
+    def f(x, buf, n):
+        print("sum", x.sum(), n, file=buf)
+        if x.sum() > 0:
+            print("positive", file=buf)
+        return x
+
+    g = dy2st.to_static(f)
+    for x in (POS, NEG, POS):
+        eager, staged = io.StringIO(), io.StringIO()
+        f(x, eager, 1)
+        g(x, staged, 1)
+        assert staged.getvalue() == eager.getvalue()
+
+
 def test_print_of_python_values_prints_on_every_call_in_order(capsys):
     log = []
 
@@ -216,15 +233,30 @@ def test_print_of_python_values_prints_on_every_call_in_order(capsys):
     assert log == [1, -1] * 3
 
 
-def test_print_of_python_values_inside_a_users_jit_prints_at_its_trace(capsys):
-    def f(x):
-        print("tracing", x.shape)
+def test_print_of_python_values_inside_a_users_jit_prints_on_every_call_in_order(capsys):
+    # Inline in a user's jit, as in dy2st's own programs: printed while tracing, the prints in
+    # both sides of the staged `if` would show once each, before the arrays', whatever the data
+    # says, and nothing on later calls.
+    def f(x, n):
+        print("shape", x.shape, n)
+        if x.sum() > 0:
+            print("positive", n)
+            x = x + 1
+        else:
+            print("not positive")
+        print("after", x)
         return x
 
-    g = jax.jit(dy2st.to_static(f))
-    g(POS)
-    g(POS)
-    assert capsys.readouterr().out == "tracing (3,)\n"
+    expected = "".join(_captured(capsys, f, x, 2) for x in (POS, POS, NEG))
+    g = jax.jit(dy2st.to_static(f), static_argnums=1)
+    printed = "".join(_captured(capsys, lambda x: jax.block_until_ready(g(x, 2)), x) for x in (POS, POS, NEG))
+    jax.effects_barrier()
+    assert printed + capsys.readouterr().out == expected
+    dy2st.to_static(f)(POS, 2)
+    grad_out = capsys.readouterr().out
+    jax.grad(lambda x: dy2st.to_static(f)(x, 2).sum())(POS)
+    jax.effects_barrier()
+    assert capsys.readouterr().out == grad_out
 
 
 # -- assert ---------------------------------------------------------------------------------------
