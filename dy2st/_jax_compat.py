@@ -208,7 +208,7 @@ class TracedOperation(NamedTuple):
     """One operation of the jaxpr being traced; `equation` for `equation_lines`."""
 
     name: str  # the primitive's
-    inputs: list  # tracers (a literal is one too: `is_literal_tracer`)
+    inputs: list  # tracers (a literal is one too: `literal_value`)
     outputs: list  # avals
     params: dict
     equation: object
@@ -224,9 +224,10 @@ def traced_operations_since(mark: int | None):
         yield TracedOperation(eqn.primitive.name, list(eqn.in_tracers), [v.aval for v in eqn.outvars], eqn.params, eqn)
 
 
-def is_literal_tracer(value) -> bool:
-    """Whether a traced value stands for a literal of the jaxpr (a constant such as `k + 1`'s 1)."""
-    return isinstance(getattr(value, "val", None), _core.Literal)
+def literal_value(value):
+    """The constant a traced value stands for when it is a literal of the jaxpr (`k + 1`'s 1), else None."""
+    literal = getattr(value, "val", None)
+    return literal.val if isinstance(literal, _core.Literal) else None
 
 
 # -- logging ---------------------------------------------------------------------------------

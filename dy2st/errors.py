@@ -97,6 +97,14 @@ class OriginInfo:
         """The frame `depth` levels above the function that calls this."""
         return cls.from_frame(sys._getframe(depth + 1))
 
+    @classmethod
+    def of_user_code(cls) -> "OriginInfo | None":
+        """The innermost running frame of the user's code (not dy2st's, jax's or a library's)."""
+        frame = sys._getframe(1)
+        while frame is not None and is_library_file(frame.f_code.co_filename):
+            frame = frame.f_back
+        return cls.from_frame(frame) if frame is not None else None
+
     def as_header(self) -> str:
         header = f'File "{self.filename}", line {self.lineno}, in {self.function_name}'
         line = self.source_line
@@ -408,6 +416,11 @@ _TRACED_AS_PYTHON = (
 )
 # JAX's errors for Python code that needs a concrete value of a tracer: at the boundary they
 # become a TracedValueError at the user's line (the JAX error is its cause).
+_TRACED_SLICE = "Slice entries must be static integers"  # jax's IndexError for `x[:k]` with a traced k
+_TRACED_SLICE_ADVICE = (
+    "keep the bound a Python value (decide it with a Python condition), slice a fixed size at a "
+    "traced start (`lax.dynamic_slice(x, (start,), (size,))`), or keep the shape and mask the rest "
+    "(`jnp.where(jnp.arange(len(x)) < k, x, 0)`).")
 _NEEDS_CONCRETE = (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
                    jax.errors.TracerArrayConversionError)
 _ADVICE_BY_TYPE = {
@@ -612,13 +625,16 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
             failure.__traceback__ = filter_traceback(failure.__traceback__)
         return failure
     exc = _as_undefined_use(_as_unbound_local(exc))
-    if isinstance(exc, _NEEDS_CONCRETE):
+    traced_slice = isinstance(exc, IndexError) and str(exc).startswith(_TRACED_SLICE)
+    if isinstance(exc, _NEEDS_CONCRETE) or traced_slice:
         origin = innermost_user_frame(exc.__traceback__)
         if origin is not None:
             error = TracedValueError(
-                f"Python needs a concrete value of a traced array here, in code dy2st runs as it is: "
-                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
-                origin, advice=_TRACED_AS_PYTHON)
+                (f"a slice bound here is a traced value (a number the data decides): {str(exc).splitlines()[0]} "
+                 "The slice's size is the result's shape, which XLA fixes when it compiles." if traced_slice else
+                 f"Python needs a concrete value of a traced array here, in code dy2st runs as it is: "
+                 f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"),
+                origin, advice=_TRACED_SLICE_ADVICE if traced_slice else _TRACED_AS_PYTHON)
             error.__cause__, error.__traceback__ = exc, exc.__traceback__
             exc = error  # filtered below, as every error leaving a StaticFunction
     if not isinstance(exc, Dy2StaticError) and not getattr(exc, _NOTED_ATTR, False):

@@ -45,7 +45,7 @@ from dy2st.errors import InputSignatureError, PythonEffectError, RuntimeChecks
 from dy2st.input_spec import user_origin
 from dy2st.runtime import guards, key_order, static_outputs, writes
 from dy2st.runtime.undefined import check_defined
-from dy2st.runtime.values import ARRAY_TYPES
+from dy2st.runtime.values import ARRAY_TYPES, iterator_position
 
 ARRAY_IMPL = _jax_compat.array_type()
 _FAST_TYPES = frozenset({ARRAY_IMPL})
@@ -184,13 +184,13 @@ def _refuse_leaked(changed: dict, out, inputs) -> None:
     found = writes.leaked(changed, out, inputs)
     if not found:
         return
-    writes.restore_items((container, before) for _, container, before in found)
-    path = found[0][0]
+    writes.restore_items((container, before) for _, container, before, _ in found)
+    path, origin = found[0][0], found[0][3]
     raise PythonEffectError(
         f"the call changes {path} in place with traced values, a list or dict the function reaches outside its "
         "arguments (a global, a closure's or a class's): a compiled program cannot write the change "
         "back, so it would keep a value of the trace.",
-        origin=user_origin(),
+        origin=origin or user_origin(),
         advice=f"pass {path.split('.')[0].split('[')[0]} to the function as an argument (dy2st writes changes "
         "to arguments back), or return the new values and update it after the call.",
     )
@@ -264,7 +264,8 @@ def _static_token(value):
         return kind, value.hex()
     if kind is complex:
         return kind, value.real.hex(), value.imag.hex()
-    return kind, value
+    position = iterator_position(value)  # an iterator the last call advanced: another program
+    return (kind, value) if position is None else (kind, value, position)
 
 
 class StaticKey:

@@ -32,16 +32,30 @@ _Tracer = jax.core.Tracer
 
 
 class _Delta:
-    """Program output holding the changed state arrays; the recipe rides in the tree structure."""
+    """Program output holding the changed state arrays; the recipe rides in the tree structure,
+    behind a `_RecipeHandle`."""
 
-    __slots__ = ("recipe", "outs")
+    __slots__ = ("handle", "outs")
 
-    def __init__(self, recipe, outs):
-        self.recipe = recipe
+    def __init__(self, handle, outs):
+        self.handle = handle
         self.outs = outs
 
 
-jax.tree_util.register_pytree_node(_Delta, lambda d: (d.outs, d.recipe), lambda r, outs: _Delta(r, list(outs)))
+class _RecipeHandle:
+    """One trace's recipe, as the program's output tree structure holds it. jax's own caches
+    keep output tree structures (a bounded LRU, cleared by `jax.clear_caches`), and a recipe
+    holds the state's whole key, which grows with a Python list the model appends to per call:
+    the entry that made the recipe lets go of it when it is dropped (`_Entry.release`), so
+    those caches keep an empty handle."""
+
+    __slots__ = ("recipe",)
+
+    def __init__(self, recipe):
+        self.recipe = recipe
+
+
+jax.tree_util.register_pytree_node(_Delta, lambda d: (d.outs, d.handle), lambda h, outs: _Delta(h, list(outs)))
 
 
 def root_positions(args, kwargs) -> tuple:
@@ -81,6 +95,7 @@ class _Entry:
                  guards=None):
         self.local = threading.local()
         self.last_layout = None  # re-tracing for .jaxpr/.as_text() off the call path uses it
+        self.handles: list = []  # the recipes of this entry's traces (`_RecipeHandle`)
 
         n_args = sum(type(p) is int for p in positions)
 
@@ -113,10 +128,19 @@ class _Entry:
             finally:
                 layout.restore(saved)
                 restore_nnx_static(static)
-            return out, _Delta(recipe, outs)
+            handle = _RecipeHandle(recipe)
+            self.handles.append(handle)
+            return out, _Delta(handle, outs)
 
         self.run = run  # `(*state arrays, *args) -> (output, _Delta)`, for a trace of one's own (explain)
         self.cache = ProgramCache(run, name, max_programs, guards=guards)
+
+    def release(self) -> None:
+        """The entry is dropped: its recipes go (what jax's caches keep of its programs' output
+        structures becomes empty handles)."""
+        for handle in self.handles:
+            handle.recipe = None
+        self.handles.clear()
 
 
 class StatefulPrograms:
@@ -160,7 +184,7 @@ class StatefulPrograms:
         least recently used structures' programs are dropped, with their executables."""
         while len(self._entries) > 1 and sum(len(e.cache.table) + len(e.cache._shared_keys)
                                              for e in self._entries.values()) >= self._max_programs:
-            self._entries.popitem(last=False)
+            self._entries.popitem(last=False)[1].release()
 
     def _warn(self, previous, key):
         change = describe_difference(previous[1], key[1]) if previous and previous[0] == key[0] else "arguments"
@@ -198,7 +222,11 @@ class StatefulPrograms:
         if entry.cache.decodes_outputs:
             result = static_outputs.decode_result(result)
         out, delta = result
-        nodes = delta.recipe.apply(layout, delta.outs)
+        recipe = delta.handle.recipe
+        if recipe is None:  # its entry was dropped by another thread meanwhile: as a new structure
+            self._last = None
+            return self.call(args, kwargs, positions)
+        nodes = recipe.apply(layout, delta.outs)
         if type(out) is static_outputs.Identities:
             out = out.decode(nodes)
         return out
@@ -229,6 +257,8 @@ class StatefulPrograms:
 
     def clear(self) -> None:
         with self._lock:
+            for entry in self._entries.values():
+                entry.release()
             self._entries.clear()
             self._last = None
 

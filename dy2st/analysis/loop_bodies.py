@@ -291,9 +291,9 @@ def python_body(body: list, local_names: frozenset, writers=None) -> PythonBody 
         # included, is carried. One made before the loop and only changed in place is not
         # carried, so a staged body would change it once, while tracing.
         kept = sorted(found.mutated_roots - _stored_names(body))
-        reason = f"the body changes a list or dict in place ({found.mutated[0]})"
-        if kept:
-            reason = f"the body changes the list or dict '{kept[0]}', made before the loop, in place ({found.mutated[0]})"
+        reason = f"the body changes a value in place ({found.mutated[0]})"
+        if kept:  # (a list, a dict or an object: the analysis cannot tell which)
+            reason = f"the body changes '{kept[0]}', made before the loop, in place ({found.mutated[0]})"
         return PythonBody(reason, bool(kept), makes_closures)
     read_while_growing = sorted(found.appended & _reads_besides_append(body, found.appended))
     if read_while_growing:

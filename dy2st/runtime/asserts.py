@@ -111,6 +111,7 @@ def _failure_message(message, origin: OriginInfo) -> str:
 
 # -- Python ints in int32 (the numbers rule) -------------------------------------------------
 _INT32_MIN = -(2 ** 31)
+_COUNTER_STEP = 2 ** 10  # a sum with a smaller constant needs over 2**21 iterations to leave int32
 
 
 def check_python_ints(mark, origin: OriginInfo) -> None:
@@ -118,10 +119,11 @@ def check_python_ints(mark, origin: OriginInfo) -> None:
     (`_jax_compat.trace_mark`) on a Python int (a weakly typed int32: what a Python int a
     staged loop carries or a staged `if` picks becomes) left int32's range: eagerly the int
     grows, the program's would wrap. Checked: products, powers (`k ** 3`, in float32 with a
-    margin), negation, and sums and differences of two such values; not a sum with a constant
-    (`k += 1`, a counter), which needs on the order of 2**31 / |constant| iterations to leave the range and
-    would cost every counting loop a host callback per iteration. The error names the line of
-    the first operation that wrapped."""
+    margin), negation, and sums and differences of two such values or with a constant of 2**10
+    or more (`k + 2 ** 30` wraps in two iterations); not a sum with a smaller constant (`k += 1`,
+    a counter), which needs over 2**21 iterations to leave the range and would cost every
+    counting loop a check per iteration. The error names the line of the first operation that
+    wrapped."""
     flags, origins = [], []
     for operation in _jax_compat.traced_operations_since(mark):
         outputs = operation.outputs
@@ -163,8 +165,9 @@ def _overflow(operation):
     if len(inputs) != 2 or any(np.dtype(getattr(i, "dtype", np.int64)) != np.int32 for i in inputs):
         return None
     a, b = inputs
-    if name in ("add", "sub") and (_jax_compat.is_literal_tracer(a) or _jax_compat.is_literal_tracer(b)):
-        return None  # a sum with a constant: see check_python_ints
+    constants = [c for c in map(_jax_compat.literal_value, inputs) if c is not None]
+    if name in ("add", "sub") and constants and abs(int(constants[0])) < _COUNTER_STEP:
+        return None  # a counter's step: see check_python_ints
     if name == "add":
         r = lax.add(a, b)
         return ((a ^ r) & (b ^ r)) < 0

@@ -158,6 +158,32 @@ def convert_bool(x=False):
     return value if value.dtype == jnp.bool_ else value != 0
 
 
+def convert_pow(base, exp, mod=None):
+    """`pow(base, exp, mod)`; with a traced int base and a Python int exponent and modulus,
+    square-and-multiply with the remainder taken at each step (Python's sign: the modulus's),
+    exact while products stay in int32 (a modulus up to 46341). Two arguments: `base ** exp`."""
+    if mod is None or not _any_traced((base, exp, mod)):
+        return builtins.pow(base, exp, mod)
+    origin = OriginInfo.of_caller()
+    if not all(jnp.issubdtype(jnp.result_type(v), jnp.integer) for v in (base, exp, mod)):
+        raise TypeError("pow() 3rd argument not allowed unless all arguments are integers")
+    if is_traced(exp) or is_traced(mod) or exp < 0 or abs(mod) > 46341:
+        raise BuiltinError(
+            "pow(base, exp, mod) of a traced int needs a Python int exponent of 0 or more and a Python "
+            "int modulus of at most 46341 in size (so that products stay in int32).",
+            origin,
+            advice="compute the power with a static exponent and the modulus as a Python value, or "
+            "use jnp.power and jnp.remainder on a wider dtype.")
+    if mod == 0:
+        raise ValueError("pow() 3rd argument cannot be 0")
+    result, square = jnp.remainder(jnp.ones_like(base), mod), jnp.remainder(base, mod)
+    while exp:
+        if exp & 1:
+            result = jnp.remainder(result * square, mod)
+        square, exp = jnp.remainder(square * square, mod), exp >> 1
+    return result
+
+
 # -- range -----------------------------------------------------------------------------------
 def convert_range(*args):
     """`range(...)`; a traced bound is refused outside a `for` loop's header.
@@ -200,6 +226,7 @@ for _builtin, _replacement in (
     (builtins.float, convert_float),
     (builtins.bool, convert_bool),
     (builtins.round, convert_round),
+    (builtins.pow, convert_pow),
     (builtins.max, convert_max),
     (builtins.min, convert_min),
     (builtins.sorted, convert_sorted),

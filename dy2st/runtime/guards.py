@@ -35,7 +35,7 @@ import jax
 import numpy as np
 
 from dy2st.errors import PythonEffectError, is_library_file
-from dy2st.runtime.values import OPAQUE_MODULES
+from dy2st.runtime.values import OPAQUE_MODULES, iterator_position
 from dy2st.user_code import is_library_module, is_users_class
 
 _local = threading.local()
@@ -79,7 +79,8 @@ class GuardSet:
             if key in self.entries:
                 continue
             value = reader()
-            if value is not _MISSING and (_is_code(value) or isinstance(value, jax.core.Tracer)):
+            if value is not _MISSING and (_is_code(value) or isinstance(value, jax.core.Tracer)) \
+                    and iterator_position(value) is None:
                 continue  # code; or a value of the trace itself (a cell of a function it made)
             token = _freeze(value, self.kept)
             self.entries[key] = (reader, token)
@@ -326,6 +327,10 @@ def _token(value, kept, budget, visiting):
     if isinstance(value, jax.Array):
         kept.append(value)
         return "array", id(value)
+    position = iterator_position(value)
+    if position is not None:  # (`_is_code` would take a builtin iterator for machinery)
+        kept.append(value)
+        return "iterator", id(value), position
     if isinstance(value, np.ndarray):
         kept.append(value)
         if value.size <= _NUMPY_LIMIT and value.dtype != object:

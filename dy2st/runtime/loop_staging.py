@@ -34,7 +34,7 @@ from dy2st import _jax_compat
 from dy2st.errors import MissingAfterLoopError, UndefinedVariableError, LoopGradientError, LoopVariableError, OriginInfo
 from dy2st.runtime import ad_context, events, guards, key_order, loop_checks, reachable
 from dy2st.runtime.asserts import check_python_ints, check_when_run
-from dy2st.runtime.staging import (cast_to, static_equal, weak_proxy, describe, scalar_predicate, staged_tracing,
+from dy2st.runtime.staging import (cast_to, refuse_ints_beyond_int32, static_equal, weak_proxy, describe, scalar_predicate, staged_tracing,
                                    grown_from, note_grown, tracing_staged_code)
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
@@ -266,6 +266,7 @@ def _join_leaf(old: Leaf, out: ArrayOut | PythonOut, label, origin) -> Leaf:
     out_static = out.value if is_python else None
     if is_python and not old.carried and _same_static(old.static, out_static):
         return old
+    refuse_ints_beyond_int32((out_static, old.static), label, origin)  # carried: held as an int32
     # a number the body gives though it was handed a carried value: the same in every iteration
     after = out_static if is_python and old.carried and isinstance(out_static, PY_SCALARS) else None
     if is_python and isinstance(out_static, PY_SCALARS):

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import dis
 import functools
+import reprlib
 import sys
 import threading
 from typing import Callable, Sequence
@@ -27,7 +28,8 @@ from jax import lax
 
 from dy2st import _jax_compat
 from dy2st.errors import (BranchOutputError, Dy2StaticError, OriginInfo, PredicateError, RuntimeChecks,
-                          StagedBranchError, StagedInTryError, HostArray, is_library_file, record_runtime_failure)
+                          StagedBranchError, StagedInTryError, HostArray, IntOverflowError, is_library_file,
+                          record_runtime_failure)
 from dy2st.runtime import events, guards, key_order, writes
 from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.formatting import bind_traced
@@ -184,6 +186,7 @@ class _Failed:
 
 
 _FAILED = object()
+_INT_RANGE = (-(2 ** 31), 2 ** 31 - 1)
 
 
 def _run_branch_noting(fn, branch_name: str, origin: OriginInfo):
@@ -355,16 +358,19 @@ def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: boo
             aval = other if _is_aval(other) else jax.typeof(jnp.asarray(other))
             return _Merged(aval=aval, fill_zeros=(a_undef, b_undef))
         which = branch_names[1] if a_undef else branch_names[0]
+        where = "the `if`" if branch_names[0] == "if branch" else "them"  # (an earlier jump's paths)
         raise BranchOutputError(
-            f"{label} is defined in the {which} only, and is used after the `if`.",
+            f"{label} is defined in the {which} only, and is used after {where}.",
             origin,
-            advice=f"assign {label} before the `if` or in both branches.",
+            advice=f"assign {label} before {'the `if` or in both branches' if where == 'the `if`' else 'the loop or on every path'}.",
         )
     if not _is_aval(a) and not _is_aval(b):
         if type(a) is type(b) and static_equal(a, b):
             return _Merged(static=a)
         if not (isinstance(a, PY_SCALARS) and isinstance(b, PY_SCALARS)):
-            raise mismatch("the values differ and are not numbers.", "make both branches give the same Python value.")
+            raise mismatch(f"the values differ ({_short(a)} and {_short(b)}) and are not numbers: a program "
+                           "gives back one Python value per trace, and the data decides between these.",
+                           "make both branches give the same Python value, or make it an array.")
     if not _is_aval(a) and not isinstance(a, PY_SCALARS) or not _is_aval(b) and not isinstance(b, PY_SCALARS):
         raise mismatch("XLA needs an array on both sides.", f"give {label} an array value in both branches.")
     shape_a, shape_b = np.shape(a) if not _is_aval(a) else a.shape, np.shape(b) if not _is_aval(b) else b.shape
@@ -376,6 +382,8 @@ def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: boo
     if any(_is_aval(l) and jax.dtypes.issubdtype(l.dtype, jax.dtypes.extended) for l in (a, b)):
         return _merge_extended(a, b, label, origin, branch_names)
     dtype, weak = _jax_compat.weak_result_type(weak_proxy(a), weak_proxy(b))
+    if np.dtype(dtype) == np.int32:
+        refuse_ints_beyond_int32((a, b), label, origin)
     # the numbers rule: a Python number the side taken decides is a weak 0-d array
     weak = weak or stands_for_python_number(dtype, (a, b))
     strong = [l.dtype for l in (a, b) if _is_aval(l) and not l.weak_type]
@@ -394,6 +402,27 @@ def _merge_extended(a, b, label, origin, branch_names) -> _Merged:
             advice=f"give {label} a key of the same kind in both branches.",
         )
     return _Merged(aval=a)
+
+
+def refuse_ints_beyond_int32(values, label: str, origin: OriginInfo) -> None:
+    """A Python int the data picks (a side of a staged `if`, a staged loop's start or step) is
+    held as an int32 (the numbers rule): one beyond its range is refused, not wrapped."""
+    big = next((v for v in values if type(v) is int and not _INT_RANGE[0] <= v <= _INT_RANGE[1]), None)
+    if big is not None:
+        raise IntOverflowError(
+            f"{label} is the Python int {big} here, which the data decides: the program holds it as an "
+            "int32, and this one is beyond int32's range.",
+            origin,
+            advice="keep the value within int32, compute it as a float (`1.0 * ...`), or decide the "
+            "condition with a Python value.")
+
+
+def _short(value) -> str:
+    """A value as an error message shows it: its repr, cut short."""
+    try:
+        return reprlib.repr(value)
+    except Exception:  # a repr of the user's that fails
+        return f"a {type(value).__name__}"
 
 
 def static_equal(a, b) -> bool:

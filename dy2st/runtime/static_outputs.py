@@ -32,6 +32,7 @@ import numpy as np
 from dy2st.errors import ProgramOutputError
 from dy2st.input_spec import user_origin
 from dy2st.runtime import key_order
+from dy2st.runtime.formatting import TracedString
 from dy2st.runtime.values import node_kind
 
 # Immutable values the program can give back itself on every call.
@@ -104,6 +105,13 @@ def split(outputs):
 def _check_constant(value) -> None:
     if isinstance(value, (*_CONSTANTS, np.ndarray)):
         return
+    if isinstance(value, TracedString):
+        raise ProgramOutputError(
+            "the function returns a string formatted from a traced value: its text exists only when "
+            "the program runs, and a compiled program gives back arrays and the constants of its trace.",
+            origin=value.origin,
+            advice="return the value itself and format it after the call (or print it here: prints "
+            "run when the program runs).")
     if isinstance(value, frozenset) and all(isinstance(v, _CONSTANTS) for v in value):
         return
     if isinstance(value, types.FunctionType) and not value.__closure__:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import functools
 import io
+import itertools
 import types
+import warnings
 
 import jax
 import numpy as np
@@ -82,6 +84,36 @@ def _kind_of_type(tp, value) -> str | None:
     if not jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(value)):
         return None  # a registered pytree (Equinox, NNX, a user's dataclass pytree)
     return "o"
+
+
+_fresh_positions = itertools.count()
+
+
+def iterator_position(value):
+    """Where an iterator without attributes of its own stands (None for other values): what a
+    program's key and a guard's token compare, so that a call finding an iterator advanced
+    (by the trace itself: `next(data)`) traces again, and reads the next item as eager does.
+    A builtin iterator's position as pickling states it (a list's index, the count of
+    `itertools.count`, the items a dict's iterator has left); where none can be read (a
+    generator: its frame offset repeats at each `yield` of a loop) a new token each time, so
+    every call traces again."""
+    kind = type(value)
+    if hasattr(value, "__dict__") or not hasattr(kind, "__next__") or not hasattr(kind, "__iter__"):
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # (pickling itertools, Python 3.12+)
+            state = value.__reduce__()
+    except Exception:
+        return next(_fresh_positions)
+    if len(state) > 2 and type(state[2]) is int:  # (iter, (list,), index)
+        return state[2]
+    args = state[1] if len(state) > 1 and type(state[1]) is tuple else ()
+    if len(args) == 1 and type(args[0]) in (list, tuple):  # (iter, (items left,))
+        return "left", len(args[0])
+    if args and all(type(a) in (int, float) for a in args):  # itertools.count(n)
+        return args
+    return next(_fresh_positions)
 
 
 def node_kind(value) -> str | None:

@@ -467,7 +467,7 @@ def in_program() -> bool:
 
 
 def leaked(recorded: dict, out, inputs=()) -> list:
-    """`(path, container, items before)` of the recorded lists and dicts that still hold a
+    """`(path, container, items before, the user's line that first changed it)` of the recorded lists and dicts that still hold a
     traced value once the program's function returned (themselves, or in a list or dict they
     hold), are not part of what it returns, and are held by something else (a global, a
     closure's or a class's list): no program can write them back. A list or dict among the
@@ -478,13 +478,13 @@ def leaked(recorded: dict, out, inputs=()) -> list:
     own = {id(c) for c in _containers_in(inputs)}
     found = []
     for key in list(recorded):
-        container, before, path = recorded[key]
+        container, before, path, origin = recorded[key]
         if key in inside or not _holds_tracer(container, own):
             continue
         # References: `recorded`, `container` here, getrefcount's argument; anything more is
         # an owner outside the trace (a local of the traced function is gone by now).
         if sys.getrefcount(container) > 3:
-            found.append((path, container, before))
+            found.append((path, container, before, origin))
         del container
     return found
 
@@ -492,7 +492,7 @@ def leaked(recorded: dict, out, inputs=()) -> list:
 def put_back_traced(recorded: dict) -> None:
     """After a trace that gives no program: the recorded lists and dicts still holding one of
     its values are put back (an argument's list, put back by the caller already, is left)."""
-    restore_items((container, before) for container, before, _ in recorded.values()
+    restore_items((container, before) for container, before, _, _ in recorded.values()
                   if _holds_tracer(container, set()))
 
 
@@ -544,7 +544,7 @@ def _record_from_before(container) -> list:
 def _note_for_program(container, path: str) -> None:
     program = _program_now()
     if program is not None and id(container) not in program.changed:
-        program.changed[id(container)] = (container, type(container)(container), path)
+        program.changed[id(container)] = (container, type(container)(container), path, OriginInfo.of_user_code())
 
 
 def note_written_back(containers) -> None:

@@ -72,9 +72,28 @@ def _contains_return(stmts, only_in_loops=False, in_loop=False) -> bool:
     return False
 
 
+def _breaks_out(stmts) -> bool:
+    """Whether a `break` in `stmts` ends the loop whose body they are (not a nested loop's)."""
+    for node in stmts:
+        if isinstance(node, ast.Break):
+            return True
+        if isinstance(node, _SCOPES + _LOOPS):
+            if isinstance(node, _LOOPS) and _breaks_out(node.orelse):
+                return True
+            continue
+        if any(_breaks_out(block) for block in _children_blocks(node)):
+            return True
+    return False
+
+
 def _always_returns(stmts) -> bool:
+    """Whether `stmts` never complete normally: every path returns or raises, or stays in a
+    `while True:` that no `break` ends (its only ways out are `return` and `raise`)."""
     for node in stmts:
         if isinstance(node, (ast.Return, ast.Raise)):
+            return True
+        if (isinstance(node, ast.While) and isinstance(node.test, ast.Constant) and node.test.value
+                and not _breaks_out(node.body)):
             return True
         if isinstance(node, ast.If) and _always_returns(node.body) and _always_returns(node.orelse):
             return True

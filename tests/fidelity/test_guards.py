@@ -4,6 +4,7 @@ counter, a default list, a closure's log) happen on every call; a function readi
 keeps jit's own dispatch."""
 
 import contextlib
+import itertools
 import logging
 
 import jax
@@ -387,3 +388,38 @@ def test_a_context_manager_changing_a_global_in_a_staged_side_is_refused():
 
     with pytest.raises(dy2st.Dy2StaticError, match="changes the global EVENTS"):
         dy2st.to_static(staged)(X)
+
+
+# -- iterators from outside, advanced by the function ---------------------------------------------
+BATCHES = iter([])
+COUNTER = itertools.count()
+
+
+def next_batch(w):
+    return w * next(BATCHES) + next(COUNTER)
+
+
+def next_given(w, it):
+    return w * next(it)
+
+
+def _counting():
+    k = 0
+    while True:
+        k += 1
+        yield k
+
+
+def test_an_iterator_from_outside_gives_its_next_item_on_every_call():
+    # its first item was frozen into the program: the iterator looked the same on every call
+    global BATCHES, COUNTER
+    static = dy2st.to_static(next_batch)
+    results = {}
+    for fn in (next_batch, static):
+        BATCHES, COUNTER = iter([1.0, 2.0, 3.0]), itertools.count(5)
+        results[fn] = [float(fn(X)[1]) for _ in range(3)]
+    assert results[static] == results[next_batch] == [6.0, 8.0, 10.0]
+    given = dy2st.to_static(next_given)
+    for make in (lambda: iter([1.0, 2.0, 3.0]), _counting, lambda: iter({1.0: 0, 2.0: 0, 3.0: 0})):
+        eager_it, static_it = make(), make()
+        assert [float(given(X, static_it)[1]) for _ in range(3)] == [float(next_given(X, eager_it)[1]) for _ in range(3)]

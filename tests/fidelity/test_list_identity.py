@@ -112,7 +112,7 @@ def appended_here_replaced_there(x):
 
 
 def test_pop_in_a_traced_while_is_refused_at_the_loop():
-    with pytest.raises(PythonEffectError, match=r"changes the list or dict 'L', made before the loop, in place"):
+    with pytest.raises(PythonEffectError, match=r"changes 'L', made before the loop, in place"):
         dy2st.to_static(pop_in_traced_while)(X)
 
 

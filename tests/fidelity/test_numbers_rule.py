@@ -417,8 +417,18 @@ def _counts(x, n):
     return k
 
 
+def _big_steps(x, n):
+    k = 1
+    i = 0
+    while i < n and x.sum() > 0:
+        k = k + 2 ** 29
+        i += 1
+    return k
+
+
 @pytest.mark.parametrize("fn, line, ok_n, wrap_n", [
     (_powers_of_seven, "acc = acc * 7", 11, 12),
+    (_big_steps, "k = k + 2 ** 29", 3, 4),  # a constant of 2**10 or more is checked
     (_fibonacci, "a, b = b, a + b", 45, 47),  # (b runs one term ahead of a)
     (_cubes, "acc = acc ** 3", 3, 4),  # 2 ** 27, then 2 ** 81
 ])
@@ -442,3 +452,62 @@ def test_a_counter_adding_a_constant_costs_no_check():
     for n in (0, 3):
         assert int(static(POS, jnp.int32(n))) == _counts(POS, n)
     assert not static._has_checks and static._fast is not None
+
+
+def _doubles_in_a_side(x):
+    k = 2 ** 30
+    if x.sum() > 0:
+        k = k + k
+    return k
+
+
+def _starts_beyond_int32(x):
+    k = 2 ** 31
+    while x.sum() > 0:
+        x = x - 1
+        k = k - 1
+    return k
+
+
+@pytest.mark.parametrize("fn", [_doubles_in_a_side, _starts_beyond_int32])
+def test_a_python_int_beyond_int32_that_the_data_picks_is_refused(fn):
+    # (it was Python's OverflowError from jnp.asarray, raised inside dy2st)
+    from dy2st.errors import IntOverflowError
+
+    with pytest.raises(IntOverflowError, match=r"(?s)'k' is the Python int 2147483648 here.*To fix") as info:
+        dy2st.to_static(fn)(POS)
+    assert str(info.value).startswith(f'File "{__file__}"')
+
+
+def _modular_power(x, e, m):
+    k = 5
+    if x.sum() > 0:
+        k = 6
+    return pow(k, e, m), pow(k, 2)
+
+
+@pytest.mark.parametrize("e, m", [(2, 7), (0, 1), (13, -11), (30, 46341)])
+def test_pow_with_a_modulus_of_a_number_the_data_decides(e, m):
+    static = dy2st.to_static(_modular_power)
+    jitted = jax.jit(static, static_argnums=(1, 2))
+    for x in (POS, NEG):
+        expected = _modular_power(x, e, m)
+        for _ in range(2):
+            assert tree_difference(expected, static(x, e, m), "to_static") is None
+            assert tree_difference(expected, jitted(x, e, m), "jit", under_jit=True) is None
+
+
+def _slices_by_a_decided_int(x):
+    k = 3
+    if x.sum() > 0:
+        k = 1
+    return x[:k]
+
+
+def test_a_slice_bound_the_data_decides_is_refused_at_its_line():
+    # (jax's IndexError, raised raw)
+    from dy2st.errors import TracedValueError
+
+    with pytest.raises(TracedValueError, match=r"(?s)a slice bound here is a traced value.*dynamic_slice") as info:
+        dy2st.to_static(_slices_by_a_decided_int)(POS)
+    assert "return x[:k]" in str(info.value)

@@ -87,3 +87,51 @@ def test_every_path_is_eagers(fn, v):
         np.testing.assert_array_equal(jitted(x), fn(x))
         g = jax.grad(lambda x: static(x).sum())(x)
         np.testing.assert_array_equal(g, jax.grad(lambda x: fn(x).sum())(x))
+
+
+def doubles_until_big(x, limit):
+    while True:
+        x = x * 2
+        if x.sum() > limit:
+            return x
+
+
+def searches_with_a_python_exit(x, n):
+    i = 0
+    while 1:
+        if i == n:
+            return x, i
+        if x.sum() > 100:
+            return x * 0, i
+        x = x + 1
+        i += 1
+
+
+def breaks_from_a_nested_loop_only(x):
+    while True:
+        for _ in range(3):
+            if x.sum() > 0:
+                break
+            x = x + 1
+        if x.sum() > 10:
+            return x
+        x = x * 2
+
+
+@pytest.mark.parametrize("fn, args", [
+    (doubles_until_big, (jnp.ones(3), 20.0)),  # several trips
+    (doubles_until_big, (jnp.ones(3), 0.0)),  # returns in the first
+    (searches_with_a_python_exit, (jnp.ones(2), 0)),
+    (searches_with_a_python_exit, (jnp.ones(2), 3)),
+    (searches_with_a_python_exit, (jnp.ones(2) * 99, 5)),
+    (breaks_from_a_nested_loop_only, (-jnp.ones(2),)),
+])
+def test_a_while_true_left_only_by_return_has_no_path_after_it(fn, args):
+    # the code after the loop cannot run: it was given a `return None`, whose None then did not
+    # match the loop's returned array (BranchOutputError)
+    static = dy2st.to_static(fn)
+    expected = fn(*args)
+    for _ in range(2):
+        jax.tree_util.tree_map(np.testing.assert_array_equal, static(*args), expected)
+    if len(args) == 2 and fn is doubles_until_big:
+        np.testing.assert_array_equal(jax.jit(static)(*args), expected)
