@@ -118,23 +118,27 @@ def bind_traced(args, kwargs, wrap=None):
     TracedStrings become text."""
     wrap = wrap or _ArrayText
     leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=lambda v: isinstance(v, TracedString))
-    arrays, counts = [], []
-    for leaf in leaves:
+    arrays, counts, ints = [], [], set()
+    for i, leaf in enumerate(leaves):
         if isinstance(leaf, TracedString):
             arrays += leaf.arrays
             counts.append(len(leaf.arrays))
         elif is_traced(leaf):
             arrays.append(leaf)
             counts.append(1)
+            if _stands_for_python_int(leaf):
+                ints.add(i)
         else:
             counts.append(0)
 
     def fill(values: list):
         values, filled = iter(values), []
-        for leaf, count in zip(leaves, counts):
+        for i, (leaf, count) in enumerate(zip(leaves, counts)):
             mine = [next(values) for _ in range(count)]
             if isinstance(leaf, TracedString):
                 filled.append(leaf.render(mine))
+            elif i in ints:  # the numbers rule: eager holds a Python int here, and shows it so
+                filled.append(np.asarray(mine[0]).item())
             elif count:
                 filled.append(wrap(mine[0]))
             else:
@@ -142,6 +146,12 @@ def bind_traced(args, kwargs, wrap=None):
         return jax.tree_util.tree_unflatten(treedef, filled)
 
     return arrays, fill
+
+
+def _stands_for_python_int(leaf) -> bool:
+    """A weakly typed 0-d int or bool: what a Python int the data decides is (the numbers rule)."""
+    aval = jax.typeof(leaf)
+    return aval.weak_type and aval.shape == () and np.dtype(aval.dtype).kind in "iub"
 
 
 def _deferred(format_fn, args, kwargs, origin: OriginInfo) -> TracedString:

@@ -511,3 +511,22 @@ def test_a_slice_bound_the_data_decides_is_refused_at_its_line():
     with pytest.raises(TracedValueError, match=r"(?s)a slice bound here is a traced value.*dynamic_slice") as info:
         dy2st.to_static(_slices_by_a_decided_int)(POS)
     assert "return x[:k]" in str(info.value)
+
+
+def _prints_a_decided_int(x):
+    k = 10
+    if x.sum() > 0:
+        k = 3
+    print(f"k={k:>4} {k!r} {k}", k, [k])
+    return x
+
+
+def test_a_python_int_the_data_decides_prints_as_eager(capsys):
+    # (its repr was jax's: `Array(3, dtype=int32)` where eager prints 3)
+    static = dy2st.to_static(_prints_a_decided_int)
+    for x in (POS, NEG):
+        _prints_a_decided_int(x)
+        eager = capsys.readouterr().out
+        static(x)
+        static(x)
+        assert capsys.readouterr().out == eager * 2
