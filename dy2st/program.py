@@ -614,6 +614,8 @@ class ProgramCache:
         watch = _ContainerWatch(args, kwargs) if self.watch_containers else None
         encode = self._shardings is None
         with writes.program_containers() as changed, guards.recording(self.guards):
+            if watch is not None and watch.snapshot:
+                writes.note_inputs(c for c, _ in watch.snapshot)
             try:
                 out, encoded = self._traced(fn, args, kwargs, watcher, watch, encode)
             except BaseException as error:

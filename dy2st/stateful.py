@@ -106,6 +106,7 @@ class _Entry:
             static = nnx_static_containers(layout.roots)
             try:
                 built = layout.fill(tracers)
+                writes.note_inputs(layout.nodes[1:])  # (node 0: the list of roots, dy2st's own)
                 roots = dict(zip(positions, layout.roots))
                 others = list(rest)
                 watch = _ContainerWatch(others, kwargs, liftable=False)  # objects inside tuples, pytrees

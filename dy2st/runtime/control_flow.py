@@ -26,7 +26,7 @@ import sys
 
 from dy2st import _jax_compat
 from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError
-from dy2st.runtime import events, key_order, reachable, state_cells, static_outputs
+from dy2st.runtime import events, key_order, reachable, state_cells, static_outputs, writes
 from dy2st.runtime.asserts import check_python_ints
 from dy2st.runtime.staging import grown_from, grown_here, grown_in_this_side, stage_cond, watch_here
 from dy2st.runtime.values import is_traced
@@ -327,6 +327,18 @@ class _ListIdentity:
             if "replaced" not in seen:
                 refill(before, final[i])
                 final[i] = before
+            elif "same" in seen and writes.is_input(before):
+                kind, name = type(before).__name__, names[i]
+                raise BranchOutputError(
+                    f"'{name}' is the {kind} the caller gave on one side of this staged `if` and another "
+                    f"{kind} on the other: which object it is afterwards (what changing it in place "
+                    "changes, what returning it gives back) is decided by the data, and a program gives "
+                    "back one.",
+                    origin,
+                    advice=f"copy it on the side that keeps it (`{name} = {'list' if kind == 'list' else 'dict'}"
+                    f"({name})`), so that both sides make a new {kind}; or change the caller's {kind} in "
+                    "place in both.",
+                )
             elif seen & {"grown", "changed"}:
                 kind, name = type(before).__name__, names[i]
                 new = f"{name} = {name} + [v]" if kind == "list" else f"{name} = {{**{name}, 'k': v}}"

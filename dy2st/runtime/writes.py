@@ -369,13 +369,14 @@ class _Program:
     side that the side changed in place (for `leaked`); `refusals` made meanwhile; `undos` to run
     if the trace raises; `scratch` for runtime operators' own per-trace memory."""
 
-    __slots__ = ("changed", "refusals", "undos", "scratch")
+    __slots__ = ("changed", "refusals", "undos", "scratch", "inputs")
 
     def __init__(self):
         self.changed: dict = {}
         self.refusals: list = []
         self.undos: list = []
         self.scratch: dict = {}
+        self.inputs: set = set()  # ids of the lists and dicts the caller gave (`note_inputs`)
 
 
 _programs = threading.local()  # .stack: the `_Program` of each program being traced, innermost last
@@ -404,6 +405,20 @@ def program_containers():
         raise
     finally:
         stack.pop()
+
+
+def note_inputs(containers) -> None:
+    """The lists and dicts among the inputs of the program being traced: the caller's own, whose
+    identity the caller sees (`is_input`)."""
+    program = _program_now()
+    if program is not None:
+        program.inputs.update(id(c) for c in containers if type(c) in (list, dict))
+
+
+def is_input(container) -> bool:
+    """Whether `container` is a list or dict the caller gave the program being traced."""
+    program = _program_now()
+    return program is not None and id(container) in program.inputs
 
 
 def program_scratch() -> dict | None:

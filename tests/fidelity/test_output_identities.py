@@ -256,3 +256,47 @@ def test_del_of_an_item_in_a_loop_runs_per_iteration():
         else:
             out = run(jnp.ones((3, 1)), xs)
         assert [v.tolist() for v in out[1]] == [[0.0]] and len(xs) == 1
+
+
+def keeps_or_replaces(xs, x):
+    r = xs
+    if x.sum() > 0:
+        r = [x]
+    r.append(x * 3)
+    return r
+
+
+def keeps_or_copies_a_dict(d, x):
+    out = d
+    if x.sum() > 0:
+        out = dict(d)
+        out["a"] = x
+    return out
+
+
+def copies_on_both_sides(xs, x):
+    r = list(xs)
+    if x.sum() > 0:
+        r = [x]
+    r.append(x * 3)
+    return r
+
+
+@pytest.mark.parametrize("fn, make", [
+    (keeps_or_replaces, lambda: [jnp.zeros(2)]),
+    (keeps_or_copies_a_dict, lambda: {"a": jnp.zeros(2)}),
+])
+def test_the_callers_container_on_one_side_and_another_on_the_other_is_refused(fn, make):
+    # Which object the variable is after the `if` is decided by the data: eagerly the caller's
+    # list grows (or is returned) only when the branch is not taken. It came back as a copy,
+    # and the caller's list stayed as it was, with no error.
+    from dy2st.errors import BranchOutputError
+
+    with pytest.raises(BranchOutputError, match=r"(?s)the (list|dict) the caller gave on one side.*To fix: copy it"):
+        dy2st.to_static(fn)(make(), -jnp.ones(2))
+
+
+def test_copying_on_the_side_that_keeps_it_converts():
+    for sign in (1.0, -1.0):
+        for _, e, _, s in _calls(copies_on_both_sides, lambda: ([jnp.zeros(2)], sign * jnp.ones(2))):
+            _equal(e, s)
