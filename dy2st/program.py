@@ -613,7 +613,7 @@ class ProgramCache:
         effects_before = (RuntimeChecks.traced, writes.staged_prints())
         watch = _ContainerWatch(args, kwargs) if self.watch_containers else None
         encode = self._shardings is None
-        with writes.program_containers() as changed, guards.recording(self.guards):
+        with writes.program_containers(self.guards) as changed:
             if watch is not None and watch.snapshot:
                 writes.note_inputs(c for c, _ in watch.snapshot)
             try:

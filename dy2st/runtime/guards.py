@@ -28,17 +28,16 @@ from __future__ import annotations
 import contextlib
 import dis
 import functools
-import threading
 import types
 
 import jax
 import numpy as np
 
 from dy2st.errors import PythonEffectError, is_library_file
+from dy2st.runtime import writes
 from dy2st.runtime.values import OPAQUE_MODULES, iterator_position
 from dy2st.user_code import is_library_module, is_users_class
 
-_local = threading.local()
 _MISSING = object()
 _CODE = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
          types.BuiltinMethodType, type, functools.partial, property, staticmethod, classmethod)
@@ -127,22 +126,9 @@ def describe(key) -> str:
     return {"g": "global", "c": "closure variable", "d": "default of", "a": "attribute"}[kind] + f" {name}"
 
 
-@contextlib.contextmanager
-def recording(guards: GuardSet | None):
-    """While a program is traced: functions noted go to `guards`."""
-    stack = getattr(_local, "stack", None)
-    if stack is None:
-        stack = _local.stack = []
-    stack.append(guards)
-    try:
-        yield
-    finally:
-        stack.pop()
-
-
 def recording_any() -> bool:
-    stack = getattr(_local, "stack", None)
-    return bool(stack) and stack[-1] is not None
+    """Whether a program being traced records guards (`writes.program_containers`)."""
+    return writes.program_guards() is not None
 
 
 @contextlib.contextmanager
@@ -151,8 +137,7 @@ def unchanged_by_side(origin, what: str):
     it (or once per iteration), so a Python value it changes that the program reads from outside
     (a global list appended to, an object's counter bumped by a property, a closure's dict) would
     change once, whatever the data says: refused at `origin`."""
-    stack = getattr(_local, "stack", None)
-    guards = stack[-1] if stack else None
+    guards = writes.program_guards()
     snapshot = guards.tokens_now() if guards is not None else None
     yield
     if guards is None:
@@ -172,9 +157,9 @@ def unchanged_by_side(origin, what: str):
 
 def note(fn, receiver=None) -> None:
     """A user function (a method of `receiver`) runs while a program is traced: guard what it reads."""
-    stack = getattr(_local, "stack", None)
-    if stack and stack[-1] is not None:
-        stack[-1].note(fn, receiver)
+    guards = writes.program_guards()
+    if guards is not None:
+        guards.note(fn, receiver)
 
 
 # -- what a function reads ------------------------------------------------------------------------

@@ -369,9 +369,10 @@ class _Program:
     side that the side changed in place (for `leaked`); `refusals` made meanwhile; `undos` to run
     if the trace raises; `scratch` for runtime operators' own per-trace memory."""
 
-    __slots__ = ("changed", "refusals", "undos", "scratch", "inputs")
+    __slots__ = ("changed", "refusals", "undos", "scratch", "inputs", "guards")
 
-    def __init__(self):
+    def __init__(self, guards=None):
+        self.guards = guards  # the StaticFunction's GuardSet, which what the trace reads joins (guards.py)
         self.changed: dict = {}
         self.refusals: list = []
         self.undos: list = []
@@ -388,14 +389,15 @@ def _program_now() -> _Program | None:
 
 
 @contextlib.contextmanager
-def program_containers():
+def program_containers(guards=None):
     """While one program is traced: yields the dict of lists and dicts from before a staged side
     that the side changed in place (`_record_from_before`), for `leaked`; if the trace raises,
-    what was noted to undo (`on_abandon`) is undone once all else unwound."""
+    what was noted to undo (`on_abandon`) is undone once all else unwound. `guards`: where what
+    the trace reads from outside its arguments is guarded (`program_guards`)."""
     stack = getattr(_programs, "stack", None)
     if stack is None:
         stack = _programs.stack = []
-    program = _Program()
+    program = _Program(guards)
     stack.append(program)
     try:
         yield program.changed
@@ -405,6 +407,12 @@ def program_containers():
         raise
     finally:
         stack.pop()
+
+
+def program_guards():
+    """The GuardSet of the program being traced (None outside one, or where none is kept)."""
+    program = _program_now()
+    return program.guards if program is not None else None
 
 
 def note_inputs(containers) -> None:

@@ -35,6 +35,8 @@ def returns_it(d, x):
 def branches_on_it(d, x):
     if x.sum() > 0:
         d = {k: v * 2 for k, v in d.items()}
+    else:
+        d = dict(d)  # (the caller's dict on one side only: which object returns would be the data's choice)
     return d
 
 
