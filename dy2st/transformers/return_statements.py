@@ -14,12 +14,12 @@ After::
         do_return = False
         retval = jst.UNDEFINED_RETURN
         if x.sum() > 0:
-            do_return = True
             retval = x * 2
+            do_return = True
         if not do_return:
             x = x - 1
-            do_return = True
             retval = x
+            do_return = True
         return retval
 
 A `return` inside a loop also `break`s (the break transformer, which runs next, turns that into
@@ -174,8 +174,10 @@ class ReturnTransformer(StatementTransformer):
 
     def _set_return(self, node: ast.Return, in_loop: bool):
         value = node.value if node.value is not None else templates.constant(None)
+        # the value first: where computing it raises (and a handler catches it), eager returns
+        # nothing here, so the flag must not be set
         stmts = templates.replace(
-            "do_return = True\nretval = value", do_return=self.do_return, retval=self.retval, value=value
+            "retval = value\ndo_return = True", do_return=self.do_return, retval=self.retval, value=value
         )
         if in_loop:
             stmts.append(ast.Break())

@@ -29,12 +29,12 @@ def test_return_single_exit():
             do_return = False
             retval = jst.UNDEFINED_RETURN
             if x > 0:
-                do_return = True
                 retval = x * 2
+                do_return = True
             else:
                 x = x - 1
-                do_return = True
                 retval = x
+                do_return = True
             return retval
         """
     )
@@ -67,11 +67,11 @@ def test_return_in_both_branches_drops_dead_code_and_fall_through():
             do_return = False
             retval = jst.UNDEFINED_RETURN
             if x > 0:
-                do_return = True
                 retval = 1
-            else:
                 do_return = True
+            else:
                 retval = 2
+                do_return = True
             return retval
         """
     )
@@ -87,7 +87,7 @@ def test_return_falling_off_the_end_sets_none():
         """,
         return_statements,
     )
-    assert "else:\n        print(x)\n        do_return = True\n        retval = None\n    return retval" in out
+    assert "else:\n        print(x)\n        retval = None\n        do_return = True\n    return retval" in out
 
 
 def test_return_in_loop_breaks_and_outer_loop_checks_flag():
@@ -111,15 +111,15 @@ def test_return_in_loop_breaks_and_outer_loop_checks_flag():
             for row in xs:
                 for v in row:
                     if v > 0:
-                        do_return = True
                         retval = v
+                        do_return = True
                         break
                 if do_return:
                     break
                 total = 1
             if not do_return:
-                do_return = True
                 retval = 0
+                do_return = True
             return retval
         """
     )

@@ -135,3 +135,32 @@ def test_a_while_true_left_only_by_return_has_no_path_after_it(fn, args):
         jax.tree_util.tree_map(np.testing.assert_array_equal, static(*args), expected)
     if len(args) == 2 and fn is doubles_until_big:
         np.testing.assert_array_equal(jax.jit(static)(*args), expected)
+
+
+def _raises():
+    raise ValueError("no value")
+
+
+def returns_what_raises_then_falls_through(x, c):
+    if c > 0:
+        return x * 2
+    try:
+        return _raises()
+    except ValueError:
+        pass
+    try:
+        return x // 0 if isinstance(x, int) else _raises()
+    except (ZeroDivisionError, ValueError):
+        pass
+    return x * 3
+
+
+@pytest.mark.parametrize("x, c", [(1, 0), (1, 1), (jnp.ones(2), 0), (jnp.ones(2), jnp.array(0)), (jnp.ones(2), jnp.array(1))])
+def test_a_return_whose_value_raises_returns_nothing(x, c):
+    # `return expr` set the early-return flag before computing `expr`: when it raised and a
+    # handler caught it, the code after the `try` was skipped and the return value was a
+    # placeholder (a refusal, or a zero with a staged `if` before it)
+    static = dy2st.to_static(returns_what_raises_then_falls_through)
+    expected = returns_what_raises_then_falls_through(x, c)
+    for _ in range(2):
+        np.testing.assert_array_equal(static(x, c), expected)
