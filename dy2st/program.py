@@ -618,6 +618,8 @@ class ProgramCache:
                 writes.note_inputs(c for c, _ in watch.snapshot)
             try:
                 out, encoded = self._traced(fn, args, kwargs, watcher, watch, encode)
+                if self.guards:
+                    self.guards.note_trace_end()
             except BaseException as error:
                 # No program comes of this trace (the caller may trace again, lifting the
                 # arguments): the lists and dicts outside it that it changed are put back.

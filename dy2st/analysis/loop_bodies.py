@@ -25,15 +25,11 @@ from dy2st import ast_util
 from dy2st.analysis import qual_names
 from dy2st.analysis.activity import free_reads
 from dy2st.analysis.anno import Fact, setanno
-
 # Methods that change their receiver in place and return None (lists, dicts, sets, deques):
 # a call of one is a mutation only as a statement (`tx.update(g, s)` of optax returns a value
 # and changes nothing). `pop`, `popitem` and `setdefault` change it and return a value.
-MUTATORS = frozenset({
-    "append", "extend", "insert", "remove", "clear", "update", "sort", "reverse", "add", "discard",
-    "appendleft", "extendleft", "rotate",
-})
-RETURNING_MUTATORS = frozenset({"pop", "popitem", "setdefault", "popleft"})
+from dy2st.runtime.values import MUTATORS, RETURNING_MUTATORS
+
 _NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _ITERATOR_BUILTINS = frozenset({"next"})
 

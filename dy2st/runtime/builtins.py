@@ -81,7 +81,7 @@ def convert_print(*values, sep=" ", end="\n", file=None, flush=False):
                         "Python values: the text is made while tracing and printed on every call")
         if debug_effects_dropped():
             return None
-        writes.note_staged_print()
+        writes.note_staged_print(file)
         jax.debug.callback(functools.partial(_write, text, file, flush), ordered=True)
         return None
     if debug_effects_dropped():  # dy2st.save(..., debug_effects="drop")
@@ -91,7 +91,7 @@ def convert_print(*values, sep=" ", end="\n", file=None, flush=False):
                     "traced values: a host callback (jax.debug.callback) prints on every call")
     traced, fill = bind_traced(values, {})
     top_level = [is_traced(v) for v in values]
-    writes.note_staged_print()
+    writes.note_staged_print(file)
 
     def callback(*arrays):
         printed, _ = fill(list(arrays))

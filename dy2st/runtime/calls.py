@@ -25,8 +25,10 @@ The choice, in order:
 
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
+import io
 import sys
 import sysconfig
 import types
@@ -35,9 +37,11 @@ import weakref
 import jax
 
 from dy2st.config import log
-from dy2st.errors import ConversionError, OriginInfo, UnsupportedSyntaxError
+from dy2st.errors import ConversionError, OriginInfo, PythonEffectError, UnsupportedSyntaxError
 from dy2st.runtime.formatting import convert_format, is_format_method
 from dy2st.runtime import events, guards, higher_order, writes
+from dy2st.runtime.staging import refused_in_place
+from dy2st.runtime.values import MUTATORS, RETURNING_MUTATORS
 from dy2st.user_code import LIBRARY_PACKAGES, NOT_OBJECTS, is_library_module, top_package
 
 NOT_TO_STATIC_ATTR = "__dy2st_not_to_static__"
@@ -72,6 +76,11 @@ def register_builtin(builtin, replacement) -> None:
 
 def convert_call(fn):
     """The callable to use in place of `fn` inside converted code (see the module docstring)."""
+    if type(fn) is types.BuiltinMethodType:
+        if type(fn.__self__) in _CONTAINERS and fn.__name__ in _IN_PLACE:
+            _refuse_in_a_ternary(fn)
+        elif fn.__name__ in _READS and isinstance(fn.__self__, io.IOBase):
+            writes.refuse_read_back(fn)
     slots = higher_order.callable_slots(fn)
     if slots is not None:  # jax.grad(loss), lax.scan(body, ...): the callables they get, converted
         return functools.partial(_call_converting, fn, slots, OriginInfo.of_caller() if events.active() else None)
@@ -81,6 +90,26 @@ def convert_call(fn):
     if writes.tracking() and _is_users(fn, target):
         return _noting_arguments(target, getattr(fn, "__qualname__", None) or type(fn).__qualname__)
     return target
+
+
+_CONTAINERS = (list, dict, set, collections.deque, bytearray)
+_IN_PLACE = MUTATORS | RETURNING_MUTATORS
+_READS = frozenset({"getvalue", "read", "readline", "readlines", "seek", "tell"})  # of a file
+
+
+def _refuse_in_a_ternary(method) -> None:
+    ternary = refused_in_place()
+    if ternary is None:
+        return
+    kind = type(method.__self__).__name__
+    raise PythonEffectError(
+        f"this line changes a {kind} in place ({kind}.{method.__name__}()) in a side of a staged conditional "
+        f"expression (the one on line {ternary.lineno}): its condition is traced, so both sides are traced, "
+        "and the change would happen whichever side the data picks.",
+        OriginInfo.of_caller(2),
+        advice="write it as an `if` statement (its branches carry lists and dicts changed in place), or "
+        "build a new value in the expression (`log + [1] if c else log + [2]`).",
+    )
 
 
 def _call_converting(fn, slots, origin, *args, **kwargs):

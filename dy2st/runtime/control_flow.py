@@ -28,7 +28,7 @@ from dy2st import _jax_compat
 from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError
 from dy2st.runtime import events, key_order, reachable, state_cells, static_outputs, writes
 from dy2st.runtime.asserts import check_python_ints
-from dy2st.runtime.staging import grown_from, grown_here, grown_in_this_side, stage_cond, watch_here
+from dy2st.runtime.staging import grown_from, grown_here, grown_in_this_side, refusing_in_place, stage_cond, watch_here
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined
 from dy2st.runtime.writes import (ITSELF, AttributeKey, WriteTracker, changed_contents, refill,
@@ -462,10 +462,17 @@ def convert_ifexp(pred, true_fn, false_fn, python_reason=None):
     if python_reason is not None:
         raise _python_effect_error(python_reason, OriginInfo.of_caller())
     origin = OriginInfo.of_caller()
+
+    def side(fn):
+        def run():
+            with refusing_in_place(origin):
+                return (fn(),)
+        return run
+
     (value,) = stage_cond(
         pred,
-        lambda: (true_fn(),),
-        lambda: (false_fn(),),
+        side(true_fn),
+        side(false_fn),
         ("the conditional expression",),
         origin,
         branch_names=("true side", "false side"),

@@ -59,6 +59,7 @@ class GuardSet:
         self.own_writes: set = set()
         self.failures = 0
         self.checks: dict = {}  # reader key -> the cheapest test that its guard holds (`_fast_check`)
+        self.first_items: dict = {}  # reader key -> (a guarded list or dict, its items when noted)
 
     def __bool__(self):
         return bool(self.entries)
@@ -83,6 +84,8 @@ class GuardSet:
                 continue  # code; or a value of the trace itself (a cell of a function it made)
             token = _freeze(value, self.kept)
             self.entries[key] = (reader, token)
+            if type(value) in (list, dict):  # its items as first read: put back if a refused side changes it
+                self.first_items[key] = (value, type(value)(value))
             self.checks[key] = _fast_check(reader, value, token)
             added = True
         if added and self.on_first is not None:
@@ -113,11 +116,36 @@ class GuardSet:
                 return key
         return None
 
+    def note_trace_end(self) -> None:
+        """A program's trace ended: a guarded value the trace itself changed (a counter it bumps,
+        a log a context manager appends to) is an effect the program cannot make, so every later
+        call traces again, whatever value it finds there (a caller that resets the counter to
+        what it was would otherwise get the program, and no effect)."""
+        scratch: list = []
+        for key, (reader, token) in list(self.entries.items()):
+            if self.checks.get(key) is not _never and _freeze(reader(), scratch) != token:
+                self.checks[key] = _never
+
+    def items_now(self) -> dict:
+        """`key -> (list or dict, a copy of its items)` of each guarded value that is one."""
+        found = {}
+        for key, (reader, _) in self.entries.items():
+            value = reader()
+            if type(value) in (list, dict):
+                found[key] = (value, type(value)(value))
+        return found
+
     def clear(self) -> None:
+        self.first_items.clear()
         self.checks.clear()
         self.own_writes.clear()
         self.entries.clear()
         self.kept.clear()
+
+
+def _never() -> bool:
+    """The check of a guard whose value the program's own trace changes: it never holds."""
+    return False
 
 
 def describe(key) -> str:
@@ -132,18 +160,24 @@ def recording_any() -> bool:
 
 
 @contextlib.contextmanager
-def unchanged_by_side(origin, what: str):
+def unchanged_by_side(origin, what: str, unroll=None):
     """Around a staged side or loop body being traced: eager runs it only when the data takes
     it (or once per iteration), so a Python value it changes that the program reads from outside
     (a global list appended to, an object's counter bumped by a property, a closure's dict) would
-    change once, whatever the data says: refused at `origin`."""
+    change once, whatever the data says: refused at `origin`, the lists and dicts it changed put
+    back (they would keep the trace's values). `unroll`: for a loop of a known trip count, the
+    exception (made from the reason) that makes it run as Python instead."""
     guards = writes.program_guards()
     snapshot = guards.tokens_now() if guards is not None else None
+    items = guards.items_now() if guards is not None else None
     yield
     if guards is None:
         return
     key = guards.changed(snapshot)
     if key is not None:
+        writes.restore_items([*items.values(), *(v for k, v in guards.first_items.items() if k not in items)])
+        if unroll is not None:
+            raise unroll(f"the body changes the {describe(key)}, a Python value from outside the function")
         raise PythonEffectError(
             f"the {what} changes the {describe(key)} (a Python value from outside the function's "
             "arguments) while it is traced: the condition is a traced value, so the side is traced "

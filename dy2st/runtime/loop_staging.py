@@ -426,7 +426,8 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
         roots = reachable.snapshot((loop.body, loop.test), [v.name for v in spec], given)
         mark = _jax_compat.trace_mark()
         with WriteTracker(roots) as tracker, staged_tracing(), \
-                guards.unchanged_by_side(origin, "body of this staged loop"):  # attributes changed by called methods are refused
+                guards.unchanged_by_side(origin, "body of this staged loop",  # a known trip count: unrolled instead
+                                         Refused if loop.length is not None else None):
             outs = loop.body(index, given)
             body_orders[:] = [key_order.orders_of(v) for v in outs]
             iteration = describe_outputs(spec, given, outs, origin)  # reads lists grown while tracing

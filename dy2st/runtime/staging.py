@@ -88,6 +88,27 @@ def staged_tracing():
             _watched().clear()
 
 
+@contextlib.contextmanager
+def refusing_in_place(origin: OriginInfo):
+    """Around a side of a staged ternary: a list's, dict's or set's method changing it in place
+    there (`log.append(1) if c else log.append(2)`) would change it whichever side the data
+    picks (a ternary's sides carry no state, as an `if` statement's do): `refused_in_place`."""
+    stack = getattr(_staging, "ternaries", None)
+    if stack is None:
+        stack = _staging.ternaries = []
+    stack.append(origin)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def refused_in_place() -> OriginInfo | None:
+    """The staged ternary around the code running now (`refusing_in_place`), or None."""
+    stack = getattr(_staging, "ternaries", None)
+    return stack[-1] if stack else None
+
+
 def _sides() -> list:
     """A token per staged side or body being traced, innermost last."""
     if not hasattr(_staging, "sides"):
@@ -228,12 +249,14 @@ def _deferrable(err: Exception) -> bool:
     tp = type(err)
     if tp in _DEFERRED_BUILTINS:
         return True
-    return not isinstance(err, (Dy2StaticError, _Abandon)) and not is_library_file(_class_file(tp))
+    return not isinstance(err, (Dy2StaticError, _Abandon)) and _users_class(tp)
 
 
-def _class_file(tp) -> str:
+def _users_class(tp) -> bool:
+    """Whether an exception class is the user's: its module's file is not a library's, or its
+    module is not imported by name (a script run by path, a file loaded with `importlib.util`)."""
     module = sys.modules.get(tp.__module__)
-    return getattr(module, "__file__", None) or "<builtin>"
+    return module is None or not is_library_file(getattr(module, "__file__", None) or "<builtin>")
 
 
 def _raise_when_run(error: BaseException) -> None:
@@ -294,7 +317,7 @@ def _catching_ranges(code) -> tuple:
 
 
 def _note_branch_error(err: Exception, branch_name: str, origin: OriginInfo) -> None:
-    if not getattr(err, "_dy2st_noted", False) and not isinstance(err, (BranchOutputError, _Abandon)):
+    if not getattr(err, "_dy2st_noted", False) and not isinstance(err, (Dy2StaticError, _Abandon)):
         err._dy2st_noted = True
         err.add_note(
             f"(dy2st) raised while tracing the {branch_name} of a staged `if`:\n  {origin.as_header()}\n"

@@ -86,6 +86,14 @@ def _kind_of_type(tp, value) -> str | None:
     return "o"
 
 
+# Methods that change their receiver in place (a list's, a dict's, a set's, a deque's): the
+# analysis counts them as Python effects, and a staged ternary's side refuses them.
+MUTATORS = frozenset({
+    "append", "extend", "insert", "remove", "clear", "update", "sort", "reverse", "add", "discard",
+    "appendleft", "extendleft", "rotate",
+})
+RETURNING_MUTATORS = frozenset({"pop", "popitem", "setdefault", "popleft"})
+
 _fresh_positions = itertools.count()
 
 

@@ -447,8 +447,31 @@ def on_abandon(undo) -> None:
 _prints = [0]  # prints staged (host callbacks) so far, by any program
 
 
-def note_staged_print() -> None:
+def note_staged_print(file=None) -> None:
+    """A print staged to run with the program, into `file` (None: stdout): what the program
+    being traced reads back from that file now would miss it (`refuse_read_back`)."""
     _prints[0] += 1
+    program = _program_now()
+    if file is not None and program is not None:
+        program.scratch.setdefault(_PRINTED_FILES, set()).add(id(file))
+
+
+_PRINTED_FILES = object()  # scratch key: ids of the files staged prints write to
+
+
+def refuse_read_back(method) -> None:
+    """`method` of a file (`buf.getvalue()`, `f.read()`) called while a program is traced: where
+    a print staged to run with the program writes into that file, its text is not there yet."""
+    program = _program_now()
+    if program is None or id(method.__self__) not in program.scratch.get(_PRINTED_FILES, ()):
+        return
+    raise PythonEffectError(
+        f"this line reads back a file ({type(method.__self__).__name__}.{method.__name__}()) that a print "
+        "before it writes to: that print runs when the program runs, so its text is not in the file while "
+        "the function is traced.",
+        OriginInfo.of_caller(2),
+        advice="build the text as a string (`text += f\"...\"`) and return it, or print to the file and read "
+        "it after the call.")
 
 
 def staged_prints() -> int:

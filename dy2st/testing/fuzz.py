@@ -21,7 +21,8 @@ Each program runs eagerly, through `to_static`, through `jax.jit(to_static(f))` 
 `jax.grad` (w.r.t. `x`), and falls in one outcome class (`RealOutcome`): a match, a clear refusal
 (a `Dy2StaticError` whose message starts with `File "`), a MISMATCH (a silent wrong answer), a
 RAW ERROR (any other exception), or INVALID (a generator bug). Where eager raises on the
-inputs, to_static must raise the same exception type (a match) or refuse clearly. Each failing
+inputs, to_static must raise the same exception type, with the same `str(e)` where the class is
+eager's own (a match), or refuse clearly. Each failing
 program is saved as a standalone script that replays it.
 """
 
@@ -296,6 +297,9 @@ def _leaf_difference(expected, actual, under_jit: bool = False) -> str | None:
     if not (numeric(expected) and numeric(actual)):  # a string, None, an object: by type, then contents
         if type(expected).__qualname__ != type(actual).__qualname__:  # (each path has its module's classes)
             return f"{type(actual).__name__} {actual!r}, eager {type(expected).__name__} {expected!r}"
+        if isinstance(expected, dict):  # a dict JAX does not flatten (a Counter): its items, in order
+            return tree_difference(list(expected.items()), list(actual.items()), f"({type(expected).__name__} items)",
+                                   under_jit)
         if hasattr(expected, "__dict__") and not isinstance(expected, type):
             return tree_difference(dict(sorted(vars(expected).items())), dict(sorted(vars(actual).items())),
                                    f"({type(expected).__name__} attributes)", under_jit)
@@ -438,11 +442,27 @@ def _signature_difference(expected, actual, what: str) -> str | None:
     return None
 
 
+def _global(module, name: str):
+    """The module global `name` (`Stats.calls`: an attribute of one), or `_UNBOUND`."""
+    value = module
+    for part in name.split("."):
+        value = getattr(value, part, _UNBOUND)
+        if value is _UNBOUND:
+            break
+    return value
+
+
+def _snapshot(value):
+    """A copy of a global's value to compare: its pytree copied, a file (`io.StringIO`) as its text."""
+    if isinstance(value, io.StringIO):
+        return value.getvalue()
+    return jax.tree_util.tree_map(lambda v: v, value)
+
+
 def _module_state(module) -> dict:
-    """The values of the module globals a program reads and writes (`_GLOBALS`) and its
-    closure's (`_get()`), copied."""
-    state = {name: jax.tree_util.tree_map(lambda v: v, getattr(module, name, _UNBOUND))
-             for name in getattr(module, "_GLOBALS", ())}
+    """The values of the module globals a program reads and writes (`_GLOBALS`; a dotted name
+    is a class attribute) and its closure's (`_get()`), copied."""
+    state = {name: _snapshot(_global(module, name)) for name in getattr(module, "_GLOBALS", ())}
     if hasattr(module, "_get"):
         state["_get()"] = module._get()
     return state
@@ -452,7 +472,7 @@ _UNBOUND = "<unbound: the module has no such global>"
 
 
 def _module_owners(module) -> list:
-    return [(f"global {name}", getattr(module, name, _UNBOUND)) for name in getattr(module, "_GLOBALS", ())]
+    return [(f"global {name}", _global(module, name)) for name in getattr(module, "_GLOBALS", ())]
 
 
 _INVOKE = None
@@ -510,7 +530,7 @@ def _calls(module, fn, inputs: RealInputs, count: int, eager: bool) -> list:
         call.module_state = _module_state(module)
         call.tracer_left = _holds_tracer((call.visible, call.module_state))
         call.identity = identity_signature((call.result, xs, obj.cache, obj.acc,
-                                            *(getattr(module, name, _UNBOUND) for name in getattr(module, "_GLOBALS", ()))),
+                                            *(_global(module, name) for name in getattr(module, "_GLOBALS", ()))),
                                            owners)
         calls.append(call)
         if call.error is not None and not eager and not isinstance(call.error, EXPECTED_EAGER_ERRORS):
@@ -521,6 +541,12 @@ def _calls(module, fn, inputs: RealInputs, count: int, eager: bool) -> list:
 def _has_boundary(module, inputs: RealInputs) -> bool:
     """Whether the calls of a program differ (inputs, module state): then each may trace again."""
     return bool(inputs.s_values or inputs.n_values or hasattr(module, "_change") or getattr(module, "_GLOBALS", ()))
+
+
+def _same_class(got: type, want: type) -> bool:
+    """Eager's exception class, or the class of the same name in the module instance to_static ran
+    (each path loads the program's module afresh: a class it defines is another object there)."""
+    return got is want or (got.__qualname__, got.__module__) == (want.__qualname__, want.__module__)
 
 
 def _compare_call(index: int, want: "_Call", got: "_Call", varies: bool) -> Result | None:
@@ -534,7 +560,11 @@ def _compare_call(index: int, want: "_Call", got: "_Call", varies: bool) -> Resu
                 if value is _UNBOUND and want.module_state.get(name) is not _UNBOUND]
         if lost:  # whatever the call raised, it must not unbind the module's globals
             return Result(RealOutcome.MISMATCH, stage, f"the module lost its globals {lost} after: " + _format(e))
-        if want.error is not None and isinstance(e, type(want.error)):
+        same = want.error is not None and _same_class(type(e), type(want.error))
+        if want.error is not None and (same or isinstance(e, type(want.error))):
+            if same and not isinstance(e, dy2st.errors.Dy2StaticError) and str(e) != str(want.error):
+                return Result(RealOutcome.MISMATCH, stage,
+                              f"{type(e).__name__}: message {str(e)!r}, eager {str(want.error)!r}")
             return None
         if index and not varies:  # the cached program of the same inputs and state
             return Result(RealOutcome.MISMATCH, stage, "the call raised " + _format(e))

@@ -20,7 +20,8 @@ variables first set inside a loop that may run zero times.
 Values stay exactly representable (arrays are clipped to [-1000, 1000], ints taken modulo 97),
 so eager and XLA agree bit for bit. Every program is valid Python, but eager may raise on some
 inputs (`UnboundLocalError` after a zero-trip loop, `IndexError`, `KeyError`, `StopIteration`):
-then the expected behaviour of `to_static` is to raise the same exception type, or a
+then the expected behaviour of `to_static` is to raise the same exception type (with the same
+message, for the same class), or a
 `dy2st.errors.Dy2StaticError` (see `dy2st.testing.fuzz.run_real_program`).
 
 A `numbers-<seed>` stream adds Python numbers the data decides (the numbers rule, DESIGN.md):
@@ -35,7 +36,45 @@ closure and a counter (`_change()` and `_GLOBALS`, which the runner calls and co
 f's keyword `s` whose type changes between calls, `finally` discarding exceptions, arguments
 changed in place and returned, objects shared in the result.
 
-The generator uses `random.Random(seed)` only, so a seed names a program on every machine.
+An `effects-<seed>` stream (`EFFECT_FEATURES`, about one program in three) adds effects a
+compiled program must make on every call, in eager's order. Its module code (`effects_header`)
+defines `ROUND`, a global `_change()` bumps before each call after the first; `EVENTS`, a list
+that a context manager class `Span` and a `@contextlib.contextmanager` generator `span` append
+to on entry and exit; `Stats`, whose classmethod `hit` bumps the class attribute `calls`, and its
+subclass `Scaled`, which reads the base's `scale` through `self` (`_change()` changes it); a
+module-level iterator `IT` (of Python floats, of small arrays, or `itertools.count`); and `BUF`,
+an `io.StringIO` that `_change()` replaces, so each call prints into a file of its own. Its
+`_GLOBALS` adds `ROUND`, `EVENTS`, `Stats.calls`, `Stats.scale` (dotted: class attributes) and
+`BUF` (compared by its text), so the runner loads a fresh module for each path (the iterator
+starts over) and compares them after every call. f then draws:
+
+* `raise` in a branch on array data whose message or arguments are made from traced values
+  (`ValueError(f"bad {a0.sum()} at {x[0]}")`, `KeyError("bad", y.max())`, `"bad %s" % a1.min()`,
+  an f-string of a counter a staged `while` carried, a `Bad(ValueError)` of the user's); most
+  tests read `x`/`y` (never reassigned) and `ROUND`, with a constant filled in once the inputs
+  are drawn so that eager raises from a chosen call on (or never): the runner compares the
+  exception's type and, for the same class, `str(e)`;
+* `with Span(t) as sp`/`with span(t) as tg` at f's top level and in branches and loops Python
+  decides (`len(EVENTS)`, `ROUND`, a tuple, a `while len(EVENTS) < c`, `range(2)`);
+* `Stats.hit()`, `Scaled().apply(v)` (a staged `if` reading `self.scale`), `Scaled().scale`;
+* `next(IT)` and `next(IT, default)` at f's top level (the iterator may run out on the last call:
+  `StopIteration`);
+* an `OrderedDict` and a `Counter` made in f (array and Python values), changed at f's top level
+  (`move_to_end`, `update`, `+= 1`) and returned, maybe nested in a list or a dict;
+* `print(..., file=BUF)` anywhere, or `print(..., file=ebuf)` of an `io.StringIO` made in f whose
+  `getvalue()` f returns;
+* `b = b + 2 ** 29` in a loop of at most 3 trips whose trip count may be traced (int32 holds the
+  sum), then `pow(p, e, m)` of an int the data decides (small static `e`, `m`);
+* a `while True:` loop left only by `return` (one on array data, one after at most 4 trips): f's
+  end, or a nested function's.
+
+Context managers, class attributes, the iterator and the dicts' changes are drawn at f's top
+level only. The stream names its variables from a counter of its own (`enew`: `esp3`, `eb4`, ...)
+and never draws from the other streams, so a seed's other statements, names and inputs are those
+it drew before the stream was added.
+
+The generator uses `random.Random(seed)` (and its named streams) only, so a seed names a program
+on every machine.
 """
 
 from __future__ import annotations
@@ -58,6 +97,22 @@ INT_MOD = 97
 # break/continue/return or `contextlib.suppress` swallows, arguments changed in place and
 # returned, and objects shared in the result (`return T, T`, `[[0] * 2] * 2`).
 BOUNDARY_FEATURES = ("print", "globals", "counter", "scalar", "finally", "return_arg", "alias")
+# What the `effects-<seed>` stream may add to a program (drawn for about a third of them; each
+# class for about half of those): a `raise` in a staged branch whose message or arguments are
+# made from traced values, taken on some calls only; context managers appending to a module
+# list; a class attribute counter bumped by a classmethod and a base class's attribute read
+# through `self` (changed between calls); a module-level iterator `next`ed by f; an OrderedDict
+# and a Counter made in f and returned; prints to a file (the module's, replaced before each
+# call, or one made in f and read back); a Python int grown by `2 ** 29` in a loop with a traced
+# trip count, and `pow(k, e, m)`; a `while True:` loop left only by `return`.
+EFFECT_FEATURES = ("raise", "ctx", "classattr", "iter", "ordered", "printfile", "bigint", "while_true")
+EFFECTS_P = 1 / 3
+# What a raise's test reads (x and y are never reassigned in f), and its value for the inputs.
+THRESHOLD_EXPRS = {
+    "x.sum()": lambda x, y: x.sum(), "y.max()": lambda x, y: y.max(), "x[0]": lambda x, y: x[0],
+    "y[-1]": lambda x, y: y[-1], "(x - y).min()": lambda x, y: (x - y).min(),
+    "x.max() + y.min()": lambda x, y: x.max() + y.min(),
+}
 # How often a simple statement is followed by one of `numbers_statement` (a number the data
 # decides; each of its three shapes lands in about one program in twenty).
 NUMBERS_P = 0.02
@@ -114,7 +169,7 @@ class _Generator:
 
     def __init__(self, rng: random.Random, extra: random.Random, later: random.Random, mangled: random.Random,
                  classes: random.Random, boundary: random.Random | None = None,
-                 numbers: random.Random | None = None):
+                 numbers: random.Random | None = None, effects: random.Random | None = None):
         self.rng = rng
         # Draw the statements added after the campaigns' seeds were pinned (`extra_statement`),
         # so each seed keeps the statements `rng` (and `extra`, `later`) drew for it before.
@@ -127,6 +182,14 @@ class _Generator:
         self.boundary = boundary or random.Random(0)
         # Python numbers the data decides (`numbers_statement`), drawn from `numbers` only.
         self.numbers = numbers or random.Random(0)
+        # Effects at the call boundary (`EFFECT_FEATURES`), drawn from `effects` only; their
+        # names come from a counter of their own (`enew`), so the other streams' names stay.
+        self.effects = effects or random.Random(0)
+        self.effect_features: frozenset = frozenset()
+        self.effect_shown: set = set()
+        self.efresh = 0
+        self.next_calls = 0  # how many `next(IT)` f makes per call (sizes the iterator)
+        self.thresholds: list = []  # (placeholder, expression of x/y, call index from which it raises)
         self.tail: list[str] = []  # numbers f stores in the caller's `xs` just before it returns
         self.features: frozenset = frozenset()
         self.returned: list[str] = []  # extra return values (arguments, aliases, scalars, globals)
@@ -423,6 +486,9 @@ class _Generator:
             if self.features:
                 self.rng = self.boundary
                 self.boundary_statement(s, indent)
+            if self.effect_features:
+                self.rng = self.effects
+                self.effects_statement(s, indent)
         finally:
             self.rng = main
 
@@ -539,6 +605,10 @@ class _Generator:
     def module_header(self) -> str:
         """Module-level code before `f`: globals, a closure, `_change()` (the runner calls it
         before each call after the first), `_GLOBALS` (the names whose values it compares)."""
+        return self.boundary_header() + (self.effects_header() if self.effect_features else "")
+
+    def boundary_header(self) -> str:
+        """The boundary stream's module-level code (see `module_header`)."""
         if not self.features:
             return ""
         lines = ["import contextlib", "", "G = 2", 'CFG = {"k": 3}', "COUNTER = 0", "HIST = []", "", "",
@@ -629,6 +699,273 @@ class _Generator:
         if "alias" in f and self.chance(p) and self.shown.add("alias") is None:
             self.emit(indent, self.pick([f"T.append(clip({self.arr_expr(s)}))", f"T.append({k})",
                                          f"T[0] = {self.py_int(s)}", "T.append(T[0])"]))
+
+    # -- effects at the call boundary (the `effects-<seed>` stream) -------------------------------
+    def enew(self, root: str) -> str:
+        """A name for the effects stream (`e` + root + its own counter)."""
+        self.efresh += 1
+        return f"e{root}{self.efresh}"
+
+    def draw_effects(self) -> None:
+        """Whether this program draws the effects stream (about one in three), and which of its
+        classes (`EFFECT_FEATURES`, each about one in two of those; at least one)."""
+        e = self.effects
+        if e.random() >= EFFECTS_P:
+            return
+        chosen = [name for name in EFFECT_FEATURES if e.random() < 0.5]
+        self.effect_features = frozenset(chosen or [e.choice(EFFECT_FEATURES)])
+        self.iter_kind = e.choice(["floats", "arrays", "count"])
+        self.local_buf = e.random() < 0.35
+        self.scale_change = e.choice([("2", "0.5 if Stats.scale == 2 else 2"), ("2", "Stats.scale + 1"),
+                                      ("3", "Stats.scale * 2 % 7")])
+        if "ordered" in self.effect_features:
+            self.returned += e.sample(["eod", "ecn", "[eod, ecn]", "[ecn, [eod]]", "{'o': eod, 'c': ecn}"],
+                                      e.randint(1, 2))
+        if "printfile" in self.effect_features and self.local_buf:
+            self.returned.append("ebuf.getvalue()")
+
+    def effects_prologue(self) -> str:
+        """Lines after f's fixed first block (and the boundary's) that the effects stream needs."""
+        lines = []
+        if "ordered" in self.effect_features:
+            e = self.effects
+            lines.append("eod = collections.OrderedDict(" + e.choice(
+                ['[("z", clip(y * 2)), ("a", k0)]', "z=x, b=1", '[("z", k1), ("q", clip(x - y))]']) + ")")
+            lines.append("ecn = collections.Counter(" + e.choice(
+                ['"abca"', '{"a": 2, "b": k1}', "[3, 1, 3]", '["b", "a", "b"]']) + ")")
+        if "printfile" in self.effect_features and self.local_buf:
+            lines.append("ebuf = io.StringIO()")
+        return "\n".join(lines)
+
+    def effects_header(self) -> str:
+        """The effects stream's module-level code: `ROUND` (a global `_change()` bumps, so that a
+        raise whose test reads it happens on some calls only), a list context managers append
+        to, a class attribute counter and one of a base class, a module-level iterator, a file
+        `_change()` replaces; `_change()` (wrapping the boundary's) and `_GLOBALS`."""
+        e, f = self.effects, self.effect_features
+        lines = ["", "import collections", "import contextlib", "import io", "import itertools", "",
+                 "ROUND = 0", "EVENTS = []"]
+        if "printfile" in f:
+            lines.append("BUF = io.StringIO()")
+        if "iter" in f:
+            count = 3 * max(self.next_calls, 1) + e.choice([0, 1, 2, 2, 3, -1])
+            if self.iter_kind == "count":
+                lines.append(f"IT = itertools.count({e.randint(0, 5)}{e.choice(['', ', 2', ', -1'])})")
+            elif self.iter_kind == "floats":
+                items = [e.choice(["0.5", "1.0", "-1.0", "2.5", "3.0", "-0.5", "4.0"]) for _ in range(max(count, 1))]
+                lines.append(f"IT = iter([{', '.join(items)}])")
+            else:
+                items = [f"jnp.array([{', '.join(str(e.randint(-3, 4)) + '.0' for _ in range(3))}])"
+                         for _ in range(max(count, 1))]
+                lines.append("IT = iter([" + ",\n            ".join(items) + "])")
+        lines += ["", "", "class Bad(ValueError):", '    """An error class of the user\'s."""', "", "",
+                  "class Span:", "    def __init__(self, tag):", "        self.tag = tag", "",
+                  "    def __enter__(self):", "        EVENTS.append(self.tag)", "        return self", "",
+                  "    def __exit__(self, *exc_info):", "        EVENTS.append(-self.tag)", "        return False",
+                  "", "", "@contextlib.contextmanager", "def span(tag):", "    EVENTS.append(tag * 10)"]
+        lines += (["    try:", "        yield tag", "    finally:", "        EVENTS.append(-tag * 10)"]
+                  if e.random() < 0.5 else ["    yield tag", "    EVENTS.append(-tag * 10)"])
+        start, change = self.scale_change
+        lines += ["", "", "class Stats:", "    calls = 0", f"    scale = {start}", "", "    @classmethod",
+                  "    def hit(cls):", "        cls.calls += 1", "        return cls.calls", "", "",
+                  "class Scaled(Stats):", "    def apply(self, v):",
+                  f"        if v.sum() > {e.randint(-2, 3)}:", "            v = v * self.scale",
+                  "        return clip(v + self.calls)", ""]
+        globals_ = ["ROUND", "EVENTS", "Stats.calls", "Stats.scale"] + (["BUF"] if "printfile" in f else [])
+        if "globals" in self.features:  # the boundary's, which the new one calls first
+            lines += ["", "_change_before = _change"]
+        lines += ["", "", "def _change():", "    global ROUND" + (", BUF" if "printfile" in f else "")]
+        if "globals" in self.features:
+            lines.append("    _change_before()")
+        lines += ["    ROUND = ROUND + 1", f"    Stats.scale = {change}"]
+        if "printfile" in f:
+            lines.append("    BUF = io.StringIO()  # the runner's file for the next call")
+        names = ", ".join(f'"{name}"' for name in globals_)
+        lines += ["", "", f"_GLOBALS = _GLOBALS + ({names})" if self.features else f"_GLOBALS = ({names})", ""]
+        return "\n".join(lines) + "\n"
+
+    def effects_statement(self, s: _Scope, indent: int, only: str | None = None) -> None:
+        """Sometimes a statement of an effects class this program draws (`self.rng` is the
+        effects stream here); with `only`, one statement of that class. Context managers,
+        class attributes, the iterator and the OrderedDict/Counter are used at f's top level
+        only (Python decides whether they run); raises, prints and big ints anywhere."""
+        f = self.effect_features if only is None else {only}
+        p = 0.12 if only is None else 1.0
+        top = indent == 1
+        if "raise" in f and self.chance(p):
+            self.effect_shown.add("raise")
+            self.traced_raise(s, indent)
+        if "ctx" in f and top and self.chance(p * 1.5):
+            self.effect_shown.add("ctx")
+            self.context_managers(s, indent)
+        if "classattr" in f and top and self.chance(p * 1.5):
+            self.effect_shown.add("classattr")
+            a, k = self.pick(s.arrays), self.pick(s.ints)
+            v = self.enew("s")
+            self.emit(indent, self.pick([
+                f"{k} = ({k} + Stats.hit()) % {INT_MOD}", f"{a} = Scaled().apply({self.arr_expr(s)})",
+                f"{a} = clip({a} + Scaled().scale)",
+                f"{v} = Scaled()\n{a} = clip({a} * {v}.scale + {v}.calls)\n{k} = ({k} + type({v}).hit()) % {INT_MOD}",
+                f"if Stats.calls > {self.rng.randint(0, 2)}:\n    {a} = clip({a} + Stats.scale)\nStats.hit()"]))
+        if "iter" in f and top and self.chance(p * 1.5):
+            self.effect_shown.add("iter")
+            a, k = self.pick(s.arrays), self.pick(s.ints)
+            self.next_calls += 1
+            if self.iter_kind == "count":
+                self.emit(indent, self.pick([f"{k} = ({k} + next(IT)) % {INT_MOD}", f"{a} = clip({a} + next(IT))",
+                                             "log.append(next(IT))"]))
+            else:
+                default = "1.0" if self.iter_kind == "floats" else "x"
+                self.emit(indent, self.pick([f"{a} = clip({a} + next(IT))", f"{a} = clip({a} * next(IT, {default}))",
+                                             "log.append(next(IT))"]))
+        if "ordered" in f and top and self.chance(p * 1.5):
+            self.effect_shown.add("ordered")
+            a, k = self.pick(s.arrays), self.pick(s.ints)
+            self.emit(indent, self.pick([
+                f'eod["m"] = clip({self.arr_expr(s)})', 'eod.move_to_end("z")', f'eod["n"] = {k}',
+                f'{a} = clip({a} + list(eod.values())[-1])', 'ecn["a"] += 1', 'ecn.update(["b", "c", "b"])',
+                f'{a} = clip({a} + ecn["a"] - ecn["zz"])', f'ecn["s"] = {self.arr(s)}.sum()',
+                f'eod.setdefault("z", {a})\neod.move_to_end("z", last=False)']))
+        if "printfile" in f and self.chance(p):
+            self.effect_shown.add("printfile")
+            target = "ebuf" if self.local_buf and self.chance(0.6) else "BUF"
+            self.emit(indent, self.pick([
+                f'print("e{self.enew("")}", {self.py_int(s)}, {self.arr(s)}.sum(), file={target})',
+                f'print({self.arr(s)}, file={target}, end=";")',
+                f'print("f", {self.py_int(s)}, {self.py_int(s)}, sep="|", file={target})',
+                f'print(f"g{{{self.py_int(s)}}}", {self.arr(s)}.max(), file={target})']))
+        if "bigint" in f and self.chance(p):
+            self.effect_shown.add("bigint")
+            self.big_int(s, indent)
+        if "while_true" in f and top and self.chance(p if only else p * 0.5):
+            self.effect_shown.add("while_true")
+            self.searching_def(s, indent)
+
+    def threshold(self, expr: str) -> str:
+        """A placeholder for a constant that `draw_program` fills in once x and y are drawn, so
+        that `expr + ROUND * 2 > constant` holds from call r on (r = 0, 1, 2; 3: never)."""
+        token = f"__THRESHOLD{len(self.thresholds)}__"
+        self.thresholds.append((token, expr, self.pick([0, 1, 1, 2, 2, 3])))
+        return token
+
+    def traced_raise(self, s: _Scope, indent: int) -> None:
+        """A `raise` in a branch on array data (staged), its message or arguments made from
+        traced values, taken on some calls only (the test reads `ROUND`, which `_change()`
+        bumps); or on a program array, taken or not as the data says."""
+        expr = self.pick(sorted(THRESHOLD_EXPRS))
+        a = self.arr(s)
+        if self.chance(0.75):
+            test = f"{expr} + ROUND * 2 > {self.threshold(expr)}"
+        else:
+            test = f"{a}.{self.pick(['sum', 'max', 'min'])}() > {self.rng.randint(-2, 8)}"
+        lines = []
+        kind = self.rng.randint(0, 5)
+        if kind == 0:
+            error = f'{self.pick(["ValueError", "Bad", "IndexError"])}(f"bad {{{a}.sum()}} at {{{expr}}}")'
+        elif kind == 1:
+            error = f'{self.pick(["ValueError", "KeyError", "Bad"])}("bad", {self.pick(THRESHOLD_EXPRS)})'
+        elif kind == 2:
+            error = f'Bad("over", {expr}, ({self.pick(["x[0]", "y[1]", "x.min()"])}, "first"))'
+        elif kind == 3:
+            error = f'{self.pick(["ValueError", "KeyError"])}("bad %s" % {a}.{self.pick(["min", "max"])}())'
+        elif kind == 4:
+            error = f'ValueError("at %s and %s" % ({expr}, ROUND))'
+        else:  # a Python counter a staged loop carried
+            c = self.enew("c")
+            arr = self.arr(s)
+            lines.append(f"{c} = 0\nwhile {c} < {self.pick(['3', '4', 'n'])} and {arr}.sum() > {c} * {self.pick(['1', '2', '3'])}:\n"
+                         f"    {c} += 1")
+            error = f'{self.pick(["ValueError", "Bad"])}(f"over after {{{c}}} steps")'
+        if self.chance(0.7):
+            lines.append(f"if {test}:\n    raise {error}")
+        else:
+            b = self.pick(s.arrays)
+            lines.append(f"if not ({test}):\n    {b} = clip({b} + 1)\nelse:\n    raise {error}")
+        self.emit(indent, "\n".join(lines))
+
+    def context_managers(self, s: _Scope, indent: int) -> None:
+        """`with` statements whose `__enter__`/`__exit__` (a class's, a `contextmanager`
+        generator's) append to the module's `EVENTS`, at f's top level and in branches and
+        loops Python decides."""
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        sp, tg = self.enew("sp"), self.enew("tg")
+        tag = self.rng.randint(1, 9)
+        body = self.pick([f"{a} = clip({self.arr_expr(s)} + {sp}.tag)", f"{a} = clip({a} * 2 - {sp}.tag)",
+                          f"if {self.cond(s)}:\n    {a} = clip({a} + {sp}.tag)"])
+        gen_body = self.pick([f"{k} = ({k} + {tg}) % {INT_MOD}", f"{a} = clip({a} - {tg})",
+                              f"if {self.cond(s)}:\n    {a} = clip({a} * {tg})\nelse:\n    {a} = clip({a} + 1)"])
+        indented = lambda text, n=1: text.replace("\n", "\n" + "    " * n)  # noqa: E731
+        kind = self.rng.randint(0, 8)
+        if kind == 0:
+            self.emit(indent, f"with Span({tag}) as {sp}:\n    {indented(body)}")
+        elif kind == 1:
+            self.emit(indent, f"with span({tag}) as {tg}:\n    {indented(gen_body)}")
+        elif kind == 2:
+            self.emit(indent, f"with Span({tag}) as {sp}, span({tag + 1}) as {tg}:\n    {indented(body)}\n"
+                              f"    {indented(gen_body)}")
+        elif kind == 3:
+            self.emit(indent, f"if len(EVENTS) {self.pick(['<', '>', '>='])} {self.rng.randint(1, 8)}:\n"
+                              f"    with Span({tag}) as {sp}:\n        {indented(body, 2)}\n"
+                              f"else:\n    with span({tag}) as {tg}:\n        {indented(gen_body, 2)}")
+        elif kind == 4:
+            self.emit(indent, f"for {tg} in ({tag}, {tag + 1}):\n    with Span({tg}) as {sp}:\n        {indented(body, 2)}")
+        elif kind == 5:
+            self.emit(indent, f"while len(EVENTS) < {self.rng.randint(2, 9)}:\n    with Span({tag}) as {sp}:\n"
+                              f"        {indented(body, 2)}")
+        elif kind == 6:
+            self.emit(indent, f"if ROUND % 2 == {self.rng.randint(0, 1)}:\n    with span({tag}) as {tg}:\n"
+                              f"        {indented(gen_body, 2)}")
+        elif kind == 7:  # a static trip count, which dy2st may stage as a scan
+            self.emit(indent, f"for {tg} in range(2):\n    with Span({self.pick([str(tag), tg + ' + 1'])}) as {sp}:\n"
+                              f"        {indented(body, 2)}")
+        else:
+            self.emit(indent, f"{sp} = Span({tag})\nwith {sp}:\n    {a} = clip({a} + len(EVENTS))\nwith {sp}:\n"
+                              f"    {indented(gen_body.replace(tg, str(tag)))}")
+
+    def big_int(self, s: _Scope, indent: int) -> None:
+        """A Python int grown by a large constant (`k = k + 2 ** 29`) in a loop whose trip count
+        may be traced (at most 3 trips: int32 holds it), and `pow(k, e, m)` of an int the data
+        decides."""
+        b, k = self.enew("b"), self.pick(s.ints)
+        self.emit(indent, f"{b} = {self.rng.randint(0, 96)}")
+        if self.chance(0.5):
+            self.emit(indent, f"for {self.enew('i')} in range({self.pick(['n', 'n', '3'])}):")
+        else:
+            w = self.enew("w")
+            self.emit(indent, f"{w} = 0\nwhile {w} < 3 and {self.arr(s)}.sum() > {self.rng.randint(-3, 4)} - {w}:")
+            self.emit(indent + 1, f"{w} += 1")
+        self.emit(indent + 1, f"{b} = {b} + 2 ** 29")
+        p = self.enew("p")
+        decided = self.pick([f"{self.rng.randint(2, 6)} if {self.arr(s)}.sum() > {self.rng.randint(-2, 4)} else {self.rng.randint(2, 9)}",
+                             f"{b} % {INT_MOD}", b])
+        self.emit(indent, f"{p} = {decided}")
+        self.emit(indent, self.pick([f"{k} = ({b} % {INT_MOD} + pow({p}, {self.rng.randint(2, 3)}, {self.pick(['7', '11', '13'])})) % {INT_MOD}",
+                                     f"{k} = pow({p}, {self.rng.randint(1, 3)}, {self.pick(['5', '97'])})",
+                                     f"log.append({b} % {INT_MOD})"]))
+
+    def searching_def(self, s: _Scope, indent: int) -> None:
+        """A nested function whose `while True:` loop leaves only by `return` (one on array data,
+        one after at most 4 trips)."""
+        h, j = self.enew("search"), self.enew("j")
+        self.emit(indent, f"def {h}(v):\n    {j} = 0\n    while True:\n        {j} += 1\n"
+                          f"        v = clip(v {self.pick(['+ 1', '* 2 - 1', '- 0.5'])})\n"
+                          f"        if v.{self.pick(['sum', 'max', 'min'])}() > {self.rng.randint(-2, 8)}:\n"
+                          f"            return v\n        if {j} >= {self.rng.randint(1, 4)}:\n"
+                          f"            return clip(v - {j})")
+        a = self.pick(s.arrays)
+        self.emit(indent, f"{a} = {h}({self.arr_expr(s)})")
+
+    def while_true_ending(self, s: _Scope) -> None:
+        """f's end as a `while True:` loop leaving only by `return` (one decided by array data,
+        one after at most 4 trips)."""
+        j, a = self.enew("j"), self.pick(s.arrays)
+        self.emit(1, f"{j} = 0\nwhile True:\n    {j} += 1\n    {a} = clip({a} + {self.pick(['1', 'y', self.arr(s)])})")
+        if self.chance(0.4):
+            k = self.pick(s.ints)
+            self.emit(2, f"{k} = ({k} + {j}) % {INT_MOD}")
+        inner = s.child(int_reads=s.int_reads + [j], loop_depth=1)
+        ret = self.return_text().replace("\n", "\n    ")
+        self.emit(2, f"if {self.traced_test(inner, j)}:\n    {ret}\nif {j} >= {self.rng.randint(1, 4)}:\n    {ret}")
 
     def finally_statement(self, s: _Scope, indent: int) -> None:
         """An exception a `finally` discards by `break`/`continue`/`return`, or one
@@ -843,15 +1180,19 @@ def draw_program(seed: int) -> RealProgram:
     """The program and inputs that `seed` names."""
     rng = random.Random(seed)
     boundary = random.Random(f"boundary-{seed}")
+    effects = random.Random(f"effects-{seed}")
     g = _Generator(rng, random.Random(f"extra-{seed}"), random.Random(f"later-{seed}"),
                    random.Random(f"mangled-{seed}"), random.Random(f"classes-{seed}"), boundary,
-                   random.Random(f"numbers-{seed}"))
+                   random.Random(f"numbers-{seed}"), effects)
     g.draw_features()
+    g.draw_effects()
     scope = _Scope(arrays=["a0", "a1"], ints=["k0", "k1"], int_reads=[], scalar_reads=[])
     g.emit(1, "a0 = x\na1 = clip(y * 2)\nk0 = 1\nk1 = len(xs)\nL = [x, y]\nP = [3, 1, 2]\n"
               'D = {"a": x, "k": 1}\nDD = D\nFN = []\nlog = []')
     if g.prologue():
         g.emit(1, g.prologue())
+    if g.effects_prologue():
+        g.emit(1, g.effects_prologue())
     while g.budget > 0:
         g.statement(scope, 1, 0)
     main = g.rng
@@ -859,15 +1200,27 @@ def draw_program(seed: int) -> RealProgram:
     for name in BOUNDARY_FEATURES:  # one statement of each class drawn that none shows yet
         if name in g.features and name not in g.shown:
             g.boundary_statement(scope, 1, only=name)
+    g.rng = effects
+    ending = "while_true" in g.effect_features and effects.random() < 0.35  # (f's end: refused more often)
+    for name in EFFECT_FEATURES:  # the same for the effects stream
+        if name in g.effect_features and name not in g.effect_shown and not (name == "while_true" and ending):
+            g.effects_statement(scope, 1, only=name)
     g.rng = main
     for line in g.tail:
         g.emit(1, line)
     g.emit(1, "out = [fn(a0) for fn in FN]")
-    g.emit(1, g.return_text())
+    if ending:
+        g.rng = effects
+        g.while_true_ending(scope)
+        g.rng = main
+    else:
+        g.emit(1, g.return_text())
     source = PRELUDE + g.module_header() + "\n" + g.signature() + "\n" + "\n".join(g.lines) + "\n"
     values = rng.sample(range(-3, 6), 6)
     x = np.array(values[:3], np.float32)
     y = np.array(values[3:], np.float32)
+    for token, expr, call in g.thresholds:  # `expr + ROUND * 2 > c` from call `call` on
+        source = source.replace(token, str(int(THRESHOLD_EXPRS[expr](x, y)) + 2 * call - 1))
     xs = [np.array(rng.sample(range(-3, 6), 3), np.float32) for _ in range(rng.randint(1, 3))]
     n, n_as_array = rng.choice([0, 1, 3]), rng.random() < 0.5
     s_values = n_values = ()

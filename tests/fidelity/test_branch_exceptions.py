@@ -136,3 +136,40 @@ def test_a_finally_or_a_plain_with_does_not_catch():
 def test_under_jit_of_the_converted_function_it_stays_a_clear_error():
     with pytest.raises(Dy2StaticError):
         jax.jit(dy2st.to_static(raises_when_big))(SMALL)
+
+
+def test_an_exception_class_of_a_module_loaded_by_path_is_raised_when_the_data_takes_the_branch(tmp_path):
+    # (its module is not in sys.modules: it was taken for a library's, and raised while tracing)
+    import importlib.util
+
+    path = tmp_path / "loaded_by_path.py"
+    path.write_text(
+        "class Bad(Exception):\n    pass\n\n"
+        "def f(x):\n"
+        "    if x.sum() > 100:\n"
+        "        raise Bad('over', x[0])\n"
+        "    return x + 1\n")
+    spec = importlib.util.spec_from_file_location("loaded_by_path", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # not registered in sys.modules
+    static = dy2st.to_static(module.f)
+    for _ in range(2):
+        np.testing.assert_array_equal(static(SMALL), module.f(SMALL))
+        with pytest.raises(module.Bad) as got:
+            static(BIG)
+        assert got.value.args[0] == "over" and float(got.value.args[1]) == 100.0
+
+
+def ternary_appends(x, log):
+    log.append(1) if x.sum() > 0 else log.append(2)
+    return x
+
+
+def test_an_in_place_change_in_a_staged_ternary_is_refused_at_its_line():
+    # both sides were traced: the caller's list got both items
+    from dy2st.errors import PythonEffectError
+
+    log = []
+    with pytest.raises(PythonEffectError, match=r"(?s)log.append\(1\).*changes a list in place.*conditional expression"):
+        dy2st.to_static(ternary_appends)(SMALL, log)
+    assert log == []

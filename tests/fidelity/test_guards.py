@@ -423,3 +423,54 @@ def test_an_iterator_from_outside_gives_its_next_item_on_every_call():
     for make in (lambda: iter([1.0, 2.0, 3.0]), _counting, lambda: iter({1.0: 0, 2.0: 0, 3.0: 0})):
         eager_it, static_it = make(), make()
         assert [float(given(X, static_it)[1]) for _ in range(3)] == [float(next_given(X, eager_it)[1]) for _ in range(3)]
+
+
+def spans_in_a_static_loop(x):
+    for i in range(2):
+        with Span(str(i + 1)):
+            x = x + 1
+    return x
+
+
+def test_a_python_effect_in_a_loop_of_known_length_unrolls_it():
+    # Staged as a scan, the body appended traced values to EVENTS and was refused, leaving them
+    # there; now the loop runs as Python, as eagerly
+    static = dy2st.to_static(spans_in_a_static_loop)
+    for fn in (spans_in_a_static_loop, static, static):
+        EVENTS.clear()
+        np.testing.assert_array_equal(fn(X), X + 2)
+        assert EVENTS == ["enter 1", "exit 1", "enter 2", "exit 2"]
+
+
+def test_a_refused_side_puts_back_the_global_list_it_changed():
+    def staged_while(x):
+        while x.sum() < 10:
+            with Span("w"):
+                x = x + 1
+        return x
+
+    EVENTS.clear()
+    with pytest.raises(dy2st.Dy2StaticError, match="changes the global EVENTS"):
+        dy2st.to_static(staged_while)(X)
+    assert EVENTS == []
+
+
+def bumps_count(x):
+    global COUNT
+    COUNT += 1
+    return x * COUNT
+
+
+def test_a_value_the_trace_changes_is_changed_on_every_call_even_when_reset():
+    # The guard's token was the value before the trace's own bump: a caller resetting the
+    # counter to it got the cached program, which bumps nothing
+    global COUNT
+    static = dy2st.to_static(bumps_count)
+    try:
+        for fn in (bumps_count, static):
+            for _ in range(3):
+                COUNT = 0
+                np.testing.assert_array_equal(fn(X), X)
+                assert COUNT == 1
+    finally:
+        COUNT = 0
