@@ -20,6 +20,8 @@ import numpy as np
 from jax import lax
 
 from dy2st import _jax_compat
+from dy2st.errors import OriginInfo
+from dy2st.runtime.asserts import check_when_run
 from dy2st.runtime.calls import convert_call
 from dy2st.runtime.values import is_traced
 
@@ -98,9 +100,12 @@ class StagedRange(StagedIterable):
             if step != 1:
                 span = (span + step - (1 if step > 0 else -1)) // step
             self.count = span.astype(jnp.int32)
-        else:
-            sign = jnp.sign(step)
-            self.count = ((stop - start + step - sign) // step).astype(jnp.int32)
+        else:  # a traced step: eagerly a zero step raises, so the program does when it runs
+            check_when_run(step != 0, lambda: ValueError("range() arg 3 must not be zero"), OriginInfo.of_user_code(),
+                           "a range's step is not zero")
+            nonzero = jnp.where(step == 0, 1, step)  # (no iterations, rather than a division by zero)
+            sign = jnp.sign(nonzero)
+            self.count = jnp.where(step == 0, 0, (stop - start + nonzero - sign) // nonzero).astype(jnp.int32)
 
     def element(self, i):
         return weak_int(_affine(self.start, i, self.step))

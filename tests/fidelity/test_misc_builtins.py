@@ -290,3 +290,25 @@ def max_min_with_defaults_and_iterators(x):
 
 def test_max_min_defaults_and_iterators():
     _check(max_min_with_defaults_and_iterators, jnp.array([1.0, 2.0]))
+
+
+def _sums_a_range(n, step):
+    total = jnp.zeros(1)
+    for i in range(10, n, step):
+        total = total + i
+    return total
+
+
+@pytest.mark.parametrize("n, step", [(5, 0), (5, -2), (20, 3), (5, 2)])
+def test_a_range_with_a_traced_step_raises_for_zero_as_eagerly(n, step):
+    # (a zero step ran no iterations and returned zeros)
+    static = dy2st.to_static(_sums_a_range)
+    args = (jnp.array(n), jnp.array(step))
+    for _ in range(2):
+        if step == 0:
+            with pytest.raises(ValueError, match="range\\(\\) arg 3 must not be zero"):
+                _sums_a_range(*args)
+            with pytest.raises(ValueError, match="range\\(\\) arg 3 must not be zero"):
+                static(*args)
+        else:
+            np.testing.assert_array_equal(static(*args), _sums_a_range(*args))
