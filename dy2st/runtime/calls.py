@@ -98,14 +98,15 @@ _READS = frozenset({"getvalue", "read", "readline", "readlines", "seek", "tell"}
 
 
 def _refuse_in_a_ternary(method) -> None:
-    ternary = refused_in_place()
-    if ternary is None:
+    around = refused_in_place()
+    if around is None:
         return
+    origin, what = around
     kind = type(method.__self__).__name__
     raise PythonEffectError(
-        f"this line changes a {kind} in place ({kind}.{method.__name__}()) in a side of a staged conditional "
-        f"expression (the one on line {ternary.lineno}): its condition is traced, so both sides are traced, "
-        "and the change would happen whichever side the data picks.",
+        f"this line changes a {kind} in place ({kind}.{method.__name__}()) in a side of a staged {what} "
+        f"(on line {origin.lineno}): its condition is traced, so both sides are traced, and the change "
+        "would happen whichever side the data picks.",
         OriginInfo.of_caller(2),
         advice="write it as an `if` statement (its branches carry lists and dicts changed in place), or "
         "build a new value in the expression (`log + [1] if c else log + [2]`).",

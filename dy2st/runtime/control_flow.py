@@ -465,7 +465,7 @@ def convert_ifexp(pred, true_fn, false_fn, python_reason=None):
 
     def side(fn):
         def run():
-            with refusing_in_place(origin):
+            with refusing_in_place(origin, "conditional expression"):
                 return (fn(),)
         return run
 

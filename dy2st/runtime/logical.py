@@ -11,7 +11,7 @@ import jax.numpy as jnp
 
 from dy2st.errors import OriginInfo, TracedValueError
 from dy2st.runtime import events
-from dy2st.runtime.staging import scalar_predicate, stage_cond
+from dy2st.runtime.staging import refusing_in_place, scalar_predicate, stage_cond
 from dy2st.runtime.values import is_traced
 
 
@@ -50,10 +50,17 @@ def _truth(value, origin: OriginInfo):
 
 def _lax_choose(pred, true_fn, false_fn, what: str):
     origin = OriginInfo.of_caller(2)
+
+    def side(fn):
+        def run():
+            with refusing_in_place(origin, what):  # a list changed in place there would change either way
+                return (fn(),)
+        return run
+
     (value,) = stage_cond(
         pred,
-        lambda: (true_fn(),),
-        lambda: (false_fn(),),
+        side(true_fn),
+        side(false_fn),
         (f"the value of {what}",),
         origin,
         branch_names=("left-true case", "left-false case"),

@@ -89,22 +89,24 @@ def staged_tracing():
 
 
 @contextlib.contextmanager
-def refusing_in_place(origin: OriginInfo):
-    """Around a side of a staged ternary: a list's, dict's or set's method changing it in place
-    there (`log.append(1) if c else log.append(2)`) would change it whichever side the data
-    picks (a ternary's sides carry no state, as an `if` statement's do): `refused_in_place`."""
+def refusing_in_place(origin: OriginInfo, what: str):
+    """Around a side of a staged ternary or `and`/`or` (`what`): a list's, dict's or set's
+    method changing it in place there (`log.append(1) if c else log.append(2)`) would change it
+    whichever side the data picks (such sides carry no state, as an `if` statement's do):
+    `refused_in_place`."""
     stack = getattr(_staging, "ternaries", None)
     if stack is None:
         stack = _staging.ternaries = []
-    stack.append(origin)
+    stack.append((origin, what))
     try:
         yield
     finally:
         stack.pop()
 
 
-def refused_in_place() -> OriginInfo | None:
-    """The staged ternary around the code running now (`refusing_in_place`), or None."""
+def refused_in_place() -> tuple | None:
+    """`(origin, what)` of the staged ternary or `and`/`or` around the code running now
+    (`refusing_in_place`), or None."""
     stack = getattr(_staging, "ternaries", None)
     return stack[-1] if stack else None
 

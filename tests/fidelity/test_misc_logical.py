@@ -179,3 +179,23 @@ def two_nested_returns(x):
 @pytest.mark.parametrize("values", [[6.0, 6.0], [6.0, 1.0], [1.0, 2.0], [1.0, 1.0], [-3.0, 1.0]])
 def test_assigned_after_deeper_returns(fn, values):
     check_equivalent(fn, jnp.array(values), grad_argnums=0)
+
+
+def _appends_in_a_lazy_operand(x):
+    calls = []
+
+    def side(v):
+        calls.append(v)
+        return v > 0
+
+    r = (x > 1) and side(x) or side(-x)
+    return r, len(calls)
+
+
+def test_a_list_changed_in_a_staged_operand_is_refused_also_inside_a_users_jit():
+    # under jax.jit both operands were traced and the list got both items (len 2, eager 1)
+    from dy2st.errors import PythonEffectError
+
+    for fn in (dy2st.to_static(_appends_in_a_lazy_operand), jax.jit(dy2st.to_static(_appends_in_a_lazy_operand))):
+        with pytest.raises(PythonEffectError, match=r"(?s)calls.append\(v\).*in a side of a staged `and`"):
+            fn(jnp.array(3))
