@@ -148,6 +148,11 @@ class _ContainerWatch:
     def __init__(self, args, kwargs, liftable: bool = True):
         self.liftable = liftable and any(type(a) in LIFTED_ROOTS for a in (*args, *kwargs.values()))
         self.snapshot, self.objects = _watched(args, kwargs)  # (a call: its locals are gone below)
+        self.recount()
+
+    def recount(self) -> None:
+        """Take the references to the watched lists and dicts as they are now (dy2st's own
+        records of them made, `writes.note_inputs`)."""
         self.counts = [sys.getrefcount(c) for c, _ in self.snapshot]
 
     def check(self) -> None:
@@ -616,6 +621,7 @@ class ProgramCache:
         with writes.program_containers(self.guards) as changed:
             if watch is not None and watch.snapshot:
                 writes.note_inputs(c for c, _ in watch.snapshot)
+                watch.recount()
             try:
                 out, encoded = self._traced(fn, args, kwargs, watcher, watch, encode)
                 if self.guards:

@@ -132,8 +132,10 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
                     body()
             check_python_ints(mark, origin)  # the numbers rule: a Python int it computes on stays in int32
             state = get_state() if get_state is not None else ()
-            # a list or dict a value holds twice (`return d, d`) stays one object after the cond
-            state = tuple(static_outputs.encode(v, aliases_only=True) if i < nouts else v for i, v in enumerate(state))
+            # a list or dict a value holds twice (`return d, d`) stays one object after the cond,
+            # and one of the caller's that both sides hold (`return y, obj.cache`) stays the caller's
+            state = tuple(static_outputs.encode(v, callers, aliases_only=True) if i < nouts else v
+                          for i, v in enumerate(state))
             side = _Side(state, nouts, tracker, contents, lists, origin)
             found.update(side.changes)
             sides_run[0] += 1
@@ -150,6 +152,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
         return run
 
     key_orders: dict = {}  # branch -> the key orders of the dicts in each output of its last trace
+    callers = _CallersContainers()
 
     try:
         for _ in range(_MAX_WRITE_ROUNDS):
@@ -182,7 +185,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
             set_state(initial)
         raise
     outputs = _in_key_order(outputs, key_orders, labels, origin)
-    outputs = [v.decode() if type(v) is static_outputs.Identities else v for v in outputs]
+    outputs = [v.decode(callers.objects) if type(v) is static_outputs.Identities else v for v in outputs]
     for key, value in zip(carried_writes, outputs[nouts:]):
         tracker.write(key, value)
     final = lists.kept(outputs[:nouts], names, origin) + tuple(initial[nouts:])
@@ -279,6 +282,26 @@ class _StateContents:
         restore_items(self.saved.values())
 
 
+class _CallersContainers:
+    """The caller's lists and dicts (`writes.note_inputs`) that the sides' values hold, as the
+    state nodes of their encoding (`static_outputs.encode`): the same one held by both sides at
+    the same place is that object after the cond, as eagerly, not a new list of its items (its
+    items, where a side changed them, are carried and written back as any attribute's)."""
+
+    def __init__(self):
+        self.objects: list = []
+        self._index: dict = {}
+
+    def __contains__(self, key: int) -> bool:
+        return key in self._index or writes.input_by_id(key) is not None
+
+    def __getitem__(self, key: int) -> int:
+        if key not in self._index:
+            self._index[key] = len(self.objects)
+            self.objects.append(writes.input_by_id(key))
+        return self._index[key]
+
+
 class _ListIdentity:
     """How each branch left the carried lists and dicts: `same` (the one from before, as it
     was), `changed` (the one from before, changed in place by code run as it is), `grown` (a
@@ -309,7 +332,8 @@ class _ListIdentity:
 
     def _see_bound(self, i: int, after, tracker: WriteTracker) -> None:
         original = tracker.originals.get(AttributeKey(id(after), ITSELF)) if type(after) in (list, dict) else None
-        tracked = after if original is not None and original.obj is after else None
+        # one from before the `if`: the side recorded it, or it is the caller's (`return obj.cache`)
+        tracked = after if (original is not None and original.obj is after) or writes.is_input(after) else None
         if i not in self.bound_to_tracked:
             self.bound_to_tracked[i] = tracked
         elif self.bound_to_tracked[i] is not tracked:

@@ -30,7 +30,7 @@ from dy2st import _jax_compat
 from dy2st.errors import (BranchOutputError, Dy2StaticError, OriginInfo, PredicateError, RuntimeChecks,
                           StagedBranchError, StagedInTryError, HostArray, IntOverflowError, is_library_file,
                           record_runtime_failure)
-from dy2st.runtime import events, guards, key_order, writes
+from dy2st.runtime import events, guards, key_order, static_outputs, writes
 from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.formatting import bind_traced
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
@@ -621,6 +621,15 @@ def _merge(t: _Branch, f: _Branch, labels, origin, branch_names, promote):
     _fill_undefined_returns(t, f)
     merged = []
     for label, ts, fs, t_leaves, f_leaves in zip(labels, t.structures, f.structures, t.leaves, f.leaves):
+        if ts != fs and static_outputs.holds_callers(ts) != static_outputs.holds_callers(fs):
+            raise BranchOutputError(
+                f"{label} holds a list or dict the caller gave in one branch, and another in the other: which "
+                "object it is afterwards (what changing it in place changes, what returning it gives back) "
+                "is decided by the data, and a program gives back one.",
+                origin,
+                advice="copy it on the side that keeps it (`r = list(r)`), so that both sides make a new one; "
+                "or change the caller's list or dict in place in both.",
+            )
         if ts != fs:
             raise BranchOutputError(
                 f"'{label}' is {_describe_var(ts, t_leaves)} in the {branch_names[0]} but "

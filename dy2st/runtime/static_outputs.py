@@ -233,6 +233,23 @@ class Identities:
         return resolve(self.tree)
 
 
+def holds_callers(structure) -> bool:
+    """Whether a value of this tree structure holds a list or dict of the caller's (a state node)."""
+    value = jax.tree_util.tree_unflatten(structure, [None] * structure.num_leaves)
+    if type(value) is not Identities:
+        return False
+    stack = [value.tree, *(entry.values for entry in value.entries)]
+    while stack:
+        node = stack.pop()
+        if type(node) is _StateNode:
+            return True
+        if isinstance(node, (list, tuple)):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            stack.extend(node.values())
+    return False
+
+
 _register = jax.tree_util.register_pytree_node
 _register(_Ref, lambda r: ((), r.index), lambda index, _: _Ref(index))
 _register(_StateNode, lambda r: ((), r.index), lambda index, _: _StateNode(index))

@@ -377,7 +377,7 @@ class _Program:
         self.refusals: list = []
         self.undos: list = []
         self.scratch: dict = {}
-        self.inputs: set = set()  # ids of the lists and dicts the caller gave (`note_inputs`)
+        self.inputs: dict = {}  # id -> the lists and dicts the caller gave (`note_inputs`)
 
 
 _programs = threading.local()  # .stack: the `_Program` of each program being traced, innermost last
@@ -420,13 +420,18 @@ def note_inputs(containers) -> None:
     identity the caller sees (`is_input`)."""
     program = _program_now()
     if program is not None:
-        program.inputs.update(id(c) for c in containers if type(c) in (list, dict))
+        program.inputs.update((id(c), c) for c in containers if type(c) in (list, dict))
 
 
 def is_input(container) -> bool:
     """Whether `container` is a list or dict the caller gave the program being traced."""
+    return input_by_id(id(container)) is container
+
+
+def input_by_id(key: int):
+    """The caller's list or dict of that id in the program being traced (`note_inputs`), or None."""
     program = _program_now()
-    return program is not None and id(container) in program.inputs
+    return program.inputs.get(key) if program is not None else None
 
 
 def program_scratch() -> dict | None:

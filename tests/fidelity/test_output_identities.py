@@ -292,7 +292,7 @@ def test_the_callers_container_on_one_side_and_another_on_the_other_is_refused(f
     # and the caller's list stayed as it was, with no error.
     from dy2st.errors import BranchOutputError
 
-    with pytest.raises(BranchOutputError, match=r"(?s)the (list|dict) the caller gave on one side.*To fix: copy it"):
+    with pytest.raises(BranchOutputError, match=r"(?s)(the (list|dict) the caller gave on one side|holds a list or dict the caller gave in one branch).*To fix: copy it"):
         dy2st.to_static(fn)(make(), -jnp.ones(2))
 
 
@@ -300,3 +300,34 @@ def test_copying_on_the_side_that_keeps_it_converts():
     for sign in (1.0, -1.0):
         for _, e, _, s in _calls(copies_on_both_sides, lambda: ([jnp.zeros(2)], sign * jnp.ones(2))):
             _equal(e, s)
+
+
+class _Holder:
+    def __init__(self):
+        self.cache = [jnp.zeros(2)]
+
+
+def returns_the_callers_list_from_either_side(x, obj):
+    if x.sum() > 0:
+        return x * 2, obj.cache
+    return x, obj.cache
+
+
+def binds_the_callers_list_on_both_sides(x, xs):
+    if x.sum() > 0:
+        r = xs
+    else:
+        r = xs
+    return r
+
+
+def test_the_callers_list_held_by_both_sides_stays_the_callers():
+    # (a staged `if` merged it into a new list of its items: `result is obj.cache` was False)
+    for sign in (1.0, -1.0):
+        x = sign * jnp.ones(2)
+        for fn in (returns_the_callers_list_from_either_side, dy2st.to_static(returns_the_callers_list_from_either_side)):
+            holder = _Holder()
+            assert fn(x, holder)[1] is holder.cache
+        for fn in (binds_the_callers_list_on_both_sides, dy2st.to_static(binds_the_callers_list_on_both_sides)):
+            xs = [jnp.ones(2)]
+            assert fn(x, xs) is xs
