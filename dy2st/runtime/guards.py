@@ -103,16 +103,16 @@ class GuardSet:
         scratch: list = []
         return {key: _freeze(reader(), scratch) for key, (reader, _) in self.entries.items()}
 
-    def changed(self, snapshot: dict | None = None):
+    def changed(self, snapshot: dict | None = None, own_writes: bool = False):
         """The key of the first guard that no longer holds (its per-call test), or None. With
         `snapshot` (`tokens_now()` taken earlier): the first value that changed since then, one
-        added since compared with its own first token, the function's own writes left out (they
-        are its ifs' and loops' state)."""
+        added since compared with its own first token, the function's own writes left out unless
+        `own_writes` (they are its ifs' and loops' state)."""
         if snapshot is None:
             return next((key for key, check in self.checks.items() if not check()), None)
         scratch: list = []
         for key, (reader, token) in list(self.entries.items()):
-            if key not in self.own_writes and _freeze(reader(), scratch) != snapshot.get(key, token):
+            if (own_writes or key not in self.own_writes) and _freeze(reader(), scratch) != snapshot.get(key, token):
                 return key
         return None
 
@@ -125,6 +125,23 @@ class GuardSet:
         for key, (reader, token) in list(self.entries.items()):
             if self.checks.get(key) is not _never and _freeze(reader(), scratch) != token:
                 self.checks[key] = _never
+        raised = writes.program_scratch().get(_AT_FIRST_RAISE)
+        key = self.changed(raised[0], own_writes=True) if raised is not None else None
+        if key is not None:
+            writes.restore_items(raised[2].values())  # (they would keep what the trace put there)
+            raise PythonEffectError(
+                f"the function changes the {describe(key)} (a Python value from outside its arguments) after "
+                "this staged `if`, whose side raises when the data takes it: tracing runs the code after it "
+                "whatever the data says, where eager Python raises first and changes nothing.",
+                raised[1],
+                advice=f"change {key[2]} before the `if`, or after the call; or raise with a Python condition.")
+
+    def note_deferred_raise(self, origin) -> None:
+        """A staged side will raise when the data takes it (at `origin`): what the trace changes
+        after this (guarded values only) eager would not change then (`note_trace_end`)."""
+        scratch = writes.program_scratch()
+        if _AT_FIRST_RAISE not in scratch:
+            scratch[_AT_FIRST_RAISE] = (self.tokens_now(), origin, self.items_now())
 
     def items_now(self) -> dict:
         """`key -> (list or dict, a copy of its items)` of each guarded value that is one."""
@@ -141,6 +158,9 @@ class GuardSet:
         self.own_writes.clear()
         self.entries.clear()
         self.kept.clear()
+
+
+_AT_FIRST_RAISE = object()  # program scratch key: (guard tokens, origin, items) at the first deferred raise
 
 
 def _never() -> bool:
@@ -187,6 +207,13 @@ def unchanged_by_side(origin, what: str, unroll=None):
             advice=f"change {key[2]} outside the `if`/loop, from values the branch returns; or pass it "
             "as an argument (dy2st writes changes to arguments back); or decide the condition with a "
             "Python value.")
+
+
+def note_deferred_raise(origin) -> None:
+    """See `GuardSet.note_deferred_raise`."""
+    guards = writes.program_guards()
+    if guards is not None:
+        guards.note_deferred_raise(origin)
 
 
 def note(fn, receiver=None) -> None:

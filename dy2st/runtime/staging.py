@@ -227,6 +227,7 @@ def _run_branch_noting(fn, branch_name: str, origin: OriginInfo):
             if not writes.in_program():
                 raise StagedBranchError.wrapping(err, branch_name, origin).with_traceback(err.__traceback__) from err
             if not handler_around():
+                guards.note_deferred_raise(origin)
                 return _Failed(err), []
             refusal = StagedInTryError(
                 f"tracing the {branch_name} of this staged `if` raised {type(err).__name__}: {err} Code around "

@@ -173,3 +173,25 @@ def test_an_in_place_change_in_a_staged_ternary_is_refused_at_its_line():
     with pytest.raises(PythonEffectError, match=r"(?s)log.append\(1\).*changes a list in place.*conditional expression"):
         dy2st.to_static(ternary_appends)(SMALL, log)
     assert log == []
+
+
+RAISED_AFTER = []
+_BATCHES = iter([1.0, 2.0])
+
+
+def changes_a_global_after_a_staged_raise(x):
+    global _BATCHES
+    if x.sum() > 100:
+        raise ValueError("too big")
+    RAISED_AFTER.append(1)
+    return x + next(_BATCHES)
+
+
+def test_a_python_effect_after_a_staged_raise_is_refused_at_the_raise():
+    # The code after the `if` is traced whatever the data says: its effect on outside values
+    # happened (and an iterator ran out on the third call) where eager raised first
+    from dy2st.errors import PythonEffectError
+
+    with pytest.raises(PythonEffectError, match=r"(?s)changes the global (RAISED_AFTER|_BATCHES).*after this staged `if`"):
+        dy2st.to_static(changes_a_global_after_a_staged_raise)(SMALL)
+    assert RAISED_AFTER == []  # put back
