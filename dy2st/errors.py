@@ -14,6 +14,7 @@ frame (`OriginInfo.from_frame`), with no source map to consult.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import linecache
 import logging
@@ -305,6 +306,17 @@ class IntOverflowError(Dy2StaticError, OverflowError):
     """
 
 
+class TracedRecursionError(Dy2StaticError, RecursionError):
+    """A recursive call did not end while its function was traced.
+
+    A staged `if` traces both of its sides, so a recursion whose base case is decided by a
+    traced value (`if n == 0: return ...` with `n` an array) calls itself again on every trace,
+    where eager Python stops when the data says. (A recursion that never ends eagerly either
+    raises this too: it is also a RecursionError.) Fix: make the base case a Python value (a
+    static int argument), or write the recursion as a loop.
+    """
+
+
 class MissingAfterLoopError(Dy2StaticError, KeyError, AttributeError):
     """A dict item or attribute first set inside a staged loop that ran zero times is live after it.
 
@@ -423,11 +435,6 @@ _TRACED_SLICE_ADVICE = (
     "(`jnp.where(jnp.arange(len(x)) < k, x, 0)`).")
 _NEEDS_CONCRETE = (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
                    jax.errors.TracerArrayConversionError)
-_ADVICE_BY_TYPE = {
-    RecursionError: "a recursive call whose base case depends on a traced value never stops "
-    "being traced (both branches of a staged `if` are traced). Make the base case a Python "
-    "value (a static int argument), or write the recursion as a loop.",
-}
 
 
 _runtime_failures: list = []  # errors raised by run-time checks, not yet re-raised by a boundary
@@ -593,6 +600,29 @@ def _as_undefined_use(exc: BaseException) -> BaseException:
     return exc
 
 
+def _as_traced_recursion(exc: BaseException) -> BaseException:
+    """Python's RecursionError from a recursion of the user's code while tracing, as a
+    TracedRecursionError at the line of the recursive call (it is still a RecursionError)."""
+    if type(exc) is not RecursionError:
+        return exc
+    # the recursive call's line: the user's line the traceback holds most often (the limit strikes
+    # at a depth that depends on the stack the call began with, anywhere in the recursion)
+    lines = collections.Counter(
+        OriginInfo(entry.tb_frame.f_code.co_filename, entry.tb_lineno, user_function_name(entry.tb_frame))
+        for entry in _walk(exc.__traceback__) if not is_library_file(entry.tb_frame.f_code.co_filename))
+    if not lines:
+        return exc
+    origin = lines.most_common(1)[0][0]
+    error = TracedRecursionError(
+        "a recursive call did not end while the function was traced: a staged `if` traces both of its "
+        "sides, so a recursion whose base case a traced value decides calls itself on every trace.",
+        origin,
+        advice="make the base case a Python value (a static int argument, `x.shape[0]`), or write the "
+        "recursion as a loop.")
+    error.__cause__, error.__traceback__ = exc, exc.__traceback__
+    return error
+
+
 def _converted_code_of(frame) -> types.CodeType | None:
     """The converted user function's code that `frame` runs in (itself or a generated branch or
     loop function nested in it), or None."""
@@ -624,7 +654,7 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
         if filtering:
             failure.__traceback__ = filter_traceback(failure.__traceback__)
         return failure
-    exc = _as_undefined_use(_as_unbound_local(exc))
+    exc = _as_traced_recursion(_as_undefined_use(_as_unbound_local(exc)))
     traced_slice = isinstance(exc, IndexError) and str(exc).startswith(_TRACED_SLICE)
     if isinstance(exc, _NEEDS_CONCRETE) or traced_slice:
         origin = innermost_user_frame(exc.__traceback__)
@@ -644,9 +674,7 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
         except AttributeError:
             pass
         if origin is not None:
-            note = user_frame_note(origin)
-            advice = next((a for t, a in _ADVICE_BY_TYPE.items() if isinstance(exc, t)), None)
-            exc.add_note(note + (f"\n  To fix: {advice}" if advice else ""))
+            exc.add_note(user_frame_note(origin))
     if filtering:
         exc.__traceback__ = filter_traceback(exc.__traceback__)
     return exc

@@ -175,6 +175,15 @@ def f(x, n):
 
 dy2st.to_static(f)(jnp.ones(3), jnp.int32(12))
 """, "Keep the value within int32, or make it a float: `acc = 1.0`."),
+    Example(errors.TracedRecursionError, """
+def count_down(n):
+    if n <= 0:          # a traced n: both sides are traced, so the recursion never stops
+        return n
+    return count_down(n - 1)
+
+dy2st.to_static(count_down)(jnp.asarray(3))
+""", "Make the base case a Python value (`count_down(3)` with an int), or write the recursion as a "
+        "`while n > 0:` loop."),
     Example(errors.ProgramOutputError, """
 class Registry:
     pass
