@@ -54,11 +54,10 @@ class LoopTransformer(StateTransformer):
             writes |= activity_of(node.target).writes
         live = getanno(node, Fact.LIVE_OUT) | getanno(node, Fact.LIVE_IN)  # LIVE_IN has the break flag
         live = live | {s for s in writes if not s.is_composite and s.base in self._captured()}
-        python_body = getanno(node, Fact.PYTHON_BODY, None)
-        if python_body is not None and python_body.makes_closures:
-            # Closures made in the body read its variables when called: they must see the cells
-            # of the enclosing function (the last iteration's values), not the body's locals.
-            live = live | {s for s in writes if not s.is_composite}
+        # (names closures read, made in the body or anywhere in the function, are among the
+        # captured ones above: they see the enclosing function's cells, the last iteration's
+        # values; a closure that reads nothing the body writes, `f = lambda v: v + 1`, is carried
+        # only where it is live after the loop)
         plain = {s for s in writes if not s.is_composite and s in live}
         local_bases = {s.base for s in writes if not s.is_composite and s not in live}
         composites = {s for s in writes if s.is_composite and s.base not in local_bases}

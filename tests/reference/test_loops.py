@@ -667,3 +667,18 @@ def test_reversed_range_of_a_traced_bound_is_staged(fn, n):
     x = jnp.array([1.0, 2.0, 3.0])
     check_equivalent(fn, x, jnp.int32(n), jit=False, grad_argnums=0)
     check_equivalent(fn, x, n)
+
+
+def _applies_a_lambda_made_per_iteration(x, n):
+    for i in range(n):
+        add = lambda v: v + 1  # noqa: E731 (made and used in the iteration only)
+        x = add(x)
+    return x
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_a_lambda_made_and_used_in_a_staged_iteration_is_not_carried(n):
+    # (a body making a closure carried every name it writes: the lambda itself was refused)
+    static = dy2st.to_static(_applies_a_lambda_made_per_iteration)
+    for _ in range(2):
+        np.testing.assert_array_equal(static(jnp.ones(2), jnp.array(n)), _applies_a_lambda_made_per_iteration(jnp.ones(2), n))
