@@ -278,6 +278,20 @@ class StagedBranchError(Dy2StaticError):
         )
 
     @classmethod
+    def wrapping_after_raise(cls, error: BaseException, origin: "OriginInfo") -> "StagedBranchError":
+        """`error`, raised while tracing code after this staged `if` (at `origin`), whose side raises
+        when the data takes it: eagerly that raise comes first, on those data."""
+        return cls._combined(type(error))(
+            f"tracing the code after this staged `if` raised {type(error).__name__}"
+            f"{': ' + _first_line(error) if str(error) else '.'} A side "
+            "of the `if` raises when the data takes it, and eager Python then raises that first; the program "
+            "cannot tell which when it is traced.",
+            origin,
+            advice="make the code after the `if` valid whatever the data (guard the index, give `next` a default), "
+            "or raise with a Python condition.",
+        )
+
+    @classmethod
     def _combined(cls, kind: type) -> type:
         """This class and `kind` in one: the error is also what was raised."""
         combined = cls._classes.get(kind)

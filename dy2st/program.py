@@ -41,7 +41,7 @@ import jax
 
 from dy2st import _jax_compat
 from dy2st.config import config, log, logger
-from dy2st.errors import InputSignatureError, PythonEffectError, RuntimeChecks
+from dy2st.errors import Dy2StaticError, InputSignatureError, PythonEffectError, RuntimeChecks, StagedBranchError
 from dy2st.input_spec import user_origin
 from dy2st.runtime import guards, key_order, static_outputs, writes
 from dy2st.runtime.undefined import check_defined
@@ -630,6 +630,11 @@ class ProgramCache:
                 # No program comes of this trace (the caller may trace again, lifting the
                 # arguments): the lists and dicts outside it that it changed are put back.
                 writes.put_back_traced(changed)
+                raised_before = guards.deferred_raise_origin()
+                if (raised_before is not None and type(error) in StagedBranchError.KEPT_TYPES + (StopIteration,)
+                        and not isinstance(error, Dy2StaticError)):
+                    raise StagedBranchError.wrapping_after_raise(error, raised_before).with_traceback(
+                        error.__traceback__) from error
                 if watcher is not None and isinstance(error, Exception) and not isinstance(error, (OrderObserved, ContainerEffect)):
                     # a trace with watched dicts failed: traced again with plain ones (keyed by
                     # their order), where the function's own error, if it is one, comes again

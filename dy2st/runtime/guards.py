@@ -216,6 +216,14 @@ def note_deferred_raise(origin) -> None:
         guards.note_deferred_raise(origin)
 
 
+def deferred_raise_origin():
+    """The line of the first staged `if` of the program being traced whose side raises when the
+    data takes it (`note_deferred_raise`), or None."""
+    scratch = writes.program_scratch()
+    raised = scratch.get(_AT_FIRST_RAISE) if scratch is not None else None
+    return raised[1] if raised is not None else None
+
+
 def note(fn, receiver=None) -> None:
     """A user function (a method of `receiver`) runs while a program is traced: guard what it reads."""
     guards = writes.program_guards()

@@ -195,3 +195,23 @@ def test_a_python_effect_after_a_staged_raise_is_refused_at_the_raise():
     with pytest.raises(PythonEffectError, match=r"(?s)changes the global (RAISED_AFTER|_BATCHES).*after this staged `if`"):
         dy2st.to_static(changes_a_global_after_a_staged_raise)(SMALL)
     assert RAISED_AFTER == []  # put back
+
+
+def runs_out_after_a_staged_raise(x, items):
+    if x.sum() > 100:
+        raise ValueError("too big")
+    it = iter(items)
+    return x + next(it)
+
+
+def test_an_error_traced_after_a_staged_raise_is_refused_at_the_raise():
+    # Eagerly the raise comes first on the data that take it; tracing met the later error
+    # first (a raw StopIteration: seed 1100776)
+    from dy2st.errors import StagedBranchError
+
+    static = dy2st.to_static(runs_out_after_a_staged_raise)
+    np.testing.assert_array_equal(static(SMALL, [1.0]), runs_out_after_a_staged_raise(SMALL, [1.0]))
+    with pytest.raises(StagedBranchError, match=r"(?s)code after this staged `if` raised StopIteration.*give `next` a default") as info:
+        static(SMALL, [])
+    assert isinstance(info.value, StopIteration)
+    assert "if x.sum() > 100:" in str(info.value)
