@@ -332,8 +332,7 @@ class _ListIdentity:
 
     def _see_bound(self, i: int, after, tracker: WriteTracker) -> None:
         original = tracker.originals.get(AttributeKey(id(after), ITSELF)) if type(after) in (list, dict) else None
-        # one from before the `if`: the side recorded it, or it is the caller's (`return obj.cache`)
-        tracked = after if (original is not None and original.obj is after) or writes.is_input(after) else None
+        tracked = after if original is not None and original.obj is after else None
         if i not in self.bound_to_tracked:
             self.bound_to_tracked[i] = tracked
         elif self.bound_to_tracked[i] is not tracked:
@@ -351,18 +350,6 @@ class _ListIdentity:
             if "replaced" not in seen:
                 refill(before, final[i])
                 final[i] = before
-            elif "same" in seen and writes.is_input(before):
-                kind, name = type(before).__name__, names[i]
-                raise BranchOutputError(
-                    f"'{name}' is the {kind} the caller gave on one side of this staged `if` and another "
-                    f"{kind} on the other: which object it is afterwards (what changing it in place "
-                    "changes, what returning it gives back) is decided by the data, and a program gives "
-                    "back one.",
-                    origin,
-                    advice=f"copy it on the side that keeps it (`{name} = {'list' if kind == 'list' else 'dict'}"
-                    f"({name})`), so that both sides make a new {kind}; or change the caller's {kind} in "
-                    "place in both.",
-                )
             elif seen & {"grown", "changed"}:
                 kind, name = type(before).__name__, names[i]
                 new = f"{name} = {name} + [v]" if kind == "list" else f"{name} = {{**{name}, 'k': v}}"

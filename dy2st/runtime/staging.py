@@ -624,12 +624,12 @@ def _merge(t: _Branch, f: _Branch, labels, origin, branch_names, promote):
     for label, ts, fs, t_leaves, f_leaves in zip(labels, t.structures, f.structures, t.leaves, f.leaves):
         if ts != fs and static_outputs.holds_callers(ts) != static_outputs.holds_callers(fs):
             raise BranchOutputError(
-                f"{label} holds a list or dict the caller gave in one branch, and another in the other: which "
+                f"'{label}' holds a list or dict the caller gave in one branch, and another in the other: which "
                 "object it is afterwards (what changing it in place changes, what returning it gives back) "
                 "is decided by the data, and a program gives back one.",
                 origin,
-                advice="copy it on the side that keeps it (`r = list(r)`), so that both sides make a new one; "
-                "or change the caller's list or dict in place in both.",
+                advice=f"copy it on the side that keeps it (`{label} = list({label})`, or `dict(...)`), so that both "
+                "sides make a new one; or change the caller's list or dict in place in both.",
             )
         if ts != fs:
             raise BranchOutputError(

@@ -417,15 +417,10 @@ def program_guards():
 
 def note_inputs(containers) -> None:
     """The lists and dicts among the inputs of the program being traced: the caller's own, whose
-    identity the caller sees (`is_input`)."""
+    identity the caller sees (`input_by_id`)."""
     program = _program_now()
     if program is not None:
         program.inputs.update((id(c), c) for c in containers if type(c) in (list, dict))
-
-
-def is_input(container) -> bool:
-    """Whether `container` is a list or dict the caller gave the program being traced."""
-    return input_by_id(id(container)) is container
 
 
 def input_by_id(key: int):

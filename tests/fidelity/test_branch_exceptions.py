@@ -180,7 +180,6 @@ _BATCHES = iter([1.0, 2.0])
 
 
 def changes_a_global_after_a_staged_raise(x):
-    global _BATCHES
     if x.sum() > 100:
         raise ValueError("too big")
     RAISED_AFTER.append(1)
