@@ -11,7 +11,7 @@ call runs no runtime operator at all, so `explain` costs a normal call nothing.
 
 Building a staged construct can take several tries (a loop whose carry changes type is traced
 again; a static `range` that cannot be a scan is unrolled instead). What a discarded try noted
-is dropped with it (`tentative`), so the report shows only what the program holds.
+is dropped with it (`Attempt.discard`), so the report shows only what the program holds.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def recording() -> Iterator[Recording]:
 
 
 class Attempt:
-    """A try at staging something; `discard()` drops what it noted (see `tentative`)."""
+    """A try at staging something; `discard()` drops what it noted when the try is given up."""
 
     def __init__(self):
         log = getattr(_state, "recording", None)
@@ -107,17 +107,6 @@ class Attempt:
     def discard(self) -> None:
         if self._log is not None:
             del self._log.events[self._start:]
-
-
-@contextlib.contextmanager
-def tentative() -> Iterator[Attempt]:
-    """A try whose events are dropped when it raises (or when the caller calls `discard`)."""
-    attempt = Attempt()
-    try:
-        yield attempt
-    except BaseException:
-        attempt.discard()
-        raise
 
 
 def describe_values(names, values) -> str:
