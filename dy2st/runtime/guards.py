@@ -274,8 +274,8 @@ def _readers(fn: types.FunctionType, receiver=None):
             yield ("g", id(namespace), name), functools.partial(namespace.get, name, _MISSING)
             yield from _attribute_readers(name, namespace[name], global_names)
     if receiver is not None:
-        for klass in (receiver if isinstance(receiver, type) else type(receiver)).__mro__:
-            yield from _attribute_readers(klass.__qualname__, klass, global_names)
+        kind = receiver if isinstance(receiver, type) else type(receiver)
+        yield from _attribute_readers(kind.__qualname__, kind, global_names)
     for name, cell in zip(cell_names, fn.__closure__ or ()):
         if name != "__class__" and not name.startswith("dy2st_"):
             yield ("c", id(cell), name), functools.partial(_cell_value, cell)
@@ -295,12 +295,20 @@ def _attribute_readers(label: str, holder, names: tuple):
     if isinstance(holder, types.ModuleType):
         if is_library_file(getattr(holder, "__file__", None) or "<builtin>"):
             return
-    elif not (isinstance(holder, type) and is_users_class(holder)):
+        holders = [holder]
+    elif isinstance(holder, type) and is_users_class(holder):
+        # a class's attribute resolves through its bases: each of the user's classes on the way is
+        # read, where it holds the name and where it does not yet (`cls.calls += 1` in a method
+        # inherited from a base sets the attribute on the subclass, which then shadows the base's)
+        holders = [k for k in holder.__mro__ if is_users_class(k)]
+    else:
         return
-    attributes = vars(holder)
-    for name in names:
-        if name in attributes and not name.startswith("__"):
-            yield ("a", id(holder), f"{label}.{name}"), functools.partial(attributes.get, name, _MISSING)
+    found = [n for n in names if not n.startswith("__") and any(n in vars(h) for h in holders)]
+    for klass in holders:
+        attributes = vars(klass)
+        for name in found:
+            yield ("a", id(klass), f"{klass.__qualname__ if klass is not holder else label}.{name}"), \
+                functools.partial(attributes.get, name, _MISSING)
 
 
 def _cell_value(cell):

@@ -476,3 +476,33 @@ def test_a_value_the_trace_changes_is_changed_on_every_call_even_when_reset():
                 assert COUNT == 1
     finally:
         COUNT = 0
+
+
+class _Counted:
+    calls = 0
+
+    @classmethod
+    def hit(cls):
+        cls.calls += 1  # on a subclass: sets the subclass's own attribute, shadowing this one
+        return cls.calls
+
+
+class _Sub(_Counted):
+    pass
+
+
+def reads_an_inherited_attribute(x):
+    s = _Sub()
+    before = s.calls
+    return x * (before + type(s).hit())
+
+
+def test_an_attribute_a_subclass_gains_shadowing_its_base_is_read_on_every_call():
+    # The subclass had no `calls` when traced (it was the base's): the one its classmethod then
+    # set went unguarded, and the program kept the first call's value (seed 1102961)
+    static = dy2st.to_static(reads_an_inherited_attribute)
+    results = {}
+    for fn in (reads_an_inherited_attribute, static):
+        _Sub.__dict__.get("calls") is not None and delattr(_Sub, "calls")
+        results[fn] = [float(fn(X)[1]) for _ in range(3)]
+    assert results[static] == results[reads_an_inherited_attribute] == [1.0, 3.0, 5.0]
