@@ -495,10 +495,8 @@ class HostArray:
 
 
 def _with_jax_arrays(failure: BaseException) -> BaseException:
-    if any(isinstance(leaf, HostArray) for leaf in jax.tree_util.tree_leaves(
-            failure.args, is_leaf=lambda v: isinstance(v, HostArray))):
-        failure.args = jax.tree_util.tree_map(lambda v: jax.numpy.asarray(v.value) if isinstance(v, HostArray) else v,
-                                              failure.args, is_leaf=lambda v: isinstance(v, HostArray))
+    failure.args = jax.tree_util.tree_map(lambda v: jax.numpy.asarray(v.value) if isinstance(v, HostArray) else v,
+                                          failure.args, is_leaf=lambda v: isinstance(v, HostArray))
     return failure
 
 

@@ -265,12 +265,17 @@ def _static_token(value):
     Python but three programs: eager's results differ in type), a float by its bits (`0.0`
     and `-0.0` are equal, a NaN equals nothing, not even itself)."""
     kind = type(value)
+    if kind in _PLAIN_STATICS:  # the common case, on the per-call path: no iterator test
+        return kind, value
     if kind is float:
         return kind, value.hex()
     if kind is complex:
         return kind, value.real.hex(), value.imag.hex()
     position = iterator_position(value)  # an iterator the last call advanced: another program
     return (kind, value) if position is None else (kind, value, position)
+
+
+_PLAIN_STATICS = frozenset({int, bool, str, bytes, type(None)})
 
 
 class StaticKey:

@@ -28,7 +28,7 @@ from dy2st import _jax_compat
 from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError
 from dy2st.runtime import events, key_order, reachable, state_cells, static_outputs, writes
 from dy2st.runtime.asserts import check_python_ints
-from dy2st.runtime.staging import grown_from, grown_here, grown_in_this_side, refusing_in_place, stage_cond, watch_here
+from dy2st.runtime.staging import grown_from, grown_here, grown_in_this_side, stage_cond, stage_value, watch_here
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined
 from dy2st.runtime.writes import (ITSELF, AttributeKey, WriteTracker, changed_contents, refill,
@@ -473,26 +473,11 @@ def convert_ifexp(pred, true_fn, false_fn, python_reason=None):
     if python_reason is not None:
         raise _python_effect_error(python_reason, OriginInfo.of_caller())
     origin = OriginInfo.of_caller()
-
-    def side(fn):
-        def run():
-            with refusing_in_place(origin, "conditional expression"):
-                return (fn(),)
-        return run
-
-    (value,) = stage_cond(
-        pred,
-        side(true_fn),
-        side(false_fn),
-        ("the conditional expression",),
-        origin,
-        branch_names=("true side", "false side"),
-        promote=True,
-    )
+    value = stage_value(pred, true_fn, false_fn, "the conditional expression", "conditional expression", origin,
+                        ("true side", "false side"))
     if events.active():
         events.note(origin, "cond", "lax.cond (conditional expression)", _carries(("value",), (value,)))
     return value
-
 
 
 def _python_effect_error(reason: str, origin: OriginInfo) -> PythonEffectError:

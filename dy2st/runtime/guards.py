@@ -389,15 +389,15 @@ def _token(value, kept, budget, visiting):
     if isinstance(value, jax.Array):
         kept.append(value)
         return "array", id(value)
-    position = iterator_position(value)
-    if position is not None:  # (`_is_code` would take a builtin iterator for machinery)
-        kept.append(value)
-        return "iterator", id(value), position
     if isinstance(value, np.ndarray):
         kept.append(value)
         if value.size <= _NUMPY_LIMIT and value.dtype != object:
             return "numpy", id(value), value.shape, value.dtype.str, value.tobytes()
         return "numpy", id(value)
+    position = iterator_position(value)
+    if position is not None:  # (`_is_code` would take a builtin iterator for machinery)
+        kept.append(value)
+        return "iterator", id(value), position
     if _is_code(value) or budget[0] <= 0:
         kept.append(value)
         return "object", id(value)

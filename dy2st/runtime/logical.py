@@ -11,7 +11,7 @@ import jax.numpy as jnp
 
 from dy2st.errors import OriginInfo, TracedValueError
 from dy2st.runtime import events
-from dy2st.runtime.staging import refusing_in_place, scalar_predicate, stage_cond
+from dy2st.runtime.staging import scalar_predicate, stage_value
 from dy2st.runtime.values import is_traced
 
 
@@ -50,22 +50,8 @@ def _truth(value, origin: OriginInfo):
 
 def _lax_choose(pred, true_fn, false_fn, what: str):
     origin = OriginInfo.of_caller(2)
-
-    def side(fn):
-        def run():
-            with refusing_in_place(origin, what):  # a list changed in place there would change either way
-                return (fn(),)
-        return run
-
-    (value,) = stage_cond(
-        pred,
-        side(true_fn),
-        side(false_fn),
-        (f"the value of {what}",),
-        origin,
-        branch_names=("left-true case", "left-false case"),
-        promote=True,
-    )
+    value = stage_value(pred, true_fn, false_fn, f"the value of {what}", what, origin,
+                        ("left-true case", "left-false case"))
     if events.active():
         events.note(origin, "cond", f"lax.cond ({what})", f"the right side of {what} runs only when the left "
                     "side does not decide: a cond keeps Python's short circuit")

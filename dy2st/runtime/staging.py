@@ -519,6 +519,22 @@ class _Abandon(Exception):
         self.both = both
 
 
+def stage_value(pred, true_fn, false_fn, label: str, what: str, origin: OriginInfo, branch_names):
+    """`true_fn() if pred else false_fn()` for a traced `pred`: one value, named `label` in
+    errors, of a ternary or an `and`/`or` (`what`). Its sides carry no state, as an `if`
+    statement's do, so a list, dict or set they change in place is refused (`refusing_in_place`)."""
+
+    def side(fn):
+        def run():
+            with refusing_in_place(origin, what):
+                return (fn(),)
+        return run
+
+    (value,) = stage_cond(pred, side(true_fn), side(false_fn), (label,), origin, branch_names=branch_names,
+                          promote=True)
+    return value
+
+
 def stage_cond(
     pred,
     true_fn: Callable[[], Sequence],
