@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -20,7 +21,7 @@ from dy2st.program import (_FAST_TYPES, ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, LIFTED
                            ConcreteProgram, ContainerEffect, ProgramCache, plain_python)
 from dy2st.sharding import Shardings
 from dy2st.runtime import guards, static_outputs
-from dy2st.runtime.calls import NOT_TO_STATIC_ATTR, runs_eagerly, top_level_target
+from dy2st.runtime.calls import NOT_TO_STATIC_ATTR, python_function_of, runs_eagerly, top_level_target
 from dy2st.runtime.undefined import check_defined
 
 def not_to_static(fn):
@@ -548,6 +549,10 @@ class StaticFunction(functools.partial):
 
         return explain(self, *args, **kwargs)
 
+    def trace_request(self, *args, **kwargs) -> "TraceRequest":
+        """The call `explain` traces for these arguments (for dy2st's own tools)."""
+        return TraceRequest(self, input_spec.abstract((self._with_input_spec(args, kwargs), kwargs)), bound=0)
+
     def _with_input_spec(self, args, kwargs) -> tuple:
         """`args`, or the `input_spec` given to `to_static` when a trace is asked for with no
         arguments (a method's `self` aside: its specs come after it)."""
@@ -597,6 +602,11 @@ class BoundStaticFunction(StaticFunction):
         signature = inspect.signature(self._owner._fn)
         return signature.replace(parameters=list(signature.parameters.values())[1:])
 
+    def trace_request(self, *args, **kwargs) -> "TraceRequest":
+        owner = self._owner
+        call = input_spec.abstract((owner._with_input_spec((self.__self__, *args), kwargs), kwargs))
+        return TraceRequest(owner, call, bound=1)
+
     @property
     def code(self) -> str:
         return self._owner.code
@@ -619,6 +629,34 @@ class BoundStaticFunction(StaticFunction):
 
 
 _LIBRARY_PACKAGES = ("flax", "equinox", "builtins", "jax", "jaxlib", "numpy")
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceRequest:
+    """A call as the call path would trace it, for `explain`: the abstract arguments (a bound
+    method's `self` first: `bound` of them), the user's function, and `runner()`, which runs the
+    arguments with a model's arrays lifted as inputs (dy2st/state.py), so tracing writes
+    nothing on them."""
+
+    owner: StaticFunction
+    call: tuple  # (args, kwargs), arrays as ShapeDtypeStructs
+    bound: int
+
+    @property
+    def user_function(self):
+        return inspect.unwrap(python_function_of(self.owner) or self.owner._fn)
+
+    def convert(self) -> None:
+        """Convert the function now (once; a Dy2StaticError if it cannot be)."""
+        self.owner._converted  # noqa: B018
+
+    def runner(self) -> tuple:
+        """`(run, args, kwargs)`: a call of `run(*args, **kwargs)` traces what the call would."""
+        args, kwargs = self.call
+        positions = stateful.root_positions(args, kwargs)
+        if positions:
+            return self.owner._stateful_programs.fresh_run(args, kwargs, positions)
+        return self.owner, args, kwargs
 
 
 def _model_method(model):

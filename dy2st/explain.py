@@ -30,11 +30,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from dy2st import _jax_compat, input_spec, stateful
+from dy2st import _jax_compat
 from dy2st.config import config
 from dy2st.errors import Dy2StaticError, at_boundary
 from dy2st.runtime import events
-from dy2st.runtime.calls import python_function_of
 from dy2st.runtime.events import Event
 from dy2st.runtime.values import ARRAY_TYPES
 
@@ -228,20 +227,19 @@ def explain(fn, *args, **kwargs) -> Report:
     shown at its line), not raised.
     """
     static_function = fn  # a StaticFunction (`dy2st.explain` converts anything else first)
-    owner = getattr(static_function, "_owner", static_function)  # a bound method's class-level function
-    bound = () if owner is static_function else (static_function.__self__,)
-    call_args, kwargs = input_spec.abstract((owner._with_input_spec((*bound, *args), kwargs), kwargs))
+    request = static_function.trace_request(*args, **kwargs)
+    call_args, kwargs = request.call
     start = time.perf_counter()
     error = None
     try:
-        static_function._converted  # noqa: B018 (converts, once; timed apart from tracing)
+        request.convert()  # (once; timed apart from tracing)
     except Dy2StaticError as err:
         error = err
     convert_seconds = time.perf_counter() - start
     traced, trace_seconds, specs = None, 0.0, []
     with events.recording() as recorded:
         if error is None:
-            program, specs = _traceable(owner, call_args, kwargs)
+            program, specs = _traceable(*request.runner())
             start = time.perf_counter()
             try:
                 traced = jax.jit(program).trace(*specs)
@@ -256,11 +254,11 @@ def explain(fn, *args, **kwargs) -> Report:
         else _compile(traced)
     jaxpr = traced.jaxpr if traced is not None else None
     recorded_events = recorded.events + ([_error_event(error)] if error is not None and error.origin else [])
-    blocks = _blocks(static_function, recorded_events)
+    blocks = _blocks(request.user_function, recorded_events)
     counts = _ProgramCounts.of(jaxpr, {b.filename for b in blocks})
     return Report(
         function=getattr(static_function, "__qualname__", repr(static_function)),
-        signature=_describe_signature(static_function, call_args[len(bound):], kwargs),
+        signature=_describe_signature(static_function, call_args[request.bound:], kwargs),
         programs_cached=len(static_function.programs),
         equations=counts.equations,
         primitives=counts.control,
@@ -278,17 +276,10 @@ def explain(fn, *args, **kwargs) -> Report:
 
 
 # -- helpers -------------------------------------------------------------------------------------
-def _traceable(owner, call_args, kwargs):
+def _traceable(run, call_args, kwargs):
     """`(program, specs)`: a function of the array arguments that runs what the call
-    `owner(*call_args, **kwargs)` runs, and their ShapeDtypeStructs. Python values stay static,
-    as in a call. A model's arrays (a method's `self`, objects and NNX modules given as
-    arguments) are inputs too, lifted as the call path lifts them (dy2st/state.py), so tracing
-    writes nothing on them."""
-    positions = stateful.root_positions(call_args, kwargs)
-    if positions:
-        run, call_args, kwargs = owner._stateful_programs.fresh_run(call_args, kwargs, positions)
-    else:
-        run = owner
+    `run(*call_args, **kwargs)` runs (`TraceRequest.runner`), and their ShapeDtypeStructs.
+    Python values stay static, as in a call."""
     leaves, tree = jax.tree_util.tree_flatten((call_args, kwargs))
     arrays = [i for i, leaf in enumerate(leaves) if _is_array_like(leaf)]
 
@@ -371,9 +362,9 @@ def _line_notes(recorded: list[Event]) -> list[LineNote]:
     return notes
 
 
-def _blocks(static_function, recorded: list[Event]) -> list[SourceBlock]:
+def _blocks(function, recorded: list[Event]) -> list[SourceBlock]:
     """The explained function's source, then each converted callee's, in the order called."""
-    functions = [inspect.unwrap(python_function_of(static_function) or static_function._fn)]
+    functions = [function]
     for event in recorded:
         if event.callee is not None and event.callee not in functions:
             functions.append(event.callee)

@@ -75,3 +75,13 @@ def test_no_import_cycles():
 
 def test_the_check_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
+
+
+def test_one_trace_context():
+    """What is being traced now lives in `runtime/trace_context.CONTEXT` alone: no other runtime
+    module keeps a thread-local of its own (each once meant "the current trace or side")."""
+    modules = _modules()
+    keeping = [m for m, path in modules.items()
+               if m.startswith("dy2st.runtime") and m != "dy2st.runtime.trace_context"
+               and "threading.local" in open(path).read()]
+    assert keeping == []

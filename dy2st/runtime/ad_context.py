@@ -10,31 +10,28 @@ that loop's own tracers. Staging code therefore traces bodies inside `scope(valu
 from __future__ import annotations
 
 import contextlib
-import threading
 
 import jax
 import jax.numpy as jnp
 
 from dy2st import _jax_compat
 from dy2st.runtime.values import is_traced
-
-_state = threading.local()
-
+from dy2st.runtime.trace_context import CONTEXT
 
 def active(values) -> bool:
     """Whether reverse-mode AD is tracing any floating value of `values`, or an enclosing loop's."""
-    return getattr(_state, "depth", 0) > 0 or _differentiated(values)
+    return CONTEXT.reverse_depth > 0 or _differentiated(values)
 
 
 @contextlib.contextmanager
 def scope(values):
     """Trace a loop's or branch's body inside this: nested loops then know about reverse mode."""
     reverse = active(values)
-    _state.depth = getattr(_state, "depth", 0) + reverse
+    CONTEXT.reverse_depth += reverse
     try:
         yield
     finally:
-        _state.depth -= reverse
+        CONTEXT.reverse_depth -= reverse
 
 
 def _differentiated(values) -> bool:

@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import functools
 import sys
-import threading
 
 import jax
 
 from dy2st.errors import OriginInfo, ScopeWriteError, StagedInTryError
 from dy2st.runtime import writes
 from dy2st.runtime.values import is_traced
+from dy2st.runtime.trace_context import CONTEXT
 
 
 _MISSING = object()  # the global did not exist before the write
-_remembered = threading.local()
 
 
 def _remembered_globals() -> dict:
@@ -31,9 +30,7 @@ def _remembered_globals() -> dict:
     scratch = writes.program_scratch()
     if scratch is not None:
         return scratch.setdefault("remembered_globals", {})
-    if not hasattr(_remembered, "values"):
-        _remembered.values = {}
-    return _remembered.values
+    return CONTEXT.remembered_globals
 
 
 def remember_global(name: str) -> None:

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import threading
 from typing import Iterator
 
 from dy2st.errors import OriginInfo
+from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.values import describe
 
 
@@ -69,17 +69,14 @@ class Recording:
         self.events: list[Event] = []
 
 
-_state = threading.local()
-
-
 def active() -> bool:
     """Whether a recording is open on this thread (compute event details only then)."""
-    return getattr(_state, "recording", None) is not None
+    return CONTEXT.recording is not None
 
 
 def note(origin: OriginInfo | None, kind: str, summary: str, detail: str = "", callee=None) -> None:
     """Record a decision at `origin` when a recording is open; otherwise do nothing."""
-    log = getattr(_state, "recording", None)
+    log = CONTEXT.recording
     if log is None or origin is None:
         return
     log.events.append(Event(origin.filename, origin.lineno, origin.function_name, kind, summary, detail, callee))
@@ -88,19 +85,19 @@ def note(origin: OriginInfo | None, kind: str, summary: str, detail: str = "", c
 @contextlib.contextmanager
 def recording() -> Iterator[Recording]:
     """Record the events of the traces run inside; nested recordings are independent."""
-    outer = getattr(_state, "recording", None)
-    log = _state.recording = Recording()
+    outer = CONTEXT.recording
+    log = CONTEXT.recording = Recording()
     try:
         yield log
     finally:
-        _state.recording = outer
+        CONTEXT.recording = outer
 
 
 class Attempt:
     """A try at staging something; `discard()` drops what it noted when the try is given up."""
 
     def __init__(self):
-        log = getattr(_state, "recording", None)
+        log = CONTEXT.recording
         self._log = log
         self._start = len(log.events) if log is not None else 0
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sys
-import threading
 
 import jax
 
@@ -40,6 +39,7 @@ from dy2st.runtime.iterables import HeaderItems, StagedArray, StagedIterable, St
 from dy2st.runtime.control_flow import stage_if
 from dy2st.runtime.staging import scalar_predicate
 from dy2st.runtime.values import is_traced
+from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.undefined import Undefined
 
 # A static range shorter than this unrolls: one or no iteration gains nothing from a scan.
@@ -54,18 +54,9 @@ class LoopOptions:
     on_bound: str = "error"  # what a staged loop does when the bound stops it: "error" or "stop"
 
 
-_active = threading.local()
-
-
-def _stack() -> list:
-    if not hasattr(_active, "stack"):
-        _active.stack = []
-    return _active.stack
-
-
 @contextlib.contextmanager
 def _options_scope(options: LoopOptions):
-    stack = _stack()
+    stack = CONTEXT.loop_options
     stack.append(options)
     try:
         yield options
@@ -99,7 +90,7 @@ def set_loop_options(maximum_iterations: int | None = None, on_bound: str = "err
     ):
         raise ValueError(f"maximum_iterations must be a non-negative Python int, got {maximum_iterations!r}")
     loop_checks.check_on_bound(on_bound)
-    stack = _stack()
+    stack = CONTEXT.loop_options
     if stack:
         stack[-1].maximum_iterations = maximum_iterations
         stack[-1].on_bound = on_bound

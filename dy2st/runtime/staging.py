@@ -18,7 +18,6 @@ import dis
 import functools
 import reprlib
 import sys
-import threading
 from typing import Callable, Sequence
 
 import jax
@@ -33,6 +32,7 @@ from dy2st.errors import (BranchOutputError, Dy2StaticError, OriginInfo, Predica
 from dy2st.runtime import events, guards, key_order, static_outputs, writes
 from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.formatting import bind_traced
+from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
 from dy2st.runtime.values import PY_SCALARS, describe, flatten_state, is_array, stands_for_python_number
 
@@ -63,29 +63,24 @@ class _Branch:
         return _Branch(list(self.structures), [list(l) for l in self.leaves])
 
 
-_staging = threading.local()
-
-
 def tracing_staged_code() -> bool:
     """Whether a staged branch or loop body is being traced now: code may run more than once
     (both sides of an `if`, a loop body traced for its types) from the same state."""
-    return getattr(_staging, "depth", 0) > 0
+    return bool(CONTEXT.sides)
 
 
 @contextlib.contextmanager
 def staged_tracing():
     """Trace a staged branch or loop body inside this (see `tracing_staged_code`)."""
     key_order.observe_all()  # the side's state machinery takes dicts as plain ones
-    _staging.depth = getattr(_staging, "depth", 0) + 1
-    _sides().append(object())
+    CONTEXT.sides.append(object())
     try:
         yield
     finally:
-        _sides().pop()
-        _staging.depth -= 1
-        if not _staging.depth:
-            _grown_lists().clear()
-            _watched().clear()
+        CONTEXT.sides.pop()
+        if not CONTEXT.sides:
+            CONTEXT.grown_lists.clear()
+            CONTEXT.watched_lists.clear()
 
 
 @contextlib.contextmanager
@@ -94,45 +89,34 @@ def refusing_in_place(origin: OriginInfo, what: str):
     method changing it in place there (`log.append(1) if c else log.append(2)`) would change it
     whichever side the data picks (such sides carry no state, as an `if` statement's do):
     `refused_in_place`."""
-    stack = getattr(_staging, "ternaries", None)
-    if stack is None:
-        stack = _staging.ternaries = []
-    stack.append((origin, what))
+    CONTEXT.in_place_refusals.append((origin, what))
     try:
         yield
     finally:
-        stack.pop()
+        CONTEXT.in_place_refusals.pop()
 
 
 def refused_in_place() -> tuple | None:
     """`(origin, what)` of the staged ternary or `and`/`or` around the code running now
     (`refusing_in_place`), or None."""
-    stack = getattr(_staging, "ternaries", None)
+    stack = CONTEXT.in_place_refusals
     return stack[-1] if stack else None
 
 
-def _sides() -> list:
-    """A token per staged side or body being traced, innermost last."""
-    if not hasattr(_staging, "sides"):
-        _staging.sides = []
-    return _staging.sides
-
-
-def _grown_lists() -> dict:
-    if not hasattr(_staging, "grown"):
-        _staging.grown = {}
-    return _staging.grown
+def _side_now():
+    """The token of the innermost staged side or body being traced, or None."""
+    return CONTEXT.sides[-1] if CONTEXT.sides else None
 
 
 def note_grown(grown: list, original: list) -> None:
     """`grown` stands for `original` after an in-place append made while tracing staged code
     (`list_append` gives a new list there; eagerly `original` itself would have grown)."""
-    _grown_lists()[id(grown)] = (grown, grown_from(original), _sides()[-1] if _sides() else None)
+    CONTEXT.grown_lists[id(grown)] = (grown, grown_from(original), _side_now())
 
 
 def own_records():
     """The tuples this module keeps lists in (for `writes._own_references`)."""
-    return [*_grown_lists().values(), *_watched().values()]
+    return [*CONTEXT.grown_lists.values(), *CONTEXT.watched_lists.values()]
 
 
 writes.RECORD_SOURCES.append(own_records)
@@ -141,13 +125,7 @@ writes.RECORD_SOURCES.append(own_records)
 def watch_here(container) -> None:
     """`container` (a list an `if`'s variable holds before it) is put back after each side
     being traced now (see `control_flow._StateContents`): it may change in place there."""
-    _watched()[id(container)] = (container, _sides()[-1] if _sides() else None)
-
-
-def _watched() -> dict:
-    if not hasattr(_staging, "watched"):
-        _staging.watched = {}
-    return _staging.watched
+    CONTEXT.watched_lists[id(container)] = (container, _side_now())
 
 
 def may_grow_here(value) -> bool:
@@ -156,29 +134,29 @@ def may_grow_here(value) -> bool:
     a context manager's, sees the items in order, as eagerly)."""
     if grown_here(value):
         return True
-    entry = _watched().get(id(value))
-    return entry is not None and entry[0] is value and bool(_sides()) and entry[1] is _sides()[-1]
+    entry = CONTEXT.watched_lists.get(id(value))
+    return entry is not None and entry[0] is value and entry[1] is not None and entry[1] is _side_now()
 
 
 def grown_in_this_side() -> list:
     """`(copy, list it stands for)` of every copy an append made in the side traced now, held
     by a variable or not (eagerly each append grew the list itself)."""
-    token = _sides()[-1] if _sides() else None
-    return [(grown, root) for grown, root, side in _grown_lists().values() if side is token]
+    token = _side_now()
+    return [(grown, root) for grown, root, side in CONTEXT.grown_lists.values() if side is token]
 
 
 def grown_here(value) -> bool:
     """Whether `value` is a copy `note_grown` noted in the side being traced now: nothing
     outside the side holds it, so it may grow in place (as eagerly, every reference to it sees
     the item: a `Ctx` given the list, then an append through the variable)."""
-    entry = _grown_lists().get(id(value))
-    return entry is not None and entry[0] is value and bool(_sides()) and entry[2] is _sides()[-1]
+    entry = CONTEXT.grown_lists.get(id(value))
+    return entry is not None and entry[0] is value and entry[2] is not None and entry[2] is _side_now()
 
 
 def grown_from(value):
     """The list eager code would hold in place of `value`: the list `value` was grown from by
     in-place appends while tracing, else `value` itself."""
-    entry = _grown_lists().get(id(value))
+    entry = CONTEXT.grown_lists.get(id(value))
     return entry[1] if entry is not None and entry[0] is value else value
 
 

@@ -22,19 +22,18 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import threading
 from typing import NamedTuple
 
 import jax
 
 from dy2st.errors import REFUSAL_LISTENERS, ConversionError, LoopVariableError, OriginInfo, PythonEffectError
 from dy2st.runtime import reachable
+from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.undefined import Undefined
 from dy2st.user_code import is_users_object
 
 _MISSING = object()
 ITSELF = ""  # the "attribute" of a tracked list or dict that stands for its own contents
-_active = threading.local()  # .trackers: the WriteTrackers of the sides being traced, innermost last
 
 
 class AttributeKey(NamedTuple):
@@ -130,17 +129,14 @@ class WriteTracker:
         self._first_items: dict = {}
 
     def __enter__(self):
-        stack = getattr(_active, "trackers", None)
-        if stack is None:
-            stack = _active.trackers = []
-        stack.append(self)
+        CONTEXT.trackers.append(self)
         self._seen = {}
         self._containers = {}
         self._born = {}
         return self
 
     def __exit__(self, exc_type, *exc):
-        _active.trackers.pop()
+        CONTEXT.trackers.pop()
         if exc_type is not None:  # the side failed half way: no object keeps what it wrote
             self.restore()
         return False
@@ -267,14 +263,14 @@ class WriteTracker:
 
 def note_receiver(obj) -> None:
     """Called by `convert_call` for a method's object: the active trackers record it."""
-    for tracker in getattr(_active, "trackers", ()) or ():
+    for tracker in CONTEXT.trackers:
         if hasattr(obj, "__dict__") and not isinstance(obj, type):
             tracker.see(obj)
 
 
 def note_born(obj) -> None:
     """Called by `convert_call` for an object a user's class made: see `WriteTracker.is_born`."""
-    for tracker in getattr(_active, "trackers", ()) or ():
+    for tracker in CONTEXT.trackers:
         tracker.see_born(obj)
 
 
@@ -282,7 +278,7 @@ def watched_container(target) -> bool:
     """Whether the innermost side being traced records `target` as a container given to a call
     (`helper(tmp)`, where `helper` appends to its parameter): it is put back after the side,
     its change carried, so it may change in place."""
-    trackers = getattr(_active, "trackers", None)
+    trackers = CONTEXT.trackers
     return bool(trackers) and trackers[-1]._containers.get(id(target)) is target
 
 
@@ -303,7 +299,7 @@ def append_unseen(target: list, name: str) -> bool:
     somewhere no root shows (one a cache returns) is told apart after the `if`
     (`refuse_unseen_held_outside`) and, after a loop, once the program's function returned
     (`leaked`: the loop's variables hold the body's lists until then)."""
-    trackers = getattr(_active, "trackers", None)
+    trackers = CONTEXT.trackers
     if not trackers:
         return False
     unseen = trackers[-1].unseen
@@ -345,7 +341,7 @@ def _held_outside(container: list) -> bool:
 def _own_references(container: list) -> int:
     """How many references to `container` the staging's and the programs' records hold."""
     count = 0
-    for records in (*(source() for source in RECORD_SOURCES), *(p.changed.values() for p in getattr(_programs, "stack", ()))):
+    for records in (*(source() for source in RECORD_SOURCES), *(p.changed.values() for p in CONTEXT.programs)):
         for record in records:
             count += sum(1 for item in record if item is container)
     return count
@@ -380,11 +376,8 @@ class _Program:
         self.inputs: dict = {}  # id -> the lists and dicts the caller gave (`note_inputs`)
 
 
-_programs = threading.local()  # .stack: the `_Program` of each program being traced, innermost last
-
-
 def _program_now() -> _Program | None:
-    stack = getattr(_programs, "stack", None)
+    stack = CONTEXT.programs
     return stack[-1] if stack else None
 
 
@@ -394,9 +387,7 @@ def program_containers(guards=None):
     that the side changed in place (`_record_from_before`), for `leaked`; if the trace raises,
     what was noted to undo (`on_abandon`) is undone once all else unwound. `guards`: where what
     the trace reads from outside its arguments is guarded (`program_guards`)."""
-    stack = getattr(_programs, "stack", None)
-    if stack is None:
-        stack = _programs.stack = []
+    stack = CONTEXT.programs
     program = _Program(guards)
     stack.append(program)
     try:
@@ -509,7 +500,7 @@ def in_program() -> bool:
     """Whether a program of dy2st's own is being traced on this thread (not a function run
     inline into a user's `jax.jit`): what Python does now is done once, while its calls run
     the program many times."""
-    return bool(getattr(_programs, "stack", None))
+    return bool(CONTEXT.programs)
 
 
 def leaked(recorded: dict, out, inputs=()) -> list:
@@ -575,7 +566,7 @@ def _record_from_before(container) -> list:
     """`(tracker, path)` of the active trackers whose side `container` existed before, each now
     recording it. One that an outer side could reach existed before every side inside it too,
     so those record it even where their own roots miss it."""
-    trackers = getattr(_active, "trackers", ()) or ()
+    trackers = CONTEXT.trackers
     recorded, path = [], None
     for tracker in trackers:  # outermost first
         path = tracker.roots.path_to(container) or path
@@ -641,13 +632,13 @@ def in_place(receiver, what: str):
 
 def tracking() -> bool:
     """Whether a staged side is being traced now (a `WriteTracker` is active)."""
-    return bool(getattr(_active, "trackers", None))
+    return bool(CONTEXT.trackers)
 
 
 def note_container(container, callee: str) -> None:
     """Called by `convert_call` for a list or dict given to a user's function or class (named
     `callee`): the active trackers record its contents."""
-    for tracker in getattr(_active, "trackers", ()) or ():
+    for tracker in CONTEXT.trackers:
         tracker.see_container(container, callee)
 
 

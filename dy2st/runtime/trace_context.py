@@ -1,0 +1,39 @@
+"""The one per-thread record of what is being traced now: the programs, the staged sides and
+loop bodies inside them, and what each runtime operator needs to know about them.
+
+Runtime operators read and push onto `CONTEXT` instead of keeping thread-locals of their own,
+so "the current trace or side" has one meaning and one place. Innermost entries are last.
+A leaf module: it imports nothing of dy2st, and every part of the runtime may import it.
+"""
+
+import threading
+
+
+class _TraceContext(threading.local):
+    """Per thread; each field is initialised on the thread's first read (`threading.local`)."""
+
+    def __init__(self):
+        # the `writes._Program` of each program being traced
+        self.programs: list = []
+        # a token per staged side or loop body being traced (`staging.staged_tracing`)
+        self.sides: list = []
+        # the `writes.WriteTracker` of each side being traced
+        self.trackers: list = []
+        # `(origin, what)` of each staged ternary or `and`/`or` side being traced
+        # (`staging.refusing_in_place`)
+        self.in_place_refusals: list = []
+        # lists grown in place / watched while tracing staged code; emptied with the last side
+        # (`staging.note_grown`, `staging.watch_here`)
+        self.grown_lists: dict = {}
+        self.watched_lists: dict = {}
+        # the `loops.LoopOptions` of each loop whose body runs now
+        self.loop_options: list = []
+        # how many enclosing loop or branch traces are under reverse-mode AD (`ad_context`)
+        self.reverse_depth: int = 0
+        # the `events.Recording` open now, or None
+        self.recording = None
+        # values of globals written outside any program trace (`checks.remember_global`)
+        self.remembered_globals: dict = {}
+
+
+CONTEXT = _TraceContext()
