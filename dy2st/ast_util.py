@@ -309,6 +309,9 @@ class TreeScan(NamedTuple):
     names: set
 
 
+ITEM_WRITE = "xs[k] = v"  # the kind `scan` adds for an item written or deleted
+
+
 def scan(tree) -> TreeScan:
     """`TreeScan` of `tree`, in one plain stack walk (a conversion needs both before any step)."""
     kinds, names, stack, AST = set(), set(), [tree], ast.AST
@@ -322,6 +325,8 @@ def scan(tree) -> TreeScan:
             kinds.add("super()")  # for the step that spells it out (`transformers.super_calls`)
         elif kind is ast.Attribute:
             kinds.add(node.attr)
+        elif kind is ast.Subscript and type(node.ctx) is not ast.Load:
+            kinds.add(ITEM_WRITE)  # for the step that marks their containers (`transformers.lists`)
         elif kind is ast.arg:
             names.add(node.arg)
         elif kind in _NAMED_NODES:

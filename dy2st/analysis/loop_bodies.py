@@ -128,8 +128,8 @@ class _FunctionWalk:
                 own = False
             elif kind is ast.Call:
                 self._call(node.func, around)
-            elif kind is ast.Assign or kind is ast.AugAssign:
-                if any(type(t) is ast.Subscript for t in (node.targets if kind is ast.Assign else [node.target])):
+            elif kind is ast.Assign or kind is ast.AugAssign or kind is ast.AnnAssign:
+                if any(True for _ in item_targets(node)):
                     self._suspect(around)
             elif kind is ast.Delete:
                 if any(type(t) is not ast.Name for t in node.targets):
@@ -199,7 +199,8 @@ class _Effects:
 
     appended: set = dataclasses.field(default_factory=set)  # local lists `name.append(...)`ed
     mutated: list = dataclasses.field(default_factory=list)  # other in-place changes, as text
-    by_method: list = dataclasses.field(default_factory=list)  # those by a method (`d.update()`)
+    # those the runtime records in a staged `if` (`jst.in_place`): by a method (`d.update()`), by item (`d[k] = v`)
+    recorded: list = dataclasses.field(default_factory=list)
     mutated_roots: set = dataclasses.field(default_factory=set)  # the local names those change
     mutated_outside: list = dataclasses.field(default_factory=list)  # of objects not local
     closures: int = 0
@@ -228,14 +229,16 @@ def _effects(nodes: list, local_names: frozenset, rewritten_appends: bool, write
     for node in _walk_statements(nodes):
         if isinstance(node, ast.Expr):  # a node comes before its children
             statement_calls.add(id(node.value))
-        if isinstance(node, (ast.Assign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                if isinstance(target, ast.Subscript) and qual_names.from_node(target) is None:
-                    # `xs[i] = v` with a computed key: no symbol to carry, so an in-place change
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            for target in item_targets(node):
+                if qual_names.from_node(target) is None:
+                    # `xs[i] = v` with a computed key (or a slice): no symbol to carry. A staged
+                    # `if` leaves it to the runtime (`jst.in_place` records the container, see
+                    # transformers.lists); a loop body changing it runs as Python.
                     text = f"{ast.unparse(target).strip()} = ..."
                     found.mutated.append(text)
-                    found.mutated_outside.append(text)  # cannot be carried, whoever owns it
+                    found.recorded.append(text)
+                    found.mutated_outside.append(text)  # cannot be carried by a loop, whoever owns it
         if isinstance(node, ast.Delete):
             for target in node.targets:
                 if isinstance(target, (ast.Subscript, ast.Attribute)):
@@ -243,6 +246,8 @@ def _effects(nodes: list, local_names: frozenset, rewritten_appends: bool, write
                     root = _root_name(target.value)
                     text = f"del {ast.unparse(target).strip()}"
                     found.mutated.append(text)
+                    if isinstance(target, ast.Subscript):
+                        found.recorded.append(text)  # its container recorded by `jst.in_place`, as above
                     if root is not None and root in local_names:
                         found.mutated_roots.add(root)
                     else:
@@ -265,7 +270,7 @@ def _effects(nodes: list, local_names: frozenset, rewritten_appends: bool, write
                     continue
                 text = f"{_describe(func.value)}.{func.attr}()"
                 found.mutated.append(text)
-                found.by_method.append(text)
+                found.recorded.append(text)
                 if not local:
                     found.mutated_outside.append(text)
                 else:
@@ -306,15 +311,31 @@ def branch_effects(branches: list, local_names: frozenset, rewritten_appends: bo
 
     A staged `if` traces both branches, so an in-place change or a `next()` in either would
     happen whichever branch the data picks. A method changing its receiver (`log.extend(v)`,
-    `d.update(...)`, `xs.pop()`) is left to the runtime in an `if` statement: its receiver is
-    recorded and put back after each side, the change carried (`runtime.writes.in_place`)."""
+    `d.update(...)`, `xs.pop()`) or an item written with a computed key (`t[i] = v`, `del d[k]`)
+    is left to the runtime in an `if` statement: the container is recorded and put back after
+    each side, the change carried (`runtime.writes.in_place`)."""
     found = _effects(branches, local_names, rewritten_appends, writers)
     if found.iterators:
         return PythonBody("a branch calls next() on an iterator", True)
-    others = [m for m in found.mutated if m not in found.by_method] if rewritten_appends else found.mutated
+    others = [m for m in found.mutated if m not in found.recorded] if rewritten_appends else found.mutated
     if others:
         return PythonBody(f"a branch changes a list or dict in place ({others[0]})", True)
     return None
+
+
+def item_targets(assignment):
+    """The items an assignment (or augmented / annotated one) writes: each `xs[k]` among its
+    targets, also inside tuple and starred targets (`xs[i], xs[j] = xs[j], xs[i]`)."""
+    targets = assignment.targets if isinstance(assignment, ast.Assign) else [assignment.target]
+    stack = list(targets)
+    while stack:
+        target = stack.pop()
+        if isinstance(target, ast.Subscript):
+            yield target
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            stack.extend(target.elts)
+        elif isinstance(target, ast.Starred):
+            stack.append(target.value)
 
 
 def _walk_statements(body: list):

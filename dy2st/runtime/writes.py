@@ -28,6 +28,7 @@ import jax
 
 from dy2st.errors import REFUSAL_LISTENERS, ConversionError, LoopVariableError, OriginInfo, PythonEffectError
 from dy2st.runtime import reachable
+from dy2st.runtime.values import is_traced
 from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.undefined import Undefined
 from dy2st.user_code import is_users_object
@@ -600,23 +601,25 @@ def note_appended(target: list, name: str) -> None:
     _note_for_program(target, name)
 
 
-def in_place(receiver, what: str):
-    """`receiver` of an in-place change (`log.extend(v)`, `d.update(...)`, `xs.pop()`) about
-    to run in converted code; `what` shows the call (`log.extend()`). While a staged side is
-    traced, a list or dict from before the side is recorded by the trackers that could reach
-    it, so the change is carried and written back, and put back after the side, as for one a
-    called function changes; one the side made is changed as it is. An object of the user's
-    class is recorded by `convert_call` when its method is called. Anything else (a set, a
-    deque, an OrderedDict, a NumPy array, a library's object) cannot be put back: refused."""
+def in_place(receiver, what: str, by_item: bool = False):
+    """`receiver` of an in-place change (`log.extend(v)`, `d.update(...)`, `xs.pop()`; `by_item`:
+    an item written or deleted with a computed key, `t[i] = v`) about to run in converted code;
+    `what` shows it (`log.extend()`). While a staged side is traced, a list or dict from before
+    the side is recorded by the trackers that could reach it, so the change is carried and
+    written back, and put back after the side, as for one a called function changes; one the
+    side made is changed as it is. An object of the user's class is recorded by `convert_call`
+    when its method is called (an item's `__setitem__` runs unconverted: refused). Anything
+    else (a set, a deque, an OrderedDict, a NumPy array, a library's object) cannot be put
+    back: refused."""
     if type(receiver) in (list, dict):
         # Not from before a side being traced (none is, or it was made there, as far as the
         # roots tell): `leaked` refuses it after the trace if it was a global's list after all.
         if not _record_from_before(receiver):
-            _note_for_program(receiver, what.rsplit(".", 1)[0])
+            _note_for_program(receiver, _receiver_text(what, by_item))
         return receiver
-    if not tracking():
+    if not tracking() or is_traced(receiver):  # a traced array: jax raises its own error, when the data takes the side
         return receiver
-    if is_users_object(receiver):
+    if is_users_object(receiver) and not by_item:
         return receiver
     kind = type(receiver).__name__
     raise PythonEffectError(
@@ -625,9 +628,16 @@ def in_place(receiver, what: str):
         "is traced: tracing runs it whichever path the data picks, and dy2st can carry only lists, "
         "dicts and your objects' attributes.",
         OriginInfo.of_caller(),
-        advice="build a new value instead and use it after the `if` or loop (`s = s | {v}`), or make "
+        advice="read the item into a variable before the `if` or loop (`v = t[k]`), change the variable there, "
+        "and write the item after it (`t[k] = v`); or make the condition a Python value." if by_item else
+        "build a new value instead and use it after the `if` or loop (`s = s | {v}`), or make "
         "the condition a Python value.",
     )
+
+
+def _receiver_text(what: str, by_item: bool) -> str:
+    """The receiver's expression in `what`: `log` of `log.extend()`, `t` of `del t[i]`."""
+    return what.removeprefix("del ").split("[", 1)[0] if by_item else what.rsplit(".", 1)[0]
 
 
 def tracking() -> bool:

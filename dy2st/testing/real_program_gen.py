@@ -169,7 +169,8 @@ class _Generator:
 
     def __init__(self, rng: random.Random, extra: random.Random, later: random.Random, mangled: random.Random,
                  classes: random.Random, boundary: random.Random | None = None,
-                 numbers: random.Random | None = None, effects: random.Random | None = None):
+                 numbers: random.Random | None = None, effects: random.Random | None = None,
+                 items: random.Random | None = None):
         self.rng = rng
         # Draw the statements added after the campaigns' seeds were pinned (`extra_statement`),
         # so each seed keeps the statements `rng` (and `extra`, `later`) drew for it before.
@@ -185,6 +186,8 @@ class _Generator:
         # Effects at the call boundary (`EFFECT_FEATURES`), drawn from `effects` only; their
         # names come from a counter of their own (`enew`), so the other streams' names stay.
         self.effects = effects or random.Random(0)
+        # Items written with a computed key (`item_write`), drawn from `items` only.
+        self.items = items or random.Random(0)
         self.effect_features: frozenset = frozenset()
         self.effect_shown: set = set()
         self.efresh = 0
@@ -480,6 +483,9 @@ class _Generator:
                 self.rng = self.classes
                 a = self.pick(s.arrays)  # a method calling super() in an if and a loop
                 self.emit(indent, f"{a} = clip({a} + obj.climb({self.arr_expr(s)}))")
+            if self.items.random() < 0.04:
+                self.rng = self.items
+                self.item_write(s, indent)
             if self.numbers.random() < NUMBERS_P:
                 self.rng = self.numbers
                 self.numbers_statement(s, indent)
@@ -1036,6 +1042,23 @@ class _Generator:
                         "L.reverse()"]
         self.emit(indent, self.pick(options))
 
+    def item_write(self, s: _Scope, indent: int) -> None:
+        """An item written or deleted with a computed key (`L[i] = v`, a swap in a tuple target,
+        `D[k] = v`, `del D[k]`, a slice): no name carries it, so in a staged branch its container
+        is recorded and the change carried and written back (`jst.in_place(..., True)`)."""
+        a, i, k = self.pick(s.arrays), self.new("ii"), self.new("kk")
+        options = [f'{k} = "a"\nD[{k}] = clip({a} + D[{k}])',
+                   f'{k} = "t"\nD[{k}] = clip({self.arr_expr(s)})\n{a} = clip({a} + D[{k}])\ndel D[{k}]']
+        if "L" not in s.frozen:
+            options += [f"if len(L) > 1:\n    {i} = len(L) - 1\n    L[{i}] = clip({self.arr_expr(s)})",
+                        f"if len(L) > 1:\n    {i} = 0\n    L[{i}], L[{i} + 1] = L[{i} + 1], L[{i}]",
+                        f"{i} = 1\nL[{i}:] = [clip({self.arr(s)})]"]
+        if "xs" not in s.frozen:
+            options += [f"{i} = len(xs) - 1\nxs[{i}] = clip(xs[{i}] + {self.arr(s)})"]
+        if "P" not in s.frozen:
+            options += [f"{i} = len(P) - 1\nP[{i}], P[0] = P[0], P[{i}]"]
+        self.emit(indent, self.pick(options))
+
     def aliased_append(self, s: _Scope, indent: int) -> None:
         """A list from before appended to through a name bound here (`al3 = obj.cache`): in a
         staged branch the list itself must grow, in a loop body too."""
@@ -1183,7 +1206,7 @@ def draw_program(seed: int) -> RealProgram:
     effects = random.Random(f"effects-{seed}")
     g = _Generator(rng, random.Random(f"extra-{seed}"), random.Random(f"later-{seed}"),
                    random.Random(f"mangled-{seed}"), random.Random(f"classes-{seed}"), boundary,
-                   random.Random(f"numbers-{seed}"), effects)
+                   random.Random(f"numbers-{seed}"), effects, random.Random(f"items-{seed}"))
     g.draw_features()
     g.draw_effects()
     scope = _Scope(arrays=["a0", "a1"], ints=["k0", "k1"], int_reads=[], scalar_reads=[])

@@ -11,7 +11,7 @@ import ast
 import dataclasses
 from types import ModuleType
 
-from dy2st import analysis
+from dy2st import analysis, ast_util
 from dy2st.analysis import loop_bodies
 from dy2st.transformers import (
     asserts,
@@ -84,7 +84,7 @@ PIPELINE: tuple[Step, ...] = (
     Step(lists, analysis.SCOPES,
          "Before if/loops: `xs.append(v)` becomes an assignment, so branches and loops see `xs` "
          "written and carry it (reads SCOPE to rewrite only local lists).",
-         triggers=("append", *loop_bodies.MUTATORS, *loop_bodies.RETURNING_MUTATORS)),
+         triggers=("append", *loop_bodies.MUTATORS, *loop_bodies.RETURNING_MUTATORS, ast_util.ITEM_WRITE)),
     Step(logical_expressions, (),
          "Before if/else: the `not do_return` guards and user and/or/not become operators that "
          "short-circuit on Python values and stage on traced ones.",

@@ -5,11 +5,13 @@ Before::
 
     outs.append(h)
     cache.update(k=v)
+    t[i] = h
 
 After::
 
     outs = jst.list_append(outs, v, 'outs')
     jst.in_place(cache, 'cache.update()').update(k=v)
+    jst.in_place(t, 't[i] = ...', True)[i] = h
 
 As an assignment, the list becomes a variable the if/loop transformers see written: a staged
 loop with a static trip count turns the appended values into one stacked scan output, and a
@@ -25,6 +27,7 @@ Other methods that change their receiver in place (`extend`, `update`, `pop`, ..
 `analysis.loop_bodies.MUTATORS`) run as they are on a receiver `jst.in_place` hands back:
 while a staged side is traced, it records a list or dict from before the side so the change
 is carried out of the `if` and written back, and refuses what cannot be put back (a set).
+So does the container of an item written with a computed key (`t[i] = h`, `del d[k]`).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ import ast
 
 from dy2st import ast_util
 from dy2st.analysis import Fact, getanno
-from dy2st.analysis.loop_bodies import changes_receiver
+from dy2st.analysis import qual_names
+from dy2st.analysis.loop_bodies import changes_receiver, item_targets
 from dy2st.transformers import templates
 from dy2st.transformers.base import StatementTransformer, copy_location_recursive
 
@@ -99,7 +103,28 @@ def _wrap_in_place_receivers(tree, runtime: str) -> None:
         call.func.value = wrapped
 
 
+def _wrap_item_containers(tree, runtime: str) -> None:
+    """`t[i] = v` -> `jst.in_place(t, 't[i] = ...', True)[i] = v`, for an item written with a
+    computed key or a slice (in a tuple target too) or deleted (`del d[k]`): no symbol names it
+    for the if/loop transformers to carry, so the runtime records its container as for a
+    method's receiver. (A constant key, `d['k'] = v`, is carried as a composite name.)"""
+    items = []
+    for node in ast_util.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            items += [t for t in item_targets(node) if qual_names.from_node(t) is None]
+        elif isinstance(node, ast.Delete):
+            items += [t for t in node.targets if isinstance(t, ast.Subscript)]
+    for item in items:
+        is_delete = isinstance(item.ctx, ast.Del)
+        text = f"{'del ' if is_delete else ''}{ast.unparse(item).strip()}{'' if is_delete else ' = ...'}"
+        wrapped = templates.replace_as_expression("jst.in_place(container, what, True)", jst=runtime,
+                                                  container=item.value, what=templates.constant(text))
+        copy_location_recursive(wrapped, item)
+        item.value = wrapped
+
+
 def transform(tree, ctx):
     tree = ListAppendTransformer(ctx).transform(tree)
     _wrap_in_place_receivers(tree, ctx.runtime)
+    _wrap_item_containers(tree, ctx.runtime)
     return tree

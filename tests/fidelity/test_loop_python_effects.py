@@ -461,15 +461,25 @@ def test_constant_index_writes_are_carried(x):
         check_equivalent(negative_index_write_in_traced_loop, x, jnp.array(n))
 
 
-def test_computed_index_write_in_staged_if_is_refused():
-    def f(x, i):
-        L = [x, x + 1]
-        if x.sum() > 0:
-            L[i] = x * 3
-        return L
+def computed_index_write_in_staged_if(x, i):
+    L = [x, x + 1]
+    if x.sum() > 0:
+        L[i] = x * 3
+    return L
 
-    with pytest.raises(PythonEffectError, match=r"in place \(L\[i\] = \.\.\.\)"):
-        dy2st.to_static(f)(X, 1)
+
+@pytest.mark.parametrize("x", [X, -X - 1], ids=["pos", "neg"])
+def test_computed_index_writes_in_a_staged_if_are_carried(x):
+    """The list is recorded as a method's receiver is (`jst.in_place(L, ..., True)`);
+    tests/fidelity/test_item_writes_in_branches.py has the other shapes."""
+    for i in (0, 1, -1):
+        check_equivalent(computed_index_write_in_staged_if, x, i)
+
+
+def test_a_traced_index_into_a_list_is_refused_at_its_line():
+    with pytest.raises(dy2st.errors.TracedValueError) as err:
+        dy2st.to_static(computed_index_write_in_staged_if)(X, jnp.array(1))
+    assert "L[i] = x * 3" in str(err.value).splitlines()[1]
 
 
 # -- nested functions that write nonlocal names ---------------------------------------------------
