@@ -258,7 +258,7 @@ class StagedBranchError(Dy2StaticError):
 
     @classmethod
     def wrapping(cls, error: BaseException, branch_name: str, origin: "OriginInfo") -> "StagedBranchError":
-        return cls._combined(type(error))(
+        return cls._as(type(error),
             f"tracing the {branch_name} of this staged `if` raised {type(error).__name__}: {_first_line(error)} The "
             "condition is a traced array, so both sides are traced whichever one the data picks; eager Python "
             "raises this only when the data takes that side.",
@@ -268,7 +268,7 @@ class StagedBranchError(Dy2StaticError):
 
     @classmethod
     def wrapping_loop_body(cls, error: BaseException, origin: "OriginInfo") -> "StagedBranchError":
-        return cls._combined(type(error))(
+        return cls._as(type(error),
             f"tracing the body of this staged loop raised {type(error).__name__}: {_first_line(error)} Its number "
             "of iterations is traced, so the body is traced whether or not it runs; eager Python raises this only "
             "when an iteration runs.",
@@ -281,7 +281,7 @@ class StagedBranchError(Dy2StaticError):
     def wrapping_after_raise(cls, error: BaseException, origin: "OriginInfo") -> "StagedBranchError":
         """`error`, raised while tracing code after this staged `if` (at `origin`), whose side raises
         when the data takes it: eagerly that raise comes first, on those data."""
-        return cls._combined(type(error))(
+        return cls._as(type(error),
             f"tracing the code after this staged `if` raised {type(error).__name__}"
             f"{': ' + _first_line(error) if str(error) else '.'} A side "
             "of the `if` raises when the data takes it, and eager Python then raises that first; the program "
@@ -290,6 +290,15 @@ class StagedBranchError(Dy2StaticError):
             advice="make the code after the `if` valid whatever the data (guard the index, give `next` a default), "
             "or raise with a Python condition.",
         )
+
+    @classmethod
+    def _as(cls, kind: type, message: str, origin: "OriginInfo", advice: str) -> "StagedBranchError":
+        """The error, also an instance of `kind` where `kind` can be made from one message (not
+        an ExceptionGroup, a UnicodeDecodeError: then a StagedBranchError alone)."""
+        try:
+            return cls._combined(kind)(message, origin, advice=advice)
+        except TypeError:
+            return cls(message, origin, advice=advice)
 
     @classmethod
     def _combined(cls, kind: type) -> type:

@@ -220,16 +220,18 @@ def _run_branch_noting(fn, branch_name: str, origin: OriginInfo):
         raise
 
 
-_DEFERRED_BUILTINS = (*StagedBranchError.KEPT_TYPES, AssertionError, RuntimeError, NotImplementedError,
-                      LookupError, ArithmeticError, OSError)
+# Builtin exceptions that say something about tracing itself, not about the data: a side
+# recursing without end while traced (`_as_traced_recursion`), memory, the interpreter.
+_NOT_DEFERRED = (RecursionError, MemoryError, SystemError)
 
 
 def _deferrable(err: Exception) -> bool:
-    """A Python exception of the side's own code: a builtin one (exactly: jax's own errors
-    subclass TypeError), or one of a class the user defined. Not dy2st's, not jax's."""
+    """A Python exception of the side's own code: of a builtin class (exactly that class: jax's
+    own errors subclass TypeError; any of them, `raise FloatingPointError(...)`, `raise
+    Exception(...)`), or of a class the user defined. Not dy2st's, not jax's."""
     tp = type(err)
-    if tp in _DEFERRED_BUILTINS:
-        return True
+    if tp.__module__ == "builtins":
+        return not issubclass(tp, _NOT_DEFERRED)
     return not isinstance(err, (Dy2StaticError, _Abandon)) and _users_class(tp)
 
 

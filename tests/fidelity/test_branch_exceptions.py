@@ -112,6 +112,31 @@ def caught_broadly(x):
     return y
 
 
+def raises_builtin(kind):
+    def f(x):
+        if jnp.isnan(x.sum()) or x.sum() > 100:
+            raise kind("diverged")
+        return x + 1
+    return f
+
+
+@pytest.mark.parametrize("kind", [FloatingPointError, Exception, OverflowError, TimeoutError, StopIteration,
+                                  FileNotFoundError, LookupError, UnicodeError, ExceptionGroup])
+def test_any_builtin_exception_class_is_raised_when_the_data_takes_the_branch(kind):
+    """Every builtin class, not only the common ones: `raise FloatingPointError(...)` under a
+    NaN check raised while tracing, on every call, whatever the data. (An ExceptionGroup needs
+    its exceptions: eager's own TypeError at the `raise` is what the data taking it gives.)"""
+    fn = raises_builtin(kind)
+    static = dy2st.to_static(fn)
+    for _ in range(2):
+        np.testing.assert_array_equal(static(jnp.ones(2)), fn(jnp.ones(2)))
+        with pytest.raises(Exception) as eager_err:
+            fn(jnp.full(2, 200.0))
+        with pytest.raises(Exception) as err:
+            static(jnp.full(2, 200.0))
+        assert type(err.value) is type(eager_err.value) and str(err.value) == str(eager_err.value)
+
+
 @pytest.mark.parametrize("fn", [suppressed, caught_in_caller, caught_broadly])
 def test_a_handler_that_could_catch_it_is_refused(fn):
     with pytest.raises(StagedInTryError, match=r"(?s)raised ValueError: big.*may catch that.*To fix") as info:
