@@ -112,12 +112,13 @@ def is_stateful(value) -> bool:
 class Layout:
     """One walk of the state reachable from some roots; see the module docstring."""
 
-    __slots__ = ("nodes", "key", "leaves", "traced")
+    __slots__ = ("nodes", "key", "leaves", "traced", "nnx_values")
 
     def __init__(self, roots: list):
         self.nodes = [roots]
         self.leaves = []
         self.traced = False
+        self.nnx_values = []  # the NNX modules the walk met, for `shared_nnx_variable`
         index = {id(roots): 0}
         key = [None]
         nodes, leaves = self.nodes, self.leaves
@@ -143,6 +144,8 @@ class Layout:
                     key.append(None)
                     visit(j, v, kind)
                 return NodeRef(j)
+            if is_nnx(v):
+                self.nnx_values.append(v)
             sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=_is_node)
             if jax.tree_util.treedef_is_leaf(treedef) and (not sub or sub[0] is v):
                 try:
@@ -188,6 +191,7 @@ class Layout:
         layout.key = template.key
         layout.leaves = leaves
         layout.traced = False
+        layout.nnx_values = []  # (checked by the fresh walk that made the template)
         return layout
 
     @property
@@ -213,6 +217,26 @@ class Layout:
                     _note_built(value, (j, k), (), built)
             _replace_contents(node, kind, [v for _, v in values] if kind == "l" else values)
         return built
+
+
+def shared_nnx_variable(layout: Layout) -> str | None:
+    """The type of an `nnx.Variable` that the NNX modules of `layout` reach twice (tied
+    weights, `self.dec = self.enc`; one module given twice), or None. Such modules enter the
+    program as pytrees, which would give each place a copy of its own: the copies would train
+    apart and miss each other's writes."""
+    if not layout.nnx_values:
+        return None
+    from flax import nnx
+
+    seen: set = set()
+    for value in layout.nnx_values:
+        by_graph = {id(n): n for _, n in nnx.iter_graph(value) if _is_variable(n)}  # each once
+        by_tree = [x for x in jax.tree_util.tree_leaves(value, is_leaf=_is_variable) if _is_variable(x)]
+        again = next((by_graph[i] for i in by_graph if i in seen), None)
+        if again is not None or len(by_tree) != len(by_graph):
+            return type(again if again is not None else by_tree[0]).__name__
+        seen.update(by_graph)
+    return None
 
 
 def _matches(v, ref, nodes, leaves) -> bool:
