@@ -24,6 +24,7 @@ from __future__ import annotations
 import builtins
 import functools
 import io
+import logging
 import sys
 
 import jax
@@ -112,6 +113,52 @@ def _write(text: str, file, flush: bool) -> None:
     target.write(text)
     if flush:
         target.flush()
+
+
+# -- logging -------------------------------------------------------------------------------------
+_LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "warn": logging.WARNING,
+               "error": logging.ERROR, "exception": logging.ERROR, "critical": logging.CRITICAL,
+               "fatal": logging.CRITICAL, "log": None}
+
+
+def _logging_call(method: str, module_level: bool = False):
+    """`logger.info(msg, *args)` (or `logging.info(...)`, the root logger's): as `print`, made on
+    every run of the program, in order with its other prints and logs, with traced arguments'
+    run-time values; the record names the user's line. Run while tracing, it logged once, with
+    tracers, whatever a staged `if` around it decided."""
+
+    def call(*args, **kwargs):
+        logger = logging.root if module_level else args[0]
+        args = args if module_level else args[1:]
+        if _jax_compat.at_top_level() and not has_traced((args, kwargs)):
+            stacklevel = kwargs.pop("stacklevel", 1) + 1  # this frame is not the caller
+            target = getattr(logging, method) if module_level else getattr(logger, method)
+            return target(*args, stacklevel=stacklevel, **kwargs)
+        if debug_effects_dropped():
+            return None
+        level = _LOG_LEVELS[method]
+        if level is None:  # logger.log(level, msg, ...)
+            level, *args = args
+        if isinstance(logger, logging.LoggerAdapter):  # its `process` adds what it adds, now
+            msg, kwargs = logger.process(args[0], kwargs)
+            args, logger = [msg, *args[1:]], logger.logger
+        origin = OriginInfo.of_user_code()
+        traced, fill = bind_traced(list(args), {"extra": kwargs.get("extra")})
+
+        def emit(*arrays):
+            (msg, *values), named = fill(list(arrays))
+            if module_level and not logging.root.handlers:
+                logging.basicConfig()  # as `logging.info` does
+            if not logger.isEnabledFor(level):
+                return
+            where = (origin.filename, origin.lineno, origin.function_name) if origin else ("(unknown file)", 0, None)
+            logger.handle(logger.makeRecord(logger.name, level, where[0], where[1], msg, tuple(values), None, where[2],
+                                            named["extra"]))
+
+        jax.debug.callback(emit, *traced, ordered=not any(_jax_compat.is_batch_tracer(t) for t in traced))
+        return None
+
+    return call
 
 
 # -- casts -------------------------------------------------------------------------------------
@@ -237,3 +284,8 @@ for _builtin, _replacement in (
     (builtins.repr, convert_repr),
 ):
     register_builtin(_builtin, _replacement)
+for _method in _LOG_LEVELS:
+    register_builtin(getattr(logging, _method), _logging_call(_method, module_level=True))
+    for _class in (logging.Logger, logging.LoggerAdapter):  # (a bound method's function)
+        if hasattr(_class, _method):
+            register_builtin(getattr(_class, _method), _logging_call(_method))

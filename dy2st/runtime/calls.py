@@ -184,8 +184,11 @@ def _call_target(fn):
     if isinstance(fn, types.FunctionType):
         return _convert_function(fn)
     if isinstance(fn, types.MethodType):
-        _note_user_receiver(fn.__self__)  # a staged branch being traced carries what it changes
         func = fn.__func__
+        replacement = _replacements.get(func) if isinstance(func, types.FunctionType) else None
+        if replacement is not None:  # `logger.info`: the function's replacement, given the object
+            return functools.partial(replacement, fn.__self__)
+        _note_user_receiver(fn.__self__)  # a staged branch being traced carries what it changes
         if not isinstance(func, types.FunctionType):
             return fn
         converted = _convert_function(func, fn.__self__)
