@@ -132,6 +132,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
                     body()
             check_python_ints(mark, origin)  # the numbers rule: a Python int it computes on stays in int32
             state = get_state() if get_state is not None else ()
+            alias_patterns[body] = _alias_pattern(state[:nouts])
             # a list or dict a value holds twice (`return d, d`) stays one object after the cond,
             # and one of the caller's that both sides hold (`return y, obj.cache`) stays the caller's
             state = tuple(static_outputs.encode(v, callers, aliases_only=True) if i < nouts else v
@@ -152,6 +153,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
         return run
 
     key_orders: dict = {}  # branch -> the key orders of the dicts in each output of its last trace
+    alias_patterns: dict = {}  # branch -> which variables hold one list, dict or set (`_alias_pattern`)
     callers = _CallersContainers()
 
     try:
@@ -176,6 +178,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
                 origin,
                 advice="make what each method assigns depend only on the types of its inputs.",
             )
+        _refuse_aliasing_by_data(alias_patterns, names, origin)
     except BaseException:
         # Tracing a side wrote its tracers into the state (attributes, items, nonlocals): put
         # back what was there, so no object the caller holds keeps a tracer after the error.
@@ -188,12 +191,54 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
     outputs = [v.decode(callers.objects) if type(v) is static_outputs.Identities else v for v in outputs]
     for key, value in zip(carried_writes, outputs[nouts:]):
         tracker.write(key, value)
-    final = lists.kept(outputs[:nouts], names, origin) + tuple(initial[nouts:])
+    final = _with_aliases(lists.kept(outputs[:nouts], names, origin), alias_patterns) + tuple(initial[nouts:])
     if set_state is not None:
         set_state(final)
     if events.active():
         events.note(origin, "cond", "lax.cond", _carries(labels, outputs))
     return final
+
+
+def _alias_pattern(values) -> tuple:
+    """Per variable, the index of an earlier one holding the same list, dict or set, else -1
+    (`q = ...; ema = q`): the cond gives each variable a new object of its own."""
+    first: dict = {}
+    pattern = []
+    for i, value in enumerate(values):
+        j = first.setdefault(id(value), i) if isinstance(value, (list, dict, set)) else i
+        pattern.append(j if j != i else -1)
+    return tuple(pattern)
+
+
+def _refuse_aliasing_by_data(patterns: dict, names, origin: OriginInfo) -> None:
+    """Two variables that hold one object after one side and two after the other: whether a
+    change through one shows through the other would be decided by the data."""
+    if len(set(patterns.values())) <= 1:
+        return
+    a, b = list(patterns.values())[:2]
+    k = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+    other = names[max(a[k], b[k])]
+    raise BranchOutputError(
+        f"'{names[k]}' is the same list or dict as '{other}' after one branch and another object after the "
+        "other: whether changing one changes the other would be decided by the data, and a program gives "
+        "back one layout.",
+        origin,
+        advice=f"make both branches agree: copy it where it is shared (`{names[k]} = dict({other})` or "
+        f"`list(...)`), or share it in both.",
+    )
+
+
+def _with_aliases(values: tuple, patterns: dict) -> tuple:
+    """`values` with each variable that both sides made the same object as an earlier one
+    (`ema = q`) holding that one object again."""
+    pattern = next(iter(patterns.values()), ())
+    if not any(j >= 0 for j in pattern):
+        return values
+    values = list(values)
+    for k, j in enumerate(pattern):
+        if j >= 0:
+            values[k] = values[j]
+    return tuple(values)
 
 
 def _in_key_order(outputs, key_orders: dict, labels, origin: OriginInfo) -> list:

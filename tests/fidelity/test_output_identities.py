@@ -331,3 +331,45 @@ def test_the_callers_list_held_by_both_sides_stays_the_callers():
         for fn in (binds_the_callers_list_on_both_sides, dy2st.to_static(binds_the_callers_list_on_both_sides)):
             xs = [jnp.ones(2)]
             assert fn(x, xs) is xs
+
+
+# -- variables holding one object across a staged if -----------------------------------------------
+def shared_after_both_sides(p, step):
+    q = {"w": p["w"] * 2}
+    if step > 1:
+        q = {"w": q["w"] * 0.5}
+        ema = q
+    else:
+        ema = q
+    ema["w"] = ema["w"] + 1
+    return q, ema
+
+
+def shared_after_one_side(p, step):
+    q = {"w": p["w"] * 2}
+    if step > 1:
+        ema = q
+    else:
+        q = {"w": q["w"] * 0.5}
+        ema = {"w": q["w"]}
+    return q, ema
+
+
+@pytest.mark.parametrize("step", [0, 2])
+def test_variables_holding_one_dict_after_both_sides_still_do(step):
+    """The cond gave each variable a new dict: a change through one was lost through the other."""
+    static = dy2st.to_static(shared_after_both_sides)
+    for _ in range(2):
+        q, ema = shared_after_both_sides({"w": jnp.ones(2)}, jnp.array(step))
+        got_q, got_ema = static({"w": jnp.ones(2)}, jnp.array(step))
+        assert got_q is got_ema
+        _equal((q, ema), (got_q, got_ema))
+
+
+def test_variables_sharing_a_dict_after_one_side_only_are_refused():
+    with pytest.raises(dy2st.errors.BranchOutputError) as err:
+        dy2st.to_static(shared_after_one_side)({"w": jnp.ones(2)}, jnp.array(2))
+    text = str(err.value)
+    assert "if step > 1:" in text.splitlines()[1]
+    assert ("'ema' is the same list or dict as 'q'" in text or "'q' is the same list or dict as 'ema'" in text)
+    assert "after one branch and another object after the other" in text
