@@ -432,6 +432,30 @@ def _occurrences(value, depth: int):
         yield from _occurrences(child, depth + 1)
 
 
+def given_nnx_modules(layout: Layout, built: dict) -> dict:
+    """While tracing, after the call: id of each NNX module the trace was given (rebuilt for it:
+    `built`, from `Layout.fill`) that is still where it was given -> `(node, slot, path)`, so an
+    output holding it can be given back as the caller's own module (`caller_object`), which
+    write-back updates in place."""
+    found = {}
+    for key, (value, (j, slot), path) in built.items():
+        if is_nnx(value) and caller_object(layout, j, slot, path) is value:
+            found[key] = (j, slot, path)
+    return found
+
+
+def caller_object(layout: Layout, j: int, slot, path: tuple):
+    """The object at `path` in slot `slot` of node `j` of `layout`'s live objects, or None."""
+    node, kind = layout.nodes[j], layout.key[j][0]
+    container = vars(node) if kind == "o" else node
+    try:
+        root = container[slot]
+    except (IndexError, KeyError):
+        return None
+    found = _follow(root, path)
+    return None if found is _GONE else found
+
+
 def _follow(root, path: tuple):
     for step in path:
         if isinstance(root, tuple):
@@ -543,10 +567,11 @@ class Recipe:
     Refs use `InputRef(i)` for an unchanged input array and `ArrayRef(k)` for the k-th output.
     """
 
-    __slots__ = ("changes", "full", "kept", "touched", "restructured")
+    __slots__ = ("changes", "full", "kept", "touched", "restructured", "returned")
 
     def __init__(self, changes, full=None, kept=None, touched=None, restructured=frozenset()):
         self.changes = changes
+        self.returned = ()  # `(node, slot, path)` of the NNX modules the outputs hold (`given_nnx_modules`)
         self.full = full
         # (node index, slot) of the changes whose pytree structure changed (an NNX module's
         # Python attribute, `self.calls += 1`): written whole, not only their Variables

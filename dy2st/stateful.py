@@ -26,7 +26,7 @@ from dy2st.runtime.undefined import check_defined
 from dy2st.errors import InputSignatureError, PythonEffectError
 from dy2st.input_spec import user_origin
 from dy2st.state import (Layout, aliased_slots, changed_nnx_static, describe_difference, is_stateful, make_recipe,
-                         shared_nnx_variable,
+                         caller_object, given_nnx_modules, shared_nnx_variable,
                          nnx_static_containers, restore_nnx_static)
 
 _Tracer = jax.core.Tracer
@@ -122,8 +122,13 @@ class _Entry:
                 writes.note_written_back(after.nodes)  # what the write-back puts right
                 recipe, outs = make_recipe(layout, after, tracers, built)
                 _check_aliases(layout, saved, recipe)
-                # the caller's containers the outputs hold come back as themselves, updated
-                out = static_outputs.encode(out, {id(n): j for j, n in enumerate(after.nodes) if j})
+                # the caller's containers and NNX modules the outputs hold come back as
+                # themselves, updated
+                modules = given_nnx_modules(layout, built)
+                recipe.returned = tuple(modules.values())
+                state_nodes = {id(n): j for j, n in enumerate(after.nodes) if j}
+                state_nodes.update((key, len(after.nodes) + m) for m, key in enumerate(modules))
+                out = static_outputs.encode(out, state_nodes)
             except Exception as exc:
                 _explain(exc)
                 raise
@@ -231,7 +236,7 @@ class StatefulPrograms:
             return self.call(args, kwargs, positions)
         nodes = recipe.apply(layout, delta.outs)
         if type(out) is static_outputs.Identities:
-            out = out.decode(nodes)
+            out = out.decode([*nodes, *(caller_object(layout, *where) for where in recipe.returned)])
         return out
 
     def fresh_run(self, args, kwargs, positions):

@@ -272,7 +272,8 @@ def _kind(value, aliases_only: bool) -> str | None:
 
 def encode(outputs, state_nodes: dict | None = None, aliases_only: bool = False):
     """`outputs`, or Identities when some container of them is held twice (or holds itself),
-    is a set or a plain object, or is the caller's (`state_nodes`: id -> node index). Called
+    is a set or a plain object, or is the caller's (`state_nodes`: id -> node index; a list,
+    dict or object of the state, or an NNX module of it, rebuilt for the trace). Called
     while tracing; the common case (arrays in tuples, lists and dicts held once) walks once.
     `aliases_only`: only lists and dicts held twice are noted (a staged `if`'s outputs, whose
     objects and sets its merge keeps as they are)."""
@@ -289,12 +290,12 @@ def encode(outputs, state_nodes: dict | None = None, aliases_only: bool = False)
             for v in value:
                 count(v)
             return
+        key = id(value)
+        if key in state_nodes:  # (also an NNX module of the caller's, a pytree to `_kind`)
+            special = True
+            return
         kind = _kind(value, aliases_only)
         if kind is None:
-            return
-        key = id(value)
-        if key in state_nodes:
-            special = True
             return
         seen = counts.get(key)
         counts[key] = (seen or 0) + 1
@@ -322,12 +323,12 @@ def encode(outputs, state_nodes: dict | None = None, aliases_only: bool = False)
         if isinstance(value, tuple):
             items = [build(v) for v in value]
             return tp(*items) if hasattr(tp, "_fields") else tp(items)
-        kind = _kind(value, aliases_only)
-        if kind is None:
-            return value
         key = id(value)
         if key in state_nodes:
             return _StateNode(state_nodes[key])
+        kind = _kind(value, aliases_only)
+        if kind is None:
+            return value
         if key in index:
             return _Ref(index[key])
         if key not in held and tp not in _PLAIN_CONTAINERS and aliases_only:

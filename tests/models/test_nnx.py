@@ -353,3 +353,48 @@ def test_the_advised_split_merge_form_trains_tied_weights_as_eager():
             losses[name].append(float(loss))
     np.testing.assert_allclose(losses["static"], losses["eager"], rtol=1e-5)
     assert losses["eager"][1] < 0.3  # (trained as one Linear)
+
+
+# -- modules given and returned --------------------------------------------------------------------
+def _step_returning_its_arguments(model, opt, x):
+    loss, grads = nnx.value_and_grad(lambda m: (m(x) ** 2).mean())(model)
+    opt.update(model, grads)
+    return model, opt, loss
+
+
+def test_a_module_and_optimizer_returned_are_the_callers_own_updated():
+    """They came back as copies: code that rebinds `model, opt = step(model, opt, x)` (a pure
+    train step's style) left every other reference to the model behind, silently."""
+    kernels = {}
+    for name, convert in (("eager", lambda f: f), ("static", dy2st.to_static)):
+        model = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+        opt = nnx.Optimizer(model, optax.sgd(0.1), wrt=nnx.Param)
+        holder = {"model": model}
+        step = convert(_step_returning_its_arguments)
+        for _ in range(3):
+            returned, returned_opt, _ = step(model, opt, jnp.ones(3))
+            assert returned is model and returned_opt is opt
+            model, opt = returned, returned_opt
+        assert holder["model"] is model
+        kernels[name] = np.asarray(model.kernel[...])
+    np.testing.assert_allclose(kernels["static"], kernels["eager"], rtol=1e-6)
+
+
+class _Stack(nnx.Module):
+    def __init__(self, rngs):
+        self.first = nnx.Linear(2, 2, rngs=rngs)
+        self.calls = nnx.Variable(jnp.array(0))
+
+    def __call__(self, x):
+        self.calls[...] += 1
+        y = self.first(x) if x.sum() > 0 else x
+        return y, self.first
+
+
+def test_a_submodule_returned_is_the_callers_own():
+    model = _Stack(nnx.Rngs(0))
+    static = dy2st.to_static(model)
+    for x in (jnp.ones(2), -jnp.ones(2), jnp.ones(2)):
+        _, sub = static(x)
+        assert sub is model.first
+    assert int(model.calls[...]) == 3
