@@ -133,6 +133,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
             check_python_ints(mark, origin)  # the numbers rule: a Python int it computes on stays in int32
             state = get_state() if get_state is not None else ()
             alias_patterns[body] = _alias_pattern(state[:nouts])
+            side_values[body] = state[:nouts]
             # a list or dict a value holds twice (`return d, d`) stays one object after the cond,
             # and one of the caller's that both sides hold (`return y, obj.cache`) stays the caller's
             state = tuple(static_outputs.encode(v, callers, aliases_only=True) if i < nouts else v
@@ -154,6 +155,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
 
     key_orders: dict = {}  # branch -> the key orders of the dicts in each output of its last trace
     alias_patterns: dict = {}  # branch -> which variables hold one list, dict or set (`_alias_pattern`)
+    side_values: dict = {}  # branch -> its output variables' values (`_refuse_identity_by_data`)
     callers = _CallersContainers()
 
     try:
@@ -179,6 +181,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
                 advice="make what each method assigns depend only on the types of its inputs.",
             )
         _refuse_aliasing_by_data(alias_patterns, names, origin)
+        _refuse_identity_by_data(side_values, names, tracker.roots, origin)
     except BaseException:
         # Tracing a side wrote its tracers into the state (attributes, items, nonlocals): put
         # back what was there, so no object the caller holds keeps a tracer after the error.
@@ -226,6 +229,34 @@ def _refuse_aliasing_by_data(patterns: dict, names, origin: OriginInfo) -> None:
         advice=f"make both branches agree: copy it where it is shared (`{names[k]} = dict({other})` or "
         f"`list(...)`), or share it in both.",
     )
+
+
+def _refuse_identity_by_data(side_values: dict, names, roots, origin: OriginInfo) -> None:
+    """A variable holding, after one side, a list or dict from before the `if` that other code
+    reaches too (`ema = q`; `buf = self.buf`) and another object after the other side: whether
+    a change through it reaches the other holder is decided by the data, and the cond gives back
+    a new object either way. (The walk runs only where the sides hold two lists or dicts.)"""
+    if len(side_values) < 2:
+        return
+    first, second = list(side_values.values())[:2]
+    others = None  # the roots but the `if`'s own variables (their sharing is `_alias_pattern`'s)
+    for k, (a, b) in enumerate(zip(first, second)):
+        if a is b:
+            continue
+        for value in (a, b):
+            if type(value) not in (list, dict):
+                continue
+            others = others or roots.without(set(names[:len(first)]))
+            path = others.path_to(value)
+            if path is not None:
+                raise BranchOutputError(
+                    f"'{names[k]}' is the {type(value).__name__} {path} (from before the `if`) after one branch and "
+                    "another object after the other: whether changing it changes "
+                    f"{path} is decided by the data, and a program gives back one object.",
+                    origin,
+                    advice=f"copy it on the side that keeps it (`{names[k]} = {type(value).__name__}({path})`), so "
+                    f"that both sides make a new one; or make both sides hold {path}.",
+                )
 
 
 def _with_aliases(values: tuple, patterns: dict) -> tuple:

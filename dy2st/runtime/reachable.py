@@ -44,6 +44,10 @@ class Roots:
         self._before = before
         self._paths: dict | None = None  # id of a reachable list or dict -> (it, how the code reaches it)
 
+    def without(self, labels) -> "Roots":
+        """These roots less those named in `labels` (variables' own cells)."""
+        return Roots([r for r in self._roots if r.label not in labels], self._before)
+
     def path_to(self, target) -> str | None:
         """How the side's code reaches the list or dict `target` from a root (`d['k']`), or
         None if it cannot."""

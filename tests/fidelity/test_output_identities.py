@@ -373,3 +373,53 @@ def test_variables_sharing_a_dict_after_one_side_only_are_refused():
     assert "if step > 1:" in text.splitlines()[1]
     assert ("'ema' is the same list or dict as 'q'" in text or "'q' is the same list or dict as 'ema'" in text)
     assert "after one branch and another object after the other" in text
+
+
+def holds_an_outside_dict_on_one_side(p, step):
+    q = {"w": p["w"] * 2}
+    if step > 1:
+        ema = {"w": q["w"] * 0.5}
+    else:
+        ema = q
+    ema["w"] = ema["w"] + 1
+    return q, ema
+
+
+class Buffers:
+    def __init__(self):
+        self.buf = [jnp.zeros(2)]
+
+    def pick(self, x):
+        buf = self.buf
+        if x.sum() > 0:
+            buf = [x]
+        buf.append(x)
+        return buf
+
+
+def rebinds_its_own_dict(p, step):
+    cfg = {"lr": p["w"]}
+    if step > 1:
+        cfg = {"lr": p["w"] * 2}
+    cfg["lr"] = cfg["lr"] + 1
+    return cfg
+
+
+def test_a_variable_holding_an_outside_dict_on_one_side_only_is_refused():
+    """Eager's `ema` is `q` on one path, a new dict on the other, so `ema["w"] += 1` changed `q`
+    on that path only; the cond gave back a new dict either way, and `q` missed the change."""
+    with pytest.raises(dy2st.errors.BranchOutputError) as err:
+        dy2st.to_static(holds_an_outside_dict_on_one_side)({"w": jnp.ones(2)}, jnp.array(0))
+    text = str(err.value)
+    assert "if step > 1:" in text.splitlines()[1]
+    assert "'ema' is the dict q (from before the `if`) after one branch and another object" in text
+    assert "`ema = dict(q)`" in text
+    with pytest.raises(dy2st.errors.BranchOutputError, match="holds a list or dict the caller gave in one branch"):
+        dy2st.to_static(Buffers().pick)(jnp.ones(2))
+
+
+@pytest.mark.parametrize("step", [0, 2])
+def test_a_dict_only_its_variable_holds_is_rebound_freely(step):
+    expected = rebinds_its_own_dict({"w": jnp.ones(2)}, jnp.array(step))
+    for _ in range(2):
+        _equal(expected, dy2st.to_static(rebinds_its_own_dict)({"w": jnp.ones(2)}, jnp.array(step)))
