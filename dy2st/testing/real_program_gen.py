@@ -1057,6 +1057,12 @@ class _Generator:
             options += [f"{i} = len(xs) - 1\nxs[{i}] = clip(xs[{i}] + {self.arr(s)})"]
         if "P" not in s.frozen:
             options += [f"{i} = len(P) - 1\nP[{i}], P[0] = P[0], P[{i}]"]
+        # Two names for one dict across an `if` that rebinds them: both (one object after
+        # either side), or only one (its object decided by the data: refused where staged).
+        q, e, c = self.new("qd"), self.new("ed"), self.cond(s)
+        both = f"\n    {e} = {q}" if self.chance(0.5) else ""
+        options += [f'{q} = {{"a": clip({a})}}\n{e} = {q}\nif {c}:\n    {q} = {{"a": clip({self.arr_expr(s)})}}'
+                    f'{both}\n{e}["a"] = clip({e}["a"] + 1)\n{a} = clip({a} + {q}["a"] + {e}["a"])']
         self.emit(indent, self.pick(options))
 
     def aliased_append(self, s: _Scope, indent: int) -> None:
