@@ -26,7 +26,7 @@ import numpy as np
 from jax import lax
 
 from dy2st import _jax_compat
-from dy2st.errors import (BranchOutputError, Dy2StaticError, OriginInfo, PredicateError, RuntimeChecks,
+from dy2st.errors import (BranchOutputError, Dy2StaticError, OriginInfo, PredicateError, PythonEffectError, RuntimeChecks,
                           StagedBranchError, StagedInTryError, HostArray, IntOverflowError, is_library_file,
                           record_runtime_failure)
 from dy2st.runtime import events, guards, key_order, static_outputs, writes
@@ -216,6 +216,7 @@ def _run_branch_noting(fn, branch_name: str, origin: OriginInfo):
                 advice="move the `try` (or `with`) inside the branch, or out of the converted function; to "
                 "check values at run time, use `assert` or raise without catching.")
             raise refusal from err  # (noted as made: raised again after the trace if a handler swallows it)
+        refuse_nnx_write(err, origin, f"the {branch_name} of this staged `if`")
         _note_branch_error(err, branch_name, origin)
         raise
 
@@ -297,6 +298,25 @@ def _catching_ranges(code) -> tuple:
             if instruction.opname == "RERAISE":
                 break
     return tuple(ranges)
+
+
+def refuse_nnx_write(err: Exception, origin: OriginInfo, where: str) -> None:
+    """Flax's TraceContextError, met tracing `where` (a staged side or loop body): an NNX
+    Variable written there (Dropout's RNG count, a BatchNorm statistic, a counter), which NNX
+    allows only at the trace level the module was made at; eagerly it happens only when the data
+    takes that path. A PythonEffectError at the `if`/loop, saying what to write instead."""
+    flax_errors = sys.modules.get("flax.errors")
+    if flax_errors is None or not isinstance(err, flax_errors.TraceContextError):
+        return
+    raise PythonEffectError(
+        f"tracing {where} writes a Flax NNX Variable (an RNG stream a Dropout advances, a BatchNorm "
+        "statistic, a counter): the condition is traced, so whether the write happens is decided by the "
+        "data, and NNX allows Variable writes only where the module was made, not inside a staged branch.",
+        origin,
+        advice="call the layer outside the `if` or loop and pick its result with `jnp.where(c, y, x)` (an RNG "
+        "stream then advances on every call); compute a Variable's new value in the branches and write it after "
+        "(`v = ...` in each, then `self.v[...] = v`); or make the condition a Python value.",
+    ) from err
 
 
 def _note_branch_error(err: Exception, branch_name: str, origin: OriginInfo) -> None:

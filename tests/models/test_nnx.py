@@ -398,3 +398,37 @@ def test_a_submodule_returned_is_the_callers_own():
         _, sub = static(x)
         assert sub is model.first
     assert int(model.calls[...]) == 3
+
+
+# -- NNX writes in staged code ---------------------------------------------------------------------
+class _DropsWhenPositive(nnx.Module):
+    def __init__(self):
+        self.drop = nnx.Dropout(0.5, rngs=nnx.Rngs(dropout=0))
+
+    def __call__(self, x):
+        if x.sum() > 0:
+            x = self.drop(x)
+        return x
+
+
+class _CountsInAWhile(nnx.Module):
+    def __init__(self):
+        self.count = nnx.Variable(jnp.array(0))
+
+    def __call__(self, x):
+        while x.sum() < 10:
+            x = x * 2
+            self.count.value += 1
+        return x
+
+
+@pytest.mark.parametrize("model, line", [(_DropsWhenPositive, "if x.sum() > 0:"),
+                                         (_CountsInAWhile, "while x.sum() < 10:")])
+def test_an_nnx_write_in_staged_code_is_refused_at_the_if_or_loop(model, line):
+    """Flax raised its own TraceContextError ("Cannot mutate RngCount from a different trace
+    level"): a raw library error where eager works."""
+    with pytest.raises(dy2st.errors.PythonEffectError) as err:
+        dy2st.to_static(model())(jnp.ones(4))
+    text = str(err.value)
+    assert text.startswith('File "' + __file__) and line in text.splitlines()[1]
+    assert "writes a Flax NNX Variable" in text and "jnp.where(c, y, x)" in text
