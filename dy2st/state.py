@@ -112,13 +112,12 @@ def is_stateful(value) -> bool:
 class Layout:
     """One walk of the state reachable from some roots; see the module docstring."""
 
-    __slots__ = ("nodes", "key", "leaves", "traced", "nnx_values")
+    __slots__ = ("nodes", "key", "leaves", "traced")
 
     def __init__(self, roots: list):
         self.nodes = [roots]
         self.leaves = []
         self.traced = False
-        self.nnx_values = []  # the NNX modules the walk met, for `shared_nnx_variable`
         index = {id(roots): 0}
         key = [None]
         nodes, leaves = self.nodes, self.leaves
@@ -144,8 +143,6 @@ class Layout:
                     key.append(None)
                     visit(j, v, kind)
                 return NodeRef(j)
-            if is_nnx(v):
-                self.nnx_values.append(v)
             sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=_is_node)
             if jax.tree_util.treedef_is_leaf(treedef) and (not sub or sub[0] is v):
                 try:
@@ -191,7 +188,6 @@ class Layout:
         layout.key = template.key
         layout.leaves = leaves
         layout.traced = False
-        layout.nnx_values = []  # (checked by the fresh walk that made the template)
         return layout
 
     @property
@@ -210,33 +206,56 @@ class Layout:
         returns the objects and tuples rebuilt (`id -> object`), for `make_recipe` to tell
         which of them the call changed in place rather than replaced."""
         built: dict = {}
+        rebuilt_nnx: dict = {}  # id of a caller's NNX module or Variable -> its one rebuilt object
         for j, (node, (kind, _, slots)) in enumerate(zip(self.nodes, self.key)):
+            given = node if kind != "o" else vars(node)
             values = [(k, _build(r, leaves, self.nodes)) for k, r in slots]
-            for (_, r), (k, value) in zip(slots, values):
+            for i, ((_, r), (k, value)) in enumerate(zip(slots, values)):
                 if type(r) is TreeRef:
+                    if is_nnx(given[k]):
+                        value = _shared_as_given(given[k], value, rebuilt_nnx)
+                        values[i] = (k, value)
                     _note_built(value, (j, k), (), built)
             _replace_contents(node, kind, [v for _, v in values] if kind == "l" else values)
         return built
 
 
-def shared_nnx_variable(layout: Layout) -> str | None:
-    """The type of an `nnx.Variable` that the NNX modules of `layout` reach twice (tied
-    weights, `self.dec = self.enc`; one module given twice), or None. Such modules enter the
-    program as pytrees, which would give each place a copy of its own: the copies would train
-    apart and miss each other's writes."""
-    if not layout.nnx_values:
-        return None
-    from flax import nnx
+def _shared_as_given(given, rebuilt, seen: dict):
+    """`rebuilt` (an NNX module rebuilt from `given` as a pytree, one copy per place) with each
+    module or Variable that `given`'s graph reaches from two places (tied weights, `self.dec =
+    self.enc`; one module given twice: `seen` spans the call's arguments) made one object
+    again, as NNX's own split and merge keep it: a write or a gradient through one place then
+    reaches the other, as eagerly."""
+    if id(given) in seen:
+        return seen[id(given)]
+    if is_nnx(given) or _is_variable(given):
+        seen[id(given)] = rebuilt
+        if _is_variable(given):
+            return rebuilt
+    if isinstance(given, tuple):
+        items = [_shared_as_given(g, r, seen) if _graph_part(g) else r for g, r in zip(given, rebuilt)]
+        if all(a is b for a, b in zip(items, rebuilt)):
+            return rebuilt
+        return type(rebuilt)._make(items) if hasattr(type(rebuilt), "_make") else type(rebuilt)(items)
+    if isinstance(given, (list, dict)):
+        keys = range(len(given)) if isinstance(given, list) else list(given)
+        holder = rebuilt
+    elif hasattr(given, "__dict__"):
+        keys, holder = list(vars(given)), vars(rebuilt)
+        given = vars(given)
+    else:
+        return rebuilt
+    for key in keys:
+        part = given[key]
+        if _graph_part(part) and key in (holder if isinstance(holder, dict) else range(len(holder))):
+            one = _shared_as_given(part, holder[key], seen)
+            if one is not holder[key]:
+                holder[key] = one  # (the rebuilt module is this trace's own: NNX lets it change)
+    return rebuilt
 
-    seen: set = set()
-    for value in layout.nnx_values:
-        by_graph = {id(n): n for _, n in nnx.iter_graph(value) if _is_variable(n)}  # each once
-        by_tree = [x for x in jax.tree_util.tree_leaves(value, is_leaf=_is_variable) if _is_variable(x)]
-        again = next((by_graph[i] for i in by_graph if i in seen), None)
-        if again is not None or len(by_tree) != len(by_graph):
-            return type(again if again is not None else by_tree[0]).__name__
-        seen.update(by_graph)
-    return None
+
+def _graph_part(value) -> bool:
+    return is_nnx(value) or _is_variable(value) or type(value) in (list, dict, tuple)
 
 
 def _matches(v, ref, nodes, leaves) -> bool:

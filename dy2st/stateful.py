@@ -23,10 +23,10 @@ from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, Progr
 from dy2st.runtime import guards as guard_reads
 from dy2st.runtime import static_outputs, writes
 from dy2st.runtime.undefined import check_defined
-from dy2st.errors import InputSignatureError, PythonEffectError
+from dy2st.errors import PythonEffectError
 from dy2st.input_spec import user_origin
 from dy2st.state import (Layout, aliased_slots, changed_nnx_static, describe_difference, is_stateful, make_recipe,
-                         caller_object, given_nnx_modules, shared_nnx_variable,
+                         caller_object, given_nnx_modules,
                          nnx_static_containers, restore_nnx_static)
 
 _Tracer = jax.core.Tracer
@@ -214,7 +214,6 @@ class StatefulPrograms:
                 # Inside jit/grad/vmap (traced arguments or traced attributes): run on the live
                 # objects, so the enclosing transformation sees the mutations as in eager code.
                 return check_defined(self._fn(*args, **kwargs))
-            _refuse_shared_nnx(layout)
             entry = self._entry(layout, positions)
             self._last = (positions, layout, entry)
         else:
@@ -243,14 +242,14 @@ class StatefulPrograms:
         """`(run, flat arguments, keyword arguments)`: the function a program of these
         arguments traces, over the state arrays and the other arguments, outside the cache."""
         roots, rest, rest_kwargs = _split(args, kwargs, positions)
-        layout = _refuse_shared_nnx(Layout(roots))
+        layout = Layout(roots)
         entry = _Entry(self._fn, positions, len(layout.leaves), self._name)
         entry.last_layout = layout
         return entry.run, (*layout.leaves, *rest), rest_kwargs
 
     def get_concrete_program(self, args, kwargs, positions):
         roots, rest, rest_kwargs = _split(args, kwargs, positions)
-        layout = _refuse_shared_nnx(Layout(roots))
+        layout = Layout(roots)
         entry = self._entry(layout, positions)
         entry.last_layout = layout
         previous, entry.local.layout = getattr(entry.local, "layout", None), layout
@@ -296,26 +295,6 @@ def _check_aliases(layout, saved: list, recipe) -> None:
         advice=f"hold the {name} in one place and reach it through that one; or make its class a plain "
         "class (not a registered pytree), whose objects dy2st keeps as one object; or give every place "
         "the new object (`self.p = self.q = new`).",
-    )
-
-
-def _refuse_shared_nnx(layout: Layout) -> Layout:
-    """`layout`, unless its NNX modules reach one `nnx.Variable` twice (tied weights, one module
-    given twice): they enter the program as pytrees, one copy per place, which would train apart
-    (a gradient split between them) and miss each other's writes."""
-    kind = shared_nnx_variable(layout)
-    if kind is None:
-        return layout
-    raise InputSignatureError(
-        f"the Flax NNX modules given to this call reach one {kind} from two places (tied weights such as "
-        "`self.dec = self.enc`, or one module given twice): dy2st passes NNX modules into the program as "
-        "pytrees, which would give each place a copy of its own, so a write or a gradient through one "
-        "would miss the other.",
-        user_origin(),
-        advice="give the converted function the model's state instead and rebuild the model inside it: "
-        "`graphdef, state = nnx.split(model)` before the call, `model = nnx.merge(graphdef, state, copy=True)` in the "
-        "function, return `nnx.state(model)` and `nnx.update(model, new_state)` after the call (NNX's own "
-        "split keeps shared parts shared); or give the tied module once and read it through one attribute.",
     )
 
 
