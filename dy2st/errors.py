@@ -309,6 +309,14 @@ class StagedBranchError(Dy2StaticError):
         return combined
 
 
+def rebinding_hint(name: str, value: str) -> str:
+    """Code for a fix that rebinds `name` to `value` (`{}` in it stands for `name`): `xs =
+    list(xs)`; where `name` is how messages call a function's return value, `return list(...)`."""
+    if " " in name:  # "the return value": no variable of the user's
+        return f"return {value.format('...')}"
+    return f"{name} = {value.format(name)}"
+
+
 def _first_line(error: BaseException) -> str:
     return str(error).splitlines()[0].rstrip(".") + "." if str(error) else ""
 

@@ -177,6 +177,22 @@ def convert_float(x=0.0):
     return _python_scalar(_one_element(x, "float()", OriginInfo.of_caller()), float)
 
 
+def convert_item(x, *args):
+    """`x.item()` of a traced one-element array: the numbers rule's 0-d array for the Python
+    number eager gives (an int for an int array, a float for a float one, a bool for a bool one),
+    as `int(x)`/`float(x)` give; eagerly `.item()` is how training code logs a loss."""
+    if args:
+        return x.item(*args)  # (an index: jax's own error, as for any traced value)
+    value = _one_element(x, ".item()", OriginInfo.of_caller())
+    if value.dtype == jnp.bool_:
+        return value
+    if jnp.issubdtype(value.dtype, jnp.integer):
+        return _python_scalar(value, int)
+    if jnp.issubdtype(value.dtype, jnp.floating):
+        return _python_scalar(value, float)
+    return value
+
+
 def _python_scalar(value, kind):
     """`value` as the default int/float dtype, weakly typed as a Python number is, so that
     `x_int8 * int(y)` stays int8 as it does eagerly. (jax has no public way to make a weak
@@ -284,6 +300,7 @@ for _builtin, _replacement in (
     (builtins.repr, convert_repr),
 ):
     register_builtin(_builtin, _replacement)
+register_builtin(jax.core.Tracer.item, convert_item)  # (a traced array's bound method's function)
 for _method in _LOG_LEVELS:
     register_builtin(getattr(logging, _method), _logging_call(_method, module_level=True))
     for _class in (logging.Logger, logging.LoggerAdapter):  # (a bound method's function)

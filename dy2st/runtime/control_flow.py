@@ -25,7 +25,7 @@ from __future__ import annotations
 import sys
 
 from dy2st import _jax_compat
-from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError
+from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError, rebinding_hint
 from dy2st.runtime import events, key_order, reachable, state_cells, static_outputs, writes
 from dy2st.runtime.asserts import check_python_ints
 from dy2st.runtime.staging import grown_from, grown_here, grown_in_this_side, stage_cond, stage_value, watch_here
@@ -226,8 +226,8 @@ def _refuse_aliasing_by_data(patterns: dict, names, origin: OriginInfo) -> None:
         "other: whether changing one changes the other would be decided by the data, and a program gives "
         "back one layout.",
         origin,
-        advice=f"make both branches agree: copy it where it is shared (`{names[k]} = dict({other})` or "
-        f"`list(...)`), or share it in both.",
+        advice=f"make both branches agree: copy it where it is shared (`{rebinding_hint(names[k], 'dict(' + _literal(other) + ')')}` "
+        "or `list(...)`), or share it in both.",
     )
 
 
@@ -254,9 +254,14 @@ def _refuse_identity_by_data(side_values: dict, names, roots, origin: OriginInfo
                     "another object after the other: whether changing it changes "
                     f"{path} is decided by the data, and a program gives back one object.",
                     origin,
-                    advice=f"copy it on the side that keeps it (`{names[k]} = {type(value).__name__}({path})`), so "
-                    f"that both sides make a new one; or make both sides hold {path}.",
+                    advice=f"copy it on the side that keeps it (`{rebinding_hint(names[k], type(value).__name__ + '(' + _literal(path) + ')')}`), "
+                    f"so that both sides make a new one; or make both sides hold {path}.",
                 )
+
+
+def _literal(text: str) -> str:
+    """`text` as literal text inside a `rebinding_hint` template."""
+    return text.replace("{", "{{").replace("}", "}}")
 
 
 def _with_aliases(values: tuple, patterns: dict) -> tuple:
@@ -428,7 +433,7 @@ class _ListIdentity:
                 final[i] = before
             elif seen & {"grown", "changed"}:
                 kind, name = type(before).__name__, names[i]
-                new = f"{name} = {name} + [v]" if kind == "list" else f"{name} = {{**{name}, 'k': v}}"
+                new = rebinding_hint(name, "{} + [v]" if kind == "list" else "{{**{}, 'k': v}}")
                 raise BranchOutputError(
                     f"'{name}' is {'appended to or ' if kind == 'list' else ''}changed in place in one branch and "
                     f"replaced by another {kind} in the other: other references to the {kind} would see the "

@@ -27,7 +27,7 @@ from jax import lax
 
 from dy2st import _jax_compat
 from dy2st.errors import (BranchOutputError, Dy2StaticError, OriginInfo, PredicateError, PythonEffectError, RuntimeChecks,
-                          StagedBranchError, StagedInTryError, HostArray, IntOverflowError, is_library_file,
+                          StagedBranchError, StagedInTryError, HostArray, IntOverflowError, is_library_file, rebinding_hint,
                           record_runtime_failure)
 from dy2st.runtime import events, guards, key_order, static_outputs, writes
 from dy2st.runtime.debug_effects import debug_effects_dropped
@@ -644,8 +644,8 @@ def _merge(t: _Branch, f: _Branch, labels, origin, branch_names, promote):
                 "object it is afterwards (what changing it in place changes, what returning it gives back) "
                 "is decided by the data, and a program gives back one.",
                 origin,
-                advice=f"copy it on the side that keeps it (`{label} = list({label})`, or `dict(...)`), so that both "
-                "sides make a new one; or change the caller's list or dict in place in both.",
+                advice=f"copy it on the side that keeps it (`{rebinding_hint(label, 'list({})')}`, or `dict(...)` for a "
+                "dict), so that both sides make a new one; or change the caller's list or dict in place in both.",
             )
         if ts != fs:
             raise BranchOutputError(

@@ -530,3 +530,31 @@ def test_a_python_int_the_data_decides_prints_as_eager(capsys):
         static(x)
         static(x)
         assert capsys.readouterr().out == eager * 2
+
+
+def item_of_each_dtype(x):
+    loss = (x ** 2).mean()
+    count = (x > 0).sum()
+    n = count.item()
+    print(f"loss {loss.item():.3f} n={n}")
+    if loss.item() > 1:
+        return loss.item() * 2, n + 1, (x > 0).any().item()
+    return loss.item(), n, (x > 0).all().item()
+
+
+def test_item_of_a_traced_array_is_the_number_eager_gives(capsys):
+    """`.item()` (how training code logs a loss) was a TracedValueError; it is `float(x)` /
+    `int(x)` / `bool(x)` of a one-element array, by the rule."""
+    _check(item_of_each_dtype)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:4] == ["loss 4.667 n=3"] * 4 and len(set(lines)) == 3
+
+
+def test_item_of_an_array_of_several_elements_says_so_at_its_line():
+    def f(x):
+        return x.item() if x.sum() > 0 else 0.0
+
+    with pytest.raises(dy2st.errors.BuiltinError) as err:
+        dy2st.to_static(f)(POS)
+    assert "return x.item() if x.sum() > 0 else 0.0" in str(err.value).splitlines()[1]
+    assert ".item() of an array of shape (3,)" in str(err.value)
