@@ -14,6 +14,7 @@ from types import ModuleType
 from dy2st import analysis, ast_util
 from dy2st.analysis import loop_bodies
 from dy2st.transformers import (
+    annotated_assignments,
     asserts,
     break_statements,
     call_trees,
@@ -57,6 +58,10 @@ PIPELINE: tuple[Step, ...] = (
          "First, on the user's code: a method's zero-argument `super()` is spelled out before any "
          "step moves it into a generated function (where it would find no arguments).",
          triggers=("super()",)),
+    Step(annotated_assignments, (),
+         "On the user's code, before any step makes functions of its blocks: `y: T = v` becomes "
+         "`y = v` (Python does not evaluate a local's annotation), so later steps may declare `y` nonlocal.",
+         triggers=(ast.AnnAssign,), creates=(ast.Assign, ast.Pass), source_only=True),
     Step(walrus_conditions, (),
          "Before break_statements and the loops step: a `while` condition that binds a name with "
          "`:=` moves into the body as `if not test: break`, so the name is the function's own.",
