@@ -24,8 +24,9 @@ import builtins
 import types
 
 from dy2st.ast_util import is_private_name
-from dy2st.errors import OriginInfo
+from dy2st.errors import OriginInfo, PythonEffectError
 from dy2st.runtime.undefined import Undefined
+from dy2st.user_code import is_users_class
 
 _UNBOUND_READS = (NameError, AttributeError, KeyError, IndexError)  # an unbound attribute or item: a marker
 
@@ -149,9 +150,33 @@ def _read(holder, path, name: str, frame):
     if type(path) is str:
         return value
     try:
-        return _follow(value, path[1:])
+        parent = _follow(value, path[1:-1])
     except _UNBOUND_READS:
         return _unbound(name, frame)
+    if type(path[-1]) is tuple:
+        _refuse_users_items(parent, name, frame)
+    try:
+        return _follow(parent, path[-1:])
+    except _UNBOUND_READS:
+        return _unbound(name, frame)
+
+
+def _refuse_users_items(container, name: str, frame) -> None:
+    """An item a staged `if` or loop carries (`s['a']`) is read and written through the
+    container's own `__getitem__`/`__setitem__`: for a list or dict, Python's; for anything else
+    (a user's class, a NumPy array), code that the staging would run once per side traced and
+    again to write the result back, where eager runs it once."""
+    if isinstance(container, (list, dict)) and not is_users_class(type(container)):
+        return
+    kind = type(container).__name__
+    raise PythonEffectError(
+        f"this staged `if` or loop carries {name}, an item of a {kind}: reading and writing it runs the "
+        f"{kind}'s own item methods once per side traced and again to write the result back, where eager "
+        "runs them once.",
+        OriginInfo.from_frame(frame) if frame is not None else None,
+        advice=f"read the item into a variable before the `if` or loop (`v = {name}`), assign `v` there, and "
+        f"write `{name} = v` after it; or make the condition a Python value.",
+    )
 
 
 def _unbound(name: str, frame) -> Undefined:

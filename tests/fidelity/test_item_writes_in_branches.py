@@ -208,3 +208,36 @@ def test_an_item_of_an_array_raises_jaxs_error_when_the_data_takes_the_side(arr)
     _same(static(NEG, arr), arr)
     with pytest.raises(TypeError, match="immutable"):
         static(POS, arr)
+
+
+class CountingStore:
+    def __init__(self):
+        self.data, self.writes = {}, 0
+
+    def __getitem__(self, key):
+        return self.data[key]
+
+    def __setitem__(self, key, value):
+        self.writes += 1
+        self.data[key] = value
+
+
+def constant_key_on_a_users_object(x, store):
+    if x.sum() > 0:
+        store["a"] = x
+    else:
+        store["a"] = -x
+    return store["a"]
+
+
+def test_a_constant_key_item_of_a_users_object_is_refused_at_the_if():
+    """Carried as a composite name, it was read and written through the user's item methods
+    once per side and again to write back (4 writes per call where eager makes 1), and an
+    AttributeError (`__delitem__`) where the key did not exist before."""
+    store = CountingStore()
+    with pytest.raises(PythonEffectError) as err:
+        dy2st.to_static(constant_key_on_a_users_object)(POS, store)
+    text = str(err.value)
+    assert text.startswith('File "' + __file__) and "if x.sum() > 0:" in text.splitlines()[1]
+    assert "carries store['a'], an item of a CountingStore" in text
+    assert store.writes == 0 and store.data == {}
