@@ -25,6 +25,7 @@ import builtins
 import functools
 import io
 import logging
+import operator
 import sys
 
 import jax
@@ -159,6 +160,30 @@ def _logging_call(method: str, module_level: bool = False):
         return None
 
     return call
+
+
+# -- writes by name ------------------------------------------------------------------------------
+def convert_setattr(obj, name, value):
+    """`setattr(obj, name, value)` (also `object.__setattr__`): see `writes.changing`."""
+    return builtins.setattr(writes.changing(obj, f"setattr(..., {name!r}, ...)"), name, value)
+
+
+def convert_delattr(obj, name):
+    return builtins.delattr(writes.changing(obj, f"delattr(..., {name!r})"), name)
+
+
+def convert_vars(*args):
+    """`vars(obj)`: what the caller changes through it (`vars(o).update(...)`) is `obj`'s."""
+    return builtins.vars(*(writes.changing(a, "vars(...)") for a in args))
+
+
+def convert_setitem(container, key, value):
+    """`operator.setitem(container, key, value)`, as `container[key] = value`."""
+    writes.in_place(container, "operator.setitem()", True)[key] = value
+
+
+def convert_delitem(container, key):
+    del writes.in_place(container, "operator.delitem()", True)[key]
 
 
 # -- casts -------------------------------------------------------------------------------------
@@ -299,6 +324,11 @@ for _builtin, _replacement in (
     (builtins.str, convert_str),
     (builtins.repr, convert_repr),
 ):
+    register_builtin(_builtin, _replacement)
+for _builtin, _replacement in ((builtins.setattr, convert_setattr), (object.__setattr__, convert_setattr),
+                               (builtins.delattr, convert_delattr), (object.__delattr__, convert_delattr),
+                               (builtins.vars, convert_vars), (operator.setitem, convert_setitem),
+                               (operator.delitem, convert_delitem)):
     register_builtin(_builtin, _replacement)
 register_builtin(jax.core.Tracer.item, convert_item)  # (a traced array's bound method's function)
 for _method in _LOG_LEVELS:

@@ -196,6 +196,10 @@ def _call_target(fn):
     if isinstance(fn, functools.partial) and type(fn).__module__ != "dy2st.api":  # StaticFunction is one
         converted = _call_target(fn.func)
         return fn if converted is fn.func else functools.partial(converted, *fn.args, **fn.keywords)
+    if type(fn) is types.MethodWrapperType:  # `o.__setattr__`: its class's slot, if replaced (`object.__setattr__`)
+        replacement = _replacements.get(getattr(type(fn.__self__), fn.__name__, None))
+        if replacement is not None:
+            return functools.partial(replacement, fn.__self__)
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, type)) or _is_static_function(fn):
         if is_format_method(fn):  # 'v: {}'.format(x): formatted when the program runs
             return functools.partial(convert_format, fn.__self__)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dy2st.runtime.staging import may_grow_here, note_grown, tracing_staged_code
-from dy2st.runtime.writes import adopt_reachable, append_unseen, note_appended, watched_container
+from dy2st.runtime.writes import adopt_reachable, append_unseen, changing, note_appended, watched_container
 
 
 def list_append(target, value, name: str = "the list"):
@@ -30,5 +30,5 @@ def list_append(target, value, name: str = "the list"):
         grown = target + [value]
         note_grown(grown, target)  # the staged `if` writes it back into `target` (see control_flow)
         return grown
-    target.append(value)
+    changing(target, f"{name}.append()").append(value)  # (a UserList, a deque: refused in a staged side)
     return target

@@ -124,6 +124,9 @@ def _reachable_lists(roots: list, before: dict) -> dict:
         value, path = queue.popleft()
         if type(value) in (list, dict):
             found.setdefault(id(value), (value, path))
+        elif type(getattr(value, "__dict__", None)) is dict and not isinstance(value, type):
+            attributes = value.__dict__  # an object's attributes, changed as a dict (`o.__dict__[k] = v`)
+            found.setdefault(id(attributes), (attributes, f"{path}.__dict__"))
         for child_path, child in _children(value, path, classes):
             child = before.get(child_path, child)
             if id(child) not in seen and not _is_leaf(child):

@@ -91,6 +91,8 @@ def _kind_of_type(tp, value) -> str | None:
 MUTATORS = frozenset({
     "append", "extend", "insert", "remove", "clear", "update", "sort", "reverse", "add", "discard",
     "appendleft", "extendleft", "rotate",
+    # the same changes spelled as the operators' methods (`d.__setitem__(k, v)`, `xs.__iadd__(ys)`)
+    "__setitem__", "__delitem__", "__iadd__", "__imul__", "__ior__", "__iand__", "__isub__", "__ixor__",
 })
 RETURNING_MUTATORS = frozenset({"pop", "popitem", "setdefault", "popleft"})
 

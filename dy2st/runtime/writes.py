@@ -627,12 +627,25 @@ def in_place(receiver, what: str, by_item: bool = False):
         "staged branch or loop body "
         "is traced: tracing runs it whichever path the data picks, and dy2st can carry only lists, "
         "dicts and your objects' attributes.",
-        OriginInfo.of_caller(),
+        OriginInfo.of_user_code(),  # (the line of the change, past `changing` and builtins)
         advice="read the item into a variable before the `if` or loop (`v = t[k]`), change the variable there, "
         "and write the item after it (`t[k] = v`); or make the condition a Python value." if by_item else
         "build a new value instead and use it after the `if` or loop (`s = s | {v}`), or make "
         "the condition a Python value.",
     )
+
+
+def changing(obj, what: str):
+    """`obj`, about to be changed by `what` (`setattr(o, ...)`, `vars(o)`, a library object's
+    `append`) in code run as it is: while a staged side is traced, an object of the user's is
+    recorded (its attributes carried out of the `if` and put back after each side, as for
+    `o.w = v`), anything else as `in_place` says."""
+    if tracking():
+        if is_users_object(obj):
+            note_receiver(obj)
+        else:
+            in_place(obj, what)
+    return obj
 
 
 def _receiver_text(what: str, by_item: bool) -> str:

@@ -9,6 +9,7 @@ import collections
 import types
 
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import dy2st
@@ -253,3 +254,108 @@ def test_a_global_list_changed_by_the_call_outside_a_branch_is_refused_too():
     assert "the call changes GLOBAL_LOG in place with traced values" in str(err.value)
     assert GLOBAL_LOG == []
     check_equivalent(extends_its_own_list, XS[0])
+
+
+# -- writes spelled as calls: setattr, vars, operator, dunders -------------------------------------
+import collections as _collections  # noqa: E402
+import operator as _operator  # noqa: E402
+
+
+class Bag:
+    pass
+
+
+def _bag():
+    bag = Bag()
+    bag.w = jnp.zeros(3)
+    return bag
+
+
+def by_setattr(x, o):
+    if x.sum() > 0:
+        setattr(o, "w", x * 10)
+    else:
+        setattr(o, "w", x)
+    return o.w
+
+
+def by_setattr_in_one_branch(x, o):
+    if x.sum() > 0:
+        setattr(o, "w", x + 10)
+    return o.w
+
+
+def by_object_setattr(x, o):
+    if x.sum() > 0:
+        object.__setattr__(o, "w", x * 10)
+    return o.w
+
+
+def by_dunder_setattr(x, o):
+    if x.sum() > 0:
+        o.__setattr__("w", x * 10)
+    return o.w
+
+
+def by_vars_update(x, o):
+    if x.sum() > 0:
+        vars(o).update(w=x * 10)
+    return o.w
+
+
+def by_dict_of_the_object(x, o):
+    name = "w"
+    if x.sum() > 0:
+        o.__dict__[name] = x * 10
+    return o.w
+
+
+def by_operator_setitem(x, d):
+    if x.sum() > 0:
+        _operator.setitem(d, "w", x * 10)
+    else:
+        d.__setitem__("w", x)
+    return d["w"]
+
+
+def by_dunder_iadd(x, xs):
+    if x.sum() > 0:
+        xs.__iadd__([x])
+    else:
+        xs.__iadd__([-x])
+    return xs[-1]
+
+
+@pytest.mark.parametrize("x", XS[:2])
+@pytest.mark.parametrize("fn, make", [
+    (by_setattr, _bag), (by_setattr_in_one_branch, _bag), (by_object_setattr, _bag), (by_dunder_setattr, _bag),
+    (by_vars_update, _bag), (by_dict_of_the_object, _bag), (by_operator_setitem, lambda: {"w": jnp.zeros(3)}),
+    (by_dunder_iadd, lambda: [jnp.zeros(3)]),
+], ids=lambda v: getattr(v, "__name__", ""))
+def test_a_write_spelled_as_a_call_in_a_staged_branch_is_carried(fn, make, x):
+    """Both sides' writes happened while tracing, so the else side's value won whatever the data
+    said, silently: `setattr`, `object.__setattr__`, `vars(o).update`, `o.__dict__[k]`,
+    `operator.setitem`, `d.__setitem__`, `xs.__iadd__`."""
+    static = dy2st.to_static(fn)
+    for _ in range(2):
+        eager_arg, static_arg = make(), make()
+        expected, got = fn(x, eager_arg), static(x, static_arg)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(expected))
+        after = (lambda a: a.w) if isinstance(eager_arg, Bag) else (lambda a: a["w"] if isinstance(a, dict) else a[-1])
+        np.testing.assert_allclose(np.asarray(after(static_arg)), np.asarray(after(eager_arg)))
+
+
+def appends_to_a_user_list(x, ul):
+    if x.sum() > 0:
+        ul.append(x)
+    else:
+        ul.append(-x)
+    return ul[0]
+
+
+def test_a_library_containers_append_in_a_staged_branch_is_refused_at_its_line():
+    """A UserList's `append` ran for both sides (a raw UnexpectedTracerError)."""
+    with pytest.raises(PythonEffectError) as err:
+        dy2st.to_static(appends_to_a_user_list)(XS[0], _collections.UserList())
+    assert "ul.append(x)" in str(err.value).splitlines()[1]
+    assert "UserList in place (ul.append())" in str(err.value)
