@@ -46,6 +46,7 @@ from dy2st.input_spec import user_origin
 from dy2st.runtime import guards, key_order, static_outputs, writes
 from dy2st.runtime.undefined import check_defined
 from dy2st.runtime.values import ARRAY_TYPES, iterator_position
+from dy2st.state import refuse_slotted
 
 ARRAY_IMPL = _jax_compat.array_type()
 _FAST_TYPES = frozenset({ARRAY_IMPL})
@@ -271,6 +272,7 @@ def _static_token(value):
         return kind, value.hex()
     if kind is complex:
         return kind, value.real.hex(), value.imag.hex()
+    refuse_slotted(value)
     position = iterator_position(value)  # an iterator the last call advanced: another program
     return (kind, value) if position is None else (kind, value, position)
 

@@ -43,7 +43,10 @@ import sys
 import jax
 
 from dy2st import _jax_compat
+from dy2st.errors import InputSignatureError
+from dy2st.input_spec import user_origin
 from dy2st.runtime.values import ARRAY_TYPES, NODE_KINDS, node_kind
+from dy2st.user_code import is_users_class
 
 _Tracer = jax.core.Tracer
 _ArrayImpl = _jax_compat.array_type()
@@ -145,6 +148,7 @@ class Layout:
                 return NodeRef(j)
             sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=_is_node)
             if jax.tree_util.treedef_is_leaf(treedef) and (not sub or sub[0] is v):
+                refuse_slotted(v)
                 try:
                     hash(v)
                 except TypeError:
@@ -256,6 +260,25 @@ def _shared_as_given(given, rebuilt, seen: dict):
 
 def _graph_part(value) -> bool:
     return is_nnx(value) or _is_variable(value) or type(value) in (list, dict, tuple)
+
+
+def refuse_slotted(value) -> None:
+    """An object of a user's class with `__slots__` (no `__dict__`), hashed by identity, as a
+    static value (an argument, or reached from one): dy2st can neither lift its attributes as
+    inputs nor write changes back, so the trace would leave tracers in its slots and a cached
+    call would keep what the first call read."""
+    kind = type(value)
+    if kind.__hash__ is not object.__hash__ or hasattr(value, "__dict__") or not is_users_class(kind):
+        return
+    raise InputSignatureError(
+        f"an argument of class {kind.__name__} (a class with __slots__, no __dict__), or one an argument "
+        "holds, would be a static value keyed by its identity: dy2st lifts and writes back the attributes "
+        "of objects with a __dict__, so the trace would leave traced values in its slots, and a cached call "
+        "would keep what the first call read and skip what it changes.",
+        origin=user_origin(),
+        advice="drop __slots__ from the class (its objects are then lifted and written back), make it a frozen "
+        "dataclass (keyed by value), or pass its arrays as arguments.",
+    )
 
 
 def _matches(v, ref, nodes, leaves) -> bool:

@@ -78,6 +78,8 @@ class _ActivityVisitor(ast_util.NodeVisitor):
             parent = parent.parent
 
     def visit_Name(self, node):
+        if isinstance(node.ctx, ast.Del):  # `del x` needs x bound: it reads the binding it removes
+            self.reads.add(QualifiedName(node.id))
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             self._write(node)
         else:
@@ -93,6 +95,8 @@ class _ActivityVisitor(ast_util.NodeVisitor):
         symbol = qual_names.from_node(node)
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             if symbol is not None:
+                if isinstance(node.ctx, ast.Del):  # (`del d['k']` needs the key: a read, as for a name)
+                    self.reads.add(symbol)
                 self._write(node)
             else:
                 self.visit(node.value)

@@ -38,7 +38,7 @@ import jax
 
 from dy2st.config import log
 from dy2st.errors import ConversionError, OriginInfo, PythonEffectError, UnsupportedSyntaxError
-from dy2st.runtime.formatting import convert_format, is_format_method
+from dy2st.runtime.formatting import str_method_replacement
 from dy2st.runtime import events, guards, higher_order, writes
 from dy2st.runtime.staging import refused_in_place
 from dy2st.runtime.values import MUTATORS, RETURNING_MUTATORS
@@ -201,8 +201,9 @@ def _call_target(fn):
         if replacement is not None:
             return functools.partial(replacement, fn.__self__)
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, type)) or _is_static_function(fn):
-        if is_format_method(fn):  # 'v: {}'.format(x): formatted when the program runs
-            return functools.partial(convert_format, fn.__self__)
+        replacement = str_method_replacement(fn)  # 'v: {}'.format(x), ', '.join(...): made when the program runs
+        if replacement is not None:
+            return replacement
         return fn
     return _convert_callable_object(fn)
 

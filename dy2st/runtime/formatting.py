@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import functools
+
 import jax
 import numpy as np
 
@@ -198,6 +200,26 @@ def convert_repr(value):
     return repr(value)
 
 
-def is_format_method(fn) -> bool:
-    """Whether `fn` is `some_str.format` (bound), which `convert_call` sends to convert_format."""
-    return getattr(fn, "__name__", None) == "format" and type(getattr(fn, "__self__", None)) is str
+def str_method_replacement(fn):
+    """`convert_format` / `convert_join` bound to the string, for `fn` a string's `format` or
+    `join` (`", ".join(f"{v:.2f}" for v in x)`), else None."""
+    if type(getattr(fn, "__self__", None)) is not str:
+        return None
+    name = getattr(fn, "__name__", None)
+    if name == "format":
+        return functools.partial(convert_format, fn.__self__)
+    if name == "join":
+        return functools.partial(convert_join, fn.__self__)
+    return None
+
+
+def convert_join(separator: str, items):
+    """`separator.join(items)`; text made when the program runs where an item is formatted
+    from a traced value (a TracedString)."""
+    items = list(items)
+    if not any(isinstance(item, TracedString) for item in items):
+        return separator.join(items)
+    joined = items[0]
+    for item in items[1:]:
+        joined = joined + separator + item
+    return joined

@@ -80,3 +80,21 @@ def test_assert_message_formatted_at_run_time():
     with pytest.raises(AssertionError) as static:
         dy2st.to_static(asserts_with_formatted_message)(-np_ones)
     assert str(static.value).splitlines()[0] == str(eager.value).splitlines()[0] == "bad sum -2.0 of [-1. -1.]"
+
+
+def joins_formatted_traced_values(x):
+    print(", ".join(f"{v:.2f}" for v in x))
+    print(" | ".join([str(x[0]), f"{x[1]}", "end"]))
+    print("-".join(["a", "b"]))
+    return x
+
+
+def test_str_join_of_text_formatted_from_traced_values_prints_when_the_program_runs(capsys):
+    """It raised a raw TypeError (`expected str instance, TracedString found`)."""
+    x = jnp.array([1.0, 2.5])
+    joins_formatted_traced_values(x)
+    expected = capsys.readouterr().out
+    static = dy2st.to_static(joins_formatted_traced_values)
+    for _ in range(2):
+        static(x)
+        assert capsys.readouterr().out == expected

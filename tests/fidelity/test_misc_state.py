@@ -1,5 +1,7 @@
 """issue 13, class 6 and 10 (c): state written by methods and attributes set in branches."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -240,3 +242,87 @@ def test_global_object_clean_after_error():
     with pytest.raises(BranchOutputError):
         dy2st.to_static(global_method_then_fails)(jnp.ones(2))
     assert not _holds_tracer(GLOBAL_COUNTER)
+
+
+# -- objects of classes with __slots__ ---------------------------------------------------------------
+class _Slotted:
+    __slots__ = ("w", "n")
+
+    def __init__(self, w):
+        self.w, self.n = w, 0
+
+
+class _HoldsSlotted:
+    def __init__(self):
+        self.p = _Slotted(jnp.zeros(2))
+
+
+def _writes_slots(x, p):
+    p.w = x * 2
+    p.n += 1
+    return x
+
+
+def _reads_held_slots(x, holder):
+    return x + holder.p.w
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Config:
+    scale: float = 2.0
+
+
+def _scaled(x, cfg):
+    return x * cfg.scale
+
+
+def test_an_object_with_slots_is_refused_at_the_call():
+    """Keyed by identity as a static value, it was left holding a tracer and a second call
+    skipped its changes (eager: n == 2; dy2st: n == 1, w a JitTracer), silently."""
+    p = _Slotted(jnp.zeros(2))
+    with pytest.raises(dy2st.errors.InputSignatureError) as err:
+        dy2st.to_static(_writes_slots)(jnp.ones(2), p)
+    assert "an argument of class _Slotted (a class with __slots__, no __dict__)" in str(err.value)
+    assert str(err.value).startswith('File "' + __file__)
+    assert p.n == 0 and not isinstance(p.w, jax.core.Tracer)
+    with pytest.raises(dy2st.errors.InputSignatureError):
+        dy2st.to_static(_reads_held_slots)(jnp.ones(2), _HoldsSlotted())
+
+
+def test_a_frozen_slotted_dataclass_is_a_static_value_by_value():
+    static = dy2st.to_static(_scaled)
+    for cfg in (_Config(), _Config(3.0), _Config()):
+        np.testing.assert_array_equal(static(jnp.ones(2), cfg), _scaled(jnp.ones(2), cfg))
+
+
+# -- `del` of a loop's variables after it --------------------------------------------------------------
+def _del_for_target(x):
+    for i in range(3):
+        x = x + i
+    del i
+    return x
+
+
+def _del_set_in_staged_while(x):
+    while x.sum() > 0:
+        x = x - 1
+        last = x
+    del last
+    return x
+
+
+def _del_enumerate_target(x):
+    for i, v in enumerate(x):
+        pass
+    del v
+    return i
+
+
+@pytest.mark.parametrize("fn", [_del_for_target, _del_set_in_staged_while, _del_enumerate_target])
+def test_del_of_a_loop_variable_after_the_loop(fn):
+    """`del` reads the binding it removes: the loop must leave the variable bound (it raised a
+    raw UnboundLocalError)."""
+    x = jnp.array([1.0, 2.0])
+    static = dy2st.to_static(fn)
+    for _ in range(2):
+        np.testing.assert_array_equal(np.asarray(static(x)), np.asarray(fn(x)))
