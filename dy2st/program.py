@@ -41,9 +41,11 @@ import jax
 
 from dy2st import _jax_compat
 from dy2st.config import config, log, logger
-from dy2st.errors import Dy2StaticError, InputSignatureError, PythonEffectError, RuntimeChecks, StagedBranchError
+from dy2st.errors import (Dy2StaticError, InputSignatureError, OriginInfo, PythonEffectError, RuntimeChecks,
+                          StagedBranchError)
 from dy2st.input_spec import user_origin
 from dy2st.runtime import guards, key_order, static_outputs, writes
+from dy2st.runtime.asserts import check_python_ints
 from dy2st.runtime.undefined import check_defined
 from dy2st.runtime.values import ARRAY_TYPES, iterator_position
 from dy2st.state import refuse_slotted
@@ -665,8 +667,12 @@ class ProgramCache:
         """`(fn's outputs, encoded)`, traced, once they are known to make a program; raises
         where they do not (the caller puts back what the trace changed)."""
         guards.note(fn)
+        mark = _jax_compat.trace_mark()
         with watcher.watching() if watcher is not None else contextlib.nullcontext():
             out = fn(*args, **kwargs)
+        code = getattr(inspect.unwrap(fn), "__code__", None)
+        if code is not None:  # the numbers rule: a Python int computed on outside a staged `if` or loop too
+            check_python_ints(mark, OriginInfo(code.co_filename, code.co_firstlineno, code.co_name))
         if watcher is not None and (watcher.observed or key_order.holds_watched(out)):
             self.orders_observed = True  # this program would serve other orders: given up
             raise OrderObserved("the function observes a dict argument's key order")

@@ -558,3 +558,21 @@ def test_item_of_an_array_of_several_elements_says_so_at_its_line():
         dy2st.to_static(f)(POS)
     assert "return x.item() if x.sum() > 0 else 0.0" in str(err.value).splitlines()[1]
     assert ".item() of an array of shape (3,)" in str(err.value)
+
+
+def product_after_the_if(x):
+    k = 10
+    if x.sum() > 0:
+        k = 2 ** 30
+    return k * 4, k * 2
+
+
+def test_a_product_outside_the_staged_if_that_leaves_int32_raises_when_run():
+    """Checked only inside staged sides and loop bodies before: `k * 4` after the `if` wrapped
+    to 0 (eager: 4294967296), silently."""
+    static = dy2st.to_static(product_after_the_if)
+    for _ in range(2):
+        assert tree_difference(product_after_the_if(NEG), static(NEG), "to_static") is None
+        with pytest.raises(dy2st.errors.IntOverflowError) as err:
+            static(POS)
+        assert "return k * 4, k * 2" in str(err.value).splitlines()[1]
