@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+import copy
 import functools
 
 import jax
@@ -109,9 +110,45 @@ def _concat(left, right, origin):
     return _deferred(lambda a, b: a + b, (left, right), {}, origin)
 
 
-def _has_traced(values) -> bool:
-    leaves = jax.tree_util.tree_leaves(values, is_leaf=lambda v: isinstance(v, TracedString))
+def _has_traced(values, depth: int = 0) -> bool:
+    leaves = jax.tree_util.tree_leaves(_viewed(values, depth), is_leaf=lambda v: isinstance(v, TracedString))
     return any(isinstance(l, TracedString) or is_traced(l) for l in leaves)
+
+
+class _ObjectView:
+    """A plain object (a `@dataclass`, a class of the user's) holding traced arrays, seen as the
+    pytree of its attributes when it is formatted: at run time a copy of it holds their values,
+    so its `__str__`/`__repr__` show what eager's would (not `JitTracer(...)`)."""
+
+    __slots__ = ("obj", "depth")
+
+    def __init__(self, obj, depth: int):
+        self.obj, self.depth = obj, depth
+
+
+def _with_values(aux, values):
+    obj, names = aux
+    copy_ = copy.copy(obj)
+    vars(copy_).update(zip(names, values))
+    return copy_
+
+
+jax.tree_util.register_pytree_node(
+    _ObjectView,
+    lambda view: ([_viewed(v, view.depth + 1) for v in vars(view.obj).values()], (view.obj, tuple(vars(view.obj)))),
+    _with_values)
+
+
+def _viewed(values, depth: int = 0):
+    """`values` with each plain object that holds traced arrays as an `_ObjectView` (objects
+    within objects to a depth of 3: a cycle ends there)."""
+    def view(value):
+        if (depth < 3 and type(getattr(value, "__dict__", None)) is dict and not isinstance(value, type)
+                and not callable(value) and _has_traced(vars(value), depth + 1)):
+            return _ObjectView(value, depth)
+        return value
+
+    return jax.tree_util.tree_map(view, values, is_leaf=lambda v: isinstance(v, TracedString))
 
 
 def bind_traced(args, kwargs, wrap=None):
@@ -119,7 +156,7 @@ def bind_traced(args, kwargs, wrap=None):
     run-time values): arrays then format like eager jax arrays (or are `wrap(value)`),
     TracedStrings become text."""
     wrap = wrap or _ArrayText
-    leaves, treedef = jax.tree_util.tree_flatten((args, kwargs), is_leaf=lambda v: isinstance(v, TracedString))
+    leaves, treedef = jax.tree_util.tree_flatten(_viewed((args, kwargs)), is_leaf=lambda v: isinstance(v, TracedString))
     arrays, counts, ints = [], [], set()
     for i, leaf in enumerate(leaves):
         if isinstance(leaf, TracedString):

@@ -98,3 +98,31 @@ def test_str_join_of_text_formatted_from_traced_values_prints_when_the_program_r
     for _ in range(2):
         static(x)
         assert capsys.readouterr().out == expected
+
+
+class _Box:
+    def __init__(self, w, inner=None):
+        self.w, self.inner = w, inner
+
+    def __repr__(self):
+        return f"Box(w={self.w}, inner={self.inner!r})"
+
+
+def prints_objects_holding_traced_arrays(x):
+    box = _Box(x * 2, _Box(x + 1))
+    box.me = box  # (a cycle: formatting stops walking it)
+    print(box)
+    print("boxes:", [box.inner])
+    print(f"state {box.inner}")
+    return x
+
+
+def test_an_object_holding_traced_arrays_prints_its_values_when_the_program_runs(capsys):
+    """Its text was made while tracing: `Box(w=JitTracer(float32[2]))` on every call."""
+    x = jnp.array([1.0, 2.0])
+    prints_objects_holding_traced_arrays(x)
+    expected = capsys.readouterr().out
+    static = dy2st.to_static(prints_objects_holding_traced_arrays)
+    for _ in range(2):
+        static(x)
+        assert capsys.readouterr().out == expected
