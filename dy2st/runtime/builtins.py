@@ -25,6 +25,7 @@ import builtins
 import functools
 import io
 import logging
+import math
 import operator
 import sys
 
@@ -218,6 +219,20 @@ def convert_item(x, *args):
     return value
 
 
+def _rounding(name: str, op):
+    """`math.floor`/`ceil`/`trunc` of a traced one-element array: the Python int eager gives, as
+    the numbers rule's 0-d int (an int array as it is)."""
+    python = getattr(math, name)
+
+    def convert(x):
+        if not is_traced(x):
+            return python(x)
+        value = _one_element(x, f"math.{name}()", OriginInfo.of_caller())
+        return _python_scalar(op(value) if jnp.issubdtype(value.dtype, jnp.inexact) else value, int)
+
+    return convert
+
+
 def _python_scalar(value, kind):
     """`value` as the default int/float dtype, weakly typed as a Python number is, so that
     `x_int8 * int(y)` stays int8 as it does eagerly. (jax has no public way to make a weak
@@ -330,7 +345,9 @@ for _builtin, _replacement in ((builtins.setattr, convert_setattr), (object.__se
                                (builtins.vars, convert_vars), (operator.setitem, convert_setitem),
                                (operator.delitem, convert_delitem)):
     register_builtin(_builtin, _replacement)
-register_builtin(jax.core.Tracer.item, convert_item)  # (a traced array's bound method's function)
+register_builtin(jax.core.Tracer.item, convert_item)
+for _name, _op in (("floor", jnp.floor), ("ceil", jnp.ceil), ("trunc", jnp.trunc)):
+    register_builtin(getattr(math, _name), _rounding(_name, _op))  # (a traced array's bound method's function)
 for _method in _LOG_LEVELS:
     register_builtin(getattr(logging, _method), _logging_call(_method, module_level=True))
     for _class in (logging.Logger, logging.LoggerAdapter):  # (a bound method's function)

@@ -576,3 +576,17 @@ def test_a_product_outside_the_staged_if_that_leaves_int32_raises_when_run():
         with pytest.raises(dy2st.errors.IntOverflowError) as err:
             static(POS)
         assert "return k * 4, k * 2" in str(err.value).splitlines()[1]
+
+
+def math_rounding(x):
+    import math
+
+    k = 0.5
+    if x.sum() > 0:
+        k = -2.5
+    return math.floor(k), math.ceil(k), math.trunc(k), math.floor(x.sum() / 3), math.ceil(x[0])
+
+
+def test_math_floor_ceil_trunc_of_a_number_the_data_decides():
+    """They were a TracedValueError while round(), int(), // and % of the same value worked."""
+    _check(math_rounding)
