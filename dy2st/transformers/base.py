@@ -102,6 +102,10 @@ def _plan(kind) -> tuple:
 class Transformer(ast_util.NodeTransformer):
     """Base of the transformers: single use, locations copied onto replacements."""
 
+    # Whether the step rewrites the body of a generator the user nested in the function (its
+    # control flow runs as Python; only call_trees' calls, prints and f-strings enter it).
+    enters_generators = False
+
     def __init__(self, ctx: ConversionContext):
         self.ctx = ctx
         self._used = False
@@ -109,7 +113,8 @@ class Transformer(ast_util.NodeTransformer):
     def visit(self, node):
         # ast_util.NodeTransformer.visit, inlined: this runs once per node visited.
         function = self._visit_functions[type(node)]
-        if function is None or type(node) is ast.FunctionDef and ast_util.is_generator(node):
+        if function is None or (type(node) is ast.FunctionDef and not self.enters_generators
+                                and ast_util.is_generator(node)):
             return node  # (a generator the user nested in the function runs as Python: see the fence)
         result = function(self, node)
         if result is not node and result is not None:

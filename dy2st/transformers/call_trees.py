@@ -44,6 +44,10 @@ _LEFT_ALONE = frozenset({"super"})
 class CallTreeTransformer(Transformer):
     """See the module docstring."""
 
+    # A generator nested in the function runs as Python, but its calls, prints and f-strings
+    # are converted too: a print in it prints when the program runs, on every call, as eagerly.
+    enters_generators = True
+
     def visit_Call(self, node):
         self.generic_visit(node)
         if self._left_alone(node.func):

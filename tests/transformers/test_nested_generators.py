@@ -48,3 +48,23 @@ def test_a_nested_generator_runs_as_python(fn, sign):
 def test_the_functions_own_yield_is_still_refused():
     with pytest.raises(UnsupportedSyntaxError, match="generators"):
         dy2st.to_static(yields_itself)(jnp.ones(2))
+
+
+def prints_in_a_nested_generator(x):
+    def gen(n):
+        for i in range(n):
+            print("producing", i, f"{x.sum() * i:.1f}")
+            yield x * i
+    return sum(gen(2))
+
+
+def test_a_print_in_a_nested_generator_prints_on_every_call(capsys):
+    """Its body runs as Python, but its calls are converted (call_trees enters it): the print ran
+    while tracing, once, and showed tracers."""
+    x = jnp.array([1.0, 2.0])
+    prints_in_a_nested_generator(x)
+    expected = capsys.readouterr().out
+    static = dy2st.to_static(prints_in_a_nested_generator)
+    for _ in range(2):
+        static(x)
+        assert capsys.readouterr().out == expected
