@@ -341,7 +341,11 @@ def transform(node, filename: str, function_name: str, stages: int | None = None
     module = ast.Module(body=[node], type_ignores=[])
     scan = ast_util.scan(module)
     kinds = _TreeKinds(module, scan.kinds)
-    if kinds.holds_any(fence.SCREENED):  # most functions hold none: no walk needed to pass them
+    # A generator (one the converted code calls) runs as Python: only the steps that enter
+    # generators rewrite it (its calls, prints and f-strings), and the fence, which guards the
+    # control-flow rewrites, does not apply. `to_static` of one is refused (`calls.top_level_target`).
+    generator = ast_util.is_generator(node)
+    if not generator and kinds.holds_any(fence.SCREENED):  # most functions hold none: no walk needed to pass them
         fence.verify(node, filename, function_name)
     effect_scope = None
     if kinds.holds_any((ast.For, ast.While, ast.If, ast.IfExp)):
@@ -350,6 +354,8 @@ def transform(node, filename: str, function_name: str, stages: int | None = None
     ctx = ConversionContext(filename, function_name, namer, namer.new_symbol("jst"), effect_scope, class_name,
                             kinds.source)
     for index, step in enumerate(transformers.PIPELINE[:stages], start=1):
+        if generator and not step.enters_generators:
+            continue
         if step.triggers and not kinds.holds_any(step.triggers, step.source_only):  # nothing to rewrite: skip it
             if log_stages and config.code_level >= index:
                 logger.info("dy2st: %s after %s: unchanged (nothing to rewrite)", function_name, step.name)

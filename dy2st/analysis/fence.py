@@ -42,9 +42,7 @@ class _Fence(ast_util.NodeVisitor):
         self.function_name = function_name
 
     def _reject(self, node, advice: str):
-        origin = OriginInfo(self.filename, getattr(node, "lineno", 0), self.function_name)
-        what, _, fix = advice.partition(". ")
-        raise UnsupportedSyntaxError(f"Unsupported syntax: {what}.", origin, advice=fix)
+        raise _unsupported(advice, OriginInfo(self.filename, getattr(node, "lineno", 0), self.function_name))
 
     def generic_visit(self, node):
         if type(node) is ast.FunctionDef and node is not self.tree and ast_util.is_generator(node):
@@ -65,3 +63,14 @@ class _Fence(ast_util.NodeVisitor):
 def verify(tree, filename: str, function_name: str) -> None:
     """Raise UnsupportedSyntaxError at the first construct dy2st cannot convert."""
     _Fence(filename, function_name, tree).visit(tree)
+
+
+def _unsupported(advice: str, origin: OriginInfo) -> UnsupportedSyntaxError:
+    what, _, fix = advice.partition(". ")
+    return UnsupportedSyntaxError(f"Unsupported syntax: {what}.", origin, advice=fix)
+
+
+def refuse_generator(origin: OriginInfo) -> None:
+    """`to_static` of a generator function: a program returns its values once. (A generator the
+    converted code calls, or nests, runs as Python with its calls converted.)"""
+    raise _unsupported(_REJECTED[ast.Yield], origin)

@@ -45,7 +45,7 @@ from dy2st.runtime.values import MUTATORS, RETURNING_MUTATORS
 from dy2st.user_code import LIBRARY_PACKAGES, NOT_OBJECTS, is_library_module, top_package
 
 NOT_TO_STATIC_ATTR = "__dy2st_not_to_static__"
-_UNCONVERTIBLE_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+_UNCONVERTIBLE_FLAGS = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR  # (a generator: its calls only)
 
 # Code objects dy2st compiled (with every nested code object): calls to functions made from
 # them are already converted. Filled by `register_converted`.
@@ -374,7 +374,7 @@ def _reason_to_skip(fn: types.FunctionType) -> str | None:
     if is_library_module(fn.__module__):
         return f"it belongs to {top_package(fn.__module__)}"
     if code.co_flags & _UNCONVERTIBLE_FLAGS:
-        return "generators and coroutines run as Python"
+        return "coroutines run as Python"
     if hasattr(fn, "__wrapped__"):
         return "a decorator's wrapper; its wrapped function is not converted separately"
     if code.co_filename.startswith("<"):

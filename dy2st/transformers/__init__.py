@@ -49,6 +49,11 @@ class Step:
     source_only: bool = False  # only the user's code counts for `triggers`, not what steps add
 
     @property
+    def enters_generators(self) -> bool:
+        """Whether the step rewrites generators too (their control flow runs as Python)."""
+        return any(getattr(v, "enters_generators", False) for v in vars(self.module).values() if isinstance(v, type))
+
+    @property
     def name(self) -> str:
         return self.module.__name__.rsplit(".", 1)[-1]
 

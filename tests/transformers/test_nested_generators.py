@@ -68,3 +68,28 @@ def test_a_print_in_a_nested_generator_prints_on_every_call(capsys):
     for _ in range(2):
         static(x)
         assert capsys.readouterr().out == expected
+
+
+def batches(x):
+    for i in range(2):
+        v = x * i
+        print("batch", i, v)
+        yield v
+
+
+def sums_a_generator_helper(x):
+    return sum(batches(x))
+
+
+def test_a_generator_the_function_calls_has_its_calls_converted(capsys):
+    """A generator helper runs as Python, its prints when the program runs (they ran while
+    tracing, once, showing tracers); `to_static` of a generator itself stays refused."""
+    x = jnp.array([1.0, 2.0])
+    sums_a_generator_helper(x)
+    expected = capsys.readouterr().out
+    static = dy2st.to_static(sums_a_generator_helper)
+    for _ in range(2):
+        static(x)
+        assert capsys.readouterr().out == expected
+    with pytest.raises(UnsupportedSyntaxError, match="generators"):
+        dy2st.to_static(batches)(x)
