@@ -38,7 +38,7 @@ from dy2st.runtime.staging import (cast_to, refuse_ints_beyond_int32, static_equ
                                    grown_from, note_grown, tracing_staged_code)
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
-from dy2st.runtime.values import PY_SCALARS, flatten_state, is_array
+from dy2st.runtime.values import flatten_state, is_array, is_python_number
 from dy2st.runtime.writes import WriteTracker, refill, refuse_loop_writes
 
 _MAX_ROUNDS = 4
@@ -268,8 +268,8 @@ def _join_leaf(old: Leaf, out: ArrayOut | PythonOut, label, origin) -> Leaf:
         return old
     refuse_ints_beyond_int32((out_static, old.static), label, origin)  # carried: held as an int32
     # a number the body gives though it was handed a carried value: the same in every iteration
-    after = out_static if is_python and old.carried and isinstance(out_static, PY_SCALARS) else None
-    if is_python and isinstance(out_static, PY_SCALARS):
+    after = out_static if is_python and old.carried and is_python_number(out_static) else None
+    if is_python and is_python_number(out_static):
         new = scalar_aval(out_static)
         if type(out_static) is bool:  # joins a number as the 0/1 Python arithmetic reads it
             new = jax.core.ShapedArray((), new.dtype, weak_type=True)
@@ -287,7 +287,7 @@ def _join_leaf(old: Leaf, out: ArrayOut | PythonOut, label, origin) -> Leaf:
     if not old.carried:
         if isinstance(old.static, Undefined):
             return Leaf(aval=new, zeros=True, unbound_before=not isinstance(old.static, UndefinedReturn))
-        if not isinstance(old.static, PY_SCALARS):
+        if not is_python_number(old.static):
             raise LoopVariableError(
                 f"{label} is {describe(old.static)} before an iteration of the loop but {describe(new)} after it.",
                 origin,
@@ -648,7 +648,7 @@ def _final_values(spec, final, ys, length, last=None) -> list:
         leaves = []
         for leaf, out in zip(var.leaves, outs):
             value = next(carried) if leaf.carried else leaf.static
-            if leaf.carried and isinstance(out, PythonOut) and isinstance(out.value, PY_SCALARS):
+            if leaf.carried and isinstance(out, PythonOut) and is_python_number(out.value):
                 value = out.value  # the same number every iteration: the body read nothing carried for it
             elif leaf.carried and isinstance(out, ArrayOut) and out.aval != leaf.aval and out.aval.shape == leaf.aval.shape:
                 value = cast_to(value, out.aval)

@@ -34,7 +34,7 @@ from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.formatting import bind_traced
 from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
-from dy2st.runtime.values import PY_SCALARS, describe, flatten_state, is_array, stands_for_python_number
+from dy2st.runtime.values import describe, flatten_state, is_array, is_python_number, stands_for_python_number
 
 def scalar_predicate(pred, origin: OriginInfo, what: str = "The condition",
                      advice: str = "reduce it to one value, e.g. `(x > 0).all()` or `(x > 0).any()`."):
@@ -342,7 +342,7 @@ def _fill_undefined_returns(t: _Branch, f: _Branch) -> None:
 
 def weak_proxy(leaf):
     """Something `jnp.result_type` promotes like `leaf` (it ignores weak_type on avals)."""
-    if isinstance(leaf, PY_SCALARS):
+    if is_python_number(leaf):
         return leaf
     if leaf.weak_type:
         return {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}.get(np.dtype(leaf.dtype).kind, np.zeros((), leaf.dtype))
@@ -380,7 +380,7 @@ def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: boo
         if a_undef and b_undef:
             return _Merged(static=a)
         undef, other = (a, b) if a_undef else (b, a)
-        if isinstance(undef, UndefinedReturn) and (_is_aval(other) or isinstance(other, PY_SCALARS)):
+        if isinstance(undef, UndefinedReturn) and (_is_aval(other) or is_python_number(other)):
             aval = other if _is_aval(other) else jax.typeof(jnp.asarray(other))
             return _Merged(aval=aval, fill_zeros=(a_undef, b_undef))
         which = branch_names[1] if a_undef else branch_names[0]
@@ -393,11 +393,11 @@ def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: boo
     if not _is_aval(a) and not _is_aval(b):
         if type(a) is type(b) and static_equal(a, b):
             return _Merged(static=a)
-        if not (isinstance(a, PY_SCALARS) and isinstance(b, PY_SCALARS)):
+        if not (is_python_number(a) and is_python_number(b)):
             raise mismatch(f"the values differ ({_short(a)} and {_short(b)}) and are not numbers: a program "
                            "gives back one Python value per trace, and the data decides between these.",
                            "make both branches give the same Python value, or make it an array.")
-    if not _is_aval(a) and not isinstance(a, PY_SCALARS) or not _is_aval(b) and not isinstance(b, PY_SCALARS):
+    if not _is_aval(a) and not is_python_number(a) or not _is_aval(b) and not is_python_number(b):
         raise mismatch("XLA needs an array on both sides.", f"give {label} an array value in both branches.")
     shape_a, shape_b = np.shape(a) if not _is_aval(a) else a.shape, np.shape(b) if not _is_aval(b) else b.shape
     if shape_a != shape_b:

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import enum
 import functools
 import io
 import itertools
@@ -24,6 +25,12 @@ from dy2st.runtime.undefined import Undefined
 
 ARRAY_TYPES = (jax.Array, np.ndarray, np.generic)
 PY_SCALARS = (bool, int, float, complex)
+
+
+def is_python_number(value) -> bool:
+    """A Python number the numbers rule may carry as a 0-d array: not an `IntEnum`/`IntFlag`
+    member, an int whose name and kind an array would lose (`lv.name`)."""
+    return isinstance(value, PY_SCALARS) and not isinstance(value, enum.Enum)
 
 
 def is_traced(value) -> bool:

@@ -590,3 +590,24 @@ def math_rounding(x):
 def test_math_floor_ceil_trunc_of_a_number_the_data_decides():
     """They were a TracedValueError while round(), int(), // and % of the same value worked."""
     _check(math_rounding)
+
+
+def picks_an_int_enum_member(x):
+    import enum
+
+    class Level(enum.IntEnum):
+        LOW = 1
+        HIGH = 2
+
+    level = Level.LOW
+    if x.sum() > 0:
+        level = Level.HIGH
+    return level.name
+
+
+def test_an_int_enum_member_the_data_picks_is_refused_not_made_an_array():
+    """An IntEnum is an int, so the numbers rule made it a 0-d array and `level.name` raised a
+    raw AttributeError; its name and kind are what eager's value is."""
+    with pytest.raises(dy2st.errors.BranchOutputError) as err:
+        dy2st.to_static(picks_an_int_enum_member)(POS)
+    assert "'level' is Python Level <Level.HIGH: 2> in the if branch" in str(err.value)
