@@ -15,9 +15,8 @@ import weakref
 import jax
 
 from dy2st import _jax_compat, callables, conversion, input_spec, stateful
-from dy2st.analysis import fence
 from dy2st.config import _switch_listeners, config, logger
-from dy2st.errors import OriginInfo, RuntimeChecks, at_boundary
+from dy2st.errors import RuntimeChecks, at_boundary
 from dy2st.program import (_FAST_TYPES, ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, AmbiguousLeaf,
                            ConcreteProgram, ContainerEffect, ProgramCache, plain_python)
 from dy2st.sharding import Shardings
@@ -664,9 +663,9 @@ class TraceRequest:
 def _refuse_generator(fn) -> None:
     """`to_static` of a generator function: a program returns its values once. (A generator the
     converted code calls, or nests, runs as Python with its calls converted.)"""
-    code = getattr(inspect.unwrap(fn), "__code__", None) if callable(fn) else None
-    if code is not None and code.co_flags & inspect.CO_GENERATOR:
-        fence.refuse_generator(OriginInfo(code.co_filename, code.co_firstlineno, code.co_name))
+    function = inspect.unwrap(fn) if callable(fn) else None
+    if isinstance(function, types.FunctionType) and function.__code__.co_flags & inspect.CO_GENERATOR:
+        conversion.refuse_generator(function)
 
 
 def _model_method(model):

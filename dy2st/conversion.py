@@ -425,6 +425,14 @@ def source_at_level(fn: types.FunctionType, level: int | None = None) -> str:
     return to_source(node)
 
 
+def refuse_generator(fn: types.FunctionType) -> None:
+    """`to_static` of a generator function: the fence's refusal at its first `yield` (a program
+    returns its values once). A generator the converted code calls, or nests, is converted for
+    its calls only (see `transform`)."""
+    node, read = _read_function(fn)
+    fence.verify(node, read.filename, fn.__name__)
+
+
 def convert_code(fn: types.FunctionType) -> ConvertedCode:
     node, read = _read_function(fn)
     node, ctx = transform(node, read.filename, fn.__name__, class_name=_enclosing_class(fn))

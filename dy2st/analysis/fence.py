@@ -69,8 +69,3 @@ def _unsupported(advice: str, origin: OriginInfo) -> UnsupportedSyntaxError:
     what, _, fix = advice.partition(". ")
     return UnsupportedSyntaxError(f"Unsupported syntax: {what}.", origin, advice=fix)
 
-
-def refuse_generator(origin: OriginInfo) -> None:
-    """`to_static` of a generator function: a program returns its values once. (A generator the
-    converted code calls, or nests, runs as Python with its calls converted.)"""
-    raise _unsupported(_REJECTED[ast.Yield], origin)

@@ -203,6 +203,7 @@ class _Effects:
     recorded: list = dataclasses.field(default_factory=list)
     mutated_roots: set = dataclasses.field(default_factory=set)  # the local names those change
     mutated_outside: list = dataclasses.field(default_factory=list)  # of objects not local
+    writer_calls: list = dataclasses.field(default_factory=list)  # calls of nested functions that write nonlocals
     closures: int = 0
     iterators: int = 0
 
@@ -260,6 +261,7 @@ def _effects(nodes: list, local_names: frozenset, rewritten_appends: bool, write
                 found.iterators += 1
             elif isinstance(func, ast.Name) and writers and func.id in writers:
                 text = f"{func.id}(), which writes {', '.join(repr(n) for n in writers[func.id])} (nonlocal/global)"
+                found.writer_calls.append(text)
                 found.mutated.append(text)
                 found.mutated_outside.append(text)
             elif changes_receiver(node, statement_calls):
@@ -319,6 +321,8 @@ def branch_effects(branches: list, local_names: frozenset, rewritten_appends: bo
         return PythonBody("a branch calls next() on an iterator", True)
     others = [m for m in found.mutated if m not in found.recorded] if rewritten_appends else found.mutated
     if others:
+        if others[0] in found.writer_calls:
+            return PythonBody(f"a branch calls {others[0]}", True)
         return PythonBody(f"a branch changes a list or dict in place ({others[0]})", True)
     return None
 

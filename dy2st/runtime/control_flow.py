@@ -566,6 +566,7 @@ def _python_effect_error(reason: str, origin: OriginInfo) -> PythonEffectError:
         f"this condition is traced, so both branches are traced, but {reason}: that change would "
         "happen whichever branch the data picks.",
         origin,
-        advice="build a new value in the branch instead (`xs = xs + [v]`, `d = {**d, 'k': v}`) and use it "
-        "after the `if`, or make the condition a Python value.",
+        advice="build a new value in the branch instead (`xs = xs + [v]`, `d = {**d, 'k': v}`; a helper's result "
+        "assigned there, `acc = add(acc, v)`, rather than its `nonlocal` write) and use it after the `if`, or make "
+        "the condition a Python value.",
     )
