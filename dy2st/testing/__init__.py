@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 import jax
 import numpy as np
 
@@ -82,4 +85,21 @@ def check_equivalent(fn, *args, grad_argnums=None, jit=True, rtol=1e-5, atol=1e-
         eager_grad = jax.grad(loss(fn), argnums=grad_argnums)(*args)
         static_grad = jax.grad(loss(static), argnums=grad_argnums)(*args)
         _assert_tree_close(eager_grad, static_grad, "grad(to_static)", rtol, atol)
+    return expected
+
+
+def check_prints(fn, *args, calls: int = 2):
+    """Assert that `to_static(fn)` prints what `fn` prints, on each of `calls` calls (the text
+    made when the program runs, not while tracing). Captures stdout itself."""
+    def printed(f):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            f(*args)
+        return out.getvalue()
+
+    expected = printed(fn)
+    static = dy2st.to_static(fn)
+    for call in range(calls):
+        got = printed(static)
+        assert got == expected, f"call {call + 1} printed {got!r}, eager {expected!r}"
     return expected

@@ -6,6 +6,7 @@ import pytest
 
 import dy2st
 from dy2st.errors import BuiltinError
+from dy2st.testing import check_prints
 
 
 def prints_formatted(x, width):
@@ -89,15 +90,9 @@ def joins_formatted_traced_values(x):
     return x
 
 
-def test_str_join_of_text_formatted_from_traced_values_prints_when_the_program_runs(capsys):
+def test_str_join_of_text_formatted_from_traced_values_prints_when_the_program_runs():
     """It raised a raw TypeError (`expected str instance, TracedString found`)."""
-    x = jnp.array([1.0, 2.5])
-    joins_formatted_traced_values(x)
-    expected = capsys.readouterr().out
-    static = dy2st.to_static(joins_formatted_traced_values)
-    for _ in range(2):
-        static(x)
-        assert capsys.readouterr().out == expected
+    check_prints(joins_formatted_traced_values, jnp.array([1.0, 2.5]))
 
 
 class _Box:
@@ -117,12 +112,6 @@ def prints_objects_holding_traced_arrays(x):
     return x
 
 
-def test_an_object_holding_traced_arrays_prints_its_values_when_the_program_runs(capsys):
+def test_an_object_holding_traced_arrays_prints_its_values_when_the_program_runs():
     """Its text was made while tracing: `Box(w=JitTracer(float32[2]))` on every call."""
-    x = jnp.array([1.0, 2.0])
-    prints_objects_holding_traced_arrays(x)
-    expected = capsys.readouterr().out
-    static = dy2st.to_static(prints_objects_holding_traced_arrays)
-    for _ in range(2):
-        static(x)
-        assert capsys.readouterr().out == expected
+    check_prints(prints_objects_holding_traced_arrays, jnp.array([1.0, 2.0]))

@@ -7,7 +7,7 @@ import pytest
 
 import dy2st
 from dy2st.errors import UnsupportedSyntaxError
-from dy2st.testing import check_equivalent
+from dy2st.testing import check_equivalent, check_prints
 
 
 def sums_a_nested_generator(x):
@@ -58,16 +58,10 @@ def prints_in_a_nested_generator(x):
     return sum(gen(2))
 
 
-def test_a_print_in_a_nested_generator_prints_on_every_call(capsys):
+def test_a_print_in_a_nested_generator_prints_on_every_call():
     """Its body runs as Python, but its calls are converted (call_trees enters it): the print ran
     while tracing, once, and showed tracers."""
-    x = jnp.array([1.0, 2.0])
-    prints_in_a_nested_generator(x)
-    expected = capsys.readouterr().out
-    static = dy2st.to_static(prints_in_a_nested_generator)
-    for _ in range(2):
-        static(x)
-        assert capsys.readouterr().out == expected
+    check_prints(prints_in_a_nested_generator, jnp.array([1.0, 2.0]))
 
 
 def batches(x):
@@ -81,15 +75,9 @@ def sums_a_generator_helper(x):
     return sum(batches(x))
 
 
-def test_a_generator_the_function_calls_has_its_calls_converted(capsys):
+def test_a_generator_the_function_calls_has_its_calls_converted():
     """A generator helper runs as Python, its prints when the program runs (they ran while
     tracing, once, showing tracers); `to_static` of a generator itself stays refused."""
-    x = jnp.array([1.0, 2.0])
-    sums_a_generator_helper(x)
-    expected = capsys.readouterr().out
-    static = dy2st.to_static(sums_a_generator_helper)
-    for _ in range(2):
-        static(x)
-        assert capsys.readouterr().out == expected
+    check_prints(sums_a_generator_helper, jnp.array([1.0, 2.0]))
     with pytest.raises(UnsupportedSyntaxError, match="generators"):
-        dy2st.to_static(batches)(x)
+        dy2st.to_static(batches)(jnp.array([1.0, 2.0]))
