@@ -33,6 +33,7 @@ from dy2st.errors import ProgramOutputError
 from dy2st.input_spec import user_origin
 from dy2st.runtime import key_order
 from dy2st.runtime.formatting import TracedString
+from dy2st.runtime.undefined import Undefined
 from dy2st.runtime.values import node_kind
 
 # Immutable values the program can give back itself on every call.
@@ -112,6 +113,16 @@ def _check_constant(value) -> None:
             origin=value.origin,
             advice="return the value itself and format it after the call (or print it here: prints "
             "run when the program runs).")
+    if isinstance(value, Undefined):  # (its class's name, `DeadValue`, means nothing to the user)
+        raise ProgramOutputError(
+            f"the function returns {'a variable' if ' ' in value.name else repr(value.name)} that no statement "
+            "assigned on the path taken: eager Python "
+            "raises UnboundLocalError where such a variable is read (an `except` may have caught it there), "
+            "while dy2st notices an unbound variable only where it is used.",
+            origin=value.origin or user_origin(),
+            advice="assign the variable before the `if` or loop that may leave it unassigned (a default such as "
+            "`None`), rather than catching UnboundLocalError.",
+        )
     if isinstance(value, frozenset) and all(isinstance(v, _CONSTANTS) for v in value):
         return
     if isinstance(value, types.FunctionType) and not value.__closure__:

@@ -326,3 +326,21 @@ def test_del_of_a_loop_variable_after_the_loop(fn):
     static = dy2st.to_static(fn)
     for _ in range(2):
         np.testing.assert_array_equal(np.asarray(static(x)), np.asarray(fn(x)))
+
+
+def _returns_a_loop_variable_caught_unbound(x):
+    for i in range(0):
+        pass
+    try:
+        return i
+    except UnboundLocalError:
+        return "unbound"
+
+
+def test_returning_a_variable_no_path_assigned_says_so():
+    """The message named an internal marker ("the function returns a DeadValue")."""
+    with pytest.raises(dy2st.errors.ProgramOutputError) as err:
+        dy2st.to_static(_returns_a_loop_variable_caught_unbound)(jnp.ones(2))
+    text = str(err.value)
+    assert "DeadValue" not in text and "no statement assigned on the path taken" in text
+    assert text.startswith('File "' + __file__)
