@@ -274,7 +274,6 @@ def _static_token(value):
         return kind, value.hex()
     if kind is complex:
         return kind, value.real.hex(), value.imag.hex()
-    refuse_slotted(value)
     position = iterator_position(value)  # an iterator the last call advanced: another program
     return (kind, value) if position is None else (kind, value, position)
 
@@ -604,6 +603,8 @@ class ProgramCache:
                 return self._outputs(fn, args, kwargs, orders)
         else:
             treedef, statics, positions = signature.static_key
+            for value in statics:  # (once per program: a slotted object's identity keys its own)
+                refuse_slotted(value)
 
             def program(*arrays):
                 leaves = list(statics)

@@ -13,7 +13,6 @@ dispatch, and writing back only what changed.
 from __future__ import annotations
 
 import collections
-import sys
 import threading
 
 import jax
@@ -129,9 +128,6 @@ class _Entry:
                 state_nodes = {id(n): j for j, n in enumerate(after.nodes) if j}
                 state_nodes.update((key, len(after.nodes) + m) for m, key in enumerate(modules))
                 out = static_outputs.encode(out, state_nodes)
-            except Exception as exc:
-                _explain(exc)
-                raise
             finally:
                 layout.restore(saved)
                 restore_nnx_static(static)
@@ -270,13 +266,6 @@ class StatefulPrograms:
             self._last = None
 
 
-_NNX_BRANCH_WRITE = (
-    "(dy2st) A Flax NNX Variable was written inside an `if`/loop whose condition is a traced "
-    "value, which dy2st stages as lax.cond/while_loop: NNX allows writes only at the trace "
-    "level where the module was made. To fix: compute the new value inside the branch and "
-    "write the Variable after it (`update = ...` in each branch, then `self.v[...] = update`).")
-
-
 def _check_aliases(layout, saved: list, recipe) -> None:
     """Refuse a change to a slot holding a registered pytree object the state holds twice:
     eagerly every place sees the change, in the program each place is its own copy."""
@@ -314,14 +303,6 @@ def _refuse_nnx_static_changes(static: list) -> None:
         "nnx.Variable(jnp.zeros(()))`, updated with `self.total.value = ...`), or return the values "
         "from the call and collect them outside.",
     )
-
-
-def _explain(exc: Exception) -> None:
-    """Add dy2st's advice to errors whose cause is staging (the exception keeps its type)."""
-    flax_errors = sys.modules.get("flax.errors")
-    if flax_errors is not None and isinstance(exc, flax_errors.TraceContextError):
-        if _NNX_BRANCH_WRITE not in getattr(exc, "__notes__", ()):
-            exc.add_note(_NNX_BRANCH_WRITE)
 
 
 _INLINE = object()  # the cache saw a traced argument: run the function into the enclosing trace

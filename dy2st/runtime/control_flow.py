@@ -132,7 +132,6 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
                     body()
             check_python_ints(mark, origin)  # the numbers rule: a Python int it computes on stays in int32
             state = get_state() if get_state is not None else ()
-            alias_patterns[body] = _alias_pattern(state[:nouts])
             side_values[body] = state[:nouts]
             # a list or dict a value holds twice (`return d, d`) stays one object after the cond,
             # and one of the caller's that both sides hold (`return y, obj.cache`) stays the caller's
@@ -154,8 +153,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
         return run
 
     key_orders: dict = {}  # branch -> the key orders of the dicts in each output of its last trace
-    alias_patterns: dict = {}  # branch -> which variables hold one list, dict or set (`_alias_pattern`)
-    side_values: dict = {}  # branch -> its output variables' values (`_refuse_identity_by_data`)
+    side_values: dict = {}  # branch -> its output variables' values, for what they share (`_refuse_sharing_by_data`)
     callers = _CallersContainers()
 
     try:
@@ -180,8 +178,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
                 origin,
                 advice="make what each method assigns depend only on the types of its inputs.",
             )
-        _refuse_aliasing_by_data(alias_patterns, names, origin)
-        _refuse_identity_by_data(side_values, names, tracker.roots, origin)
+        _refuse_sharing_by_data(list(side_values.values()), names, tracker.roots, origin)
     except BaseException:
         # Tracing a side wrote its tracers into the state (attributes, items, nonlocals): put
         # back what was there, so no object the caller holds keeps a tracer after the error.
@@ -194,7 +191,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
     outputs = [v.decode(callers.objects) if type(v) is static_outputs.Identities else v for v in outputs]
     for key, value in zip(carried_writes, outputs[nouts:]):
         tracker.write(key, value)
-    final = _with_aliases(lists.kept(outputs[:nouts], names, origin), alias_patterns) + tuple(initial[nouts:])
+    final = _with_aliases(lists.kept(outputs[:nouts], names, origin), side_values) + tuple(initial[nouts:])
     if set_state is not None:
         set_state(final)
     if events.active():
@@ -213,40 +210,32 @@ def _alias_pattern(values) -> tuple:
     return tuple(pattern)
 
 
-def _refuse_aliasing_by_data(patterns: dict, names, origin: OriginInfo) -> None:
-    """Two variables that hold one object after one side and two after the other: whether a
-    change through one shows through the other would be decided by the data."""
-    if len(set(patterns.values())) <= 1:
+def _refuse_sharing_by_data(sides: list, names, roots, origin: OriginInfo) -> None:
+    """What both sides' output variables share must not depend on the data (the cond gives each
+    variable a new object): two variables holding one object after one side and two after the
+    other (`ema = q` on one side), or a variable holding, after one side only, a list or dict
+    from before the `if` that other code reaches too (`else: ema = q`, `buf = self.buf`)."""
+    if len(sides) < 2:
         return
-    a, b = list(patterns.values())[:2]
-    k = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
-    other = names[max(a[k], b[k])]
-    raise BranchOutputError(
-        f"'{names[k]}' is the same list or dict as '{other}' after one branch and another object after the "
-        "other: whether changing one changes the other would be decided by the data, and a program gives "
-        "back one layout.",
-        origin,
-        advice=f"make both branches agree: copy it where it is shared (`{rebinding_hint(names[k], 'dict(' + _literal(other) + ')')}` "
-        "or `list(...)`), or share it in both.",
-    )
-
-
-def _refuse_identity_by_data(side_values: dict, names, roots, origin: OriginInfo) -> None:
-    """A variable holding, after one side, a list or dict from before the `if` that other code
-    reaches too (`ema = q`; `buf = self.buf`) and another object after the other side: whether
-    a change through it reaches the other holder is decided by the data, and the cond gives back
-    a new object either way. (The walk runs only where the sides hold two lists or dicts.)"""
-    if len(side_values) < 2:
-        return
-    first, second = list(side_values.values())[:2]
-    others = None  # the roots but the `if`'s own variables (their sharing is `_alias_pattern`'s)
-    for k, (a, b) in enumerate(zip(first, second)):
-        if a is b:
-            continue
-        for value in (a, b):
+    first, second = sides[:2]
+    a, b = _alias_pattern(first), _alias_pattern(second)
+    if a != b:
+        k = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+        other = names[max(a[k], b[k])]
+        raise BranchOutputError(
+            f"'{names[k]}' is the same list or dict as '{other}' after one branch and another object after the "
+            "other: whether changing one changes the other would be decided by the data, and a program gives "
+            "back one layout.",
+            origin,
+            advice=f"make both branches agree: copy it where it is shared "
+            f"(`{rebinding_hint(names[k], 'dict(' + _literal(other) + ')')}` or `list(...)`), or share it in both.",
+        )
+    others = None  # the roots but the `if`'s own variables (what they share is checked above)
+    for k, (x, y) in enumerate(zip(first, second)):
+        for value in (x, y) if x is not y else ():
             if type(value) not in (list, dict):
                 continue
-            others = others or roots.without(set(names[:len(first)]))
+            others = others or roots.without(set(names[:len(first)]))  # (walked only here: rare)
             path = others.path_to(value)
             if path is not None:
                 raise BranchOutputError(
@@ -254,7 +243,8 @@ def _refuse_identity_by_data(side_values: dict, names, roots, origin: OriginInfo
                     "another object after the other: whether changing it changes "
                     f"{path} is decided by the data, and a program gives back one object.",
                     origin,
-                    advice=f"copy it on the side that keeps it (`{rebinding_hint(names[k], type(value).__name__ + '(' + _literal(path) + ')')}`), "
+                    advice=f"copy it on the side that keeps it "
+                    f"(`{rebinding_hint(names[k], type(value).__name__ + '(' + _literal(path) + ')')}`), "
                     f"so that both sides make a new one; or make both sides hold {path}.",
                 )
 
@@ -264,10 +254,10 @@ def _literal(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def _with_aliases(values: tuple, patterns: dict) -> tuple:
+def _with_aliases(values: tuple, side_values: dict) -> tuple:
     """`values` with each variable that both sides made the same object as an earlier one
     (`ema = q`) holding that one object again."""
-    pattern = next(iter(patterns.values()), ())
+    pattern = _alias_pattern(next(iter(side_values.values()), ()))
     if not any(j >= 0 for j in pattern):
         return values
     values = list(values)
