@@ -76,7 +76,8 @@ def convert_ifelse(pred, if_body, else_body, state, names, nouts, branch_names=(
         get_state, set_state = (access.get, access.set) if state else (None, None)
         if reordered_keys:
             _refuse_reordered_keys(reordered_keys, get_state(), names, origin)
-        final = stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names)
+        final = stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names,
+                         access.attributes())
         return state_cells.plain_values(final, access.paths)
 
 
@@ -98,11 +99,13 @@ class _CarryMore(Exception):
     changed attributes the build does not carry (`_traced_if` builds it again carrying them)."""
 
 
-def stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names):
+def stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names,
+             attributes: frozenset):
     """The `if` statement of `convert_ifelse` for a traced `pred`, as one `lax.cond` (also used
-    for the iterations a traced `break` may skip, see `loops`)."""
+    for the iterations a traced `break` may skip, see `loops`); `attributes`: those among its
+    variables (`StateAccess.attributes`)."""
     initial = get_state() if get_state is not None else ()
-    tracker = WriteTracker(reachable.snapshot((if_body, else_body), names, initial))
+    tracker = WriteTracker(reachable.snapshot((if_body, else_body), names, initial), attributes)
     try:
         final = _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names,
                            initial, tracker)
@@ -179,6 +182,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
                 advice="make what each method assigns depend only on the types of its inputs.",
             )
         _refuse_sharing_by_data(list(side_values.values()), names, tracker.roots, origin)
+        writes.refuse_changes_outside(tracker, carried_writes, origin)
     except BaseException:
         # Tracing a side wrote its tracers into the state (attributes, items, nonlocals): put
         # back what was there, so no object the caller holds keeps a tracer after the error.

@@ -91,6 +91,10 @@ class GuardSet:
         if added and self.on_first is not None:
             self.on_first()
 
+    def outside_values(self) -> list:
+        """`(how the code names it, value)` of each guarded value as it is now (`global FLAG`)."""
+        return [(key[2], reader()) for key, (reader, _) in list(self.entries.items())]
+
     def holds(self) -> bool:
         """Whether every guard holds (the dispatcher's check before the shared jit, per call)."""
         for check in self.checks.values():

@@ -343,6 +343,7 @@ class StateFacts:
 
     unread_after: frozenset = frozenset()
     observed: frozenset = frozenset()
+    attributes: frozenset = frozenset()  # those that are attributes, resolved (`StateAccess.attributes`)
 
 
 @dataclasses.dataclass
@@ -425,7 +426,7 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
         given = assemble(spec, carried)
         roots = reachable.snapshot((loop.body, loop.test), [v.name for v in spec], given)
         mark = _jax_compat.trace_mark()
-        with WriteTracker(roots) as tracker, staged_tracing(), \
+        with WriteTracker(roots, loop.facts.attributes) as tracker, staged_tracing(), \
                 guards.unchanged_by_side(origin, "body of this staged loop",  # a known trip count: unrolled instead
                                          Refused if loop.length is not None else None):
             outs = loop.body(index, given)

@@ -118,8 +118,8 @@ def convert_while(test, body, state, names, python_reason=None, refuse_staged=Fa
         `loop_staging.first_set_observed`).
       class_name: the class whose private names (`__n`) the paths hold, mangled as compiled.
     """
-    facts = loop_staging.StateFacts(frozenset(loop_only), frozenset(observed))
     with state_cells.StateAccess((test, body), state, names, sys._getframe(1), class_name) as access:
+        facts = loop_staging.StateFacts(frozenset(loop_only), frozenset(observed), access.attributes())
         values = _while(test, body, access.get, access.set, names, python_reason, refuse_staged, facts)
     return state_cells.plain_values(values, access.paths)
 
@@ -225,8 +225,8 @@ def convert_for(iterable, body, state, names, extra_test, python_reason=None, re
         loop with a static trip count and a `python_reason` unrolls: its body runs once per
         item, as eagerly.
     """
-    facts = loop_staging.StateFacts(frozenset(loop_only), frozenset(observed))
     with state_cells.StateAccess((body, extra_test), state, names, sys._getframe(1), class_name) as access:
+        facts = loop_staging.StateFacts(frozenset(loop_only), frozenset(observed), access.attributes())
         values = _for(iterable, body, access.get, access.set, names, extra_test, python_reason, refuse_staged,
                       facts)
     return state_cells.plain_values(values, access.paths)
@@ -379,7 +379,7 @@ def _stage_rest(iterable, position, item, items, body, get_state, set_state, nam
         # A staged `if` as the user's are: what methods and context managers the body calls
         # change on objects (a log list, an attribute) is carried too, or refused.
         stage_if(go, lambda item=item: body(item), None, get_state, set_state, names, len(names), origin,
-                 ("iteration", "iteration skipped by `break`"))
+                 ("iteration", "iteration skipped by `break`"), facts.attributes)
     return get_state()
 
 

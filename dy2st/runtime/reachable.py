@@ -20,7 +20,7 @@ from typing import Iterable, NamedTuple
 import jax
 import numpy as np
 
-from dy2st.user_code import is_users_class
+from dy2st.user_code import is_users_class, is_users_object
 
 _MAX_OBJECTS = 200_000  # far more than a large model holds; a bound keeps a hostile graph finite
 _FUNCTION_DEPTH = 3  # a loop's runner -> the user's body -> a helper it calls
@@ -43,6 +43,7 @@ class Roots:
         self._roots = [r for r in roots if not _is_leaf(r.value)]
         self._before = before
         self._paths: dict | None = None  # id of a reachable list or dict -> (it, how the code reaches it)
+        self._objects: list | None = None  # the user's objects reachable, in walk order
 
     def without(self, labels) -> "Roots":
         """These roots less those named in `labels` (variables' own cells)."""
@@ -51,10 +52,20 @@ class Roots:
     def path_to(self, target) -> str | None:
         """How the side's code reaches the list or dict `target` from a root (`d['k']`), or
         None if it cannot."""
-        if self._paths is None:
-            self._paths = _reachable_lists(self._roots, self._before)
+        self._walk()
         entry = self._paths.get(id(target))
         return entry[1] if entry is not None and entry[0] is target else None
+
+    def users_objects(self) -> list:
+        """The objects of the user's classes the side's code can reach: code run as it is (a
+        property's getter, a `functools.cached_property`, an `__iadd__` that `acc += x` calls)
+        may change their attributes with no call of theirs for `convert_call` to see."""
+        self._walk()
+        return self._objects
+
+    def _walk(self) -> None:
+        if self._paths is None:
+            self._paths, self._objects = _reachable(self._roots, self._before)
 
 
 def snapshot(functions, state_names=(), state_values=()) -> Roots:
@@ -114,9 +125,11 @@ def _is_leaf(value) -> bool:
     return isinstance(value, _LEAVES) or isinstance(value, (jax.Array, types.FunctionType))
 
 
-def _reachable_lists(roots: list, before: dict) -> dict:
-    """`id -> (list or dict, path)` of the lists and dicts reachable from `roots`, breadth first (shortest paths)."""
+def _reachable(roots: list, before: dict) -> tuple[dict, list]:
+    """`id -> (list or dict, path)` of the lists and dicts reachable from `roots`, breadth first
+    (shortest paths), and the user's objects among what they reach."""
     found: dict = {}
+    objects: list = []
     classes: dict = {}  # class -> its containers (`_class_containers`), for this walk
     seen = {id(r.value) for r in roots}
     queue = deque((r.value, r.label) for r in roots)
@@ -127,12 +140,14 @@ def _reachable_lists(roots: list, before: dict) -> dict:
         elif type(getattr(value, "__dict__", None)) is dict and not isinstance(value, type):
             attributes = value.__dict__  # an object's attributes, changed as a dict (`o.__dict__[k] = v`)
             found.setdefault(id(attributes), (attributes, f"{path}.__dict__"))
+            if is_users_object(value):
+                objects.append(value)
         for child_path, child in _children(value, path, classes):
             child = before.get(child_path, child)
             if id(child) not in seen and not _is_leaf(child):
                 seen.add(id(child))
                 queue.append((child, child_path))
-    return found
+    return found, objects
 
 
 def _children(value, path: str, classes: dict):

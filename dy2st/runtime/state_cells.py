@@ -88,6 +88,18 @@ class StateAccess:
             else:
                 _write_composite(holder, path, value)
 
+    def attributes(self) -> frozenset:
+        """`(id of the object, name)` of each attribute among the paths (`self.h`), resolved
+        now: the statement carries these itself, so a `WriteTracker` leaves them to it."""
+        found = set()
+        for holder, path in zip(self.holders, self.paths):
+            if type(path) is tuple and type(path[-1]) is str:
+                try:
+                    found.add((id(_follow(holder.cell_contents, path[1:-1])), path[-1]))
+                except (*_UNBOUND_READS, ValueError):
+                    pass  # unbound before the statement: nothing of it to leave
+        return frozenset(found)
+
     def plain(self) -> tuple:
         """The values of the plain names (what the generated code assigns after the operator)."""
         frame = self.frame

@@ -112,8 +112,9 @@ def _current(obj, attr: str):
 class WriteTracker:
     """Records objects whose methods run while one staged side is traced; see the module docstring."""
 
-    def __init__(self, roots: "reachable.Roots"):
+    def __init__(self, roots: "reachable.Roots", owned: frozenset = frozenset()):
         self.roots = roots  # what the side could read when it began: lists it did not make
+        self.owned = owned  # AttributeKeys the statement carries as its own variables (`self.h`)
         # id of a list no root reaches, appended to in place in a side (one the side made, as
         # far as anything tells) -> `_Unseen` (see `append_unseen`)
         self.unseen: dict = {}
@@ -134,6 +135,8 @@ class WriteTracker:
         self._seen = {}
         self._containers = {}
         self._born = {}
+        for obj in self.roots.users_objects():  # what code run as it is may change unannounced
+            self.see(obj)
         return self
 
     def __exit__(self, exc_type, *exc):
@@ -205,6 +208,8 @@ class WriteTracker:
                 if attr.startswith("__"):
                     continue
                 key = AttributeKey(obj_id, attr)
+                if key in self.owned:
+                    continue
                 original = self.originals.get(key)
                 if original is None:  # an attribute the side added
                     original = self.originals[key] = _Original(obj, _MISSING, None)
@@ -259,7 +264,7 @@ class WriteTracker:
         obj = self._objects.get(key.object_id) or self.originals[key].obj
         if key.attr == ITSELF:
             return self._given_to[key.object_id]
-        return f"{type(obj).__name__}.{key.attr} (set by a method called here)"
+        return f"{type(obj).__name__}.{key.attr} (set by code run here: a method, a property, an operator)"
 
 
 def note_receiver(obj) -> None:
@@ -407,18 +412,48 @@ def program_guards():
     return program.guards if program is not None else None
 
 
-def note_inputs(containers) -> None:
-    """The lists and dicts among the inputs of the program being traced: the caller's own, whose
-    identity the caller sees (`input_by_id`)."""
+def note_inputs(nodes) -> None:
+    """The lists, dicts and objects among the inputs of the program being traced: the caller's
+    own, whose identity the caller sees (`input_by_id`), and whose changes are written back."""
     program = _program_now()
     if program is not None:
-        program.inputs.update((id(c), c) for c in containers if type(c) in (list, dict))
+        program.inputs.update((id(c), c) for c in nodes)
 
 
 def input_by_id(key: int):
     """The caller's list or dict of that id in the program being traced (`note_inputs`), or None."""
     program = _program_now()
-    return program.inputs.get(key) if program is not None else None
+    found = program.inputs.get(key) if program is not None else None
+    return found if type(found) in (list, dict) else None
+
+
+def refuse_changes_outside(tracker: WriteTracker, keys, origin: OriginInfo) -> None:
+    """Before a staged `if` writes back `keys`, the attributes and containers its sides changed:
+    an attribute of an object the program neither was given nor made, that a global or closure variable
+    reaches (`C.reads` bumped by a method or property of a global `C`), would keep the program's
+    traced value, where eagerly it changes only when the data takes that side: refused."""
+    program = _program_now()
+    if program is None or program.guards is None:
+        return
+    outside = None
+    for key in keys:
+        obj = tracker.originals[key].obj
+        if key.attr == ITSELF or id(obj) in program.inputs:
+            continue  # (a list or dict from outside is refused at the call, `leaked`)
+        outside = outside or reachable.Roots(
+            [reachable.Root(name, value) for name, value in program.guards.outside_values()], {})
+        path = outside.path_to(vars(obj))
+        if path is None:
+            continue
+        what = f"{path.removesuffix('.__dict__')}.{key.attr}"
+        raise PythonEffectError(
+            f"a branch of this staged `if` changes {what}, a Python value from outside the function's "
+            "arguments, while it is traced: the condition is a traced value, so both sides are traced "
+            "whatever the data says, and the program cannot write the change back where eager Python "
+            "makes it only when the data takes that side.",
+            origin,
+            advice=f"pass the object as an argument (dy2st writes changes to arguments back), or change "
+            f"{what} outside the `if` from values the branch returns, or decide the condition with a Python value.")
 
 
 def program_scratch() -> dict | None:
@@ -690,8 +725,8 @@ def refuse_loop_writes(tracker: WriteTracker, origin: OriginInfo, trips_known: b
         )
     names = ", ".join(sorted(tracker.label(k).split(" (")[0] for k in changes))
     raise LoopVariableError(
-        f"a function called in this staged loop changes {names}; dy2st carries the attributes "
-        "a loop body assigns itself, not those changed inside the functions it calls.",
+        f"code run in this staged loop (a method, a property, an in-place operator) changes {names}; dy2st "
+        "carries the attributes a loop body assigns itself, not those changed inside the code it calls.",
         origin,
         advice="return the new value from the method and assign it in the loop body "
         "(`out, h = self.step(x, self.h)` then `self.h = h`), or make the loop run in Python.",

@@ -554,7 +554,7 @@ def test_a_dict_a_called_function_changes_in_a_traced_while_is_refused_by_name()
         dy2st.to_static(dict_changed_by_a_helper_in_a_traced_while)(jnp.ones(3))
     text = str(err.value)
     assert "while a.sum() < 100:" in text
-    assert "a function called in this staged loop changes the dict given to note_last();" in text
+    assert "code run in this staged loop (a method, a property, an in-place operator) changes the dict given to note_last();" in text
 
 
 def test_a_traced_break_over_reversed_header_items_stages_the_rest():

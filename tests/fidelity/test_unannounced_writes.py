@@ -1,0 +1,186 @@
+"""Attribute writes no call of the user's announces, inside a staged side.
+
+Code run as it is can change an object's attributes without `convert_call` seeing a method
+of it called: `acc += x` calls the class's `__iadd__`, a property's getter bumps a counter,
+`functools.cached_property` stores its value on first read. A staged side's `WriteTracker`
+records the user's objects its code can reach before the side runs, so these changes are
+carried out of the `if` (or refused by a staged loop) as a method's are. Before, they leaked
+the side's tracers into the object (a raw UnexpectedTracerError) or happened on every call
+whatever the data said.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dy2st
+from dy2st.errors import BranchOutputError, LoopVariableError, PythonEffectError
+from dy2st.testing import check_equivalent
+
+XS = [jnp.array([1.0, 2.0, 3.0]), jnp.array([-1.0, -2.0, 0.5]), jnp.zeros(3)]
+
+
+class Acc:
+    def __init__(self, v):
+        self.v = v
+
+    def __iadd__(self, other):
+        self.v = self.v + other
+        return self
+
+
+class Holder:
+    def __init__(self):
+        self.acc = Acc(jnp.zeros(3))
+        self.reads = 0
+
+    @property
+    def scale(self):
+        self.reads += 1
+        return 2.0
+
+
+def in_place_operator_in_a_branch(x):
+    acc = Acc(jnp.zeros(3))
+    if x.sum() > 0:
+        acc += x
+    else:
+        acc += -x
+    return acc.v
+
+
+def in_place_operator_on_an_attribute(x):
+    h = Holder()
+    if x.sum() > 0:
+        h.acc += x * 2
+    return h.acc.v
+
+
+def in_place_operator_in_a_python_loop(x):
+    acc = Acc(jnp.zeros(3))
+    for i in range(3):
+        if x[i] > 0:
+            acc += x
+    return acc.v
+
+
+@pytest.mark.parametrize("fn", [in_place_operator_in_a_branch, in_place_operator_on_an_attribute,
+                                in_place_operator_in_a_python_loop])
+@pytest.mark.parametrize("x", XS)
+def test_an_in_place_operator_of_a_users_class_in_a_staged_branch(fn, x):
+    for _ in range(2):
+        check_equivalent(fn, x, grad_argnums=0)
+
+
+def reads_a_counting_property(h, x):
+    if x.sum() > 0:
+        y = x * h.scale
+    else:
+        y = x
+    return y
+
+
+def test_a_property_that_counts_counts_as_eagerly_on_every_call():
+    eager, static = Holder(), Holder()
+    converted = dy2st.to_static(reads_a_counting_property)
+    for x in [XS[0], XS[1], XS[0], XS[2], XS[0]]:
+        np.testing.assert_array_equal(converted(static, x), reads_a_counting_property(eager, x))
+        assert int(static.reads) == eager.reads  # (a number the data decides: a 0-d array, DESIGN)
+    assert eager.reads == 3
+
+
+class Cached:
+    def __init__(self, w):
+        self.w = w
+
+    @functools.cached_property
+    def doubled(self):
+        return self.w * 2
+
+
+def reads_a_cached_property(c, x):
+    if x.sum() > 0:
+        y = x * c.doubled
+    else:
+        y = x
+    return y
+
+
+def test_a_cached_property_first_read_in_a_staged_branch_is_refused_at_the_if():
+    # eagerly the object holds the cached value after the call only when the data took the
+    # branch: its attributes would depend on the data
+    with pytest.raises(BranchOutputError) as err:
+        dy2st.to_static(reads_a_cached_property)(Cached(jnp.ones(3)), XS[0])
+    text = str(err.value)
+    assert text.startswith(f'File "{__file__}"') and "if x.sum() > 0:" in text
+    assert "Cached.doubled" in text and "is defined in the if branch only" in text
+
+
+def test_a_cached_property_read_before_the_if_converts():
+    def reads_it_first(c, x):
+        c.doubled
+        return reads_a_cached_property(c, x)
+
+    for x in XS:
+        eager, static = Cached(jnp.ones(3)), Cached(jnp.ones(3))
+        np.testing.assert_array_equal(dy2st.to_static(reads_it_first)(static, x), reads_it_first(eager, x))
+        assert "doubled" in vars(static)
+
+
+GLOBAL_HOLDER = Holder()
+
+
+def bumps_a_global_objects_counter(x):
+    if x.sum() > 0:
+        y = x * GLOBAL_HOLDER.scale
+    else:
+        y = x
+    return y
+
+
+class Bumper:
+    def __init__(self):
+        self.n = 0
+
+    def bump(self):
+        self.n += 1
+        return 1.0
+
+
+GLOBAL_BUMPER = Bumper()
+
+
+def calls_a_global_objects_method(x):
+    if x.sum() > 0:
+        x = x * GLOBAL_BUMPER.bump()
+    return x
+
+
+@pytest.mark.parametrize("fn, what", [(bumps_a_global_objects_counter, "GLOBAL_HOLDER.reads"),
+                                      (calls_a_global_objects_method, "GLOBAL_BUMPER.n")])
+def test_an_attribute_of_an_object_from_outside_changed_in_a_staged_branch_is_refused(fn, what):
+    # it used to keep the program's tracer (a raw UnexpectedTracerError on the next call)
+    before = vars(GLOBAL_HOLDER).copy(), vars(GLOBAL_BUMPER).copy()
+    with pytest.raises(PythonEffectError) as err:
+        dy2st.to_static(fn)(XS[0])
+    text = str(err.value)
+    assert text.startswith(f'File "{__file__}"') and "if x.sum() > 0:" in text
+    assert f"changes {what}, a Python value from outside the function's arguments" in text
+    assert "To fix: pass the object as an argument" in text
+    assert (vars(GLOBAL_HOLDER), vars(GLOBAL_BUMPER)) == before  # nothing traced left in them
+
+
+def reads_a_counting_property_in_a_staged_loop(h, x):
+    while x.sum() < 10:
+        x = x + h.scale
+    return x
+
+
+def test_a_property_that_counts_in_a_staged_loop_is_refused():
+    with pytest.raises(LoopVariableError) as err:
+        dy2st.to_static(reads_a_counting_property_in_a_staged_loop)(Holder(), XS[0])
+    text = str(err.value)
+    assert text.startswith(f'File "{__file__}"') and "Holder.reads" in text
