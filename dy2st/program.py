@@ -47,7 +47,7 @@ from dy2st.input_spec import user_origin
 from dy2st.runtime import guards, key_order, static_outputs, writes
 from dy2st.runtime.asserts import check_python_ints
 from dy2st.runtime.undefined import check_defined
-from dy2st.runtime.values import ARRAY_TYPES, iterator_position
+from dy2st.runtime.values import ARRAY_TYPES, is_nnx_object, iterator_position
 from dy2st.state import refuse_slotted
 
 ARRAY_IMPL = _jax_compat.array_type()
@@ -129,12 +129,6 @@ def _watched(args, kwargs) -> tuple[list, list]:
     return snapshot, objects
 
 
-def _is_nnx_object(x) -> bool:
-    """A Flax NNX module or Variable: the stateful path writes its changes back in place."""
-    nnx = sys.modules.get("flax.nnx")
-    return nnx is not None and isinstance(x, (nnx.Pytree, nnx.Variable))
-
-
 class _ContainerWatch:
     """Whether a trace left its input lists, dicts and pytree objects as eager code would see
     them: lists and dicts with the same contents (by identity) and no new references to them
@@ -181,7 +175,7 @@ class _ContainerWatch:
                 continue
             # An NNX module in a list or dict argument: the stateful path lifts the list and
             # updates the module in place (nnx.update), as the eager call changes it.
-            if self.liftable and type(argument) in LIFTED_ROOTS and _is_nnx_object(obj):
+            if self.liftable and type(argument) in LIFTED_ROOTS and is_nnx_object(obj):
                 raise ContainerEffect("an NNX object inside an input list or dict was changed")
             raise _object_changed_error(obj, obj is argument)
 

@@ -104,7 +104,7 @@ class _FunctionWalk:
     """One walk of a function for `mark`: its loops, ifs and ternaries (`decisions`), its nested
     functions and lambdas, the names its own scope binds, and which decisions hold a node that
     could be a Python effect (`_effects` looks for the same kinds: a call of `next`, of a
-    mutating method or of a name, a closure, an item assignment), so that the search for effects
+    mutating method or of a name, a closure, an item assignment, a list grown by `+`), so that the search for effects
     runs only on those; most functions have ifs and loops but no such node in them."""
 
     def __init__(self, function_def):
@@ -129,7 +129,7 @@ class _FunctionWalk:
             elif kind is ast.Call:
                 self._call(node.func, around)
             elif kind is ast.Assign or kind is ast.AugAssign or kind is ast.AnnAssign:
-                if any(True for _ in item_targets(node)):
+                if any(True for _ in item_targets(node)) or _grown_by_concatenation(node) is not None:
                     self._suspect(around)
             elif kind is ast.Delete:
                 if any(type(t) is not ast.Name for t in node.targets):
@@ -230,6 +230,9 @@ def _effects(nodes: list, local_names: frozenset, rewritten_appends: bool, write
     for node in _walk_statements(nodes):
         if isinstance(node, ast.Expr):  # a node comes before its children
             statement_calls.add(id(node.value))
+        grown = _grown_by_concatenation(node)
+        if grown is not None and grown in local_names:
+            found.appended.add(grown)  # `log += [v]`, `log = log + [v]`: grows as an append does
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             for target in item_targets(node):
                 if qual_names.from_node(target) is None:
@@ -354,13 +357,30 @@ def _stored_names(body: list) -> set:
     return {n.id for n in _walk_statements(body) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
+def _grown_by_concatenation(node) -> str | None:
+    """The list variable a statement grows by a list display (`log += [v]`, `log = log + [v]`),
+    or None. (A staged loop carries it as it carries `log.append(v)`: its items are stacked.)"""
+    if (isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) and isinstance(node.target, ast.Name)
+            and isinstance(node.value, ast.List)):
+        return node.target.id
+    if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.BinOp) and isinstance(node.value.op, ast.Add)
+            and isinstance(node.value.left, ast.Name) and node.value.left.id == node.targets[0].id
+            and isinstance(node.value.right, ast.List)):
+        return node.targets[0].id
+    return None
+
+
 def _reads_besides_append(body: list, names: set) -> set:
-    """Names of `names` loaded in `body` anywhere but as the receiver of `.append(...)`."""
+    """Names of `names` loaded in `body` anywhere but as the receiver of `.append(...)` or the
+    list a concatenation grows (`log = log + [v]`)."""
     receivers = set()
     for node in _walk_statements(body):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "append"
                 and isinstance(node.func.value, ast.Name)):
             receivers.add(id(node.func.value))
+        elif _grown_by_concatenation(node) is not None and isinstance(node, ast.Assign):
+            receivers.add(id(node.value.left))
     return {n.id for n in _walk_statements(body)
             if isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load) and id(n) not in receivers}
 

@@ -6,7 +6,7 @@ one is exactly the builtin. With a traced argument:
 
 * `print(x, 'loss', sep=', ')` prints when the program runs (`jax.debug.callback`, so it also
   prints inside staged branches and loops), formatted by Python's own `print`;
-* `int(x)`, `float(x)` cast a one-element array to a scalar of the default int/float dtype
+* `int(x)`, `float(x)` cast a 0-d array to a scalar of the default int/float dtype
   (`int` truncates toward zero, as Python does); `bool(x)` is `x != 0`; `round(x)` of a weakly
   typed scalar (a Python number carried by a staged loop or branch) is a weak int, as
   Python's `round` of a number is an int;
@@ -53,13 +53,22 @@ def _any_traced(values) -> bool:
     return any(is_traced(leaf) for leaf in jax.tree_util.tree_leaves(values))
 
 
-def _one_element(x, what: str, origin: OriginInfo):
+def _one_element(x, what: str, origin: OriginInfo, scalar_only: bool = False):
+    """`x` as a 0-d array, where it has one element (`scalar_only`: where it is 0-d, as a jax
+    array must be for `int()`/`float()` eagerly; `bool()` and `.item()` take one element)."""
     if int(np.prod(np.shape(x))) != 1:
         raise BuiltinError(
             f"{what} of an array of shape {tuple(np.shape(x))}: only one-element arrays have a "
             "single value.",
             origin,
             advice="reduce the array first (x.sum(), x[0], x.max()), or use jnp functions elementwise.",
+        )
+    if scalar_only and np.ndim(x) != 0:
+        raise BuiltinError(
+            f"{what} of an array of shape {tuple(np.shape(x))}: eagerly jax converts only 0-d arrays to "
+            "Python scalars (TypeError).",
+            origin,
+            advice="index or reshape it first (`x[0]`, `x.reshape(())`), or use `.item()`.",
         )
     return jnp.reshape(x, ())
 
@@ -192,7 +201,7 @@ def convert_int(x=0, *args, **kwargs):
     """`int(x)`; a traced one-element array becomes a default-int scalar, truncated toward 0."""
     if not is_traced(x) or args or kwargs:
         return builtins.int(x, *args, **kwargs)
-    value = _one_element(x, "int()", OriginInfo.of_caller())
+    value = _one_element(x, "int()", OriginInfo.of_caller(), scalar_only=True)
     return _python_scalar(jnp.trunc(value) if jnp.issubdtype(value.dtype, jnp.inexact) else value, int)
 
 
@@ -200,7 +209,7 @@ def convert_float(x=0.0):
     """`float(x)`; a traced one-element array becomes a default-float scalar."""
     if not is_traced(x):
         return builtins.float(x)
-    return _python_scalar(_one_element(x, "float()", OriginInfo.of_caller()), float)
+    return _python_scalar(_one_element(x, "float()", OriginInfo.of_caller(), scalar_only=True), float)
 
 
 def convert_item(x, *args):

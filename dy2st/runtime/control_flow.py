@@ -29,7 +29,7 @@ from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError, rebin
 from dy2st.runtime import events, key_order, reachable, state_cells, static_outputs, writes
 from dy2st.runtime.asserts import check_python_ints
 from dy2st.runtime.staging import grown_from, grown_here, grown_in_this_side, stage_cond, stage_value, watch_here
-from dy2st.runtime.values import is_traced
+from dy2st.runtime.values import is_nnx_object, is_traced
 from dy2st.runtime.undefined import Undefined
 from dy2st.runtime.writes import (ITSELF, AttributeKey, WriteTracker, changed_contents, refill,
                                   refuse_unseen_held_outside, restore_items)
@@ -157,7 +157,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
 
     key_orders: dict = {}  # branch -> the key orders of the dicts in each output of its last trace
     side_values: dict = {}  # branch -> its output variables' values, for what they share (`_refuse_sharing_by_data`)
-    callers = _CallersContainers()
+    callers = _CallersContainers(tracker.roots)
 
     try:
         for _ in range(_MAX_WRITE_ROUNDS):
@@ -358,23 +358,35 @@ class _StateContents:
 
 
 class _CallersContainers:
-    """The caller's lists and dicts (`writes.note_inputs`) that the sides' values hold, as the
-    state nodes of their encoding (`static_outputs.encode`): the same one held by both sides at
-    the same place is that object after the cond, as eagerly, not a new list of its items (its
-    items, where a side changed them, are carried and written back as any attribute's)."""
+    """The caller's lists and dicts (`writes.note_inputs`), and the NNX modules and Variables
+    from before the `if` (`roots`), that the sides' values hold, as the state nodes of their
+    encoding (`static_outputs.encode`): the same one held by both sides at the same place is
+    that object after the cond, as eagerly, not a new one built from its leaves (what a side
+    changed in it is carried and written back as any attribute's); two different ones, the data
+    deciding which, are refused by the merge. (Other pytrees, an `eqx.nn.State` or a dataclass
+    updated functionally on one side, are values: merged leaf by leaf.)"""
 
-    def __init__(self):
+    def __init__(self, roots: reachable.Roots):
         self.objects: list = []
         self._index: dict = {}
+        self._roots = roots
 
     def __contains__(self, key: int) -> bool:
-        return key in self._index or writes.input_by_id(key) is not None
+        return key in self._index or self._held(key) is not None
 
     def __getitem__(self, key: int) -> int:
         if key not in self._index:
             self._index[key] = len(self.objects)
-            self.objects.append(writes.input_by_id(key))
+            self.objects.append(self._held(key))
         return self._index[key]
+
+    def _held(self, key: int):
+        found = writes.input_by_id(key)
+        if found is None:
+            obj = self._roots.object_by_id(key)
+            if obj is not None and is_nnx_object(obj):
+                found = obj
+        return found
 
 
 class _ListIdentity:

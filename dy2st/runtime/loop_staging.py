@@ -432,7 +432,10 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
             outs = loop.body(index, given)
             body_orders[:] = [key_order.orders_of(v) for v in outs]
             iteration = describe_outputs(spec, given, outs, origin)  # reads lists grown while tracing
-        refuse_loop_writes(tracker, origin, trips_known=loop.length is not None and loop.test is None)
+        try:
+            refuse_loop_writes(tracker, origin, trips_known=loop.length is not None and loop.test is None)
+        finally:
+            tracker.forget()  # (the body's function outlives the trace in jax's caches)
         check_python_ints(mark, origin)  # the numbers rule: a Python int it computes on stays in int32
         new = join(spec, iteration, origin)
         if not settled(spec, new) or (loop.length is None and loop.bound() != bound):

@@ -37,7 +37,7 @@ from dy2st.errors import Dy2StaticError, LoopVariableError, OriginInfo, PythonEf
 from dy2st.runtime import events, loop_checks, loop_staging, state_cells
 from dy2st.runtime.iterables import HeaderItems, StagedArray, StagedIterable, StagedRange
 from dy2st.runtime.control_flow import stage_if
-from dy2st.runtime.staging import refuse_nnx_write, scalar_predicate
+from dy2st.runtime.staging import deferrable, refuse_nnx_write, scalar_predicate
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.undefined import Undefined
@@ -168,7 +168,7 @@ def _stage(get_state, set_state, names, origin, run_body, run_test, length, kind
             values = loop_staging.stage(loop_staging.initial_spec(init, names), init, loop, origin, check=check)
     except Exception as err:
         set_state(init)
-        if length is None and type(err) in StagedBranchError.KEPT_TYPES:  # exactly: jax's errors subclass TypeError
+        if length is None and deferrable(err):  # (eagerly raised only if an iteration runs)
             raise StagedBranchError.wrapping_loop_body(err, origin).with_traceback(err.__traceback__) from err
         refuse_nnx_write(err, origin, "the body of this staged loop")
         raise

@@ -43,7 +43,7 @@ class Roots:
         self._roots = [r for r in roots if not _is_leaf(r.value)]
         self._before = before
         self._paths: dict | None = None  # id of a reachable list or dict -> (it, how the code reaches it)
-        self._objects: list | None = None  # the user's objects reachable, in walk order
+        self._objects: dict | None = None  # id -> each object with attributes reachable, in walk order
 
     def without(self, labels) -> "Roots":
         """These roots less those named in `labels` (variables' own cells)."""
@@ -61,7 +61,20 @@ class Roots:
         property's getter, a `functools.cached_property`, an `__iadd__` that `acc += x` calls)
         may change their attributes with no call of theirs for `convert_call` to see."""
         self._walk()
-        return self._objects
+        return [obj for obj in self._objects.values() if is_users_object(obj)]
+
+    def object_by_id(self, key: int):
+        """The object (with attributes, not a list or dict) of that id the side's code can
+        reach, or None."""
+        self._walk()
+        return self._objects.get(key)
+
+    def release(self) -> None:
+        """Drop the roots and what the walk found, once the statement is done with them: they
+        hold the function's lists and dicts, and jax's caches may keep the side's functions
+        (which hold this) alive, where `writes.leaked` counts the references to a list."""
+        self._roots, self._before = [], {}
+        self._paths = self._objects = None
 
     def _walk(self) -> None:
         if self._paths is None:
@@ -127,9 +140,9 @@ def _is_leaf(value) -> bool:
 
 def _reachable(roots: list, before: dict) -> tuple[dict, list]:
     """`id -> (list or dict, path)` of the lists and dicts reachable from `roots`, breadth first
-    (shortest paths), and the user's objects among what they reach."""
+    (shortest paths), and `id -> object` of the objects with attributes among what they reach."""
     found: dict = {}
-    objects: list = []
+    objects: dict = {}
     classes: dict = {}  # class -> its containers (`_class_containers`), for this walk
     seen = {id(r.value) for r in roots}
     queue = deque((r.value, r.label) for r in roots)
@@ -140,8 +153,7 @@ def _reachable(roots: list, before: dict) -> tuple[dict, list]:
         elif type(getattr(value, "__dict__", None)) is dict and not isinstance(value, type):
             attributes = value.__dict__  # an object's attributes, changed as a dict (`o.__dict__[k] = v`)
             found.setdefault(id(attributes), (attributes, f"{path}.__dict__"))
-            if is_users_object(value):
-                objects.append(value)
+            objects[id(value)] = value
         for child_path, child in _children(value, path, classes):
             child = before.get(child_path, child)
             if id(child) not in seen and not _is_leaf(child):

@@ -192,7 +192,7 @@ _INT_RANGE = (-(2 ** 31), 2 ** 31 - 1)
 
 def _run_branch_noting(fn, branch_name: str, origin: OriginInfo):
     """Run one side: `(its _Branch, its arrays)`, or `(_Failed, [])` when its trace raised an
-    exception eager raises only when the data takes it (`_deferrable`) and nothing between the
+    exception eager raises only when the data takes it (`deferrable`) and nothing between the
     program and here could catch it while tracing (`handler_around`): the program raises it
     when it runs that side. Otherwise a builtin exception becomes a StagedBranchError, which a
     user's handler does not catch as if it had happened (an `except ValueError` around the
@@ -201,7 +201,7 @@ def _run_branch_noting(fn, branch_name: str, origin: OriginInfo):
         with guards.unchanged_by_side(origin, f"{branch_name} of the staged choice on this line"):
             return _run_branch(fn)
     except Exception as err:
-        if _deferrable(err):
+        if deferrable(err):
             if not writes.in_program():
                 raise StagedBranchError.wrapping(err, branch_name, origin).with_traceback(err.__traceback__) from err
             if not handler_around():
@@ -226,7 +226,7 @@ def _run_branch_noting(fn, branch_name: str, origin: OriginInfo):
 _NOT_DEFERRED = (RecursionError, MemoryError, SystemError)
 
 
-def _deferrable(err: Exception) -> bool:
+def deferrable(err: Exception) -> bool:
     """A Python exception of the side's own code: of a builtin class (exactly that class: jax's
     own errors subclass TypeError; any of them, `raise FloatingPointError(...)`, `raise
     Exception(...)`), or of a class the user defined. Not dy2st's, not jax's."""
@@ -638,14 +638,16 @@ def _merge(t: _Branch, f: _Branch, labels, origin, branch_names, promote):
     _fill_undefined_returns(t, f)
     merged = []
     for label, ts, fs, t_leaves, f_leaves in zip(labels, t.structures, f.structures, t.leaves, f.leaves):
-        if ts != fs and static_outputs.holds_callers(ts) != static_outputs.holds_callers(fs):
+        if ts != fs and (static_outputs.holds_callers(ts) or static_outputs.holds_callers(fs)):
             raise BranchOutputError(
-                f"'{label}' holds a list or dict the caller gave in one branch, and another in the other: which "
-                "object it is afterwards (what changing it in place changes, what returning it gives back) "
-                "is decided by the data, and a program gives back one.",
+                f"'{label}' holds an object from before the `if` (a list or dict the caller gave, an NNX module, "
+                "a pytree object) in one branch, and another object in the other: which object it is afterwards "
+                "(what changing it in place changes, what returning it gives back) is decided by the data, and a "
+                "program gives back one.",
                 origin,
-                advice=f"copy it on the side that keeps it (`{rebinding_hint(label, 'list({})')}`, or `dict(...)` for a "
-                "dict), so that both sides make a new one; or change the caller's list or dict in place in both.",
+                advice=f"copy it on the side that keeps it (`{rebinding_hint(label, 'list({})')}`, `dict(...)`, "
+                "`nnx.clone(...)`, `dataclasses.replace(...)`), so that both sides make a new one; or make both "
+                "sides hold the same object; or decide the condition with a Python value.",
             )
         if ts != fs:
             raise BranchOutputError(

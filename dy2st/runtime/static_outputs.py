@@ -215,7 +215,7 @@ class Identities:
         try:
             return repr(self.decode())
         except Exception:  # a node of the caller's state, which only a call supplies
-            return "a value holding a list or dict of the caller's"
+            return "a value holding an object from before the `if`"
 
     def decode(self, state_nodes=()):
         """The outputs eager gives: each entry a new container (shared where eager shares it),
@@ -245,7 +245,8 @@ class Identities:
 
 
 def holds_callers(structure) -> bool:
-    """Whether a value of this tree structure holds a list or dict of the caller's (a state node)."""
+    """Whether a value of this tree structure holds a state node: a list or dict of the caller's,
+    or an object from before a staged `if` (`control_flow._CallersContainers`)."""
     value = jax.tree_util.tree_unflatten(structure, [None] * structure.num_leaves)
     if type(value) is not Identities:
         return False

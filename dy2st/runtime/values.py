@@ -14,6 +14,7 @@ import enum
 import functools
 import io
 import itertools
+import sys
 import types
 import warnings
 
@@ -160,3 +161,10 @@ def as_number_where_chosen(result, values):
     if stands_for_python_number(result.dtype, values) and not jax.typeof(result).weak_type:
         return _jax_compat.convert_element_type(result, result.dtype, True)
     return result
+
+
+def is_nnx_object(x) -> bool:
+    """A Flax NNX module or Variable (flax is not imported for it): an object whose identity and
+    in-place changes the code sees, where other pytrees are values."""
+    nnx = sys.modules.get("flax.nnx")
+    return nnx is not None and isinstance(x, (nnx.Pytree, nnx.Variable))

@@ -241,6 +241,7 @@ class WriteTracker:
         for records in (self.originals, self._seen, self._containers, self._objects, self._born, self._first_items):
             records.clear()
         self.unseen = {}
+        self.roots.release()
 
     def original_value(self, key: AttributeKey):
         original = self.originals[key]

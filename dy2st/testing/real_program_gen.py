@@ -1057,6 +1057,8 @@ class _Generator:
             options += [f"{i} = len(xs) - 1\nxs[{i}] = clip(xs[{i}] + {self.arr(s)})"]
         if "P" not in s.frozen:
             options += [f"{i} = len(P) - 1\nP[{i}], P[0] = P[0], P[{i}]"]
+        # Attributes changed by code no call announces: an in-place operator, a counting property
+        options += [f"obj += clip({self.arr_expr(s)})", f"{a} = clip({a} + obj.seen)"]
         # Two names for one dict across an `if` that rebinds them: both (one object after
         # either side), or only one (its object decided by the data: refused where staged).
         q, e, c = self.new("qd"), self.new("ed"), self.cond(s)

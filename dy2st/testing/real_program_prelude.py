@@ -47,6 +47,18 @@ class State(Base):
         self.h = jnp.clip(self.h + v, -1000, 1000)
         return self.count
 
+    @property
+    def seen(self):
+        """A property with an effect: counts its reads (code run as it is, that no call of the
+        user's announces: a staged side records `obj` before it runs)."""
+        self.count += 1
+        return self.h
+
+    def __iadd__(self, v):
+        """`obj += v`: Python calls this itself, not through a converted call."""
+        self.h = jnp.clip(self.h + v, -1000, 1000)
+        return self
+
     def remember(self, v):
         self.cache.append(v)
         return len(self.cache)

@@ -239,3 +239,32 @@ def test_an_error_traced_after_a_staged_raise_is_refused_at_the_raise():
         static(SMALL, [])
     assert isinstance(info.value, StopIteration)
     assert "if x.sum() > 100:" in str(info.value)
+
+
+class _LoopFailure(Exception):
+    pass
+
+
+def raises_runtime_error_in_a_staged_while(acc):
+    while acc < 5:
+        raise RuntimeError("Test failure")
+    return acc
+
+
+def raises_own_error_in_a_staged_while(acc):
+    while acc < 5:
+        acc = acc + 1
+        raise _LoopFailure("mine")
+    return acc
+
+
+@pytest.mark.parametrize("fn, kind", [(raises_runtime_error_in_a_staged_while, RuntimeError),
+                                      (raises_own_error_in_a_staged_while, _LoopFailure)])
+def test_any_exception_a_staged_loop_body_raises_while_traced_is_refused_at_the_loop(fn, kind):
+    # eagerly raised only if an iteration runs (here none does): it was the user's raw error
+    x = jnp.array(9)
+    assert fn(x) == 9
+    with pytest.raises(dy2st.errors.StagedBranchError) as err:
+        dy2st.to_static(fn)(x)
+    assert isinstance(err.value, kind)
+    assert str(err.value).startswith(f'File "{__file__}"') and "while acc < 5:" in str(err.value)

@@ -611,3 +611,19 @@ def test_an_int_enum_member_the_data_picks_is_refused_not_made_an_array():
     with pytest.raises(dy2st.errors.BranchOutputError) as err:
         dy2st.to_static(picks_an_int_enum_member)(POS)
     assert "'level' is Python Level <Level.HIGH: 2> in the if branch" in str(err.value)
+
+
+def casts_a_one_element_vector(x):
+    if x.sum() > 0:
+        return int(x[:1])
+    return float(x[:1])
+
+
+def test_int_of_a_one_element_vector_is_a_type_error_as_eagerly():
+    # eager jax converts only 0-d arrays: TypeError (dy2st cast it: 1 where eager raised)
+    with pytest.raises(TypeError):
+        casts_a_one_element_vector(POS)
+    with pytest.raises(dy2st.errors.BuiltinError) as err:
+        dy2st.to_static(casts_a_one_element_vector)(POS)
+    assert isinstance(err.value, TypeError)
+    assert "int() of an array of shape (1,)" in str(err.value) and "return int(x[:1])" in str(err.value)

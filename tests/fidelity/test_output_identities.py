@@ -292,7 +292,7 @@ def test_the_callers_container_on_one_side_and_another_on_the_other_is_refused(f
     # and the caller's list stayed as it was, with no error.
     from dy2st.errors import BranchOutputError
 
-    with pytest.raises(BranchOutputError, match=r"(?s)holds a list or dict the caller gave in one branch.*To fix: copy it"):
+    with pytest.raises(BranchOutputError, match=r"(?s)holds an object from before the `if` \(a list or dict the caller gave.*To fix: copy it"):
         dy2st.to_static(fn)(make(), -jnp.ones(2))
 
 
@@ -414,7 +414,7 @@ def test_a_variable_holding_an_outside_dict_on_one_side_only_is_refused():
     assert "if step > 1:" in text.splitlines()[1]
     assert "'ema' is the dict q (from before the `if`) after one branch and another object" in text
     assert "`ema = dict(q)`" in text
-    with pytest.raises(dy2st.errors.BranchOutputError, match="holds a list or dict the caller gave in one branch"):
+    with pytest.raises(dy2st.errors.BranchOutputError, match=r"holds an object from before the `if` \(a list or dict the caller gave"):
         dy2st.to_static(Buffers().pick)(jnp.ones(2))
 
 

@@ -11,7 +11,6 @@ whatever the data said.
 
 import functools
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -184,3 +183,48 @@ def test_a_property_that_counts_in_a_staged_loop_is_refused():
         dy2st.to_static(reads_a_counting_property_in_a_staged_loop)(Holder(), XS[0])
     text = str(err.value)
     assert text.startswith(f'File "{__file__}"') and "Holder.reads" in text
+
+
+# -- NNX objects from before a staged `if` through its outputs -------------------------------
+def _layers():
+    nnx = pytest.importorskip("flax.nnx")
+
+    class TwoLayers(nnx.Module):
+        def __init__(self, rngs):
+            self.first = nnx.Linear(3, 3, rngs=rngs)
+            self.second = nnx.Linear(3, 3, rngs=rngs)
+
+        def __call__(self, x):
+            if x.sum() > 0:
+                layer = self.first
+            else:
+                layer = self.second
+            return layer(x), layer
+
+        def keeps(self, x):
+            if x.sum() > 0:
+                return self.first(x), self.first
+            return x, self.first
+
+    return TwoLayers(nnx.Rngs(0))
+
+
+def test_an_nnx_module_both_sides_hold_is_the_models_own_after_the_if():
+    # the cond rebuilt the module from its leaves: a copy, which no longer shared with the model
+    model = _layers()
+    keeps = dy2st.to_static(model.keeps)
+    for x in XS:
+        for _ in range(2):
+            y, layer = keeps(x)
+            assert layer is model.first
+            np.testing.assert_allclose(y, model.keeps(x)[0], rtol=1e-6)
+
+
+def test_an_nnx_module_the_data_picks_is_refused_at_the_if():
+    # eagerly the result is one of the model's two layers; a merged copy would silently stop
+    # sharing with it
+    with pytest.raises(BranchOutputError) as err:
+        dy2st.to_static(_layers())(XS[0])
+    text = str(err.value)
+    assert text.startswith(f'File "{__file__}"') and "if x.sum() > 0:" in text
+    assert "holds an object from before the `if`" in text and "nnx.clone(...)" in text
