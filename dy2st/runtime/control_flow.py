@@ -77,7 +77,7 @@ def convert_ifelse(pred, if_body, else_body, state, names, nouts, branch_names=(
         if reordered_keys:
             _refuse_reordered_keys(reordered_keys, get_state(), names, origin)
         final = stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names,
-                         access.attributes())
+                         access.attributes(), access.frame)
         return state_cells.plain_values(final, access.paths)
 
 
@@ -100,15 +100,16 @@ class _CarryMore(Exception):
 
 
 def stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names,
-             attributes: frozenset):
+             attributes: frozenset, frame=None):
     """The `if` statement of `convert_ifelse` for a traced `pred`, as one `lax.cond` (also used
     for the iterations a traced `break` may skip, see `loops`); `attributes`: those among its
-    variables (`StateAccess.attributes`)."""
+    variables (`StateAccess.attributes`); `frame`: the converted function's, whose other locals
+    may hold what the sides' values hold (`_refuse_sharing_by_data`)."""
     initial = get_state() if get_state is not None else ()
     tracker = WriteTracker(reachable.snapshot((if_body, else_body), names, initial), attributes)
     try:
         final = _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names,
-                           initial, tracker)
+                           initial, tracker, frame)
     except BaseException:
         refuse_unseen_held_outside(tracker, failed=True)
         raise
@@ -119,7 +120,7 @@ def stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origi
 
 
 def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names, initial,
-               tracker: WriteTracker):
+               tracker: WriteTracker, frame):
     carried_writes: list = []  # attributes called methods change, carried as extra outputs
     contents = _StateContents(initial, names)
     lists = _ListIdentity(initial[:nouts], contents)
@@ -181,7 +182,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
                 origin,
                 advice="make what each method assigns depend only on the types of its inputs.",
             )
-        _refuse_sharing_by_data(list(side_values.values()), names, tracker.roots, origin)
+        _refuse_sharing_by_data(list(side_values.values()), names, tracker.roots, origin, frame)
         writes.refuse_changes_outside(tracker, carried_writes, origin)
     except BaseException:
         # Tracing a side wrote its tracers into the state (attributes, items, nonlocals): put
@@ -214,7 +215,7 @@ def _alias_pattern(values) -> tuple:
     return tuple(pattern)
 
 
-def _refuse_sharing_by_data(sides: list, names, roots, origin: OriginInfo) -> None:
+def _refuse_sharing_by_data(sides: list, names, roots, origin: OriginInfo, frame=None) -> None:
     """What both sides' output variables share must not depend on the data (the cond gives each
     variable a new object): two variables holding one object after one side and two after the
     other (`ema = q` on one side), or a variable holding, after one side only, a list or dict
@@ -239,7 +240,9 @@ def _refuse_sharing_by_data(sides: list, names, roots, origin: OriginInfo) -> No
         for value in (x, y) if x is not y else ():
             if type(value) not in (list, dict):
                 continue
-            others = others or roots.without(set(names[:len(first)]))  # (walked only here: rare)
+            # (walked only here: rare) with the function's other locals: `alias = d` before the
+            # `if` is no root of the branch functions when they do not name `alias`
+            others = others or roots.with_locals(frame).without(set(names[:len(first)]))
             path = others.path_to(value)
             if path is not None:
                 raise BranchOutputError(

@@ -49,6 +49,16 @@ class Roots:
         """These roots less those named in `labels` (variables' own cells)."""
         return Roots([r for r in self._roots if r.label not in labels], self._before)
 
+    def with_locals(self, frame) -> "Roots":
+        """These roots and the local variables of `frame` (None: these alone)."""
+        if frame is None:
+            return self
+        named = {r.label for r in self._roots}
+        snapshot = frame.f_locals  # (the frame keeps this dict and its references until it ends:
+        extra = [Root(name, value) for name, value in snapshot.items() if name not in named and not _is_leaf(value)]
+        snapshot.clear()  # emptied, so that reference counts of the locals' lists read as before)
+        return Roots(self._roots + extra, self._before)
+
     def path_to(self, target) -> str | None:
         """How the side's code reaches the list or dict `target` from a root (`d['k']`), or
         None if it cannot."""
