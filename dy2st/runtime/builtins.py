@@ -28,6 +28,7 @@ import logging
 import math
 import operator
 import sys
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -35,7 +36,7 @@ import numpy as np
 
 
 from dy2st import _jax_compat
-from dy2st.errors import BuiltinError, OriginInfo
+from dy2st.errors import BuiltinError, OriginInfo, record_runtime_failure
 from dy2st.runtime import events, key_order, writes
 from dy2st.runtime.calls import register_builtin
 from dy2st.runtime.ordering import convert_all, convert_any, convert_max, convert_min, convert_sorted
@@ -170,6 +171,38 @@ def _logging_call(method: str, module_level: bool = False):
         return None
 
     return call
+
+
+# -- warnings --------------------------------------------------------------------------------------
+def convert_warn(message, category=None, stacklevel=1, source=None, **kwargs):
+    """`warnings.warn(...)`: as `print`, issued on every run of the program while one is traced
+    (in a staged `if`, only where the data takes that side), with traced values in the message
+    at their run-time values; the warning names the user's line and goes through their module's
+    registry, so the filters (`default`: once per line; `always`; `error`) act as eagerly. Run
+    while tracing, it warned once, whatever a staged `if` around it decided."""
+    if _jax_compat.at_top_level() and not has_traced(message):
+        return warnings.warn(message, category, stacklevel + 1, source, **kwargs)
+    if debug_effects_dropped():
+        return None
+    origin = OriginInfo.of_user_code()
+    frame = sys._getframe(1)  # the converted function's: the user's module globals
+    module = frame.f_globals.get("__name__", "__main__")
+    registry = frame.f_globals.setdefault("__warningregistry__", {})
+    traced, fill = bind_traced([message], {})
+
+    def issue(*arrays):
+        (text,), _ = fill(list(arrays))
+        kind = type(text) if isinstance(text, Warning) else category or UserWarning
+        where = (origin.filename, origin.lineno) if origin else ("(unknown file)", 0)
+        try:
+            warnings.warn_explicit(text if isinstance(text, Warning) else str(text), kind, *where, module, registry,
+                                   source=source)
+        except Exception as error:  # an `error` filter: the warning is the call's exception
+            record_runtime_failure(error)
+            raise
+
+    jax.debug.callback(issue, *traced, ordered=not any(_jax_compat.is_batch_tracer(t) for t in traced))
+    return None
 
 
 # -- writes by name ------------------------------------------------------------------------------
@@ -355,6 +388,7 @@ for _builtin, _replacement in ((builtins.setattr, convert_setattr), (object.__se
                                (operator.delitem, convert_delitem)):
     register_builtin(_builtin, _replacement)
 register_builtin(jax.core.Tracer.item, convert_item)
+register_builtin(warnings.warn, convert_warn)
 for _name, _op in (("floor", jnp.floor), ("ceil", jnp.ceil), ("trunc", jnp.trunc)):
     register_builtin(getattr(math, _name), _rounding(_name, _op))  # (a traced array's bound method's function)
 for _method in _LOG_LEVELS:
