@@ -95,8 +95,9 @@ def python_condition(test, construct: str):
     if is_traced(test):
         raise StagedInTryError(
             f"This {construct} depends on a traced value inside a `try` block. Staged, both "
-            "sides are traced, so `except` would catch errors of the side that does not run "
-            "and never errors raised when the program runs.",
+            "sides are traced, so its handler (an `except`, or a `finally` that returns, breaks "
+            "or continues and so discards the exception) would catch errors of the side that does "
+            "not run and never errors raised when the program runs.",
             OriginInfo.of_caller(),
             advice="move the `try` inside the branches or out of the function, or make the "
             "condition a Python value; to check values at run time, use `assert`.",

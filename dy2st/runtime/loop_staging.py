@@ -561,10 +561,13 @@ def _check_zero_trips(check: tuple, ran, origin: OriginInfo) -> None:
 def _unbound_after_loop(name: str, origin: OriginInfo) -> Exception:
     """The error eager Python raises reading `name` that a loop which never ran would have set."""
     if (name.endswith("]") and "[" in name) or "." in name:  # a KeyError / AttributeError eagerly
+        item = name.endswith("]")
         error = MissingAfterLoopError(
-            f"{name} is first set inside this loop, which ran zero times: reading it after the loop, eager "
-            f"Python raises {'KeyError' if name.endswith(']') else 'AttributeError'} (this check runs when the "
-            "loop ends, before any read).", origin, advice=f"set {name} before the loop.")
+            f"{name} is first set inside this loop, which ran zero times: eagerly it does not exist after the "
+            f"loop (reading it raises {'KeyError' if item else 'AttributeError'}, and what holds it has no such "
+            f"{'key' if item else 'attribute'} when returned or iterated), where the program gives back one "
+            "structure whether the loop runs or not (this check runs when the loop ends, before any read).",
+            origin, advice=f"set {name} before the loop.")
     else:  # an UnboundLocalError, as eager's, and a refusal where eager never reads it
         error = UndefinedVariableError(
             f"'{name}' is first set inside this loop, which ran zero times: reading it after the loop, "
