@@ -66,7 +66,7 @@ def _dispatcher(fn=None):
                 else:
                     out = jitted(*args)
                     if shared is None:  # this call traced a check or a choice, or the cache changed
-                        return _finish_after_change(out)
+                        return _finish_after_change(out, args)
                     return out
                 if pytrees is not None and _PYTREE_ROOTS.issuperset(map(type, args)):
                     out = pytrees(args)
@@ -186,7 +186,7 @@ def _positional_dispatch(fn):
         f"        if _dy2st_jit is not None and (_dy2st_holds is None or _dy2st_holds()) and {arrays}:\n"
         f"            _dy2st_out = _dy2st_jit({values})\n"
         f"            if _dy2st_shared is None:\n"
-        f"                return _dy2st_finish(_dy2st_out)\n"
+        f"                return _dy2st_finish(_dy2st_out, ({values},))\n"
         f"            return _dy2st_out\n"
         f"        if _dy2st_pytrees is not None and (_dy2st_holds is None or _dy2st_holds()) and {pytree_types}:\n"
         f"            _dy2st_out = _dy2st_pytrees(({values},))\n"
@@ -224,11 +224,11 @@ def _passed(values: tuple, names: tuple) -> tuple:
     return tuple(args), {}
 
 
-def _finish_after_change(out):
+def _finish_after_change(out, args=(), kwargs=None):
     """A hit-path call that traced a run-time check or returns what the boundary decodes, or found the cache
     changing mode: finish as the general path does."""
     _wait_for(out)  # (the encoded outputs: decoded, a list may hold itself)
-    return static_outputs.decode_result(out)
+    return static_outputs.decode_result(out, static_outputs.ArgumentObjects(args, kwargs or {}))
 
 
 _LIVE: weakref.WeakSet = weakref.WeakSet()  # every StaticFunction, for the global switch
@@ -335,13 +335,13 @@ class StaticFunction(functools.partial):
             else:
                 out = self._call_cache(args, None, containers)
                 if out is not _LIFT:
-                    return out if self._fast is not None else _finish_after_change(out)
+                    return out if self._fast is not None else _finish_after_change(out, args)
         if self._input_spec is not None:
             (self._checker or self._spec_checker).check(args, kwargs)
         checks_before = RuntimeChecks.traced
         out = self._run(args, kwargs)
         if self._cache.decodes_outputs:
-            out = static_outputs.decode_result(out)
+            out = static_outputs.decode_result(out, static_outputs.ArgumentObjects(args, kwargs))
         if self._has_checks or RuntimeChecks.traced != checks_before:
             self._has_checks = True  # this call traced a run-time check (an assert)
             self._set_fast(None)
@@ -369,7 +369,7 @@ class StaticFunction(functools.partial):
         if out is _NOT_TAKEN:
             return None
         if self._fast is not jitted:  # disarmed by this call
-            return (out if pytree else _finish_after_change(out)), None
+            return (out if pytree else _finish_after_change(out, args)), None
         return out, cached[0]
 
     def _call_pytrees(self, args, run=None):
@@ -406,7 +406,7 @@ class StaticFunction(functools.partial):
                 raise  # the function's own error, raised while tracing it
             self._close_pytree_route()  # jit's argument check refused a leaf (a TypeError, an
             return _NOT_TAKEN  # OverflowError for a Python int beyond int32): the general way
-        return out if self._fast is not None else _finish_after_change(out)
+        return out if self._fast is not None else _finish_after_change(out, args)
 
     def _lift_containers(self):
         """A trace showed the function changes or keeps a list/dict argument: such arguments

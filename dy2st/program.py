@@ -676,7 +676,9 @@ class ProgramCache:
             raise refused
         # identities and kinds jit's boundary loses, noted (`static_outputs.encode`) before the
         # walk for undefined values, which a self-holding list would not end
-        encoded = check_defined(static_outputs.encode(out) if encode else out)
+        # an argument's object returned as it is (`return model, y`): eagerly the caller's own
+        arguments = {id(o): i for i, o in enumerate(static_outputs.argument_objects((args, kwargs)))}
+        encoded = check_defined(static_outputs.encode(out, arguments) if encode else out)
         if watch is not None:
             watch.check()  # an argument's list changed: the caller lifts it and writes it back
         return out, encoded

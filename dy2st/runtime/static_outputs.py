@@ -79,14 +79,49 @@ jax.tree_util.register_pytree_node(
 )
 
 
-def decode_result(result):
+def decode_result(result, arguments=()):
     """What eager returns, from a program's concrete outputs (anything else as it is): the
-    outputs that are not arrays put back, then the identities (`Identities`)."""
+    outputs that are not arrays put back, then the identities (`Identities`); `arguments`: the
+    call's `ArgumentObjects`, which an argument's object the function returns is."""
     if type(result) is StaticOutputs:
         result = result.join()
     if type(result) is Identities:
-        return result.decode()
+        return result.decode(arguments)
     return result
+
+
+def argument_objects(tree) -> list:
+    """The objects of registered pytree classes among `tree`'s nodes (a dataclass pytree, an
+    Equinox module; not tuples, lists, dicts or None), in jax's flatten order: the same order for
+    a call's arguments as for those a program traced with (one tree structure)."""
+    found = []
+
+    def note(node):
+        if type(node) not in _CONTAINER_NODES and not isinstance(node, (tuple, jax.Array)) \
+                and not jax.tree_util.all_leaves([node]):
+            found.append(node)
+        return False
+
+    jax.tree_util.tree_flatten(tree, is_leaf=note)
+    return found
+
+
+_CONTAINER_NODES = frozenset({list, dict, type(None), collections.OrderedDict, collections.defaultdict})
+
+
+class ArgumentObjects:
+    """A call's `argument_objects`, walked when a decode first needs one (a program that returns
+    an argument's object as it is: eagerly that same object)."""
+
+    __slots__ = ("tree", "_found")
+
+    def __init__(self, *tree):
+        self.tree, self._found = tree, None
+
+    def __getitem__(self, index: int):
+        if self._found is None:
+            self._found = argument_objects(self.tree)
+        return self._found[index]
 
 
 def split(outputs):

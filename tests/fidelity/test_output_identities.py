@@ -423,3 +423,48 @@ def test_a_dict_only_its_variable_holds_is_rebound_freely(step):
     expected = rebinds_its_own_dict({"w": jnp.ones(2)}, jnp.array(step))
     for _ in range(2):
         _equal(expected, dy2st.to_static(rebinds_its_own_dict)({"w": jnp.ones(2)}, jnp.array(step)))
+
+
+# -- an argument's pytree object returned as it is -------------------------------------------
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class Weights:
+    w: jax.Array
+
+
+def returns_its_argument(weights, x):
+    if x.sum() > 0:
+        y = x + weights.w
+    else:
+        y = x
+    return y, weights
+
+
+def returns_one_of_a_list(ws, x):
+    return {"first": ws[0], "y": x * 2}
+
+
+def test_an_argument_object_returned_as_it_is_is_the_callers():
+    # a registered pytree object (a dataclass, an Equinox module) came back as an equal copy
+    # rebuilt from the program's outputs
+    static, listed = dy2st.to_static(returns_its_argument), dy2st.to_static(returns_one_of_a_list)
+    for x in (jnp.ones(3), -jnp.ones(3), jnp.ones(3)):
+        weights = Weights(jnp.arange(3.0))
+        y, same = static(weights, x)
+        assert same is weights
+        assert (y == returns_its_argument(weights, x)[0]).all()
+        ws = [Weights(jnp.ones(3)), Weights(jnp.zeros(3))]
+        assert listed(ws, x)["first"] is ws[0]
+
+
+def test_an_equinox_module_returned_is_the_callers():
+    eqx = pytest.importorskip("equinox")
+    model = eqx.nn.Linear(3, 2, key=jax.random.PRNGKey(0))
+
+    def forward(m, x):
+        return m(x), m
+
+    static = dy2st.to_static(forward)
+    for _ in range(2):
+        y, same = static(model, jnp.ones(3))
+        assert same is model and (y == model(jnp.ones(3))).all()
