@@ -5,6 +5,7 @@ never through the user's globals.
 """
 
 from dy2st.runtime import builtins as _builtins  # registers the staged builtins
+from dy2st.runtime.builtins import convert_negative_power
 from dy2st.runtime.asserts import convert_assert
 from dy2st.runtime.calls import convert_call, managed
 from dy2st.runtime.checks import check_scoped_write, python_condition, remember_global
@@ -34,6 +35,7 @@ __all__ = [
     "convert_percent",
     "convert_ifelse",
     "convert_ifexp",
+    "convert_negative_power",
     "convert_not",
     "python_operand",
     "convert_or",

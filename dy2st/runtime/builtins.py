@@ -282,6 +282,17 @@ def _python_scalar(value, kind):
     return _jax_compat.convert_element_type(value, _default(kind), weak_type=True)
 
 
+def convert_negative_power(base, exponent):
+    """`base ** exponent` for a negative int literal `exponent`: a Python int there is a float
+    eagerly (`3 ** -1 == 0.333...`); a weakly typed int scalar (a Python int the data decides)
+    is raised in float, weakly typed as that float would be, where jnp refuses an integer to a
+    negative power."""
+    if is_traced(base) and getattr(base, "weak_type", False) and np.shape(base) == () \
+            and jnp.issubdtype(base.dtype, jnp.integer):
+        return _python_scalar(base, float) ** exponent
+    return base ** exponent
+
+
 def convert_round(number, ndigits=None):
     """`round(x)`. A weakly typed traced scalar stands for a Python number (a loop carried it,
     say), whose `round` is a Python int (a float with `ndigits`): a weak scalar here too, where

@@ -22,6 +22,8 @@ the program runs (see `dy2st.runtime.formatting`)::
     f"v: {x:.2f}"  ->  jst.convert_format('v: {:.2f}', x)
     "v: %s" % x    ->  jst.convert_percent('v: %s', x)
 
+and an int to a negative literal power, a float eagerly (`k ** -1 -> jst.convert_negative_power(k, -1)`).
+
 and a `with` statement's managers are handed to the runtime first (`jst.managed`), which
 notes their `__enter__`/`__exit__` while a program is traced::
 
@@ -112,6 +114,11 @@ class CallTreeTransformer(Transformer):
 
     def visit_BinOp(self, node):
         self.generic_visit(node)
+        if isinstance(node.op, ast.Pow) and _negative_int(node.right):
+            # `k ** -1`: a Python int (one the data decides is a weak int32) to a negative power
+            # is a float eagerly, where jnp refuses integers to negative powers
+            return templates.replace_as_expression(
+                "jst.convert_negative_power(base, exponent)", jst=self.ctx.runtime, base=node.left, exponent=node.right)
         if not (isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant) and isinstance(node.left.value, str)):
             return node
         return templates.replace_as_expression(
@@ -124,6 +131,12 @@ class CallTreeTransformer(Transformer):
         while isinstance(base, ast.Attribute):
             base = base.value
         return isinstance(base, ast.Name) and base.id == self.ctx.runtime
+
+
+def _negative_int(node) -> bool:
+    """Whether `node` is a negative int literal (`-1`)."""
+    return (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant)
+            and type(node.operand.value) is int and node.operand.value > 0)
 
 
 def transform(tree, ctx):

@@ -627,3 +627,15 @@ def test_int_of_a_one_element_vector_is_a_type_error_as_eagerly():
         dy2st.to_static(casts_a_one_element_vector)(POS)
     assert isinstance(err.value, TypeError)
     assert "int() of an array of shape (1,)" in str(err.value) and "return int(x[:1])" in str(err.value)
+
+
+def counted_to_a_negative_power(x):
+    s = 1
+    while x.sum() > s:  # staged: `s` is a number the data decides
+        s *= 3
+    return s ** -1, s ** -2 * 9, x ** -1
+
+
+def test_an_int_the_data_decides_to_a_negative_power_is_a_float_as_eagerly():
+    # jnp refuses an integer to a negative power (a raw TypeError); Python's int gives a float
+    _check(counted_to_a_negative_power, inputs=(POS, NEG, POS * 5))
