@@ -158,7 +158,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
 
     key_orders: dict = {}  # branch -> the key orders of the dicts in each output of its last trace
     side_values: dict = {}  # branch -> its output variables' values, for what they share (`_refuse_sharing_by_data`)
-    callers = _CallersContainers(tracker.roots)
+    callers = _CallersContainers(tracker.roots, initial[:nouts])
 
     try:
         for _ in range(_MAX_WRITE_ROUNDS):
@@ -361,18 +361,21 @@ class _StateContents:
 
 
 class _CallersContainers:
-    """The caller's lists and dicts (`writes.note_inputs`), and the NNX modules and Variables
-    from before the `if` (`roots`), that the sides' values hold, as the state nodes of their
+    """The caller's lists and dicts (`writes.note_inputs`), and the lists, dicts, NNX modules
+    and Variables from before the `if` that other code reaches (`roots`; not the `if`'s own
+    variables' lists, which `_ListIdentity` keeps), that the sides' values hold, as the state nodes of their
     encoding (`static_outputs.encode`): the same one held by both sides at the same place is
     that object after the cond, as eagerly, not a new one built from its leaves (what a side
     changed in it is carried and written back as any attribute's); two different ones, the data
     deciding which, are refused by the merge. (Other pytrees, an `eqx.nn.State` or a dataclass
     updated functionally on one side, are values: merged leaf by leaf.)"""
 
-    def __init__(self, roots: reachable.Roots):
+    def __init__(self, roots: reachable.Roots, own: tuple):
         self.objects: list = []
         self._index: dict = {}
         self._roots = roots
+        # the lists and dicts the `if`'s variables hold before it: `_ListIdentity` keeps those
+        self._own = {id(v) for v in own if type(v) in (list, dict)}
 
     def __contains__(self, key: int) -> bool:
         return key in self._index or self._held(key) is not None
@@ -385,10 +388,9 @@ class _CallersContainers:
 
     def _held(self, key: int):
         found = writes.input_by_id(key)
-        if found is None:
+        if found is None and key not in self._own:
             obj = self._roots.object_by_id(key)
-            if obj is not None and is_nnx_object(obj):
-                found = obj
+            found = obj if obj is not None and is_nnx_object(obj) else self._roots.container_by_id(key)
         return found
 
 
@@ -405,9 +407,10 @@ class _ListIdentity:
         self.initial = initial
         self.contents = contents
         self.seen = [set() for _ in initial]
-        # A variable that held no list before and that every side binds to one list or dict
-        # from before the `if` (`t = d["k"]`, then `t.append(x)`): index -> that list, or None
-        # once a side binds it to anything else.
+        # A variable that held no list before and that every side run binds to one list or
+        # dict from before the `if` (`t = d["k"]`, then `t.append(x)`; `retval = log` where the
+        # other side raises when the data takes it): index -> that list, or None once a side
+        # binds it to anything else.
         self.bound_to_tracked: dict = {}
 
     def see(self, outs, tracker: WriteTracker) -> None:
@@ -421,8 +424,11 @@ class _ListIdentity:
                 self.seen[i].add("grown" if type(before) is list and grown_from(after) is before else "replaced")
 
     def _see_bound(self, i: int, after, tracker: WriteTracker) -> None:
-        original = tracker.originals.get(AttributeKey(id(after), ITSELF)) if type(after) in (list, dict) else None
-        tracked = after if original is not None and original.obj is after else None
+        tracked = None
+        if type(after) in (list, dict):  # one the side changed (recorded), or any the code reached before it
+            original = tracker.originals.get(AttributeKey(id(after), ITSELF))
+            if (original is not None and original.obj is after) or tracker.existed_before(after):
+                tracked = after
         if i not in self.bound_to_tracked:
             self.bound_to_tracked[i] = tracked
         elif self.bound_to_tracked[i] is not tracked:
@@ -431,7 +437,7 @@ class _ListIdentity:
     def kept(self, outputs, names, origin: OriginInfo) -> tuple:
         final = list(outputs)
         for i, held in self.bound_to_tracked.items():
-            if held is not None and type(final[i]) is type(held):
+            if held is not None and final[i] is not held and type(final[i]) is type(held):
                 refill(held, final[i])  # eagerly the variable is that list: later appends reach it
                 final[i] = held
         for i, (before, seen) in enumerate(zip(self.initial, self.seen)):

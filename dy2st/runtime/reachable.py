@@ -73,6 +73,12 @@ class Roots:
         self._walk()
         return [obj for obj in self._objects.values() if is_users_object(obj)]
 
+    def container_by_id(self, key: int):
+        """The list or dict of that id the side's code can reach, or None."""
+        self._walk()
+        entry = self._paths.get(key)
+        return entry[0] if entry is not None and type(entry[0]) in (list, dict) else None
+
     def object_by_id(self, key: int):
         """The object (with attributes, not a list or dict) of that id the side's code can
         reach, or None."""

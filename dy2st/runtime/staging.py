@@ -645,9 +645,9 @@ def _merge(t: _Branch, f: _Branch, labels, origin, branch_names, promote):
                 "(what changing it in place changes, what returning it gives back) is decided by the data, and a "
                 "program gives back one.",
                 origin,
-                advice=f"copy it on the side that keeps it (`{rebinding_hint(label, 'list({})')}`, `dict(...)`, "
-                "`nnx.clone(...)`, `dataclasses.replace(...)`), so that both sides make a new one; or make both "
-                "sides hold the same object; or decide the condition with a Python value.",
+                advice=f"copy it on the side that keeps it (`{rebinding_hint(label, 'dict({})')}` for a dict, "
+                "`list(...)` for a list, `nnx.clone(...)` for a module), so that both sides make a new one; or make "
+                "both sides hold the same object; or decide the condition with a Python value.",
             )
         if ts != fs:
             raise BranchOutputError(

@@ -100,3 +100,28 @@ def test_a_return_its_finally_cancels_is_refused_at_the_try():
     with pytest.raises(UnsupportedSyntaxError, match=r"(?s)return.*finally.*cancels the return.*To fix") as info:
         dy2st.to_static(cancelled_return)(jnp.ones(1))
     assert info.value.origin.lineno == cancelled_return.__code__.co_firstlineno + 2
+
+
+def returns_a_list_an_outer_finally_appends_to(x, y):
+    log = [0]
+    try:
+        try:
+            raise ValueError("v")
+        finally:
+            if (y < x).any():
+                return log  # the ValueError is discarded; the outer `finally` still appends
+        log.append(5)
+    finally:
+        log.append(13)
+    return log
+
+
+def test_a_returned_list_an_outer_finally_changes_is_the_same_list():
+    # the cond gave back a copy of `log` as the return value (the other side raises when the
+    # data takes it), so the outer `finally`'s append missed it: [0] for eager's [0, 13]
+    static = dy2st.to_static(returns_a_list_an_outer_finally_appends_to)
+    for _ in range(2):
+        out = static(jnp.ones(2), jnp.zeros(2))
+        assert len(out) == 2 and out[0] == 0 and out[1] == 13
+    with pytest.raises(ValueError):
+        static(-jnp.ones(2), jnp.zeros(2))
