@@ -24,7 +24,8 @@ What counts as state (`capture`):
 `Layout` is one walk: `nodes` (visit order; node 0 is the list of roots), `key` (hashable,
 one `(kind, type, slots)` entry per node, each slot `(name, ref)`), `leaves` (the arrays).
 A ref says where a slot's value comes from: `ArrayRef(i)` array leaf i, `StaticRef(value, type)`
-a static value, `NodeRef(j)` node j, `TreeRef(treedef, refs)` a pytree rebuilt from refs; a
+a static value, `NodeRef(j)` node j, `TreeRef(treedef, refs, sharing)` a pytree rebuilt from refs
+(`sharing`: the NNX objects it holds that the call reaches twice); a
 `Recipe` also uses `InputRef(i)`, an input array the call left unchanged.
 
 Under a trace, `Layout.fill` swaps tracers into the live nodes, the forward runs on them, a
@@ -85,6 +86,10 @@ class NodeRef:
 class TreeRef:
     treedef: object
     refs: tuple
+    # the NNX objects it holds that the call reaches twice (`_nnx_sharing`; None: it holds no
+    # NNX object): a pytree's structure has no identities, and a program traced with one
+    # module given twice (or tied weights) is not the program of two modules
+    sharing: tuple | None = None
 
 
 class _ById:
@@ -124,6 +129,7 @@ class Layout:
         index = {id(roots): 0}
         key = [None]
         nodes, leaves = self.nodes, self.leaves
+        nnx_seen: dict = {}  # the NNX objects of the whole call, for `_nnx_sharing`
 
         def ref(v):
             tv = type(v)
@@ -154,7 +160,7 @@ class Layout:
                 except TypeError:
                     v = _ById(v)
                 return StaticRef(v, None)
-            return TreeRef(treedef, tuple(ref(x) for x in sub))
+            return TreeRef(treedef, tuple(ref(x) for x in sub), _nnx_sharing(v, nnx_seen))
 
         def visit(j, node, kind):  # depth first, so leaves come in attribute order
             items = enumerate(node) if kind == "l" else (node.items() if kind == "d" else vars(node).items())
@@ -173,6 +179,7 @@ class Layout:
         """
         nodes = template.nodes
         leaves = [None] * len(template.leaves)
+        arrays_seen: set = set()  # the array leaves of NNX pytrees so far (`_matches`)
         for j, (kind, _, slots) in enumerate(template.key):
             node = roots if j == 0 else nodes[j]
             if kind == "o":
@@ -181,11 +188,11 @@ class Layout:
                 return None
             if kind == "l":
                 for v, (_, r) in zip(node, slots):
-                    if not _matches(v, r, nodes, leaves):
+                    if not _matches(v, r, nodes, leaves, arrays_seen):
                         return None
             else:
                 for (k, v), (slot, r) in zip(node.items(), slots):
-                    if k != slot or not _matches(v, r, nodes, leaves):
+                    if k != slot or not _matches(v, r, nodes, leaves, arrays_seen):
                         return None
         layout = cls.__new__(cls)
         layout.nodes = [roots, *nodes[1:]]
@@ -281,8 +288,11 @@ def refuse_slotted(value) -> None:
     )
 
 
-def _matches(v, ref, nodes, leaves) -> bool:
-    """Whether `v` would get `ref` in a fresh walk; records its array leaves."""
+def _matches(v, ref, nodes, leaves, arrays_seen: set) -> bool:
+    """Whether `v` would get `ref` in a fresh walk; records its array leaves. Where NNX objects
+    are concerned it answers only for the common case, nothing held twice (shared NNX objects
+    hold their arrays twice: `arrays_seen`, the ids of those met so far in this call); anything
+    else is left to the fresh walk, whose `_nnx_sharing` is exact."""
     kind = type(ref)
     if kind is ArrayRef:
         if type(v) is not _ArrayImpl:
@@ -297,7 +307,46 @@ def _matches(v, ref, nodes, leaves) -> bool:
     if kind is NodeRef:
         return v is nodes[ref.index]
     sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=_is_node)
-    return treedef == ref.treedef and all(_matches(x, r, nodes, leaves) for x, r in zip(sub, ref.refs))
+    if treedef != ref.treedef:
+        return False
+    if ref.sharing is not None:  # NNX objects: the template shares none (else the fresh walk)
+        if ref.sharing:
+            return False
+        for x in sub:
+            if id(x) in arrays_seen:
+                return False
+            arrays_seen.add(id(x))
+    return all(_matches(x, r, nodes, leaves, arrays_seen) for x, r in zip(sub, ref.refs))
+
+
+def _nnx_sharing(value, seen: dict) -> tuple | None:
+    """`(objects met before it, its first position)` of each NNX module or Variable that
+    `value`'s graph (its tuples, lists, dicts and modules' attributes) reaches a second time in
+    one call's walk (`seen`: id -> position among the distinct ones, across the call's
+    arguments): tied weights (`self.dec = self.enc`), one module given twice. None where the
+    graph holds no NNX object."""
+    nnx = sys.modules.get("flax.nnx")
+    if nnx is None:
+        return None
+    graph, variable = (nnx.Pytree, nnx.Variable), nnx.Variable
+    repeats, found = [], False
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, graph):
+            found = True
+            first = seen.get(id(v))
+            if first is not None:
+                repeats.append((len(seen), first))  # (after how many distinct ones, which one)
+                continue
+            seen[id(v)] = len(seen)
+            if not isinstance(v, variable):
+                stack.extend(part for part in vars(v).values() if isinstance(part, (*graph, list, dict, tuple)))
+        elif type(v) is dict:
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+    return tuple(repeats) if found else None
 
 
 def _is_node(x) -> bool:
@@ -691,7 +740,7 @@ def make_recipe(before: Layout, after: Layout, inputs, built: dict | None = None
         if type(r) is ArrayRef:
             return table[r.index]
         if type(r) is TreeRef:
-            return TreeRef(r.treedef, tuple(translate(x, table) for x in r.refs))
+            return TreeRef(r.treedef, tuple(translate(x, table) for x in r.refs), r.sharing)
         return r
 
     before_refs = [InputRef(i) for i in range(len(before.leaves))]

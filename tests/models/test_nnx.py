@@ -487,3 +487,41 @@ def test_an_nnx_write_in_staged_code_is_refused_at_the_if_or_loop(model, line):
     text = str(err.value)
     assert text.startswith('File "' + __file__) and line in text.splitlines()[1]
     assert "writes a Flax NNX Variable" in text and "jnp.where(c, y, x)" in text
+
+
+class _MaybeTied(nnx.Module):
+    def __init__(self, tie: bool, seed: int):
+        rngs = nnx.Rngs(seed)
+        self.enc = nnx.Linear(2, 2, rngs=rngs)
+        self.dec = self.enc if tie else nnx.Linear(2, 2, rngs=rngs)
+
+
+def _through_both(m, x):
+    return m.dec(m.enc(x)), m.enc is m.dec
+
+
+def _two_models(a, b, x):
+    return a(x) + b(x), a is b
+
+
+@pytest.mark.parametrize("order", [(True, False), (False, True)])
+def test_the_sharing_of_nnx_objects_keys_the_program(order):
+    # the cache key had the modules' pytree structure only: a call with an untied model reused
+    # the program traced with a tied one (its values and `enc is dec`), and the other way round
+    static = dy2st.to_static(_through_both)
+    x = jnp.ones((1, 2))
+    for tie in order * 2:
+        model = _MaybeTied(tie, 0)
+        (want, want_same), (got, got_same) = _through_both(model, x), static(model, x)
+        assert got_same is want_same
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_one_model_given_twice_then_two_models_are_two_programs():
+    static = dy2st.to_static(_two_models)
+    m1, m2 = nnx.Linear(2, 2, rngs=nnx.Rngs(0)), nnx.Linear(2, 2, rngs=nnx.Rngs(1))
+    x = jnp.ones((1, 2))
+    for a, b in ((m1, m1), (m1, m2), (m2, m2), (m1, m2)):
+        (want, want_same), (got, got_same) = _two_models(a, b, x), static(a, b, x)
+        assert got_same is want_same
+        np.testing.assert_allclose(got, want, rtol=1e-6)
