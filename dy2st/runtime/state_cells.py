@@ -21,6 +21,7 @@ only (`plain_values`): attributes and items are written back by the runtime itse
 from __future__ import annotations
 
 import builtins
+import collections
 import types
 
 from dy2st.ast_util import is_private_name
@@ -173,13 +174,16 @@ def _read(holder, path, name: str, frame):
         return _unbound(name, frame)
 
 
+_PLAIN_ITEMS = (list, dict, collections.UserDict, collections.UserList)
+
+
 def _refuse_users_items(container, name: str, frame) -> None:
     """An item a staged `if` or loop carries (`s['a']`) is read and written through the
     container's own `__getitem__`/`__setitem__`: for a list or dict, Python's; for anything else
     (a user's class, a NumPy array), code that the staging would run once per side traced and
     again to write the result back, where eager runs it once."""
-    if isinstance(container, (list, dict)) and not is_users_class(type(container)):
-        return
+    if isinstance(container, _PLAIN_ITEMS) and not is_users_class(type(container)):
+        return  # (a UserDict's item methods are its `data` dict's: running them again is harmless)
     kind = type(container).__name__
     raise PythonEffectError(
         f"this staged `if` or loop carries {name}, an item of a {kind}: reading and writing it runs the "

@@ -262,7 +262,9 @@ class WriteTracker:
             setattr(original.obj, key.attr, value)
 
     def label(self, key: AttributeKey) -> str:
-        obj = self._objects.get(key.object_id) or self.originals[key].obj
+        obj = self._objects.get(key.object_id)
+        if obj is None:  # (not `or`: that would call the user's `__bool__`)
+            obj = self.originals[key].obj
         if key.attr == ITSELF:
             return self._given_to[key.object_id]
         return f"{type(obj).__name__}.{key.attr} (set by code run here: a method, a property, an operator)"

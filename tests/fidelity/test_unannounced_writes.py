@@ -262,3 +262,48 @@ def test_a_dict_a_local_shares_rebound_on_one_side_is_refused():
 def test_a_dict_rebound_on_one_side_with_no_alias_converts(x):
     for _ in range(2):
         check_equivalent(rebound_with_no_alias, x, grad_argnums=0)
+
+
+# -- library containers and the user's dunders the staging must not call ----------------------
+def writes_a_user_dict_item(x, ud):
+    if x.sum() > 0:
+        ud["w"] = x * 10
+    else:
+        ud["w"] = x
+    return ud["w"]
+
+
+@pytest.mark.parametrize("x", XS)
+def test_a_user_dict_item_written_in_a_staged_if(x):
+    import collections
+
+    eager, static = collections.UserDict(w=jnp.zeros(3)), collections.UserDict(w=jnp.zeros(3))
+    converted = dy2st.to_static(writes_a_user_dict_item)
+    for _ in range(2):
+        np.testing.assert_array_equal(converted(x, static), writes_a_user_dict_item(x, eager))
+        np.testing.assert_array_equal(static["w"], eager["w"])
+
+
+class Truthy:
+    def __init__(self, a):
+        self.a = a
+
+    def __bool__(self):  # eager never asks; on a traced array it would fail
+        return bool(self.a.sum() != 0)
+
+    def add(self, other):
+        self.a = self.a + other
+        return self
+
+
+def adds_in_a_branch(x):
+    v = Truthy(x)
+    if x.sum() > 0:
+        v.add(x)
+    return v.a
+
+
+@pytest.mark.parametrize("x", XS)
+def test_the_staging_never_asks_a_users_object_its_truth(x):
+    for _ in range(2):
+        check_equivalent(adds_in_a_branch, x, grad_argnums=0)
