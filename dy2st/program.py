@@ -661,7 +661,10 @@ class ProgramCache:
     def _traced(self, fn, args, kwargs, watcher, watch, encode: bool) -> tuple:
         """`(fn's outputs, encoded)`, traced, once they are known to make a program; raises
         where they do not (the caller puts back what the trace changed)."""
-        guards.note(fn)
+        # the arguments' objects: pytree ones (an Equinox module), and static ones of the user's classes
+        objects = static_outputs.argument_objects((args, kwargs))
+        leaves = jax.tree_util.tree_leaves((args, kwargs), is_leaf=static_outputs.is_iterator)
+        guards.note_program(fn, objects + [leaf for leaf in leaves if not isinstance(leaf, jax.Array)])
         mark = _jax_compat.trace_mark()
         with watcher.watching() if watcher is not None else contextlib.nullcontext():
             out = fn(*args, **kwargs)
@@ -677,7 +680,7 @@ class ProgramCache:
         # identities and kinds jit's boundary loses, noted (`static_outputs.encode`) before the
         # walk for undefined values, which a self-holding list would not end
         # an argument's object returned as it is (`return model, y`): eagerly the caller's own
-        arguments = {id(o): i for i, o in enumerate(static_outputs.argument_objects((args, kwargs)))}
+        arguments = {id(o): i for i, o in enumerate(objects)}
         encoded = check_defined(static_outputs.encode(out, arguments) if encode else out)
         if watch is not None:
             watch.check()  # an argument's list changed: the caller lifts it and writes it back

@@ -113,7 +113,7 @@ class _Entry:
                 others = iter(others)
                 args = [roots[i] if i in roots else next(others) for i in range(n_args + len(flat) - n_state)]
                 kwargs.update((p, r) for p, r in roots.items() if type(p) is str)
-                guard_reads.note(fn)
+                guard_reads.note_program(fn, layout.nodes[1:])  # (self's and the arguments' classes)
                 out = fn(*args, **kwargs)
                 watch.check()
                 _refuse_nnx_static_changes(static)

@@ -235,6 +235,23 @@ def note(fn, receiver=None) -> None:
         guards.note(fn, receiver)
 
 
+def note_program(fn, objects) -> None:
+    """A program's function starts while it is traced, given `objects` (its arguments' objects,
+    `self` among them): guard what it reads, and the data attributes of those objects' classes
+    that its code names (`self.lr`, `t.lr` where `lr` is the class's: a schedule sets
+    `Trainer.lr` between calls), as for a method's receiver. One per class."""
+    guards = writes.program_guards()
+    if guards is None:
+        return
+    guards.note(fn)
+    classes = set()
+    for obj in objects:
+        kind = type(obj)
+        if kind not in classes and is_users_class(kind):
+            classes.add(kind)
+            guards.note(fn, obj)
+
+
 # -- what a function reads ------------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=4096)

@@ -20,6 +20,7 @@ traced values) raise ProgramOutputError at the call, instead of jit's error or a
 from __future__ import annotations
 
 import collections
+import collections.abc
 import enum
 import fractions
 import gc
@@ -97,7 +98,10 @@ def argument_objects(tree) -> list:
     found = []
 
     def note(node):
-        if type(node) not in _CONTAINER_NODES and not isinstance(node, (tuple, jax.Array)) \
+        if is_iterator(node):
+            return True
+        # (lists and dicts, their subclasses among them, are the caller's by other means: lifted)
+        if node is not None and not isinstance(node, (tuple, list, dict, jax.Array)) \
                 and not jax.tree_util.all_leaves([node]):
             found.append(node)
         return False
@@ -106,7 +110,10 @@ def argument_objects(tree) -> list:
     return found
 
 
-_CONTAINER_NODES = frozenset({list, dict, type(None), collections.OrderedDict, collections.defaultdict})
+def is_iterator(value) -> bool:
+    """An iterator or generator: a leaf of the arguments' walks (jax warns that it will stop
+    treating Python iterables it cannot flatten as leaves)."""
+    return isinstance(value, collections.abc.Iterator)
 
 
 class ArgumentObjects:

@@ -507,3 +507,53 @@ def test_an_attribute_a_subclass_gains_shadowing_its_base_is_read_on_every_call(
             del _Sub.calls
         results[fn] = [float(fn(X)[1]) for _ in range(3)]
     assert results[static] == results[reads_an_inherited_attribute] == [1.0, 3.0, 5.0]
+
+
+class Scheduled:
+    lr = 0.1  # a class-level hyperparameter a schedule sets between calls
+
+    def __init__(self):
+        self.w = jnp.ones(2)
+
+    def step(self, g):
+        if g.sum() > 0:
+            return self.w - self.lr * g
+        return self.w
+
+
+def step_of(trainer, g):
+    return trainer.w - trainer.lr * g
+
+
+def test_a_class_attribute_changed_between_calls_is_read_again():
+    # read through `self` or an argument object, it was frozen at the first trace (inside a
+    # function especially, where nothing else made the program trace again)
+    def main():
+        trainer, g = Scheduled(), jnp.ones(2)
+        bound, plain = dy2st.to_static(trainer.step), dy2st.to_static(step_of)
+        for lr in (0.1, 0.5, 0.01, 0.5):
+            Scheduled.lr = lr
+            np.testing.assert_allclose(bound(g), trainer.step(g), rtol=1e-6)
+            np.testing.assert_allclose(plain(trainer, g), step_of(trainer, g), rtol=1e-6)
+
+    try:
+        main()
+    finally:
+        Scheduled.lr = 0.1
+
+
+def test_a_class_constant_of_an_equinox_module_changed_between_calls_is_read_again():
+    eqx = pytest.importorskip("equinox")
+
+    class Scaled(eqx.Module):
+        w: jax.Array
+        SCALE = 1.0
+
+        def __call__(self, x):
+            return self.w * x * self.SCALE
+
+    model = Scaled(jnp.ones(2))
+    static = dy2st.to_static(model)
+    for scale in (1.0, 5.0, 2.0):
+        Scaled.SCALE = scale
+        np.testing.assert_allclose(static(jnp.ones(2)), model(jnp.ones(2)))
