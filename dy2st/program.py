@@ -125,7 +125,7 @@ def _watched(args, kwargs) -> tuple[list, list]:
         if type(argument) is not ARRAY_IMPL:
             containers, others = _mutables(argument)
             snapshot += [(c, _contents(c)) for c in containers]
-            objects += [(argument, o, _flatten(o)) for o in others]
+            objects += [(argument, o, _flatten(o), dict(vars(o))) for o in others]
     return snapshot, objects
 
 
@@ -169,7 +169,12 @@ class _ContainerWatch:
                     advice="pass the list or dict as an argument of its own (dy2st then writes changes "
                     "back to it), or return the new contents instead of changing them in place.",
                 )
-        for argument, obj, (leaves, treedef) in self.objects:
+        writes = []
+        for argument, obj, (leaves, treedef), attributes in self.objects:
+            changed = _python_writes(obj, attributes)
+            if changed:  # Python values only (an `eqx.nn.State` that `set` marked used): replayed
+                writes.append((obj, changed))
+                continue
             leaves_after, treedef_after = _flatten(obj)
             if treedef_after == treedef and all(a is b for a, b in zip(leaves_after, leaves)):
                 continue
@@ -178,6 +183,24 @@ class _ContainerWatch:
             if self.liftable and type(argument) in LIFTED_ROOTS and is_nnx_object(obj):
                 raise ContainerEffect("an NNX object inside an input list or dict was changed")
             raise _object_changed_error(obj, obj is argument)
+        return writes
+
+
+def _python_writes(obj, before: dict) -> dict | None:
+    """The attributes the call set on `obj` (a pytree object among the arguments) to values the
+    program gives the same on every call: no array, nothing traced (`self._state = _sentinel`
+    of an `eqx.nn.State` its `set` used up). None where nothing changed, or not only such
+    values (no attribute deleted)."""
+    after = vars(obj)
+    if after.keys() < before.keys():
+        return None
+    changed = {k: v for k, v in after.items() if before.get(k, _NOT_SET) is not v}
+    if not changed or any(isinstance(leaf, jax.Array) for leaf in jax.tree_util.tree_leaves(list(changed.values()))):
+        return None
+    return changed
+
+
+_NOT_SET = object()
 
 
 def _refuse_leaked(changed: dict, out, inputs) -> None:
@@ -681,9 +704,11 @@ class ProgramCache:
         # walk for undefined values, which a self-holding list would not end
         # an argument's object returned as it is (`return model, y`): eagerly the caller's own
         arguments = {id(o): i for i, o in enumerate(objects)}
-        encoded = check_defined(static_outputs.encode(out, arguments) if encode else out)
-        if watch is not None:
-            watch.check()  # an argument's list changed: the caller lifts it and writes it back
+        # an argument's list changed: the caller lifts it and writes it back; an argument's
+        # object given Python values (`writes`): each call sets them on the caller's
+        set_on = watch.check() if watch is not None else []
+        set_on = [(arguments[id(obj)], changed) for obj, changed in set_on if id(obj) in arguments]
+        encoded = check_defined(static_outputs.encode(out, arguments, writes=set_on) if encode else out)
         return out, encoded
 
     def _jit_options(self, signature: Signature) -> dict:

@@ -245,13 +245,36 @@ class _Entry:
             vars(shell).update(zip(self.keys[1], values))
 
 
+class _Writes:
+    """An Identities' `writes`, as the static part of its tree structure: equal where the same
+    attributes get the same values (by identity: values need no hash), as two sides of a
+    staged `if` with none are."""
+
+    __slots__ = ("writes",)
+
+    def __init__(self, writes):
+        self.writes = writes
+
+    def _shape(self) -> tuple:
+        return tuple((index, tuple(attributes)) for index, attributes in self.writes)
+
+    def __eq__(self, other):
+        return type(other) is _Writes and self._shape() == other._shape() and all(
+            a[name] is b[name] for (_, a), (_, b) in zip(self.writes, other.writes) for name in a)
+
+    def __hash__(self):
+        return hash(self._shape())
+
+
 class Identities:
-    """Outputs whose containers' identities (and kinds jit cannot carry) are rebuilt per call."""
+    """Outputs whose containers' identities (and kinds jit cannot carry) are rebuilt per call;
+    `writes`: `(argument object index, {attribute: value})` set on the call's arguments' objects
+    (`ArgumentObjects`) as the traced call set them, Python values the same on every call."""
 
-    __slots__ = ("tree", "entries")
+    __slots__ = ("tree", "entries", "writes")
 
-    def __init__(self, tree, entries):
-        self.tree, self.entries = tree, entries
+    def __init__(self, tree, entries, writes=()):
+        self.tree, self.entries, self.writes = tree, entries, tuple(writes)
 
     def __repr__(self):  # as the value it stands for (an error message describes its leaves)
         try:
@@ -283,6 +306,10 @@ class Identities:
 
         for shell, entry in zip(shells, self.entries):
             entry.fill(shell, [resolve(v) for v in entry.values])
+        for index, attributes in self.writes:
+            target = state_nodes[index]
+            for name, value in attributes.items():
+                object.__setattr__(target, name, value)
         return resolve(self.tree)
 
 
@@ -309,7 +336,8 @@ _register(_Ref, lambda r: ((), r.index), lambda index, _: _Ref(index))
 _register(_StateNode, lambda r: ((), r.index), lambda index, _: _StateNode(index))
 _register(_Entry, lambda e: (e.values, (e.kind, e.type, e.keys)),
           lambda aux, values: _Entry(*aux, list(values)))
-_register(Identities, lambda i: ((i.tree, i.entries), None), lambda _, children: Identities(*children))
+_register(Identities, lambda i: ((i.tree, i.entries), _Writes(i.writes)),
+          lambda writes, children: Identities(*children, writes.writes))
 
 
 _PLAIN_CONTAINERS = (list, dict, collections.defaultdict)  # rebuilt as they are when held once
@@ -324,7 +352,7 @@ def _kind(value, aliases_only: bool) -> str | None:
     return None if aliases_only and kind not in ("l", "d") else kind
 
 
-def encode(outputs, state_nodes: dict | None = None, aliases_only: bool = False):
+def encode(outputs, state_nodes: dict | None = None, aliases_only: bool = False, writes=()):
     """`outputs`, or Identities when some container of them is held twice (or holds itself),
     is a set or a plain object, or is the caller's (`state_nodes`: id -> node index; a list,
     dict or object of the state, or an NNX module of it, rebuilt for the trace). Called
@@ -365,7 +393,7 @@ def encode(outputs, state_nodes: dict | None = None, aliases_only: bool = False)
             count(v)
 
     count(outputs)
-    if not special:
+    if not special and not writes:
         return outputs
     entries: list = []
     index: dict = {}
@@ -404,7 +432,7 @@ def encode(outputs, state_nodes: dict | None = None, aliases_only: bool = False)
         entry.values = [build(v) for v in values]
         return _Ref(slot)
 
-    encoded = Identities(build(outputs), entries)
+    encoded = Identities(build(outputs), entries, writes)
     if objects:
         _check_fresh(objects, inside)
     return encoded

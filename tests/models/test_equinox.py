@@ -93,3 +93,50 @@ def test_to_static_model_with_eqx_state():
         _assert_tree_close(y_eager, y_static, "output", atol=1e-5)
     _assert_tree_close(jax.tree_util.tree_leaves(eager_state), jax.tree_util.tree_leaves(static_state), "state", atol=1e-5)
     assert len(f.programs) == 1
+
+
+class _Counter(eqx.Module):
+    idx: eqx.nn.StateIndex
+
+    def __init__(self):
+        self.idx = eqx.nn.StateIndex(jnp.array(0.0))
+
+    def __call__(self, x, state):
+        c = state.get(self.idx)
+        return x + c, state.set(self.idx, c + 1)
+
+
+class _TwoCounters(eqx.Module):
+    a: _Counter
+    b: _Counter
+
+    def __init__(self):
+        self.a, self.b = _Counter(), _Counter()
+
+
+def _thread_state(net, state, x, n):
+    for _ in range(n):
+        x, state = net.a(x, state)
+        x, state = net.b(x, state)
+        if x.sum() > 100:
+            break
+    return x, state
+
+
+def test_eqx_state_threaded_through_stateful_layers():
+    # `state.set` marks the State it was called on as used: the program's trace did that to its
+    # own copy, and dy2st's check of the arguments after the trace met Equinox's raw ValueError
+    static = dy2st.to_static(_thread_state)
+    (net, eager_state), (_, static_state) = eqx.nn.make_with_state(_TwoCounters)(), \
+        eqx.nn.make_with_state(_TwoCounters)()
+    x = jnp.ones(3)
+    for n in (1, 2, 0, 3):
+        given_eager, given_static = eager_state, static_state
+        y_eager, eager_state = _thread_state(net, eager_state, x, n)
+        y_static, static_state = static(net, static_state, x, n)
+        _assert_tree_close(y_eager, y_static, "output")
+        _assert_tree_close(jax.tree_util.tree_leaves(eager_state), jax.tree_util.tree_leaves(static_state), "state")
+        if n:  # eagerly the State given is used up, as the caller's is now
+            for used in (given_eager, given_static):
+                with pytest.raises(ValueError, match="old state"):
+                    jax.tree_util.tree_leaves(used)
