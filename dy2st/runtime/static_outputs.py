@@ -169,6 +169,8 @@ def _check_constant(value) -> None:
         return
     if isinstance(value, types.FunctionType) and not value.__closure__:
         return  # a function of no enclosing scope is the same object every call
+    if isinstance(value, (jax.custom_jvp, jax.custom_vjp)):
+        return  # a module's decorated function (`jax.nn.relu`, an Equinox MLP's activation): one object
     kind = type(value).__name__
     raise ProgramOutputError(
         f"the function returns a {kind}, which is not an array: a compiled program gives back "

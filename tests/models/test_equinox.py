@@ -140,3 +140,21 @@ def test_eqx_state_threaded_through_stateful_layers():
             for used in (given_eager, given_static):
                 with pytest.raises(ValueError, match="old state"):
                     jax.tree_util.tree_leaves(used)
+
+
+def _halve_and_run(model, x):
+    model = jax.tree.map(lambda p: p * 0.5 if eqx.is_array(p) else p, model)
+    return model, jax.vmap(model)(x).sum()
+
+
+def test_an_updated_mlp_is_returned():
+    # its activation, `jax.nn.relu`, is a custom_jvp: refused as a non-array output before, which
+    # blocked Equinox's `return model, opt_state, loss`
+    model = eqx.nn.MLP(3, 1, 8, 2, key=jax.random.PRNGKey(0))
+    x = jnp.ones((4, 3))
+    static = dy2st.to_static(_halve_and_run)
+    for _ in range(2):
+        (want_model, want), (got_model, got) = _halve_and_run(model, x), static(model, x)
+        assert got_model.activation is want_model.activation is jax.nn.relu
+        _assert_tree_close(eqx.filter(want_model, eqx.is_array), eqx.filter(got_model, eqx.is_array), "model")
+        _assert_tree_close(want, got, "loss")
