@@ -464,6 +464,9 @@ _TRACED_SLICE_ADVICE = (
     "keep the bound a Python value (decide it with a Python condition), slice a fixed size at a "
     "traced start (`lax.dynamic_slice(x, (start,), (size,))`), or keep the shape and mask the rest "
     "(`jnp.where(jnp.arange(len(x)) < k, x, 0)`).")
+_TRACED_KEY_ADVICE = (
+    "count or index with arrays (`jnp.bincount(preds, length=n)`, `counts.at[k].add(1)`), or fetch "
+    "the values first (`jax.device_get`) and build the dict outside the converted function.")
 _NEEDS_CONCRETE = (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
                    jax.errors.TracerArrayConversionError)
 
@@ -685,15 +688,19 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
         return failure
     exc = _as_traced_recursion(_as_undefined_use(_as_unbound_local(exc)))
     traced_slice = isinstance(exc, IndexError) and str(exc).startswith(_TRACED_SLICE)
-    if isinstance(exc, _NEEDS_CONCRETE) or traced_slice:
+    traced_key = type(exc) is TypeError and str(exc).startswith("unhashable type:") and "Tracer" in str(exc)
+    if isinstance(exc, _NEEDS_CONCRETE) or traced_slice or traced_key:
         origin = innermost_user_frame(exc.__traceback__)
         if origin is not None:
             error = TracedValueError(
                 (f"a slice bound here is a traced value (a number the data decides): {str(exc).splitlines()[0]} "
                  "The slice's size is the result's shape, which XLA fixes when it compiles." if traced_slice else
-                 f"Python needs a concrete value of a traced array here, in code dy2st runs as it is: "
+                 "a traced value is a dict key or a set item here (a number the data decides): the keys of a "
+                 "Python dict are known while tracing, and eagerly these would depend on the data." if traced_key
+                 else f"Python needs a concrete value of a traced array here, in code dy2st runs as it is: "
                  f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"),
-                origin, advice=_TRACED_SLICE_ADVICE if traced_slice else _TRACED_AS_PYTHON)
+                origin, advice=(_TRACED_SLICE_ADVICE if traced_slice else _TRACED_KEY_ADVICE if traced_key
+                                else _TRACED_AS_PYTHON))
             error.__cause__, error.__traceback__ = exc, exc.__traceback__
             exc = error  # filtered below, as every error leaving a StaticFunction
     if not isinstance(exc, Dy2StaticError) and not getattr(exc, _NOTED_ATTR, False):

@@ -761,3 +761,19 @@ def test_a_branch_mismatch_describes_a_value_held_twice_by_its_contents():
     # (`d` is from before the `if`: held on one side where the other holds a new dict, it is
     # refused as such, by identity, before the contents are compared)
     assert "'out' holds an object from before the `if`" in text, text
+
+
+def counts_rows_in_a_dict(preds):
+    counts = {}
+    for p in preds:  # rows of an array: each `int(p)` is a number the data decides
+        counts[int(p)] = counts.get(int(p), 0) + 1
+    return counts
+
+
+def test_a_traced_dict_key_is_refused_at_its_line():
+    # it was Python's raw `TypeError: unhashable type: 'DynamicJaxprTracer'`
+    with pytest.raises(dy2st.errors.TracedValueError) as info:
+        dy2st.to_static(counts_rows_in_a_dict)(jnp.array([1, 2, 2, 0]))
+    text = str(info.value)
+    assert text.startswith(f'File "{__file__}"') and "counts[int(p)] = counts.get(int(p), 0) + 1" in text
+    assert "a traced value is a dict key or a set item here" in text and "jnp.bincount" in text
