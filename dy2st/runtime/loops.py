@@ -34,7 +34,7 @@ import jax
 
 from dy2st.config import log
 from dy2st.errors import Dy2StaticError, LoopVariableError, OriginInfo, PythonEffectError, StagedBranchError
-from dy2st.runtime import events, loop_checks, loop_staging, state_cells
+from dy2st.runtime import events, loop_checks, loop_staging, state_cells, writes
 from dy2st.runtime.iterables import HeaderItems, StagedArray, StagedIterable, StagedRange
 from dy2st.runtime.control_flow import stage_if
 from dy2st.runtime.staging import deferrable, refuse_nnx_write, scalar_predicate
@@ -420,6 +420,7 @@ def _try_stage_range(rng, body, get_state, set_state, names, extra_test, origin,
         reason = str(refused)
     except _NEEDS_PYTHON_VALUES as err:  # the body needs the index as a Python int, or Python state
         reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+        writes.handled_refusal(err)  # (the loop unrolls: the user's code never saw it)
     except BaseException:
         set_state(init)  # no tracer of the abandoned scan stays in the caller's variables
         raise

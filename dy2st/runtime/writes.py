@@ -516,6 +516,14 @@ def note_refusal(error: BaseException) -> None:
         program.refusals.append(error)
 
 
+def handled_refusal(error: BaseException) -> None:
+    """dy2st caught `error` itself and does something else (a range loop unrolled instead of
+    staged): it is no refusal `swallowed_refusal` should raise again."""
+    program = _program_now()
+    if program is not None:
+        program.refusals[:] = [r for r in program.refusals if r is not error]
+
+
 def swallowed_refusal() -> BaseException | None:
     """The first refusal of the program being traced that user code caught (the trace ended
     normally after it), or None. A loop's refusal to stage (`LoopVariableError`) and a callee

@@ -67,3 +67,24 @@ def prints_the_length_after_a_staged_if(x):
 def test_printed_lengths_are_each_iterations():
     check_prints(prints_the_length_after_a_staged_if, jnp.ones(2))
     check_prints(prints_the_length_after_a_staged_if, -jnp.ones(2))
+
+
+def stops_at_a_python_length(xs, length):
+    h = jnp.zeros(3)
+    outs = []
+    for t in range(xs.shape[0]):
+        if t >= length:  # Python ints eagerly: the loop index and the argument
+            break
+        h = jnp.tanh(h + xs[t])
+        outs.append(h)
+    return h, len(outs)
+
+
+@pytest.mark.parametrize("length", [0, 2, 4, 9])
+def test_a_static_range_that_a_python_break_ends_early(length):
+    # a scan was tried (its index traced), its staged break refused the list's growth, and that
+    # refusal, which dy2st itself had caught before unrolling the loop, was raised again after the
+    # trace as if the user's code had swallowed it
+    xs = jnp.arange(12.0).reshape(4, 3) / 10
+    for _ in range(2):
+        check_equivalent(stops_at_a_python_length, xs, length)
