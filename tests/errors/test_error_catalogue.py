@@ -777,3 +777,17 @@ def test_a_traced_dict_key_is_refused_at_its_line():
     text = str(info.value)
     assert text.startswith(f'File "{__file__}"') and "counts[int(p)] = counts.get(int(p), 0) + 1" in text
     assert "a traced value is a dict key or a set item here" in text and "jnp.bincount" in text
+
+
+def averages_a_buffer(buf, x):
+    buf.append(x)
+    return sum(buf) / len(buf)
+
+
+def test_a_deque_argument_is_refused_with_a_list_as_the_fix():
+    import collections
+
+    with pytest.raises(dy2st.errors.InputSignatureError) as info:
+        dy2st.to_static(averages_a_buffer)(collections.deque(maxlen=3), jnp.ones(2))
+    text = str(info.value)
+    assert "must be hashable" in text and "pass a list or dict instead of the deque" in text
