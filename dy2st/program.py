@@ -571,14 +571,14 @@ class ProgramCache:
         key = key[2] if key and key[0] is _ORDERED else key
         statics = key[1].static_key[1] if key and key[0] is _GENERAL else ()
         kinds = [type(s).__name__ for s in statics]
-        containers = [k for k in kinds if k in ("deque", "set", "bytearray", "OrderedDict", "Counter")]
+        containers = [k for k in kinds if k in ("deque", "bytearray", "OrderedDict", "Counter")]
         return InputSignatureError(
             f"{self._name}: an argument that is not an array must be hashable to be part of the "
             f"program's key, but got {kinds}.",
             advice=(f"pass a list or dict instead of the {containers[0]} (dy2st lifts those and writes the "
                     "function's changes back to them), or pass its items as a tuple of arrays." if containers else
                     "pass arrays for values that change, or make the static argument hashable "
-                    "(a tuple instead of a list, a frozen dataclass)."),
+                    "(a tuple instead of a list, a frozenset instead of a set, a frozen dataclass)."),
             origin=user_origin(),  # the call that passed it
         )
 
