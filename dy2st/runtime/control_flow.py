@@ -77,7 +77,7 @@ def convert_ifelse(pred, if_body, else_body, state, names, nouts, branch_names=(
         if reordered_keys:
             _refuse_reordered_keys(reordered_keys, get_state(), names, origin)
         final = stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names,
-                         access.attributes(), access.frame)
+                         access.attributes(), access.frame, access.items())
         return state_cells.plain_values(final, access.paths)
 
 
@@ -100,13 +100,14 @@ class _CarryMore(Exception):
 
 
 def stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names,
-             attributes: frozenset, frame=None):
+             attributes: frozenset, frame=None, items: dict | None = None):
     """The `if` statement of `convert_ifelse` for a traced `pred`, as one `lax.cond` (also used
     for the iterations a traced `break` may skip, see `loops`); `attributes`: those among its
-    variables (`StateAccess.attributes`); `frame`: the converted function's, whose other locals
-    may hold what the sides' values hold (`_refuse_sharing_by_data`)."""
+    variables (`StateAccess.attributes`), `items` the items (`StateAccess.items`); `frame`: the
+    converted function's, whose other locals may hold what the sides' values hold
+    (`_refuse_sharing_by_data`)."""
     initial = get_state() if get_state is not None else ()
-    tracker = WriteTracker(reachable.snapshot((if_body, else_body), names, initial), attributes)
+    tracker = WriteTracker(reachable.snapshot((if_body, else_body), names, initial), attributes, items)
     try:
         final = _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names,
                            initial, tracker, frame)

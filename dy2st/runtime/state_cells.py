@@ -101,6 +101,21 @@ class StateAccess:
                     pass  # unbound before the statement: nothing of it to leave
         return frozenset(found)
 
+    def items(self) -> dict:
+        """`(id of the container, key) -> container` of each item among the paths (`xs[-1]`),
+        resolved now: a side that also changes the container in place (`xs.reverse()` after
+        `xs[-1] = v`) must record its items as they were before the side (`WriteTracker`)."""
+        found = {}
+        for holder, path in zip(self.holders, self.paths):
+            if type(path) is tuple and type(path[-1]) is tuple:
+                try:
+                    container = _follow(holder.cell_contents, path[1:-1])
+                except (*_UNBOUND_READS, ValueError):
+                    continue
+                if type(container) in (list, dict):
+                    found[(id(container), path[-1][0])] = container
+        return found
+
     def plain(self) -> tuple:
         """The values of the plain names (what the generated code assigns after the operator)."""
         frame = self.frame

@@ -112,9 +112,13 @@ def _current(obj, attr: str):
 class WriteTracker:
     """Records objects whose methods run while one staged side is traced; see the module docstring."""
 
-    def __init__(self, roots: "reachable.Roots", owned: frozenset = frozenset()):
+    def __init__(self, roots: "reachable.Roots", owned: frozenset = frozenset(), items: dict | None = None):
         self.roots = roots  # what the side could read when it began: lists it did not make
         self.owned = owned  # AttributeKeys the statement carries as its own variables (`self.h`)
+        # the items the statement carries (`xs[-1]`: `StateAccess.items`), and their values when
+        # a side begins: a container recorded later in the side holds the side's value there
+        self._items = items or {}
+        self._items_at_start: dict = {}
         # id of a list no root reaches, appended to in place in a side (one the side made, as
         # far as anything tells) -> `_Unseen` (see `append_unseen`)
         self.unseen: dict = {}
@@ -137,6 +141,11 @@ class WriteTracker:
         self._born = {}
         for obj in self.roots.users_objects():  # what code run as it is may change unannounced
             self.see(obj)
+        for (container_id, key), container in self._items.items():
+            try:
+                self._items_at_start[(container_id, key)] = container[key]
+            except (IndexError, KeyError):
+                pass
         return self
 
     def __exit__(self, exc_type, *exc):
@@ -176,6 +185,12 @@ class WriteTracker:
         items = _contents(value)
         if items is None:
             return None
+        for (container_id, key), before in self._items_at_start.items():
+            if container_id == id(value):
+                try:
+                    items[key] = before  # (set by this side through the statement's own item)
+                except IndexError:
+                    pass
         entry = self._first_items.setdefault(id(value), (value, items))
         return entry[1] if entry[0] is value else items
 

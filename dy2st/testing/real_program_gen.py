@@ -624,8 +624,8 @@ class _Generator:
                  "_get, _bump = _make()", ""]
         if "globals" in self.features:
             lines += ["", "def _change():", "    global G", "    G = G + 1", '    CFG["k"] = (CFG["k"] * 2) % 7',
-                      "    _bump()", ""]
-        lines += ['', '_GLOBALS = ("G", "CFG", "COUNTER", "HIST")', ""]
+                      "    _bump()", "    State.rate = State.rate % 3 + 1", ""]
+        lines += ['', '_GLOBALS = ("G", "CFG", "COUNTER", "HIST", "State.rate")', ""]
         return "\n".join(lines) + "\n"
 
     def signature(self) -> str:
@@ -682,7 +682,9 @@ class _Generator:
             self.emit(indent, self.pick([
                 f"{a} = clip({a} + G)", f'{k} = ({k} + CFG["k"]) % {INT_MOD}', f"{a} = clip({a} * _get())",
                 f"if G > 2:\n    {a} = clip({a} - 1)", f"for _ in range(G):\n    {a} = clip({a} + 0.5)",
-                f'if CFG["k"] % 2 == 0:\n    {k} = ({k} + _get()) % {INT_MOD}']))
+                f'if CFG["k"] % 2 == 0:\n    {k} = ({k} + _get()) % {INT_MOD}',
+                # a class attribute read through the argument object, set between calls
+                f"{k} = ({k} + obj.rate) % {INT_MOD}", f"{a} = clip({a} * obj.rate)"]))
         if "counter" in f and self.chance(p) and self.shown.add("counter") is None:
             self.emit(indent, self.pick([
                 "COUNTER += 1", f"COUNTER = (COUNTER + {self.py_int(s)}) % {INT_MOD}", f"HIST.append({self.py_int(s)})",

@@ -30,6 +30,8 @@ class Base:
 class State(Base):
     """A small stateful object, as models and trainers have."""
 
+    rate = 1  # a class attribute a program reads through `obj` and `_change()` sets between calls
+
     def __init__(self):
         self.count = 0
         self.cache = []

@@ -241,3 +241,32 @@ def test_a_constant_key_item_of_a_users_object_is_refused_at_the_if():
     assert text.startswith('File "' + __file__) and "if x.sum() > 0:" in text.splitlines()[1]
     assert "carries store['a'], an item of a CountingStore" in text
     assert store.writes == 0 and store.data == {}
+
+
+def item_then_reversed(x, xs):
+    if x.sum() > 0:
+        xs[-1] = x * 2
+        xs.reverse()  # the list recorded here already held this side's value at xs[-1]
+    return xs
+
+
+def item_then_slice_assigned(x, xs):
+    if x.sum() > 0:
+        xs[0] = x * 2
+        xs[:] = xs[::-1]
+    return xs
+
+
+@pytest.mark.parametrize("fn", [item_then_reversed, item_then_slice_assigned])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_an_item_the_if_carries_then_the_list_changed_in_place(fn, sign):
+    # the list's items "from before the side" were taken after its own item write: putting them
+    # back left the side's tracer in the caller's list (a raw UnexpectedTracerError; fuzzer
+    # seed 1,400,010)
+    static = dy2st.to_static(fn)
+    for _ in range(2):
+        eager_list, static_list = [jnp.zeros(2), jnp.ones(2)], [jnp.zeros(2), jnp.ones(2)]
+        want, got = fn(sign * jnp.ones(2), eager_list), static(sign * jnp.ones(2), static_list)
+        assert got is static_list
+        for a, b in zip(want, got):
+            np.testing.assert_array_equal(a, b)
