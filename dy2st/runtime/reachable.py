@@ -54,9 +54,13 @@ class Roots:
         if frame is None:
             return self
         named = {r.label for r in self._roots}
-        snapshot = frame.f_locals  # (the frame keeps this dict and its references until it ends:
+        snapshot = frame.f_locals
         extra = [Root(name, value) for name, value in snapshot.items() if name not in named and not _is_leaf(value)]
-        snapshot.clear()  # emptied, so that reference counts of the locals' lists read as before)
+        if type(snapshot) is dict:
+            # Python before 3.13: a dict the frame keeps, with references to the locals, until it
+            # ends; emptied, so that reference counts of the locals' lists read as before. (From
+            # 3.13 it is a write-through view of the frame: clearing it would delete the locals.)
+            snapshot.clear()
         return Roots(self._roots + extra, self._before)
 
     def path_to(self, target) -> str | None:
