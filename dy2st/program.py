@@ -689,8 +689,7 @@ class ProgramCache:
         """`(fn's outputs, encoded)`, traced, once they are known to make a program; raises
         where they do not (the caller puts back what the trace changed)."""
         # the arguments' objects: pytree ones (an Equinox module), and static ones of the user's classes
-        objects = static_outputs.argument_objects((args, kwargs))
-        leaves = jax.tree_util.tree_leaves((args, kwargs), is_leaf=static_outputs.is_iterator)
+        objects, leaves = static_outputs.walk_arguments((args, kwargs))
         guards.note_program(fn, objects + [leaf for leaf in leaves if not isinstance(leaf, jax.Array)])
         mark = _jax_compat.trace_mark()
         with watcher.watching() if watcher is not None else contextlib.nullcontext():
@@ -704,14 +703,14 @@ class ProgramCache:
         refused = writes.swallowed_refusal()
         if refused is not None:  # the user's own handler caught it while tracing
             raise refused
-        # identities and kinds jit's boundary loses, noted (`static_outputs.encode`) before the
-        # walk for undefined values, which a self-holding list would not end
-        # an argument's object returned as it is (`return model, y`): eagerly the caller's own
+        # An argument's list changed: the caller lifts it and writes it back. An argument's object
+        # given Python values: each call sets them on the caller's (`writes`). An argument's object
+        # returned as it is (`return model, y`): eagerly the caller's own (`arguments`).
         arguments = {id(o): i for i, o in enumerate(objects)}
-        # an argument's list changed: the caller lifts it and writes it back; an argument's
-        # object given Python values (`writes`): each call sets them on the caller's
         set_on = watch.check() if watch is not None else []
         set_on = [(arguments[id(obj)], changed) for obj, changed in set_on if id(obj) in arguments]
+        # identities and kinds jit's boundary loses, noted (`static_outputs.encode`) before the
+        # walk for undefined values, which a self-holding list would not end
         encoded = check_defined(static_outputs.encode(out, arguments, writes=set_on) if encode else out)
         return out, encoded
 

@@ -46,7 +46,7 @@ import jax
 from dy2st import _jax_compat
 from dy2st.errors import InputSignatureError
 from dy2st.input_spec import user_origin
-from dy2st.runtime.values import ARRAY_TYPES, NODE_KINDS, node_kind
+from dy2st.runtime.values import ARRAY_TYPES, NODE_KINDS, is_nnx_object, node_kind
 from dy2st.user_code import is_users_class
 
 _Tracer = jax.core.Tracer
@@ -239,7 +239,7 @@ def _shared_as_given(given, rebuilt, seen: dict):
     reaches the other, as eagerly."""
     if id(given) in seen:
         return seen[id(given)]
-    if is_nnx(given) or _is_variable(given):
+    if is_nnx_object(given):
         seen[id(given)] = rebuilt
         if _is_variable(given):
             return rebuilt
@@ -266,7 +266,7 @@ def _shared_as_given(given, rebuilt, seen: dict):
 
 
 def _graph_part(value) -> bool:
-    return is_nnx(value) or _is_variable(value) or type(value) in (list, dict, tuple)
+    return is_nnx_object(value) or type(value) in (list, dict, tuple)
 
 
 def refuse_slotted(value) -> None:
@@ -325,7 +325,7 @@ def _nnx_sharing(value, seen: dict) -> tuple | None:
     one call's walk (`seen`: id -> position among the distinct ones, across the call's
     arguments): tied weights (`self.dec = self.enc`), one module given twice. None where the
     graph holds no NNX object."""
-    nnx = sys.modules.get("flax.nnx")
+    nnx = sys.modules.get("flax.nnx")  # (`is_nnx_object`'s test, its classes looked up once per walk)
     if nnx is None:
         return None
     graph, variable = (nnx.Pytree, nnx.Variable), nnx.Variable
@@ -515,7 +515,7 @@ def _occurrences(value, depth: int):
     """Every place a mutable object of a registered pytree class sits in a slot's value (not
     tuples; not frozen dataclasses, which only a new object changes; not NNX modules and
     Variables, which are written back into their own Variables)."""
-    if not _can_hold_kept(value) or depth > 32 or is_nnx(value) or _is_variable(value):
+    if not _can_hold_kept(value) or depth > 32 or is_nnx_object(value):
         return
     if not isinstance(value, tuple) and not (dataclasses.is_dataclass(value) and value.__dataclass_params__.frozen):
         yield value
@@ -616,7 +616,7 @@ def _write_variables(module, ref: TreeRef, inputs, outs, nodes) -> bool:
     What `nnx.update(module, nnx.state(new_module))` does, without building the new module and
     walking both graphs: on an NNX train step that was most of a call's write-back cost.
     """
-    if not (is_nnx(module) or _is_variable(module)):
+    if not is_nnx_object(module):
         return False
     parts = jax.tree_util.tree_leaves(module, is_leaf=_variable_or_node)
     if len(parts) != len(ref.refs):

@@ -112,10 +112,15 @@ def convert_print(*values, sep=" ", end="\n", file=None, flush=False):
         printed = [str(v) if top else v for v, top in zip(printed, top_level)]
         builtins.print(*printed, sep=sep, end=end, file=file if file is not None else sys.stdout, flush=flush)
 
-    # Ordered, so prints come out in program order; jax cannot batch ordered effects, so
-    # under vmap they are unordered (as jax.debug.print is by default).
-    jax.debug.callback(callback, *traced, ordered=not any(_jax_compat.is_batch_tracer(t) for t in traced))
+    _when_run(callback, traced)
     return None
+
+
+def _when_run(effect, traced: list) -> None:
+    """`effect(*run-time values of traced)` each time the program runs (a print, a log record,
+    a warning). Ordered, so they come out in program order; jax cannot batch ordered effects, so
+    under vmap they are unordered (as jax.debug.print is by default)."""
+    jax.debug.callback(effect, *traced, ordered=not any(_jax_compat.is_batch_tracer(t) for t in traced))
 
 
 def _write(text: str, file, flush: bool) -> None:
@@ -167,7 +172,7 @@ def _logging_call(method: str, module_level: bool = False):
             logger.handle(logger.makeRecord(logger.name, level, where[0], where[1], msg, tuple(values), None, where[2],
                                             named["extra"]))
 
-        jax.debug.callback(emit, *traced, ordered=not any(_jax_compat.is_batch_tracer(t) for t in traced))
+        _when_run(emit, traced)
         return None
 
     return call
@@ -201,7 +206,7 @@ def convert_warn(message, category=None, stacklevel=1, source=None, **kwargs):
             record_runtime_failure(error)
             raise
 
-    jax.debug.callback(issue, *traced, ordered=not any(_jax_compat.is_batch_tracer(t) for t in traced))
+    _when_run(issue, traced)
     return None
 
 
@@ -282,13 +287,17 @@ def _python_scalar(value, kind):
     return _jax_compat.convert_element_type(value, _default(kind), weak_type=True)
 
 
+def _stands_for_number(value) -> bool:
+    """A weakly typed traced scalar: what a Python number a staged loop or branch carries is."""
+    return is_traced(value) and getattr(value, "weak_type", False) is True and np.shape(value) == ()
+
+
 def convert_negative_power(base, exponent):
     """`base ** exponent` for a negative int literal `exponent`: a Python int there is a float
     eagerly (`3 ** -1 == 0.333...`); a weakly typed int scalar (a Python int the data decides)
     is raised in float, weakly typed as that float would be, where jnp refuses an integer to a
     negative power."""
-    if is_traced(base) and getattr(base, "weak_type", False) and np.shape(base) == () \
-            and jnp.issubdtype(base.dtype, jnp.integer):
+    if _stands_for_number(base) and jnp.issubdtype(base.dtype, jnp.integer):
         return _python_scalar(base, float) ** exponent
     return base ** exponent
 
@@ -297,7 +306,7 @@ def convert_round(number, ndigits=None):
     """`round(x)`. A weakly typed traced scalar stands for a Python number (a loop carried it,
     say), whose `round` is a Python int (a float with `ndigits`): a weak scalar here too, where
     jax's own `round` of an array gives a strong int32 array."""
-    if not is_traced(number) or getattr(number, "weak_type", False) is False or np.shape(number) != ():
+    if not _stands_for_number(number):
         return builtins.round(number, ndigits)
     if not jnp.issubdtype(number.dtype, jnp.inexact):
         return number  # Python's round of an int is the int (ndigits >= 0)
@@ -398,10 +407,10 @@ for _builtin, _replacement in ((builtins.setattr, convert_setattr), (object.__se
                                (builtins.vars, convert_vars), (operator.setitem, convert_setitem),
                                (operator.delitem, convert_delitem)):
     register_builtin(_builtin, _replacement)
-register_builtin(jax.core.Tracer.item, convert_item)
+register_builtin(jax.core.Tracer.item, convert_item)  # (a traced array's bound method's function)
 register_builtin(warnings.warn, convert_warn)
 for _name, _op in (("floor", jnp.floor), ("ceil", jnp.ceil), ("trunc", jnp.trunc)):
-    register_builtin(getattr(math, _name), _rounding(_name, _op))  # (a traced array's bound method's function)
+    register_builtin(getattr(math, _name), _rounding(_name, _op))
 for _method in _LOG_LEVELS:
     register_builtin(getattr(logging, _method), _logging_call(_method, module_level=True))
     for _class in (logging.Logger, logging.LoggerAdapter):  # (a bound method's function)

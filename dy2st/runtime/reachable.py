@@ -1,4 +1,4 @@
-"""Which lists a staged side can reach that existed before it.
+"""What a staged side can reach that existed before it: lists, dicts and objects.
 
 While a side of a staged `if` (or a loop body) is traced, `xs.append(v)` on a list the side
 did not make must change that list for every reference to it, as eagerly: `t = d["k"]` then
@@ -6,9 +6,13 @@ did not make must change that list for every reference to it, as eagerly: `t = d
 the side's `WriteTracker` keeps `Roots`: the values the side's code could read when it began
 (the `if`'s variables, the cells its branch functions close over, the globals they name), and
 looks for the list among what those reach. A list found there existed before the side; one
-not found was made in it (`t = []`), and no one outside the side can see it.
+not found was made in it (`t = []`), and no one outside the side can see it. The same walk
+gives the user's objects the side can reach, which the tracker records before the side runs
+(code run as it is, a property or an `__iadd__`, may change them unannounced), and the objects
+and lists a cond keeps as they are (`control_flow._CallersContainers`).
 
-The walk runs only when such an append is traced (never on a cached call), once per list.
+The walk runs once per staged statement while it is traced (never on a cached call), and is
+released with it (`release`).
 """
 
 from __future__ import annotations
@@ -158,7 +162,7 @@ def _is_leaf(value) -> bool:
     return isinstance(value, _LEAVES) or isinstance(value, (jax.Array, types.FunctionType))
 
 
-def _reachable(roots: list, before: dict) -> tuple[dict, list]:
+def _reachable(roots: list, before: dict) -> tuple[dict, dict]:
     """`id -> (list or dict, path)` of the lists and dicts reachable from `roots`, breadth first
     (shortest paths), and `id -> object` of the objects with attributes among what they reach."""
     found: dict = {}

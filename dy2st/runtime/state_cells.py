@@ -92,29 +92,24 @@ class StateAccess:
     def attributes(self) -> frozenset:
         """`(id of the object, name)` of each attribute among the paths (`self.h`), resolved
         now: the statement carries these itself, so a `WriteTracker` leaves them to it."""
-        found = set()
-        for holder, path in zip(self.holders, self.paths):
-            if type(path) is tuple and type(path[-1]) is str:
-                try:
-                    found.add((id(_follow(holder.cell_contents, path[1:-1])), path[-1]))
-                except (*_UNBOUND_READS, ValueError):
-                    pass  # unbound before the statement: nothing of it to leave
-        return frozenset(found)
+        return frozenset((id(parent), step) for parent, step in self._last_steps() if type(step) is str)
 
     def items(self) -> dict:
         """`(id of the container, key) -> container` of each item among the paths (`xs[-1]`),
         resolved now: a side that also changes the container in place (`xs.reverse()` after
         `xs[-1] = v`) must record its items as they were before the side (`WriteTracker`)."""
-        found = {}
+        return {(id(parent), step[0]): parent for parent, step in self._last_steps()
+                if type(step) is tuple and type(parent) in (list, dict)}
+
+    def _last_steps(self):
+        """`(the object or container holding it, its last step)` of each attribute or item
+        among the paths whose holder is bound now."""
         for holder, path in zip(self.holders, self.paths):
-            if type(path) is tuple and type(path[-1]) is tuple:
+            if type(path) is tuple:
                 try:
-                    container = _follow(holder.cell_contents, path[1:-1])
+                    yield _follow(holder.cell_contents, path[1:-1]), path[-1]
                 except (*_UNBOUND_READS, ValueError):
-                    continue
-                if type(container) in (list, dict):
-                    found[(id(container), path[-1][0])] = container
-        return found
+                    pass  # unbound before the statement: nothing of it to leave
 
     def plain(self) -> tuple:
         """The values of the plain names (what the generated code assigns after the operator)."""

@@ -95,10 +95,15 @@ def argument_objects(tree) -> list:
     """The objects of registered pytree classes among `tree`'s nodes (a dataclass pytree, an
     Equinox module; not tuples, lists, dicts or None), in jax's flatten order: the same order for
     a call's arguments as for those a program traced with (one tree structure)."""
+    return walk_arguments(tree)[0]
+
+
+def walk_arguments(tree) -> tuple[list, list]:
+    """`(argument_objects(tree), its leaves)`, in one walk."""
     found = []
 
     def note(node):
-        if is_iterator(node):
+        if _is_iterator(node):
             return True
         # (lists and dicts, their subclasses among them, are the caller's by other means: lifted)
         if node is not None and not isinstance(node, (tuple, list, dict, jax.Array)) \
@@ -106,11 +111,11 @@ def argument_objects(tree) -> list:
             found.append(node)
         return False
 
-    jax.tree_util.tree_flatten(tree, is_leaf=note)
-    return found
+    leaves, _ = jax.tree_util.tree_flatten(tree, is_leaf=note)
+    return found, leaves
 
 
-def is_iterator(value) -> bool:
+def _is_iterator(value) -> bool:
     """An iterator or generator: a leaf of the arguments' walks (jax warns that it will stop
     treating Python iterables it cannot flatten as leaves)."""
     return isinstance(value, collections.abc.Iterator)
