@@ -20,7 +20,7 @@ from dy2st.errors import RuntimeChecks, at_boundary
 from dy2st.program import (_FAST_TYPES, ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, AmbiguousLeaf,
                            ConcreteProgram, ContainerEffect, ProgramCache, plain_python)
 from dy2st.sharding import Shardings
-from dy2st.runtime import guards, static_outputs
+from dy2st.runtime import guards, static_outputs, writes
 from dy2st.runtime.calls import NOT_TO_STATIC_ATTR, python_function_of, runs_eagerly, top_level_target
 from dy2st.runtime.undefined import check_defined
 
@@ -434,7 +434,8 @@ class StaticFunction(functools.partial):
         """Called with traced arguments (inside jit/grad/vmap): run into the enclosing trace
         (whose program, where it is one of dy2st's, guards what this function reads)."""
         guards.note(self._converted)
-        return check_defined(self._converted(*args, **kwargs))
+        with writes.held_iterators():
+            return check_defined(self._converted(*args, **kwargs))
 
     def _guarded(self):
         """A trace read a Python value from outside the arguments: calls must check it, so

@@ -223,7 +223,8 @@ class StatefulPrograms:
         finally:
             entry.local.layout = previous
         if result is _INLINE:
-            return check_defined(self._fn(*args, **kwargs))
+            with writes.held_iterators():
+                return check_defined(self._fn(*args, **kwargs))
         if entry.cache.decodes_outputs:
             result = static_outputs.decode_result(result)
         out, delta = result

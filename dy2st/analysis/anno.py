@@ -36,6 +36,11 @@ class Fact(enum.Enum):
         "the loop stops before the next item once the flag is true."
     )
 
+    HELD_ITERATOR = (
+        "True on a user's `for` over a local name that the function reads only as `next()`'s iterator "
+        "(or another loop's): a traced `break` may leave it at a traced position (analysis.loop_bodies)."
+    )
+
     # Members are singletons compared by identity: hashed so too, not by name in Python code
     # (a conversion looks facts up tens of thousands of times).
     __hash__ = object.__hash__

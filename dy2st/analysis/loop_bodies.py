@@ -93,6 +93,8 @@ def mark(function_def) -> EffectScope:
             found = branch_effects([node.body, node.orelse], local_names, rewritten_appends=False, writers=writers)
         if found is not None:
             setanno(node, Fact.PYTHON_BODY, found)
+    for loop in walk.held_iterator_loops():
+        setanno(loop, Fact.HELD_ITERATOR, True)
     return EffectScope(local_names, writers, _captured(walk.nested, local_names))
 
 
@@ -110,10 +112,16 @@ class _FunctionWalk:
     def __init__(self, function_def):
         self.decisions: list = []
         self.nested: list = []
+        self._parameters = _param_names(function_def)
         self._bound: set = set()
         self._declared: set = set()
         self._suspects: set = set()  # ids of decisions holding a possible effect
         self._named_calls: list = []  # (name, decisions around the call): effects if the name writes
+        self._names: dict = {}  # name -> its Name nodes in the function's own scope
+        self._nested_names: set = set()  # names that nested functions, lambdas and classes use
+        self._next_arguments: set = set()  # ids of the Names that are `next(name, ...)`'s iterator
+        self._iterator_targets: set = set()  # ids of the Names that are the one target of `name = iter(...)`
+        self._loops_over_names: list = []  # the `for` loops whose iterable is a Name
         stack = [(stmt, (), True) for stmt in reversed(function_def.body)]
         while stack:
             node, around, own = stack.pop()
@@ -121,6 +129,8 @@ class _FunctionWalk:
             if kind in _DECISIONS:
                 self.decisions.append(node)
                 around = around + (node,)
+                if kind is ast.For and type(node.iter) is ast.Name:
+                    self._loops_over_names.append(node)
             elif kind in _NESTED_SCOPES:
                 if kind is ast.FunctionDef or kind is ast.Lambda:
                     self.nested.append(node)
@@ -128,13 +138,21 @@ class _FunctionWalk:
                 own = False
             elif kind is ast.Call:
                 self._call(node.func, around)
+                if type(node.func) is ast.Name and node.func.id in _ITERATOR_BUILTINS and node.args:
+                    self._next_arguments.add(id(node.args[0]))
             elif kind is ast.Assign or kind is ast.AugAssign or kind is ast.AnnAssign:
+                if kind is ast.Assign and len(node.targets) == 1 and _makes_iterator(node.value):
+                    self._iterator_targets.add(id(node.targets[0]))
                 if any(True for _ in item_targets(node)) or _grown_by_concatenation(node) is not None:
                     self._suspect(around)
             elif kind is ast.Delete:
                 if any(type(t) is not ast.Name for t in node.targets):
                     self._suspect(around)
-            elif own and kind is ast.Name:
+            elif kind is ast.Name:
+                if not own:
+                    self._nested_names.add(node.id)
+                    continue
+                self._names.setdefault(node.id, []).append(node)
                 if type(node.ctx) is not ast.Load:
                     self._bound.add(node.id)
                 continue
@@ -169,10 +187,37 @@ class _FunctionWalk:
                 self._suspect(around)
         return self._suspects
 
+    def held_iterator_loops(self) -> list:
+        """The `for` loops over a local name (`for v in it:`) that the function binds only as
+        `it = iter(...)` and uses otherwise only as `next(it, ...)`'s iterator or another loop's:
+        where `iter` made a new iterator (`runtime.writes.note_new_iterator`), no other name,
+        object or caller can see it. Where such a loop's `break` is traced, the runtime may
+        stage the items left and keep the position it stopped at as a traced number
+        (`runtime.writes.HeldPosition`), which only `next()` and loops read."""
+        local = self.own_locals() - self._parameters
+        if "next" in local or "iter" in local:
+            return []
+        return [loop for loop in self._loops_over_names
+                if loop.iter.id in local and loop.iter.id not in self._nested_names
+                and all(self._held_use(n) for n in self._names[loop.iter.id])]
+
+    def _held_use(self, node) -> bool:
+        if type(node.ctx) is ast.Store:
+            return id(node) in self._iterator_targets
+        if type(node.ctx) is ast.Del:
+            return True
+        return id(node) in self._next_arguments or any(node is other.iter for other in self._loops_over_names)
+
     def own_locals(self) -> frozenset:
         """Names the function itself binds (not its parameters, nor names it declares `global`
         or `nonlocal`): its own local variables."""
         return frozenset(self._bound - self._declared)
+
+
+def _makes_iterator(value) -> bool:
+    """`iter(xs)`: a call of the builtin by name with one argument."""
+    return (type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "iter"
+            and len(value.args) == 1 and not value.keywords and type(value.args[0]) is not ast.Starred)
 
 
 def _captured(nested: list, local_names: frozenset) -> frozenset:

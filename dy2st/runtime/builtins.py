@@ -38,8 +38,10 @@ import numpy as np
 from dy2st import _jax_compat
 from dy2st.errors import BuiltinError, OriginInfo, record_runtime_failure
 from dy2st.runtime import events, key_order, writes
+from dy2st.runtime.asserts import check_when_run
 from dy2st.runtime.calls import register_builtin
 from dy2st.runtime.ordering import convert_all, convert_any, convert_max, convert_min, convert_sorted
+from dy2st.runtime.iterables import SEQUENCE_ITERATORS
 from dy2st.runtime.formatting import bind_traced, convert_repr, convert_str, has_traced
 from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.values import is_traced
@@ -350,6 +352,49 @@ def convert_pow(base, exp, mod=None):
 
 
 # -- range -----------------------------------------------------------------------------------
+# -- iter and next ---------------------------------------------------------------------------------
+def convert_iter(*args):
+    """`iter(...)`; a new iterator over a list, tuple, ... is noted (`writes.note_new_iterator`):
+    a loop over it whose `break` is traced may leave it at a position the data decides."""
+    made = builtins.iter(*args)
+    if len(args) == 1 and made is not args[0] and type(made) in SEQUENCE_ITERATORS:
+        writes.note_new_iterator(made)
+    return made
+
+
+def convert_next(iterator, *default):
+    """`next(it[, default])`; for an iterator a staged loop left at a position the data decides
+    (`writes.HeldPosition`), the item at that position, picked from the items left stacked,
+    and the position moved on. Without a default, a run-time check raises StopIteration where
+    eager's would, past the last item."""
+    held = writes.held_position(iterator)
+    if held is None:
+        return builtins.next(iterator, *default)
+    origin = OriginInfo.of_caller()
+    writes.refuse_outside_side(held, origin)
+    count = len(held.items)
+    stacked = _stacked([*held.items, *default], held, origin)
+    if not default:
+        check_when_run(held.taken < count, StopIteration, origin, "next() past an iterator's last item")
+    position = jnp.minimum(held.taken, len(stacked) - 1)
+    writes.move_held_position(held, jnp.minimum(held.taken + 1, count))
+    return jax.lax.dynamic_index_in_dim(stacked, position, keepdims=False)
+
+
+def _stacked(values: list, held, origin: OriginInfo):
+    """`values` (the items next() may give, then its default) as one array, where they are arrays
+    of one shape and dtype, or Python numbers (which come back as the numbers rule's weak scalar)."""
+    numbers = [v for v in values if type(v) in (bool, int, float)]
+    arrays = [v for v in values if isinstance(v, (jax.Array, np.ndarray, np.generic))]
+    if (len(numbers) + len(arrays) != len(values) or len({np.shape(v) for v in values}) != 1
+            or len({a.dtype for a in arrays}) > 1):
+        writes.refuse_held_use(held, "next() (the items it may give are not arrays of one shape and type)", origin)
+    stacked = jnp.stack([jnp.asarray(v) for v in values])
+    if arrays or all(type(v) is bool for v in values):
+        return stacked
+    return _python_scalar(stacked, float if any(type(v) is float for v in values) else int)
+
+
 def convert_range(*args):
     """`range(...)`; a traced bound is refused outside a `for` loop's header.
 
@@ -398,6 +443,8 @@ for _builtin, _replacement in (
     (builtins.any, convert_any),
     (builtins.all, convert_all),
     (builtins.range, convert_range),
+    (builtins.iter, convert_iter),
+    (builtins.next, convert_next),
     (builtins.str, convert_str),
     (builtins.repr, convert_repr),
 ):

@@ -211,6 +211,11 @@ def loop_iter(fn, *args, **kwargs):
     return convert_call(fn)(*args, **kwargs)  # any other header call, converted as call_trees would
 
 
+# Iterators over a list, tuple, range, string, bytes, set or dict: taking their items runs no code
+# of the user's, and changes nothing but their position.
+SEQUENCE_ITERATORS = frozenset(map(type, (iter([]), iter(()), iter(range(0)), iter(range(2 ** 64)), iter(""),
+                                          iter("\u00e9"), iter(b""), reversed([]), reversed(range(0)), iter(set()),
+                                          iter({}), iter({}.values()), iter({}.items()))))
 _LOOP_BUILTINS = (builtins.range, builtins.enumerate, builtins.zip, builtins.reversed)
 _PLAIN_SEQUENCES = (list, tuple, range, str)
 

@@ -344,6 +344,7 @@ class StateFacts:
     unread_after: frozenset = frozenset()
     observed: frozenset = frozenset()
     attributes: frozenset = frozenset()  # those that are attributes, resolved (`StateAccess.attributes`)
+    held_iterator: bool = False  # a `for` over a name only `next()` reads otherwise (`Fact.HELD_ITERATOR`)
 
 
 @dataclasses.dataclass

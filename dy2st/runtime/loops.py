@@ -212,7 +212,7 @@ def _iterations(count: int) -> str:
 
 # -- for -------------------------------------------------------------------------------------
 def convert_for(iterable, body, state, names, extra_test, python_reason=None, refuse_staged=False, loop_only=(),
-                observed=(), class_name=None):
+                observed=(), class_name=None, held_iterator=False):
     """Runs a `for` loop; returns the values of the plain names among the state variables
     after it (attributes and items it writes back itself).
 
@@ -224,9 +224,13 @@ def convert_for(iterable, body, state, names, extra_test, python_reason=None, re
       python_reason, refuse_staged, loop_only, observed, class_name: as for `convert_while`. A
         loop with a static trip count and a `python_reason` unrolls: its body runs once per
         item, as eagerly.
+      held_iterator: `iterable` is a name the function reads otherwise only as `next()`'s
+        iterator (`Fact.HELD_ITERATOR`): an iterator over a list, tuple, ... may be left at a
+        position a traced `break` decides (`_stage_held`).
     """
     with state_cells.StateAccess((body, extra_test), state, names, sys._getframe(1), class_name) as access:
-        facts = loop_staging.StateFacts(frozenset(loop_only), frozenset(observed), access.attributes())
+        facts = loop_staging.StateFacts(frozenset(loop_only), frozenset(observed), access.attributes(),
+                                        held_iterator)
         values = _for(iterable, body, access.get, access.set, names, extra_test, python_reason, refuse_staged,
                       facts)
     return state_cells.plain_values(values, access.paths)
@@ -234,6 +238,11 @@ def convert_for(iterable, body, state, names, extra_test, python_reason=None, re
 
 def _for(iterable, body, get_state, set_state, names, extra_test, python_reason, refuse_staged, facts):
     origin = OriginInfo.of_caller(2)
+    held = writes.held_position(iterable)
+    if held is not None:  # (the Python iterator is empty: the items left are known only at run time)
+        if refuse_staged:
+            raise _python_body_error(python_reason, "the items it takes are known only at run time", origin)
+        return _stage_after_held(held, body, get_state, set_state, names, extra_test, origin, facts)
     if is_traced(iterable):
         iterable = StagedArray(iterable)
     if isinstance(iterable, StagedIterable):
@@ -323,13 +332,16 @@ def _py_for(iterable, body, get_state, set_state, names, extra_test, origin, fac
         # the rest of an iterator untouched.
         go = extra_test() if extra_test is not None else True
         if is_traced(go):
-            if items is iterable:
+            held = items is iterable  # an iterator the code holds: later reads see where this loop stops
+            if held and not (facts.held_iterator and _holds_position(iterable)):
                 raise _iterator_break_error(origin)
             if refuse_staged:
                 raise _python_body_error(python_reason, "a traced `break` decides where it stops", origin)
             item = next(items, _END)
             if item is _END:
                 break
+            if held:
+                return _stage_held(iterable, item, body, get_state, set_state, names, extra_test, origin, facts)
             return _stage_rest(iterable, position, item, items, body, get_state, set_state, names, extra_test, origin,
                                facts)
         if not go:
@@ -350,11 +362,49 @@ def _iterator_break_error(origin: OriginInfo) -> PythonEffectError:
     return PythonEffectError(
         "this loop iterates an iterator and its `break` depends on traced values, so how many items it "
         "takes from the iterator is only known when the program runs; later reads of the iterator "
-        "(next(it), another loop) could not see what eager Python sees.",
+        "(another loop, list(it), an object or caller holding it) could not see what eager Python sees.",
         origin,
-        advice="iterate a list or tuple (`for v in list(it):`) and keep the position in a variable, "
-        "or make the break condition a Python value.",
+        advice="make it a local iterator over a list or tuple (`it = iter(xs)`) that later code reads only "
+        "with `next(it, default)`; or iterate the list and keep the position in a variable; or make the "
+        "break condition a Python value.",
     )
+
+
+def _holds_position(iterator) -> bool:
+    """Whether a staged loop may leave `iterator` at a traced position: one `iter()` made in this
+    scope (`writes.note_new_iterator`: over a list, tuple, range, string or dict, so taking its
+    items runs no code of the user's), which the analysis saw bound to one local name only."""
+    return writes.is_new_iterator(iterator)
+
+
+def _stage_held(iterator, item, body, get_state, set_state, names, extra_test, origin, facts):
+    """The `break` flag of a loop over a held iterator turned traced at `item`: the items left
+    are staged one by one, as for a list, and how many the loop took (a traced count) is
+    recorded as the iterator's position for later `next()` calls (`writes.HeldPosition`)."""
+    items = [item, *iterator]
+    taken = _stage_items(items, body, get_state, set_state, names, extra_test, origin, facts, count=True)
+    writes.note_held_position(iterator, items, taken, origin)
+    return get_state()
+
+
+def _stage_after_held(held, body, get_state, set_state, names, extra_test, origin, facts):
+    """A loop over an iterator an earlier staged loop left at a traced position: each of the
+    items it could still hold runs under a staged `if` on whether the iterator had not passed it
+    yet (and the `break` flag), and the position moves on by the iterations that ran."""
+    writes.refuse_outside_side(held, origin)
+    start, ran = held.taken, 0
+    for index, item in enumerate(held.items):
+        go = extra_test() if extra_test is not None else True
+        if not is_traced(go) and not go:
+            break
+        run = start <= index
+        if is_traced(go):
+            run = jax.numpy.logical_and(run, scalar_predicate(go, origin))
+        ran = ran + run.astype(jax.numpy.int32)
+        stage_if(run, lambda item=item: body(item), None, get_state, set_state, names, len(names), origin,
+                 ("iteration", "item the iterator had passed, or iteration skipped by `break`"), facts.attributes)
+    writes.move_held_position(held, start + ran)
+    return get_state()
 
 
 def _stage_rest(iterable, position, item, items, body, get_state, set_state, names, extra_test, origin, facts):
@@ -369,18 +419,29 @@ def _stage_rest(iterable, position, item, items, body, get_state, set_state, nam
                         f"last {len(rest)}, staged")
         return _lax_for(StagedRange(rest.start, rest.stop, rest.step), body, get_state, set_state, names, extra_test, origin,
                         facts)
-    for item in [item, *items]:  # a Python iterable: each remaining item under a staged `if`
+    _stage_items([item, *items], body, get_state, set_state, names, extra_test, origin, facts)
+    return get_state()
+
+
+def _stage_items(items, body, get_state, set_state, names, extra_test, origin, facts, count=False):
+    """Each item of a Python iterable under a staged `if` on the `break` flag; with `count`,
+    returns how many iterations ran (a traced int32 once the flag is traced)."""
+    taken = 0
+    for item in items:
         go = extra_test()
         if not is_traced(go):
             if not go:
                 break
             body(item)
+            taken += 1
             continue
         # A staged `if` as the user's are: what methods and context managers the body calls
         # change on objects (a log list, an attribute) is carried too, or refused.
+        if count:
+            taken = taken + scalar_predicate(go, origin).astype(jax.numpy.int32)
         stage_if(go, lambda item=item: body(item), None, get_state, set_state, names, len(names), origin,
                  ("iteration", "iteration skipped by `break`"), facts.attributes)
-    return get_state()
+    return taken
 
 
 def _try_stage_range(rng, body, get_state, set_state, names, extra_test, origin, facts):

@@ -32,6 +32,12 @@ class _TraceContext(threading.local):
         self.reverse_depth: int = 0
         # the `events.Recording` open now, or None
         self.recording = None
+        # id -> `writes.HeldPosition` of the iterators staged loops left at traced positions,
+        # id -> the iterators `iter()` made new, and how many scopes that end both records are
+        # open (`writes.held_iterators`)
+        self.held_positions: dict = {}
+        self.new_iterators: dict = {}
+        self.held_scopes: int = 0
         # values of globals written outside any program trace (`checks.remember_global`)
         self.remembered_globals: dict = {}
 

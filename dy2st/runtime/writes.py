@@ -415,7 +415,8 @@ def program_containers(guards=None):
     program = _Program(guards)
     stack.append(program)
     try:
-        yield program.changed
+        with held_iterators():
+            yield program.changed
     except BaseException:
         for undo in reversed(program.undos):
             undo()
@@ -487,6 +488,89 @@ def on_abandon(undo) -> None:
     program = _program_now()
     if program is not None:
         program.undos.append(undo)
+
+
+class HeldPosition(NamedTuple):
+    """Where a staged loop left an iterator the code holds (`it = iter(xs)`; `for v in it:` with a
+    traced `break`): eagerly it took `taken` of `items` (the items it could take, in order), a
+    number the data decides. A later `next(it)` reads this record (`builtins.convert_next`);
+    the Python iterator itself is left exhausted."""
+
+    iterator: object
+    items: tuple
+    taken: object  # a traced int32 scalar
+    side: object  # the staged side that was being traced when the loop ran (None: the program's own)
+    origin: OriginInfo  # the loop's line
+
+
+def note_new_iterator(iterator) -> None:
+    """`iter(xs)` in converted code made `iterator`, a new one over a list, tuple, range, string
+    or dict (`iterables.SEQUENCE_ITERATORS`): a loop over it may leave it at a traced position."""
+    if CONTEXT.held_scopes:
+        CONTEXT.new_iterators[id(iterator)] = iterator
+
+
+def is_new_iterator(iterator) -> bool:
+    return CONTEXT.new_iterators.get(id(iterator)) is iterator
+
+
+def note_held_position(iterator, items, taken, origin: OriginInfo) -> None:
+    """Record that a staged loop took `taken` (traced) of `items` from `iterator`, a new iterator
+    (`is_new_iterator`), for the rest of the `held_iterators` scope."""
+    CONTEXT.held_positions[id(iterator)] = HeldPosition(iterator, tuple(items), taken, _side_now(), origin)
+
+
+def held_position(value) -> HeldPosition | None:
+    """The record of `value`, an iterator at a position the data decides, or None."""
+    held = CONTEXT.held_positions
+    return held.get(id(value)) if held else None
+
+
+def move_held_position(record: HeldPosition, taken) -> None:
+    """`next()` took an item (or none, at the end): the record's new position."""
+    CONTEXT.held_positions[id(record.iterator)] = record._replace(taken=taken)
+
+
+@contextlib.contextmanager
+def held_iterators():
+    """The life of the records a staged loop makes of held iterators (`note_held_position`):
+    a program's trace, or a converted function's run inline into an enclosing trace (the
+    iterator is a local of the function: it goes with it)."""
+    records = (CONTEXT.held_positions, CONTEXT.new_iterators)
+    before = [set(r) for r in records]
+    CONTEXT.held_scopes += 1
+    try:
+        yield
+    finally:
+        CONTEXT.held_scopes -= 1
+        for record, kept in zip(records, before):
+            for key in [k for k in record if k not in kept]:
+                del record[key]
+
+
+def _side_now():
+    sides = CONTEXT.sides
+    return sides[-1] if sides else None
+
+
+def refuse_held_use(record: HeldPosition, what: str, origin: OriginInfo) -> None:
+    """`what` (a call, a loop) uses an iterator a staged loop left at a position the data decides,
+    other than by `next()` where that loop ran: refused there (the Python iterator is empty)."""
+    raise PythonEffectError(
+        f"{what} uses the iterator that the loop on line {record.origin.lineno} left at a position the "
+        "data decides: that loop's `break` depends on traced values, so how many items it took is only "
+        "known when the program runs.",
+        origin,
+        advice="take items from it with `next(it, default)` only (at the level of that loop, not inside a "
+        "staged `if` or loop), or iterate a list and keep the position in a variable.")
+
+
+def refuse_outside_side(record: HeldPosition, origin: OriginInfo) -> None:
+    """`next()` of (or a loop over) a held iterator inside another staged side than the loop's
+    that left it, or outside that loop's side: the position is another trace's value."""
+    if record.side is not _side_now():
+        refuse_held_use(record, "this line, in another staged `if` or loop body than that loop (or outside the "
+                        "one that loop is in),", origin)
 
 
 _prints = [0]  # prints staged (host callbacks) so far, by any program

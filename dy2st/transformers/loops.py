@@ -119,6 +119,8 @@ class LoopTransformer(StateTransformer):
         call = self.state_call("convert_for", [self._iterable(node.iter), templates.name(body.name)], state)
         call.args.append(extra_test)
         pass_python_body(node, call)
+        if getanno(node, Fact.HELD_ITERATOR, False):
+            call.keywords.append(ast.keyword(arg="held_iterator", value=templates.constant(True)))
         self._pass_loop_only(node, call, state)
         self._pass_observed(call, observed)
         return self._finish(self._settled_by_else(node) + [body], call, state)

@@ -1,0 +1,260 @@
+"""An iterator the code holds (`it = iter(xs)`) and a loop over it whose `break` is traced.
+
+How many items such a loop takes is known only when the program runs. The items left are
+staged one by one, as for a list, and the count the loop took is kept as the iterator's
+position: a later `next(it[, default])` picks the item at that position from the items stacked,
+and a later loop over `it` runs each item the iterator could still hold under a staged `if`.
+Any other use of the iterator (list(it), an alias, a closure, a staged `if` around the loop) is
+refused at the user's line.
+"""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import dy2st
+from dy2st.errors import PythonEffectError
+from dy2st.testing import check_equivalent
+
+# inputs that break at the first, a middle and no item (and a zero start)
+INPUTS = [jnp.ones(2), jnp.array([-5.0, -5.0]), jnp.zeros(2), jnp.full((2,), 3.0)]
+
+
+def next_with_default(x, y):
+    a = x
+    it = iter([x, y, x * 2])
+    for v in it:
+        a = a + v
+        if a.sum() > 3:
+            break
+    a = a + next(it, y)
+    return a + next(it, y * 3)
+
+
+def next_without_default(x, y):
+    a = x
+    it = iter([x, y, x * 3])
+    for v in it:
+        a = a + v
+        if a.sum() > 3:
+            break
+    return a * next(it)
+
+
+def python_numbers(x):
+    it = iter([1, 2, 3, 4])
+    s = x
+    for k in it:
+        s = s + k
+        if s.sum() > 5:
+            break
+    return s, next(it, 0)
+
+
+def continue_and_else(x):
+    it = iter([1.0, 2.0, 3.0, 4.0])
+    s = x
+    for k in it:
+        if k == 2.0:
+            continue
+        s = s + k
+        if s.sum() > 5:
+            break
+    else:
+        s = s * 10
+    return s, next(it, -1.0)
+
+
+def next_in_an_unrolled_loop(x):
+    it = iter([1.0, 2.0, 3.0, 4.0])
+    s = x
+    for k in it:
+        s = s + k
+        if s.sum() > 3:
+            break
+    taken = []
+    for _ in range(3):
+        taken.append(next(it, 0.0))
+    return s, taken
+
+
+def second_loop_over_the_rest(x):
+    it = iter([1.0, 2.0, 3.0, 4.0])
+    s = x
+    for k in it:
+        s = s + k
+        if s.sum() > 3:
+            break
+    t = x * 0
+    for k in it:
+        t = t * 2 + k
+        if t.sum() > 10:
+            break
+    return s, t, next(it, 9.0)
+
+
+def over_an_argument_list(xs, x):
+    it = iter(xs)
+    s = x
+    for v in it:
+        s = s + v
+        if s.sum() > 3:
+            break
+    return s, next(it, x)
+
+
+@pytest.mark.parametrize("x", INPUTS)
+@pytest.mark.parametrize("fn", [next_with_default, python_numbers, continue_and_else, next_in_an_unrolled_loop,
+                                second_loop_over_the_rest])
+def test_later_reads_see_where_the_traced_break_stopped(fn, x):
+    args = (x, x * 2) if fn is next_with_default else (x,)
+    for _ in range(2):
+        check_equivalent(fn, *args, grad_argnums=0)
+
+
+@pytest.mark.parametrize("xs", [[jnp.ones(2), jnp.ones(2) * 2], [jnp.full((2,), -3.0)], []])
+def test_an_iterator_over_an_argument_list(xs):
+    for x in INPUTS[:2]:
+        check_equivalent(over_an_argument_list, xs, x)
+
+
+def test_next_past_the_last_item_raises_stop_iteration_when_run():
+    f = dy2st.to_static(next_without_default)
+    x = jnp.ones(2)
+    assert jnp.allclose(f(x, x * 2), next_without_default(x, x * 2))  # breaks at the first item
+    small = jnp.full((2,), 0.1)
+    for _ in range(2):  # runs out: eagerly next() raises
+        with pytest.raises(StopIteration):
+            next_without_default(small, small)
+        with pytest.raises(StopIteration):
+            f(small, small)
+    assert jnp.allclose(f(x, x * 2), next_without_default(x, x * 2))
+
+
+def test_explain_and_the_program_hold_one_loop_of_conds():
+    f = dy2st.to_static(next_with_default)
+    x = jnp.ones(2)
+    jaxpr = f.get_concrete_program(x, x).jaxpr
+    conds = sum(1 for e in jaxpr.eqns if e.primitive.name == "cond")
+    assert conds == 3  # one per item the loop may take, no scan or host callback
+    assert not any("callback" in e.primitive.name for e in jaxpr.eqns)
+
+
+def aliased(x):
+    it = iter([1.0, 2.0, 3.0])
+    alias = it
+    s = x
+    for k in it:
+        s = s + k
+        if s.sum() > 2:
+            break
+    return s, list(alias)
+
+
+def listed_after(x):
+    it = iter([1.0, 2.0, 3.0])
+    s = x
+    for k in it:
+        s = s + k
+        if s.sum() > 2:
+            break
+    return s, list(it)
+
+
+def read_by_a_closure(x):
+    it = iter([1.0, 2.0, 3.0])
+
+    def take():
+        return next(it, 0.0)
+
+    s = x
+    for k in it:
+        s = s + k
+        if s.sum() > 2:
+            break
+    return s + take()
+
+
+class Holder:
+    def __init__(self):
+        self.it = iter([1.0, 2.0, 3.0])
+
+
+def held_by_an_object(x, holder):
+    it = iter(holder.it)  # the object's own iterator: iter() gives it back
+    s = x
+    for k in it:
+        s = s + k
+        if s.sum() > 2:
+            break
+    return s + next(it, 0.0)
+
+
+@pytest.mark.parametrize("fn", [aliased, listed_after, read_by_a_closure])
+def test_other_uses_of_the_iterator_are_refused_at_the_loop(fn):
+    with pytest.raises(PythonEffectError, match=r"(?s)iterates an iterator.*next\(it, default\)") as info:
+        dy2st.to_static(fn)(jnp.ones(2))
+    assert str(info.value).startswith('File "')
+    assert "for k in it:" in str(info.value)
+
+
+@pytest.mark.filterwarnings("ignore:Python iterable type:DeprecationWarning")
+def test_an_objects_iterator_is_refused():
+    holder = Holder()
+    with pytest.raises(PythonEffectError, match="iterates an iterator"):
+        dy2st.to_static(held_by_an_object)(jnp.ones(2), holder)
+
+
+def loop_in_a_staged_if(x):
+    it = iter([1.0, 2.0, 3.0])
+    s = x
+    if x.sum() > 0:
+        for k in it:
+            s = s + k
+            if s.sum() > 3:
+                break
+    return s + next(it, 0.0)
+
+
+def test_next_outside_the_staged_if_that_ran_the_loop_is_refused_at_its_line():
+    with pytest.raises(PythonEffectError, match=r"(?s)return s \+ next\(it, 0.0\).*loop on line \d+ left at a "
+                                                r"position the data decides") as info:
+        dy2st.to_static(loop_in_a_staged_if)(jnp.ones(2))
+    assert str(info.value).startswith('File "')
+
+
+def items_of_two_shapes(x):
+    it = iter([x, x[:1]])
+    s = x
+    for v in it:
+        s = s + v.sum()
+        if s.sum() > 3:
+            break
+    return next(it, x)
+
+
+def test_items_next_cannot_stack_are_refused_at_the_next():
+    with pytest.raises(PythonEffectError, match=r"(?s)return next\(it, x\).*not arrays of one shape and type"):
+        dy2st.to_static(items_of_two_shapes)(jnp.ones(2))
+
+
+def test_under_grad_and_vmap():
+    def loss(x):
+        return next_with_default(x, x * 2).sum()
+
+    x = jnp.array([0.5, 1.5])
+    assert jnp.allclose(jax.grad(dy2st.to_static(loss))(x), jax.grad(loss)(x))
+    batch = jnp.stack(INPUTS)
+    expected = jnp.stack([next_with_default(v, v * 2) for v in INPUTS])
+    assert jnp.allclose(jax.vmap(dy2st.to_static(lambda v: next_with_default(v, v * 2)))(batch), expected)
+
+
+def test_a_python_break_leaves_the_iterator_as_python_does():
+    def f(x):
+        it = iter([x, x * 2, x * 3])
+        for v in it:
+            if v.shape[0] > 1:
+                break
+        return next(it), list(it)
+
+    check_equivalent(f, jnp.ones(2))
