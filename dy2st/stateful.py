@@ -201,6 +201,12 @@ class StatefulPrograms:
             "f.explain(*args) shows what one program holds.",
             self._name, len(self._entries), change)
 
+    def _run_inline(self, args, kwargs):
+        """Inside jit/grad/vmap (traced arguments or traced attributes): run on the live objects,
+        so the enclosing transformation sees the mutations as in eager code."""
+        with writes.held_iterators():
+            return check_defined(self._fn(*args, **kwargs))
+
     def call(self, args, kwargs, positions):
         """Run `fn(*args, **kwargs)` as a program, writing state changes back onto the roots."""
         roots, rest, rest_kwargs = _split(args, kwargs, positions)
@@ -209,9 +215,7 @@ class StatefulPrograms:
         if layout is None:
             layout = Layout(roots)
             if layout.traced or _traced(rest, rest_kwargs):
-                # Inside jit/grad/vmap (traced arguments or traced attributes): run on the live
-                # objects, so the enclosing transformation sees the mutations as in eager code.
-                return check_defined(self._fn(*args, **kwargs))
+                return self._run_inline(args, kwargs)
             entry = self._entry(layout, positions)
             self._last = (positions, layout, entry)
         else:
@@ -223,8 +227,7 @@ class StatefulPrograms:
         finally:
             entry.local.layout = previous
         if result is _INLINE:
-            with writes.held_iterators():
-                return check_defined(self._fn(*args, **kwargs))
+            return self._run_inline(args, kwargs)
         if entry.cache.decodes_outputs:
             result = static_outputs.decode_result(result)
         out, delta = result

@@ -25,11 +25,11 @@ from jax import lax
 
 from dy2st import _jax_compat
 
-from dy2st.errors import IntOverflowError, OriginInfo, RuntimeChecks, record_runtime_failure
+from dy2st.errors import IntOverflowError, OriginInfo, RuntimeChecks, StagedInTryError, record_runtime_failure
 from dy2st.runtime import events
 from dy2st.runtime.formatting import TracedString
 from dy2st.runtime.debug_effects import debug_effects_dropped
-from dy2st.runtime.staging import scalar_predicate
+from dy2st.runtime.staging import handler_around, scalar_predicate
 from dy2st.runtime.values import is_traced
 
 
@@ -54,6 +54,7 @@ def convert_assert(test, message=None):
         return
     origin = OriginInfo.of_caller()
     test = scalar_predicate(test, origin, "The asserted condition", "reduce it first, e.g. `assert (x > 0).all()`.")
+    refuse_under_handler("AssertionError", origin)
     text = message() if message is not None else None
     traced_text = is_traced(text)
     formatted = isinstance(text, TracedString)  # f"bad {x}": its text exists at run time
@@ -69,6 +70,20 @@ def convert_assert(test, message=None):
     if events.active():
         events.note(origin, "check", "run-time check: assert",
                     "the condition is traced: a host callback raises AssertionError when the program runs")
+
+
+def refuse_under_handler(error: str, origin: OriginInfo) -> None:
+    """A run-time check that raises `error`, an exception eager code raises on such data, inside
+    a `try` whose `except` may catch it: eagerly the handler runs; the program's check would
+    raise past it when it runs. Refused at the line. (A `with` block is not taken for a
+    handler here: context managers that suppress errors are rare, asserts inside `with` are not.)"""
+    if handler_around(with_blocks=False):
+        raise StagedInTryError(
+            f"this line raises {error} when the program runs on data where eager Python raises it, inside a `try` "
+            "whose `except` would catch it: a compiled program's run-time check raises past the handler.",
+            origin,
+            advice="make the code valid for every input instead of catching the error (`next(it, default)`; "
+            "`jnp.where` for an assert's condition), or move the `try` out of the converted function.")
 
 
 def check_when_run(ok, make_error, origin: OriginInfo | None = None, what: str = "", detail=None) -> None:

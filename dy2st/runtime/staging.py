@@ -262,28 +262,28 @@ def _raise_when_run(error: BaseException) -> None:
     RuntimeChecks.record_traced()
 
 
-def handler_around() -> bool:
+def handler_around(with_blocks: bool = True) -> bool:
     """Whether user code between the program being traced and here is inside a `try` whose
-    handler may catch (an `except`, a `with` whose exit may suppress): an exception deferred to
-    run time would escape it, where eager's handler catches it."""
+    handler may catch (an `except`; with `with_blocks`, a `with` whose exit may suppress): an
+    exception deferred to run time would escape it, where eager's handler catches it."""
     frame = sys._getframe(1)
     while frame is not None and frame.f_code not in writes.PROGRAM_BOUNDARIES:
         code = frame.f_code
-        if not is_library_file(code.co_filename) and _catching_at(code, frame.f_lasti):
+        if not is_library_file(code.co_filename) and _catching_at(code, frame.f_lasti, with_blocks):
             return True
         frame = frame.f_back
     return False
 
 
-def _catching_at(code, offset: int) -> bool:
-    return any(start <= offset < end for start, end in _catching_ranges(code))
+def _catching_at(code, offset: int, with_blocks: bool) -> bool:
+    return any(start <= offset < end for start, end in _catching_ranges(code, with_blocks))
 
 
 @functools.lru_cache(maxsize=1024)
-def _catching_ranges(code) -> tuple:
+def _catching_ranges(code, with_blocks: bool) -> tuple:
     """`(start, end)` of the bytecode ranges of `code` whose handler may catch: it tests the
-    exception (`except E`), calls a `with`'s exit, or ends the exception (a bare `except`)
-    before re-raising it. A `finally` re-raises: it catches nothing."""
+    exception (`except E`), calls a `with`'s exit (if `with_blocks`), or ends the exception (a
+    bare `except`) before re-raising it. A `finally` re-raises: it catches nothing."""
     instructions = list(dis.get_instructions(code))
     at = {i.offset: n for n, i in enumerate(instructions)}
     ranges = []
@@ -292,7 +292,11 @@ def _catching_ranges(code) -> tuple:
         if n is None or instructions[n].opname != "PUSH_EXC_INFO":
             continue  # the cleanup of a handler itself
         for instruction in instructions[n + 1:]:
-            if instruction.opname in ("CHECK_EXC_MATCH", "CHECK_EG_MATCH", "WITH_EXCEPT_START", "POP_EXCEPT"):
+            if instruction.opname == "WITH_EXCEPT_START":
+                if with_blocks:
+                    ranges.append((entry.start, entry.end))
+                break
+            if instruction.opname in ("CHECK_EXC_MATCH", "CHECK_EG_MATCH", "POP_EXCEPT"):
                 ranges.append((entry.start, entry.end))
                 break
             if instruction.opname == "RERAISE":

@@ -1203,10 +1203,20 @@ class _Generator:
         a = self.pick(s.arrays)
         stop = self.cond(s.child(arrays=s.arrays + [v])) if self.chance(0.5) else f"len(log) {self.pick(['<', '>='])} 1"
         self.emit(indent + 1, f"{a} = clip({a} + {v})\nif {stop}:\n    break")
+        if self.chance(0.3):  # the rest from where the traced break stopped
+            w = self.new("w")
+            self.emit(indent, f"for {w} in {it}:")
+            self.emit(indent + 1, f"{a} = clip({a} * 0.5 + {w})")
+            if self.chance(0.5):
+                self.emit(indent + 1, f"if {self.cond(s.child(arrays=s.arrays + [w]))}:\n    break")
         if self.chance(0.7):
             self.emit(indent, f"{a} = clip({a} + next({it}, {self.arr(s)}))")
         else:
             self.emit(indent, f"{a} = clip({a} + next({it}))")  # may raise StopIteration
+        if self.chance(0.2):  # Python numbers: next() gives the numbers rule's weak scalar
+            k, n = self.new("it"), self.new("n")
+            self.emit(indent, f"{k} = iter(P)\nfor {n} in {k}:\n    {a} = clip({a} + {n})\n"
+                              f"    if {self.cond(s)}:\n        break\n{a} = clip({a} + next({k}, 0))")
 
 
 def draw_program(seed: int) -> RealProgram:

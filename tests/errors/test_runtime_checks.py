@@ -99,3 +99,35 @@ def test_an_error_tracing_the_body_of_a_traced_loop_says_eager_raises_it_only_wh
     text = str(err.value)
     assert "for _ in range(n):" in text and "tracing the body of this staged loop raised IndexError" in text
     assert "eager Python raises this only when an iteration runs" in text and "To fix:" in text
+
+
+def assert_caught_by_its_except(x):
+    try:
+        assert x.sum() > 0, "negative"
+        y = x
+    except AssertionError:
+        y = -x
+    return y
+
+
+def assert_in_a_with_block(x):
+    import contextlib
+
+    with contextlib.nullcontext():
+        assert x.sum() > 0, "negative"
+    return x * 2
+
+
+def test_an_assert_whose_except_would_catch_it_is_refused_at_its_line():
+    # eagerly the handler runs on negative data; the program's check would raise past it
+    with pytest.raises(dy2st.errors.StagedInTryError,
+                       match=r"(?s)assert x.sum\(\) > 0.*raises AssertionError when the program runs.*`except`") as info:
+        dy2st.to_static(assert_caught_by_its_except)(jnp.ones(2))
+    assert str(info.value).startswith('File "')
+
+
+def test_an_assert_in_a_with_block_stays_a_run_time_check():
+    f = dy2st.to_static(assert_in_a_with_block)
+    assert jnp.allclose(f(jnp.ones(2)), 2.0)
+    with pytest.raises(AssertionError, match="negative"):
+        f(-jnp.ones(2))

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import pytest
 
 import dy2st
-from dy2st.errors import PythonEffectError
+from dy2st.errors import PythonEffectError, StagedInTryError
 from dy2st.testing import check_equivalent
 
 # inputs that break at the first, a middle and no item (and a zero start)
@@ -258,3 +258,20 @@ def test_a_python_break_leaves_the_iterator_as_python_does():
         return next(it), list(it)
 
     check_equivalent(f, jnp.ones(2))
+
+
+def next_caught_by_its_except(x):
+    it = iter([x, x * 2])
+    for v in it:
+        if v.sum() > 3:
+            break
+    try:
+        y = next(it)
+    except StopIteration:
+        y = x * 100
+    return y
+
+
+def test_a_next_whose_except_would_catch_stop_iteration_is_refused_at_its_line():
+    with pytest.raises(StagedInTryError, match=r"(?s)y = next\(it\).*raises StopIteration when the program runs"):
+        dy2st.to_static(next_caught_by_its_except)(jnp.ones(2))
