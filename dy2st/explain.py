@@ -43,6 +43,7 @@ _STYLE = {
     "while_loop": ("#1a7f37", "↻"),
     "scan": ("#1a7f37", "↻"),
     "python_if": ("#57606a", "·"),
+    "flag": ("#1a7f37", "∨"),
     "python_loop": ("#57606a", "·"),
     "unrolled": ("#9a6700", "⋯"),
     "converted_call": ("#0969da", "→"),

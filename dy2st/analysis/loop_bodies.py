@@ -227,6 +227,16 @@ def _captured(nested: list, local_names: frozenset) -> frozenset:
     return frozenset(names) & local_names
 
 
+def mark_if(node, scope: EffectScope | None) -> None:
+    """Set `Fact.PYTHON_BODY` anew on an `if` whose sides a rewrite gave the code after it
+    (`jump_flags._lift`): staged, it traces that code too."""
+    if scope is None:
+        return
+    found = branch_effects(node.body + node.orelse, scope.local_names, rewritten_appends=True, writers=scope.writers)
+    if found is not None:
+        setanno(node, Fact.PYTHON_BODY, found)
+
+
 def mark_guard(guard, scope: EffectScope | None) -> None:
     """Set `Fact.PYTHON_BODY` on a guard `if not <flag>: <rest>` made by the return, break and
     continue steps: staged (a traced flag), it traces the rest of the block whether or not the

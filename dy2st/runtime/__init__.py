@@ -9,7 +9,7 @@ from dy2st.runtime.builtins import convert_negative_power
 from dy2st.runtime.asserts import convert_assert
 from dy2st.runtime.calls import convert_call, managed
 from dy2st.runtime.checks import check_scoped_write, python_condition, remember_global
-from dy2st.runtime.control_flow import convert_ifelse, convert_ifexp
+from dy2st.runtime.control_flow import convert_ifelse, convert_ifexp, convert_jump_if
 from dy2st.runtime.formatting import convert_format, convert_percent
 from dy2st.runtime.iterables import loop_iter
 from dy2st.runtime.lists import list_append
@@ -35,6 +35,7 @@ __all__ = [
     "convert_percent",
     "convert_ifelse",
     "convert_ifexp",
+    "convert_jump_if",
     "convert_negative_power",
     "convert_not",
     "python_operand",

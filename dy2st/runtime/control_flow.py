@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import sys
 
+import jax.numpy as jnp
+
 from dy2st import _jax_compat
 from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError, rebinding_hint
 from dy2st.runtime import events, key_order, reachable, state_cells, static_outputs, writes
 from dy2st.runtime.asserts import check_python_ints
-from dy2st.runtime.staging import grown_from, grown_here, grown_in_this_side, stage_cond, stage_value, watch_here
+from dy2st.runtime.staging import (grown_from, grown_here, grown_in_this_side, scalar_predicate, stage_cond, stage_value,
+                                   watch_here)
 from dy2st.runtime.values import is_nnx_object, is_traced
 from dy2st.runtime.undefined import Undefined
 from dy2st.runtime.writes import (ITSELF, AttributeKey, WriteTracker, changed_contents, refill,
@@ -79,6 +82,19 @@ def convert_ifelse(pred, if_body, else_body, state, names, nouts, branch_names=(
         final = stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names,
                          access.attributes(), access.frame, access.items())
         return state_cells.plain_values(final, access.paths)
+
+
+def convert_jump_if(pred, flag):
+    """`if pred: flag = True` for a jump's flag (a `break`, `continue` or `return` as the only
+    statement of its branch): `flag or pred`, a `logical_or` where `pred` is traced, as a person
+    writes it (a cond would carry the flag through two branches that do no work)."""
+    if not is_traced(pred):
+        return True if pred else flag
+    origin = OriginInfo.of_caller()
+    if events.active():
+        events.note(origin, "flag", "jump flag: flag | condition",
+                    "a traced condition around a lone break/continue/return: the flag is or-ed with it, no cond")
+    return jnp.logical_or(scalar_predicate(pred, origin), flag)
 
 
 def _refuse_reordered_keys(pairs, initial, names, origin: OriginInfo) -> None:

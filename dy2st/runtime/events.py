@@ -49,6 +49,7 @@ KINDS = {
     "while_loop": "while",  # a loop with a traced condition
     "scan": "scan",  # a loop with a static trip count, or a bounded traced one
     "python_if": None,  # a Python condition: only the branch taken was traced
+    "flag": None,  # a traced `if c: break` (continue, return) alone: its flag or-ed with `c`, no cond
     "python_loop": None,  # a loop run by Python (Python condition or iterable)
     "unrolled": None,  # a loop that could have been staged, unrolled and why
     "converted_call": None,  # a call whose target dy2st converted

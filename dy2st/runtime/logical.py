@@ -10,35 +10,54 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from dy2st.errors import OriginInfo, TracedValueError
-from dy2st.runtime import events
+from dy2st.runtime import events, writes
 from dy2st.runtime.staging import scalar_predicate, stage_value
 from dy2st.runtime.values import is_traced
 
 
-def convert_and(left_fn, right_fn, as_test: bool = False):
+def convert_and(left_fn, right_fn, as_test: bool = False, pure: bool = False):
     """`left and right` with `left` and `right` given as thunks.
 
     With `as_test` (the value is only tested for truth, e.g. an `if` test) a traced `left`
-    gives a scalar bool: the truth of `right` where `left` is true, else False.
+    gives a scalar bool: the truth of `right` where `left` is true, else False. With `pure`
+    (`right` is names and constants under comparisons and arithmetic, see the transformer) that
+    is `logical_and` of both truths, with no cond.
     """
     left = left_fn()
     if not is_traced(left):
         return right_fn() if left else left
     if as_test:
         origin = OriginInfo.of_caller()
+        both = _both_truths(left, right_fn, origin) if pure else None
+        if both is not None:
+            return jnp.logical_and(*both)
         return _lax_choose(_truth(left, origin), lambda: _truth(right_fn(), origin), lambda: False, "`and`")
     return _lax_choose(left, right_fn, lambda: left, "`and`")
 
 
-def convert_or(left_fn, right_fn, as_test: bool = False):
-    """`left or right` with `left` and `right` given as thunks (`as_test`: see `convert_and`)."""
+def convert_or(left_fn, right_fn, as_test: bool = False, pure: bool = False):
+    """`left or right` with `left` and `right` given as thunks (`as_test`, `pure`: see `convert_and`)."""
     left = left_fn()
     if not is_traced(left):
         return left if left else right_fn()
     if as_test:
         origin = OriginInfo.of_caller()
+        both = _both_truths(left, right_fn, origin) if pure else None
+        if both is not None:
+            return jnp.logical_or(*both)
         return _lax_choose(_truth(left, origin), lambda: True, lambda: _truth(right_fn(), origin), "`or`")
     return _lax_choose(left, lambda: left, right_fn, "`or`")
+
+
+def _both_truths(left, right_fn, origin: OriginInfo):
+    """`(truth of left, truth of right)`, or None where computing the right side fails (an
+    operand of a type the operation refuses, unbound): the cond, whose side defers the error to
+    the data that takes it, as eagerly."""
+    try:
+        return scalar_predicate(left, origin), _truth(right_fn(), origin)
+    except Exception as error:
+        writes.handled_refusal(error)  # (a refusal made there is the cond's to raise again)
+        return None
 
 
 def _truth(value, origin: OriginInfo):

@@ -29,6 +29,14 @@ has returned), so a variable first assigned after a nested early return is not r
 The runtime reaches the state through the branches' closure cells (`state_access`: paths,
 then display names). Facts come from `dy2st.analysis` (liveness, definitions); nested `if`s
 are rewritten first.
+
+An `if` whose only statement sets a jump's flag (a lone `break`, `continue` or `return` after
+the jump steps) is no branch at all::
+
+    if x.sum() > 0:                  ->    break_ = jst.convert_jump_if(x.sum() > 0, break_)
+        break_ = True
+
+(`break_ | c` where `c` is traced, as a person writes it: no cond with two empty branches.)
 """
 
 from __future__ import annotations
@@ -64,6 +72,13 @@ class IfElseTransformer(StateTransformer):
     """See the module docstring."""
 
     def visit_If(self, node):
+        if not node.orelse and len(node.body) == 1 and self._exits(node.body):
+            # `if c: break_ = True` (a lone break, continue or return made a flag): `flag | c`
+            flag = node.body[0].targets[0].id
+            jump = templates.replace("flag = jst.convert_jump_if(test, flag)", flag=flag, test=node.test,
+                                     jst=self.ctx.runtime)
+            copy_location_recursive(jump, node)
+            return jump
         live_out = getanno(node, Fact.LIVE_OUT)
         live_in = getanno(node, Fact.LIVE_IN)
         # What the branches write and kill, as the user wrote them (facts of the last resolve;
@@ -123,12 +138,16 @@ class IfElseTransformer(StateTransformer):
         return outputs, carried
 
     def _guard_branch_names(self, node):
-        """For a generated `if not <exit flag>:` guard, or an `if` the return step gave the code
-        after it (`return_statements._into_else`), a tuple node naming its two paths truly."""
+        """For a generated `if not <exit flag>:` guard, or an `if` the return, break or continue
+        step gave the code after it (`return_statements._into_else`, `jump_flags._lift`), a
+        tuple node naming its two paths truly."""
         lifted = getattr(node, "dy2st_code_after", None)  # the side that holds the code after it
         if lifted is not None:
+            side, jump = lifted
             names = ["if branch", "else branch"]
-            names[lifted] = "code after the `if` (when it did not return)"
+            names[side] = f"code after the `if` (when it did not {jump})"
+            if jump != "return":  # (a loop's jump: the other side is the path that took it)
+                names[1 - side] = f"path that took the `{jump}`"
             return templates.constant(tuple(names))
         flag = _negated_name(node.test)
         if node.orelse or flag is None or not self.ctx.namer.is_exit_flag(flag):

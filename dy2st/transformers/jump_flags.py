@@ -68,6 +68,10 @@ class JumpFlagTransformer(Transformer):
         loop = self._loops[-1] if self._loops else None
         for i, stmt in enumerate(stmts):
             before = loop.jumps if loop is not None else 0
+            if loop is not None and type(stmt) is ast.If and i + 1 < len(stmts) and self._lift(stmt, stmts[i + 1:]):
+                new = self.visit(stmt)  # the rest is now in the side that does not jump
+                out.extend(new if isinstance(new, list) else [new])
+                return out
             new = self.visit(stmt)
             out.extend(new if isinstance(new, list) else [new] if new is not None else [])
             if loop is None or loop.jumps == before:
@@ -82,6 +86,22 @@ class JumpFlagTransformer(Transformer):
                 out.extend(guard)
             return out
         return out
+
+    def _lift(self, stmt: ast.If, rest: list) -> bool:
+        """Move `rest` (the block after `stmt`) into the side of `stmt` that completes, where the
+        other never does (it breaks, continues, or raises): `if c: break` then `i += 1` becomes
+        `if c: break / else: i += 1`, one cond as a person writes it, where a guard on the flag
+        would stage a second. The same statements run on every path."""
+        jump = _never_completes(stmt.body)
+        if jump is not None and _never_completes(stmt.orelse) is None:
+            stmt.dy2st_code_after = (1, jump) if not stmt.orelse else None
+            stmt.orelse = stmt.orelse + rest
+        elif stmt.orelse and (jump := _never_completes(stmt.orelse)) is not None and _never_completes(stmt.body) is None:
+            stmt.body = stmt.body + rest
+        else:
+            return False
+        loop_bodies.mark_if(stmt, self.ctx.effect_scope)  # its sides now hold the rest's effects too
+        return True
 
     def generic_visit(self, node):
         if isinstance(node, ast.stmt):
@@ -108,3 +128,20 @@ class JumpFlagTransformer(Transformer):
         node.body = self._block(node.body)
         self._loops.pop()
         return loop
+
+
+_JUMP_WORDS = {ast.Break: "break", ast.Continue: "continue", ast.Raise: "raise", ast.Return: "return"}
+
+
+def _never_completes(stmts) -> str | None:
+    """How `stmts` leave the loop body on every path ("break", "continue", "raise"; "jump" for
+    several), or None where some path completes (nested loops and `try` are not looked into)."""
+    for node in stmts:
+        word = _JUMP_WORDS.get(type(node))
+        if word is not None:
+            return word
+        if type(node) is ast.If:
+            first, second = _never_completes(node.body), _never_completes(node.orelse)
+            if first is not None and second is not None:
+                return first if first == second else "jump"
+    return None

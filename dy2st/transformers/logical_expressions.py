@@ -25,6 +25,11 @@ gets `as_test=True`: the runtime then combines truth values, so a shape-(1,) arr
 Python bool or a scalar flag (`not break_ and x[:1] > 0`) works as it does eagerly, although
 the two values `and` could give have different shapes.
 
+Where the right side of such an `and`/`or` is names and constants under comparisons and
+arithmetic (`not break_ and i < n`, the test a `break` gives a `while`), it gets `pure=True`: a
+traced left side is then combined with `logical_and`/`logical_or` instead of a cond, as a person
+writes it, since evaluating the right side has no effect to keep lazy.
+
 An `and`/`or` or chained comparison holding a `:=` (`a and (m := f(x))`) stays Python's own, so
 `m` is the function's name (a thunk would make it the lambda's, and lose it): its deciding
 operands must then be Python values (`jst.python_operand` refuses a traced one at its line).
@@ -70,6 +75,7 @@ class LogicalTransformer(Transformer):
         if as_test:
             for value in node.values:
                 self._mark_tested(value)
+        simple = [_without_effects(value) for value in node.values]  # (before the visit makes calls of them)
         self.generic_visit(node)
         if any(ast_util.binds_a_name(value) for value in node.values):
             # Thunks would make the name a lambda's own: Python's operator keeps it the
@@ -80,10 +86,12 @@ class LogicalTransformer(Transformer):
         operator = "convert_and" if isinstance(node.op, ast.And) else "convert_or"
         template = f"jst.{operator}(left, right, as_test=True)" if as_test else f"jst.{operator}(left, right)"
         result = node.values[-1]
-        for value in reversed(node.values[:-1]):
+        for i in reversed(range(len(node.values) - 1)):
             result = templates.replace_as_expression(
-                template, jst=self.ctx.runtime, left=templates.thunk(value), right=templates.thunk(result)
+                template, jst=self.ctx.runtime, left=templates.thunk(node.values[i]), right=templates.thunk(result)
             )
+            if as_test and all(simple[i + 1:]):  # the right side computes without effects: no cond needed
+                result.keywords.append(ast.keyword(arg="pure", value=templates.constant(True)))
         return result
 
     def visit_UnaryOp(self, node):
@@ -112,3 +120,14 @@ class LogicalTransformer(Transformer):
 
 def transform(tree, ctx):
     return LogicalTransformer(ctx).transform(tree)
+
+
+_PURE_NODES = (ast.Name, ast.Constant, ast.Compare, ast.BoolOp, ast.UnaryOp, ast.BinOp, ast.cmpop, ast.boolop,
+               ast.unaryop, ast.operator, ast.expr_context)
+
+
+def _without_effects(expr) -> bool:
+    """Whether `expr` is names and constants under comparisons and arithmetic (`i < n`, `not
+    done`): evaluating it has no effect to keep lazy, and can fail only as its operands' types
+    make it (`runtime.logical` falls back to a cond where it does)."""
+    return all(isinstance(node, _PURE_NODES) for node in ast.walk(expr))

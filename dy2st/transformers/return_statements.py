@@ -127,7 +127,7 @@ def _into_else(stmts: list) -> list:
                 stmt.body = _into_else(stmt.body)
                 stmt.orelse = _into_else(stmt.orelse + rest)
                 if len(stmt.orelse) == len(rest):
-                    stmt.dy2st_code_after = 1  # errors name the else side as what it is
+                    stmt.dy2st_code_after = (1, "return")  # errors name the else side as what it is
                 return out + [stmt]
             if stmt.orelse and _always_returns(stmt.orelse) and not _always_returns(stmt.body):
                 stmt.orelse = _into_else(stmt.orelse)

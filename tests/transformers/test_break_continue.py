@@ -1,4 +1,5 @@
-"""Golden before/after tests of the break, continue and list-append transformers alone,
+"""Golden before/after tests of the break, continue and list-append transformers alone (the code
+after an `if` whose branch always jumps goes into its other side: `jump_flags._lift`),
 plus behaviour of the full pipeline on 0, 1 and many iterations."""
 
 import ast
@@ -48,7 +49,7 @@ def test_break_in_while_becomes_flag_in_condition():
             while not break_ and i < n:
                 if x[i] > 0:
                     break_ = True
-                if not break_:
+                else:
                     i += 1
             if not break_:
                 i = -1
@@ -75,7 +76,7 @@ def test_break_in_for_guards_rest_and_marks_loop():
                 if y > 0:
                     z = 1
                     break_ = True
-                if not break_:
+                else:
                     y = y + 1
             return y
     """)
@@ -138,7 +139,7 @@ def test_continue_becomes_flag_reset_each_iteration():
                 continue_ = False
                 if x < 0:
                     continue_ = True
-                if not continue_:
+                else:
                     total += x
             return total
     """)
