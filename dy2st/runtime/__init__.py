@@ -8,7 +8,7 @@ from dy2st.runtime import builtins as _builtins  # registers the staged builtins
 from dy2st.runtime.builtins import convert_negative_power
 from dy2st.runtime.asserts import convert_assert
 from dy2st.runtime.calls import convert_call, managed
-from dy2st.runtime.checks import check_scoped_write, python_condition, remember_global
+from dy2st.runtime.checks import check_scoped_write, remember_global
 from dy2st.runtime.control_flow import convert_ifelse, convert_ifexp, convert_jump_if
 from dy2st.runtime.formatting import convert_format, convert_percent
 from dy2st.runtime.iterables import loop_iter
@@ -25,7 +25,6 @@ __all__ = [
     "remember_global",
     "convert_assert",
     "convert_call",
-    "python_condition",
     "Undefined",
     "UndefinedReturn",
     "convert_and",

@@ -86,8 +86,13 @@ def refuse_under_handler(error: str, origin: OriginInfo) -> None:
             "`jnp.where` for an assert's condition), or move the `try` out of the converted function.")
 
 
-def check_when_run(ok, make_error, origin: OriginInfo | None = None, what: str = "", detail=None) -> None:
+def check_when_run(ok, make_error, origin: OriginInfo | None = None, what: str = "", detail=None,
+                   raises: str | None = None) -> None:
     """Raise `make_error()` when the program runs and the traced scalar bool `ok` is false.
+
+    `raises`: the exception's name where eager code raises it too on such data (StopIteration,
+    ValueError), so that an `except` around the line would catch it: refused there
+    (`refuse_under_handler`). None for dy2st's own refusals made at run time.
 
     `origin` and `what` (what the check guards) describe it for `dy2st.explain`. With a traced
     `detail`, `make_error` is given its value (which of several things failed). The host is
@@ -96,6 +101,8 @@ def check_when_run(ok, make_error, origin: OriginInfo | None = None, what: str =
     The error keeps its own type (an `UnboundLocalError` stays one) and reaches the caller of
     the StaticFunction as is (see `dy2st.errors.at_boundary`). Dropped, like asserts, when
     `dy2st.save(..., debug_effects="drop")` exports a program without host callbacks."""
+    if raises is not None:
+        refuse_under_handler(raises, origin)
     if debug_effects_dropped():
         return
 

@@ -38,7 +38,7 @@ import numpy as np
 from dy2st import _jax_compat
 from dy2st.errors import BuiltinError, OriginInfo, record_runtime_failure
 from dy2st.runtime import events, key_order, writes
-from dy2st.runtime.asserts import check_when_run, refuse_under_handler
+from dy2st.runtime.asserts import check_when_run
 from dy2st.runtime.calls import register_builtin
 from dy2st.runtime.ordering import convert_all, convert_any, convert_max, convert_min, convert_sorted
 from dy2st.runtime.iterables import SEQUENCE_ITERATORS
@@ -375,8 +375,8 @@ def convert_next(iterator, *default):
     count = len(held.items)
     stacked = _stacked([*held.items, *default], held, origin)
     if not default:
-        refuse_under_handler("StopIteration", origin)
-        check_when_run(held.taken < count, StopIteration, origin, "next() past an iterator's last item")
+        check_when_run(held.taken < count, StopIteration, origin, "next() past an iterator's last item",
+                       raises="StopIteration")
     position = jnp.minimum(held.taken, len(stacked) - 1)
     writes.move_held_position(held, jnp.minimum(held.taken + 1, count))
     return jax.lax.dynamic_index_in_dim(stacked, position, keepdims=False)

@@ -3,9 +3,6 @@
 * `check_scoped_write(value, name, kind)` follows every write to a `global` (or the converted
   function's own `nonlocal`) name: a traced value there would outlive the trace as a leaked
   tracer, so it is refused with the user's line.
-* `python_condition(test, construct)` wraps the condition of an `if`/`while` inside a `try`
-  block: a traced condition would trace both branches, so `except` would catch errors of the
-  branch that does not run; it is refused with the user's line.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ import sys
 
 import jax
 
-from dy2st.errors import OriginInfo, ScopeWriteError, StagedInTryError
+from dy2st.errors import OriginInfo, ScopeWriteError
 from dy2st.runtime import writes
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.trace_context import CONTEXT
@@ -88,18 +85,3 @@ def check_scoped_write(value, name: str, kind: str) -> None:
         advice=f"return the value instead of writing it to '{name}' (e.g. `return y, {name}`), "
         f"or keep '{name}' a Python value (int(...) of a concrete array, a constant).",
     )
-
-
-def python_condition(test, construct: str):
-    """`test` itself, unless it is traced: staged control flow inside `try` is refused."""
-    if is_traced(test):
-        raise StagedInTryError(
-            f"This {construct} depends on a traced value inside a `try` block. Staged, both "
-            "sides are traced, so its handler (an `except`, or a `finally` that returns, breaks "
-            "or continues and so discards the exception) would catch errors of the side that does "
-            "not run and never errors raised when the program runs.",
-            OriginInfo.of_caller(),
-            advice="move the `try` inside the branches or out of the function, or make the "
-            "condition a Python value; to check values at run time, use `assert`.",
-        )
-    return test

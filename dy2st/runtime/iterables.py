@@ -102,7 +102,7 @@ class StagedRange(StagedIterable):
             self.count = span.astype(jnp.int32)
         else:  # a traced step: eagerly a zero step raises, so the program does when it runs
             check_when_run(step != 0, lambda: ValueError("range() arg 3 must not be zero"), OriginInfo.of_user_code(),
-                           "a range's step is not zero")
+                           "a range's step is not zero", raises="ValueError")
             nonzero = jnp.where(step == 0, 1, step)  # (no iterations, rather than a division by zero)
             sign = jnp.sign(nonzero)
             self.count = jnp.where(step == 0, 0, (stop - start + nonzero - sign) // nonzero).astype(jnp.int32)

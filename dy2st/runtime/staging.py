@@ -208,7 +208,7 @@ def _run_branch_noting(fn, branch_name: str, origin: OriginInfo):
                 guards.note_deferred_raise(origin)
                 return _Failed(err), []
             refusal = StagedInTryError(
-                f"tracing the {branch_name} of this staged `if` raised {type(err).__name__}: {err} Code around "
+                f"tracing the {branch_name} of this staged `if` raised {type(err).__name__}: {str(err).rstrip('.')}. Code around "
                 "it may catch that (an `except`, a `with` whose exit may suppress it, here or in a caller "
                 "inside the converted function), but eager Python raises it only when the data takes that "
                 "side: a compiled program cannot catch it then.",

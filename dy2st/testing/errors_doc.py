@@ -54,16 +54,19 @@ def f(x):
 dy2st.to_static(f)(jnp.ones((2, 3)))
 """, "Collect the values in a list and return it."),
     Example(errors.StagedInTryError, """
-def f(x):
+def f(x, table):
     try:
         if x.sum() > 0:
-            x = x * 2
-    except ValueError:
+            x = x * table["scale"]
+        else:
+            x = x * table["shift"]
+    except KeyError:
         pass
     return x
 
-dy2st.to_static(f)(jnp.ones(3))
-""", "Move the `try` into the branches or out of the converted function; check values with `assert`."),
+dy2st.to_static(f)(jnp.ones(3), {"scale": 2.0})
+""", "Make each side valid for every input (`table.get(\"shift\", 1.0)`), or move the `try` into the "
+        "branches or out of the converted function."),
     Example(errors.BranchOutputError, """
 def f(x):
     if x.sum() > 0:

@@ -76,8 +76,8 @@ PIPELINE: tuple[Step, ...] = (
          "reads again is dropped (a staged loop leaves every variable defined); one still read is refused.",
          triggers=(ast.Delete,), creates=(ast.Pass,), source_only=True),
     Step(try_blocks, (),
-         "Before anything adds `if`s of its own or turns the user's into branch functions: marks "
-         "the user's conditions inside `try` as ones that must stay Python.",
+         "Before anything adds `if`s of its own or turns the user's into branch functions: a `try` "
+         "whose `finally` jumps holds the exception it discards in a flag.",
          triggers=(ast.Try,)),
     Step(return_statements, (),
          "First: early returns become flags and `break`s, so later steps see single-exit code.",

@@ -1,26 +1,33 @@
-"""Marks the conditions of `if`/`while` inside a `try` block as ones that must stay Python.
+"""A `try` whose `finally` breaks, continues or returns: the exception it discards, held in a flag.
 
 Before::
 
-    try:
-        if x.sum() > 0:
+    for x in xs:
+        try:
             y = risky(x)
-    except ValueError:
-        y = x
+        finally:
+            break
 
 After::
 
-    try:
-        if jst.python_condition(x.sum() > 0, 'if'):
-            y = risky(x)
-    except ValueError:
-        y = x
+    for x in xs:
+        pending = None
+        try:
+            try:
+                y = risky(x)
+            except BaseException as caught:
+                pending = caught
+        finally:
+            break
+            if pending is not None:
+                raise pending
 
-Only a `try` with `except` handlers is marked (a `try`/`finally` catches nothing). A traced
-condition would stage both branches, so `except` would catch errors of the branch that never runs (and no error raised when the program runs); `python_condition` refuses it at
-the user's line with `StagedInTryError`, and passes a Python condition through unchanged.
-Runs first, before other steps add `if`s of their own (their flags are safe) and turn the
-user's `if`s into branch functions.
+(the later steps make the `break` a flag that skips the re-raise, as Python discards the
+exception). Staged `if`s and loops inside a `try` need nothing here: a side whose trace raises
+is refused at its `if` where a handler around could catch it (`runtime.staging`), and a run-time
+check whose exception an `except` would catch is refused at its line (`runtime.asserts`); what
+the sides trace without raising, eager raises on no data either. Runs before other steps add
+`if`s of their own or turn the user's into branch functions.
 """
 
 from __future__ import annotations
@@ -31,23 +38,14 @@ from dy2st import ast_util
 from dy2st.transformers import templates
 from dy2st.transformers.base import StatementTransformer, copy_location_recursive
 
-_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-
 
 class TryBlockTransformer(StatementTransformer):
     """See the module docstring."""
-
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self._marked: set = set()
 
     def visit_Try(self, node):
         prefix = []
         if node.finalbody and ast_util.jumps_out(node.finalbody):
             prefix, node = self._discarding(node)
-        if node.handlers:  # `try`/`finally` alone catches nothing: staging inside it is safe
-            for stmt in node.body:
-                self._mark(stmt)
         node = self.generic_visit(node)
         return [*prefix, node] if prefix else node
 
@@ -84,24 +82,6 @@ class TryBlockTransformer(StatementTransformer):
         return start, outer
 
     visit_TryStar = visit_Try
-
-    def _mark(self, root):
-        stack = [root]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, _NESTED_SCOPES):
-                continue
-            if isinstance(node, (ast.If, ast.While)) and id(node) not in self._marked:
-                self._marked.add(id(node))
-                test = templates.replace_as_expression(
-                    "jst.python_condition(test, construct)",
-                    jst=self.ctx.runtime,
-                    test=node.test,
-                    construct=templates.constant("if" if isinstance(node, ast.If) else "while loop"),
-                )
-                copy_location_recursive(test, node.test)
-                node.test = test
-            stack.extend(ast.iter_child_nodes(node))
 
 
 def transform(tree, ctx):

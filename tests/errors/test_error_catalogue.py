@@ -24,9 +24,11 @@ from dy2st.errors import (
     InputSignatureError,
     PredicateError,
     ScopeWriteError,
+    StagedBranchError,
     StagedInTryError,
     UnsupportedSyntaxError,
 )
+from dy2st.testing import check_equivalent
 
 from catalogue_helpers import assert_points_at, full_text, line_of
 
@@ -166,11 +168,22 @@ def test_python_value_write_to_global_is_fine():
 # -- staged control flow inside try ---------------------------------------------------------
 def staged_if_in_try(x):
     try:
-        if x.sum() > 0:  # E:try_if
+        if x.sum() > 0:
             y = x * 2
         else:
             y = x
     except ValueError:
+        y = x
+    return y
+
+
+def staged_if_whose_side_raises_in_try(x, table):
+    try:
+        if x.sum() > 0:  # E:try_if
+            y = x * table["scale"]
+        else:
+            y = x * table["shift"]  # a KeyError while tracing: eagerly only on data that takes this side
+    except KeyError:
         y = x
     return y
 
@@ -186,11 +199,18 @@ def python_if_in_try(x, n):
     return y
 
 
-def test_staged_if_in_try_rejected():
+def test_staged_if_in_try_converts():
+    # tracing neither side raises, so eagerly no data makes the `except` run either
+    for x in (POS, -POS):
+        check_equivalent(staged_if_in_try, x)
+
+
+def test_staged_if_in_try_whose_side_raises_is_rejected():
     with pytest.raises(StagedInTryError) as info:
-        dy2st.to_static(staged_if_in_try)(POS)
+        dy2st.to_static(staged_if_whose_side_raises_in_try)(POS, {"scale": 2.0})
     assert isinstance(info.value, UnsupportedSyntaxError)
-    assert_points_at(info.value, staged_if_in_try, "E:try_if", "try", "move the `try`")
+    assert_points_at(info.value, staged_if_whose_side_raises_in_try, "E:try_if", "raised KeyError", "may catch that",
+                     "move the `try`")
 
 
 def test_python_if_in_try_is_fine():
@@ -623,10 +643,19 @@ def test_recursion_on_python_value_works_and_on_traced_value_explains():
 # -- with staged loops ---------------------------------------------------------------------------
 def staged_while_in_try(x):
     try:
-        while x.sum() < 10:  # E:try_while
+        while x.sum() < 10:
             x = x * 2
     except FloatingPointError:
         pass
+    return x
+
+
+def staged_while_whose_body_raises_in_try(x, table):
+    try:
+        while x.sum() < 10:  # E:try_while
+            x = x * table["growth"]
+    except Exception:
+        x = x * 0
     return x
 
 
@@ -655,10 +684,17 @@ def range_outside_for(x):
     return jnp.stack(list(range(n)))  # E:range_outside
 
 
-def test_staged_while_in_try_rejected():
-    with pytest.raises(StagedInTryError) as info:
-        dy2st.to_static(staged_while_in_try)(POS)
-    assert_points_at(info.value, staged_while_in_try, "E:try_while", "while loop", "try")
+def test_staged_while_in_try_converts():
+    for x in (POS, POS * 20):
+        check_equivalent(staged_while_in_try, x)
+
+
+def test_staged_while_in_try_whose_body_raises_is_rejected():
+    # the user's `except Exception` does not swallow the refusal: raised again after the trace
+    with pytest.raises(StagedBranchError) as info:
+        dy2st.to_static(staged_while_whose_body_raises_in_try)(POS, {})
+    assert_points_at(info.value, staged_while_whose_body_raises_in_try, "E:try_while", "raised KeyError",
+                     "only when an iteration runs")
 
 
 def test_global_write_in_staged_loop():

@@ -103,28 +103,37 @@ def test_scoped_writes():
 
 
 def test_try_blocks():
+    # conditions inside a `try` are left to the runtime (a raising side is refused there); a
+    # `finally` that jumps holds the exception it discards
     before = """
-        def f(x):
-            try:
-                if x > 0:
-                    y = 1
-                while y:
-                    y = 0
-            except ValueError:
-                if x:
+        def f(xs):
+            for x in xs:
+                try:
+                    if x > 0:
+                        y = 1
+                except ValueError:
                     y = 2
+                finally:
+                    break
             return y
     """
     after = """
-        def f(x):
-            try:
-                if jst.python_condition(x > 0, 'if'):
-                    y = 1
-                while jst.python_condition(y, 'while loop'):
-                    y = 0
-            except ValueError:
-                if x:
-                    y = 2
+        def f(xs):
+            for x in xs:
+                pending_exception = None
+                try:
+                    try:
+                        try:
+                            if x > 0:
+                                y = 1
+                        except ValueError:
+                            y = 2
+                    except BaseException as caught:
+                        pending_exception = caught
+                finally:
+                    break
+                    if pending_exception is not None:
+                        raise pending_exception
             return y
     """
     assert run_step(try_blocks, before) == textwrap.dedent(after).strip()
