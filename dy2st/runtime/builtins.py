@@ -372,6 +372,7 @@ def convert_next(iterator, *default):
         return builtins.next(iterator, *default)
     origin = OriginInfo.of_caller()
     writes.refuse_outside_side(held, origin)
+    held.refuse_changed_source(origin)
     count = len(held.items)
     stacked = _stacked([*held.items, *default], held, origin)
     if not default:

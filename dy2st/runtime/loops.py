@@ -381,9 +381,11 @@ def _stage_held(iterator, item, body, get_state, set_state, names, extra_test, o
     """The `break` flag of a loop over a held iterator turned traced at `item`: the items left
     are staged one by one, as for a list, and how many the loop took (a traced count) is
     recorded as the iterator's position for later `next()` calls (`writes.HeldPosition`)."""
+    reduced = iterator.__reduce__()  # (iter, (the sequence,), position) for a list's iterator
+    source = reduced[1][0] if len(reduced) > 1 and reduced[1] and type(reduced[1][0]) is list else None
     items = [item, *iterator]
     taken = _stage_items(items, body, get_state, set_state, names, extra_test, origin, facts, count=True)
-    writes.note_held_position(iterator, items, taken, origin)
+    writes.note_held_position(iterator, items, taken, origin, source)
     return get_state()
 
 
@@ -392,6 +394,7 @@ def _stage_after_held(held, body, get_state, set_state, names, extra_test, origi
     items it could still hold runs under a staged `if` on whether the iterator had not passed it
     yet (and the `break` flag), and the position moves on by the iterations that ran."""
     writes.refuse_outside_side(held, origin)
+    held.refuse_changed_source(origin)
     start, ran = held.taken, 0
     for index, item in enumerate(held.items):
         go = extra_test() if extra_test is not None else True

@@ -501,6 +501,14 @@ class HeldPosition(NamedTuple):
     taken: object  # a traced int32 scalar
     side: object  # the staged side that was being traced when the loop ran (None: the program's own)
     origin: OriginInfo  # the loop's line
+    source: tuple = ()  # (the list it iterates, its items then), for a list's iterator: eagerly it reads the list live
+
+    def refuse_changed_source(self, origin: OriginInfo) -> None:
+        """The list the iterator walks changed since the loop (an append, an item set): eagerly
+        `next()` would read it as it is now, here the items are the loop's."""
+        if self.source and (len(self.source[0]) != len(self.source[1])
+                            or any(a is not b for a, b in zip(*self.source))):
+            refuse_held_use(self, "this line, after the list the iterator walks changed,", origin)
 
 
 def note_new_iterator(iterator) -> None:
@@ -514,10 +522,11 @@ def is_new_iterator(iterator) -> bool:
     return CONTEXT.new_iterators.get(id(iterator)) is iterator
 
 
-def note_held_position(iterator, items, taken, origin: OriginInfo) -> None:
+def note_held_position(iterator, items, taken, origin: OriginInfo, source: list | None = None) -> None:
     """Record that a staged loop took `taken` (traced) of `items` from `iterator`, a new iterator
-    (`is_new_iterator`), for the rest of the `held_iterators` scope."""
-    CONTEXT.held_positions[id(iterator)] = HeldPosition(iterator, tuple(items), taken, _side_now(), origin)
+    (`is_new_iterator`), for the rest of the `held_iterators` scope; `source`: the list it walks."""
+    walked = (source, tuple(source)) if source is not None else ()
+    CONTEXT.held_positions[id(iterator)] = HeldPosition(iterator, tuple(items), taken, _side_now(), origin, walked)
 
 
 def held_position(value) -> HeldPosition | None:

@@ -276,3 +276,18 @@ def next_caught_by_its_except(x):
 def test_a_next_whose_except_would_catch_stop_iteration_is_refused_at_its_line():
     with pytest.raises(StagedInTryError, match=r"(?s)y = next\(it\).*raises StopIteration when the program runs"):
         dy2st.to_static(next_caught_by_its_except)(jnp.ones(2))
+
+
+def list_changed_after_the_loop(x):
+    xs = [x, x * 2, x * 3]
+    it = iter(xs)
+    for v in it:
+        if v.sum() > 3:
+            break
+    xs.append(x * 10)  # eagerly a list's iterator reads the list as it is at each next()
+    return next(it, x)
+
+
+def test_a_next_after_the_walked_list_changed_is_refused_at_its_line():
+    with pytest.raises(PythonEffectError, match=r"(?s)return next\(it, x\).*after the list the iterator walks changed"):
+        dy2st.to_static(list_changed_after_the_loop)(jnp.ones(2))
