@@ -386,6 +386,10 @@ def _stage_held(iterator, item, body, get_state, set_state, names, extra_test, o
     items = [item, *iterator]
     taken = _stage_items(items, body, get_state, set_state, names, extra_test, origin, facts, count=True)
     writes.note_held_position(iterator, items, taken, origin, source)
+    if events.active():
+        events.note(origin, "unrolled", f"held iterator: {_iterations(len(items))} left, staged",
+                    "the traced `break` decides how many items the loop takes: each runs under a staged if, "
+                    "and the position it stops at is a traced count that next(it) reads")
     return get_state()
 
 
