@@ -17,8 +17,8 @@ import jax
 from dy2st import _jax_compat, callables, conversion, input_spec, stateful
 from dy2st.config import _switch_listeners, config, logger
 from dy2st.errors import RuntimeChecks, at_boundary
-from dy2st.program import (_FAST_TYPES, ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, AmbiguousLeaf,
-                           ConcreteProgram, ContainerEffect, ProgramCache, plain_python)
+from dy2st.call_policy import AmbiguousLeaf, CallPolicy, ContainerEffect
+from dy2st.program import _FAST_TYPES, ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, ConcreteProgram, ProgramCache, plain_python
 from dy2st.sharding import Shardings
 from dy2st.runtime import guards, static_outputs, writes
 from dy2st.runtime.calls import NOT_TO_STATIC_ATTR, python_function_of, runs_eagerly, top_level_target
@@ -285,20 +285,17 @@ class StaticFunction(functools.partial):
         name = getattr(fn, "__qualname__", repr(fn))
         # what the programs read from outside the arguments, checked per call (runtime/guards.py)
         self._guards = guards.GuardSet(on_first=self._guarded)
+        # which route calls take, and why (dy2st/call_policy.py): shared with the plain programs' table
+        self._policy = CallPolicy(eager_only=runs_eagerly(fn))
         self._cache = ProgramCache(None, name, max_programs, get_fn=lambda: self._converted, shardings=shardings,
-                                   guards=self._guards)
+                                   guards=self._guards, policy=self._policy, watch_containers=True)
         self._fast = None  # the cache's shared jit, once a call has shown it may be used directly
         self._cache.on_shared_change = self._drop_fast
-        self._cache.watch_containers = True
-        self._containers_stateful = False  # a list/dict argument needed the stateful path once
-        self._pytree_route = True  # `_call_pytrees` may pass pytree arguments to the shared jit
         self._stateful = None  # programs for calls whose self/arguments carry state (dy2st/state.py)
         self._bound = weakref.WeakValueDictionary()  # id(instance) -> BoundStaticFunction
         self._checker = None
-        self._has_checks = False  # programs contain run-time checks: wait for their results
-        self._eager_only = runs_eagerly(fn)  # numpy/builtin callables: nothing to convert or trace
         functools.update_wrapper(self, fn)
-        if input_spec is None and not self._eager_only and config.enable_to_static:
+        if input_spec is None and not self._policy.eager_only and config.enable_to_static:
             # Armed from the start, so that the first call of positional arrays is the front's
             # miss and the front caches its program: the second call is then a hit too (armed
             # after the first call, the second was a miss through jit's Python path: 0.27 ms).
@@ -320,7 +317,8 @@ class StaticFunction(functools.partial):
         """Every call the dispatcher does not send straight to the shared jit."""
         if self._guards and not self._guards.holds():
             self._guards_changed()
-        if self._cache.staged_nothing and plain_python((args, dict(kwargs))) and config.enable_to_static:
+        policy = self._policy
+        if policy.staged_nothing and plain_python((args, dict(kwargs))) and config.enable_to_static:
             # A trace of Python values only staged nothing: a program per value would compile
             # and keep an executable of no work. Such calls run the function as it is (eager's
             # meaning, by definition); a call with arrays traces as ever.
@@ -329,7 +327,7 @@ class StaticFunction(functools.partial):
             containers = False  # arrays or static values, with as few steps as it takes (each shows)
             for a in args:
                 if type(a) is not ARRAY_IMPL and stateful.is_stateful(a):
-                    if type(a) not in LIFTED_ROOTS or self._containers_stateful:
+                    if type(a) not in LIFTED_ROOTS or policy.lists_lifted:
                         break
                     containers = True
             else:
@@ -340,16 +338,16 @@ class StaticFunction(functools.partial):
             (self._checker or self._spec_checker).check(args, kwargs)
         checks_before = RuntimeChecks.traced
         out = self._run(args, kwargs)
-        if self._cache.decodes_outputs:
+        if policy.decodes_outputs:
             out = static_outputs.decode_result(out, static_outputs.ArgumentObjects(args, kwargs))
-        if self._has_checks or RuntimeChecks.traced != checks_before:
-            self._has_checks = True  # this call traced a run-time check (an assert)
+        if policy.checks or RuntimeChecks.traced != checks_before:
+            policy.checks = True  # this call traced a run-time check (an assert)
             self._set_fast(None)
             _wait_for(out)  # a failed check raises here, inside this call
-        elif self._cache.staged_nothing:  # calls of Python values must reach the check above
+        elif policy.staged_nothing:  # calls of Python values must reach the check above
             self._set_fast(None)
         elif (self._fast is None and self._input_spec is None and self._converted_fn is not None
-              and config.enable_to_static and not self._cache.decodes_outputs):
+              and config.enable_to_static and not policy.decodes_outputs):
             self._set_fast(self._cache.shared)  # arm the hit path (None once the cache retired it)
         return out
 
@@ -389,7 +387,7 @@ class StaticFunction(functools.partial):
         jitted = self._fast
         if jitted is None or not _jax_compat.at_top_level():  # traced arguments: inlined
             return _NOT_TAKEN
-        if self._containers_stateful and not _PYTREE_ROOTS_LIFTED.issuperset(map(type, args)):
+        if self._policy.lists_lifted and not _PYTREE_ROOTS_LIFTED.issuperset(map(type, args)):
             return _NOT_TAKEN  # lists and dicts are lifted as state
         cache = self._cache
         traces_before = cache.traces_started()
@@ -411,24 +409,22 @@ class StaticFunction(functools.partial):
     def _lift_containers(self):
         """A trace showed the function changes or keeps a list/dict argument: such arguments
         are lifted as state from now on (not passed as plain inputs, nor cached by the front)."""
-        self._containers_stateful = True
+        self._policy.lists_lifted = True
         self._set_fast(self._fast)
 
     def _close_pytree_route(self):
-        self._pytree_route = False
+        self._policy.pytree_route = False
         self._set_fast(self._fast)
 
     def _set_fast(self, jitted):
         self._fast = jitted
-        self._use_jit(jitted, self._call_pytrees if jitted is not None and self._pytree_route else None,
+        self._use_jit(jitted, self._call_pytrees if jitted is not None and self._policy.pytree_route else None,
                       self._guards.holds if self._guards else None)
 
     def _drop_fast(self):
-        """The cache replaced or retired its shared jit, or it traced a run-time check: the next
-        call takes the general path."""
+        """The cache replaced or retired its shared jit, or it traced a run-time check (the
+        policy says so): the next call takes the general path."""
         self._set_fast(None)
-        if self._cache.has_checks:
-            self._has_checks = True
 
     def _inline(self, args, kwargs):
         """Called with traced arguments (inside jit/grad/vmap): run into the enclosing trace
@@ -459,11 +455,11 @@ class StaticFunction(functools.partial):
         self.clear_cache()
 
     def _run(self, args, kwargs):
-        if not config.enable_to_static or self._eager_only:
+        if not config.enable_to_static or self._policy.eager_only:
             return self._fn(*args, **kwargs)
         positions = stateful.root_positions(args, kwargs)
         if positions:
-            if not self._containers_stateful and stateful.plain_containers(args, kwargs, positions):
+            if not self._policy.lists_lifted and stateful.plain_containers(args, kwargs, positions):
                 out = self._call_cache(args, kwargs, containers=True)
                 if out is not _LIFT:
                     return out
@@ -508,6 +504,12 @@ class StaticFunction(functools.partial):
         return bound
 
     # -- introspection ------------------------------------------------------------------
+    @property
+    def policy(self) -> CallPolicy:
+        """Which route calls take, and why: what calls and traces have shown so far
+        (`dy2st.call_policy`; `policy.reasons()` says it in words). Read it; dy2st writes it."""
+        return self._policy
+
     @property
     def code(self) -> str:
         """The translated source, as Python text."""

@@ -40,6 +40,7 @@ from typing import Callable
 import jax
 
 from dy2st import _jax_compat
+from dy2st.call_policy import AmbiguousLeaf, CallPolicy, ContainerEffect, OrderObserved
 from dy2st.config import config, log, logger
 from dy2st.errors import (Dy2StaticError, InputSignatureError, OriginInfo, PythonEffectError, RuntimeChecks,
                           StagedBranchError)
@@ -57,26 +58,6 @@ _GENERAL = object()  # first element of the keys of programs with static leaves
 _ORDERED = object()  # first element of `(_ORDERED, key orders, key)`: dict arguments out of sorted order
 _flatten = jax.tree_util.tree_flatten
 _NO_KWARGS: dict = {}  # never written: `(args, {})`'s structure without a new dict per call
-
-
-class ContainerEffect(Exception):
-    """A program given lists or dicts as plain inputs found them needing more: the function
-    changes one in place or keeps one (a global, an attribute would hold the caller's object),
-    or one holds an object with state. The call goes the way
-    of objects with state instead (`dy2st/stateful.py`), which lifts and writes back."""
-
-
-class AmbiguousLeaf(Exception):
-    """The shared jit was asked to trace a pytree or keyword signature with a leaf whose jit
-    signature a Python scalar shares (a weak-typed array, a bool scalar): such programs live in
-    the table instead. Then jit's own dispatch (`StaticFunction`'s pytree route, which passes
-    pytrees to the shared jit without flattening them first) never runs a program of dy2st's
-    for a call passing a Python number (static to dy2st) where an array was, nor traces one."""
-
-
-class OrderObserved(AmbiguousLeaf):
-    """The shared jit was given dicts whose key order the function observes (or may: keyword
-    arguments): such programs live in the table, keyed by the order too (`key_order.WatchedDict`)."""
 
 
 def _ambiguous(avals) -> bool:
@@ -415,8 +396,12 @@ class ProgramCache:
     """
 
     def __init__(self, fn: Callable | None, name: str, max_programs: int = DEFAULT_MAX_PROGRAMS,
-                 *, get_fn: Callable[[], Callable] | None = None, shardings=None, guards=None):
-        """Programs of `fn`, or of `get_fn()` (called at the first trace: conversion stays lazy)."""
+                 *, get_fn: Callable[[], Callable] | None = None, shardings=None, guards=None,
+                 policy: CallPolicy | None = None, watch_containers: bool = False):
+        """Programs of `fn`, or of `get_fn()` (called at the first trace: conversion stays lazy).
+        `policy`: the record its traces tell what they show (`call_policy`), shared with the
+        StaticFunction choosing routes; `watch_containers`: check, while tracing, the lists and
+        dicts among the arguments (given as plain inputs: `ContainerEffect` where they need more)."""
         if max_programs is None or int(max_programs) < 1:
             raise ValueError(f"max_programs must be a positive integer, got {max_programs!r}")
         self._get_fn = get_fn if get_fn is not None else (lambda: fn)
@@ -431,16 +416,10 @@ class ProgramCache:
         self._warned = False
         self._builds = 0  # programs built so far, evicted ones included
         self.traced = 0  # traces begun so far (each program's, a retrace's, an abandoned one's)
-        # a trace of Python values only staged nothing (no array in or out, no print, no check):
-        # such calls need no program (`StaticFunction._run` runs them as they are)
-        self.staged_nothing = False
+        self.policy = policy if policy is not None else CallPolicy()
+        self.watch_containers = watch_containers
         self._shared_keys: set = set()  # keys of the programs that live in `shared`
         self.on_shared_change: Callable[[], None] | None = None  # told when `shared` changes role
-        self.has_checks = False  # the shared jit traced a run-time check (an assert)
-        self.decodes_outputs = False  # a program returns static_outputs' records: calls decode them
-        self.watch_containers = False  # check, while tracing, the lists/dicts among the arguments
-        self.ambiguous_seen = False  # the shared jit refused a signature (AmbiguousLeaf)
-        self.orders_observed = False  # a trace observed a dict argument's key order (OrderObserved)
         self._local = threading.local()  # traces of the shared jit begun by this thread
         self.shared = self._new_shared()
 
@@ -456,14 +435,14 @@ class ProgramCache:
             # jit's key has no order for a dict: a function that observes it is keyed by it (ours)
             holds_dict = _holds_dict(treedef)
             shared = self.shared
-            if (shared is not None and not (holds_dict and (self.orders_observed or kwargs))
-                    and not (self.ambiguous_seen and self._ambiguous(args, kwargs, leaves, treedef))):
+            if (shared is not None and not (holds_dict and (self.policy.orders_observed or kwargs))
+                    and not (self.policy.ambiguous_seen and self._ambiguous(args, kwargs, leaves, treedef))):
                 try:  # (no `**{}`: each step of the common case shows)
                     return shared(*args, **kwargs) if kwargs else shared(*args)
                 except OrderObserved:
                     pass  # this trace observed a dict's order: keyed by it below
                 except AmbiguousLeaf:
-                    self.ambiguous_seen = True
+                    self.policy.ambiguous_seen = True
             key = _arrays_key(args, kwargs, leaves, treedef)
             return self._run(_ordered(key, args, kwargs) if holds_dict else key, args, kwargs)
         if on_traced is not None:
@@ -669,18 +648,18 @@ class ProgramCache:
                 if watcher is not None and isinstance(error, Exception) and not isinstance(error, (OrderObserved, ContainerEffect)):
                     # a trace with watched dicts failed: traced again with plain ones (keyed by
                     # their order), where the function's own error, if it is one, comes again
-                    self.orders_observed = True
+                    self.policy.orders_observed = True
                     raise OrderObserved("a trace with watched dict arguments failed") from error
                 raise
         _refuse_leaked(changed, out, (args, kwargs))
         if (python_only and (RuntimeChecks.traced, writes.staged_prints()) == effects_before
                 and not any(isinstance(leaf, jax.Array) for leaf in jax.tree_util.tree_leaves(encoded))):
-            self.staged_nothing = True
+            self.policy.staged_nothing = True
         if not encode:
             return out
         result = static_outputs.split(encoded)
-        if result is not out and not self.decodes_outputs:
-            self.decodes_outputs = True  # calls must resolve outputs: not the direct jit path
+        if result is not out and not self.policy.decodes_outputs:
+            self.policy.decodes_outputs = True  # calls must resolve outputs: not the direct jit path
             if self.on_shared_change is not None:
                 self.on_shared_change()
         return result
@@ -698,7 +677,7 @@ class ProgramCache:
         if code is not None:  # the numbers rule: a Python int computed on outside a staged `if` or loop too
             check_python_ints(mark, OriginInfo(code.co_filename, code.co_firstlineno, code.co_name))
         if watcher is not None and (watcher.observed or key_order.holds_watched(out)):
-            self.orders_observed = True  # this program would serve other orders: given up
+            self.policy.orders_observed = True  # this program would serve other orders: given up
             raise OrderObserved("the function observes a dict argument's key order")
         refused = writes.swallowed_refusal()
         if refused is not None:  # the user's own handler caught it while tracing
@@ -770,7 +749,7 @@ class ProgramCache:
             if _holds_dict(jax.tree_util.tree_structure((args, kwargs))):
                 # Jit's own dispatch reuses this program for a dict with the same keys in another
                 # order (its key has none): right only where the function does not observe it.
-                if self.orders_observed or kwargs:
+                if self.policy.orders_observed or kwargs:
                     raise OrderObserved("a dict argument")
                 watcher = key_order.Watcher()
                 args = key_order.watched(args, watcher)
@@ -797,7 +776,7 @@ class ProgramCache:
 
     def _traced_checks(self):
         """A trace of the shared jit met a run-time check: its caller must wait for results."""
-        self.has_checks = True
+        self.policy.checks = True
         if self.on_shared_change is not None:
             self.on_shared_change()
 

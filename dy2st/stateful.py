@@ -73,7 +73,7 @@ def root_positions(args, kwargs) -> tuple:
 
 def plain_containers(args, kwargs, positions) -> bool:
     """Whether every stateful argument is a list or dict (no object, no NNX module): such
-    calls first try the plain program path (`program.ContainerEffect`)."""
+    calls first try the plain program path (`call_policy.ContainerEffect`)."""
     for p in positions:
         if type(kwargs[p] if type(p) is str else args[p]) not in LIFTED_ROOTS:
             return False
@@ -228,7 +228,7 @@ class StatefulPrograms:
             entry.local.layout = previous
         if result is _INLINE:
             return self._run_inline(args, kwargs)
-        if entry.cache.decodes_outputs:
+        if entry.cache.policy.decodes_outputs:
             result = static_outputs.decode_result(result)
         out, delta = result
         recipe = delta.handle.recipe

@@ -44,7 +44,7 @@ def test_lookups_only_take_the_front_for_every_order():
     static = dy2st.to_static(looks_up)
     for d in orders():
         np.testing.assert_array_equal(static(d, A), looks_up(d, A))
-    assert not static._cache.orders_observed
+    assert not static.policy.orders_observed
     assert type(static.func).__name__ == "PjitFunction"
 
 
@@ -61,7 +61,7 @@ def test_observed_orders_key_the_programs(fn):
                 assert list(eager) == list(got)
             if fn is iterates:
                 assert got[0] == list(d)
-    assert static._cache.orders_observed
+    assert static.policy.orders_observed
 
 
 def checks_its_type(d, x):

@@ -40,7 +40,7 @@ def test_pytrees_of_arrays_take_the_route_and_keep_one_program(monkeypatch):
     monkeypatch.setattr(jax.tree_util, "tree_flatten", lambda *a, **k: flattens.append(1) or real(*a, **k))
     for _ in range(3):
         _same(static(*_args()), layers(*_args()))
-    assert static._pytree_route and static._stateful is None and len(static.programs) == 1
+    assert static.policy.pytree_route and static._stateful is None and len(static.programs) == 1
     assert flattens == []  # no flatten of dy2st's on the way: jit's own
 
 
@@ -97,7 +97,7 @@ def test_a_list_changed_on_a_later_signature_is_written_back():
     xs = [X]
     for _ in range(2):
         static(xs, X)
-    assert len(xs) == 1 and static._pytree_route
+    assert len(xs) == 1 and static.policy.pytree_route
     longer = jnp.arange(5.0)
     eager = [X]
     f(eager, longer)
@@ -118,7 +118,7 @@ def test_the_functions_own_type_error_is_not_swallowed():
         static((X,), jnp.arange(5.0))
     assert "unsupported operand" in str(info.value)
     assert any("test_pytree_route.py" in note for note in getattr(info.value, "__notes__", ()))
-    assert static._pytree_route
+    assert static.policy.pytree_route
 
 
 def test_transformations_of_pytree_calls_match_eager():

@@ -720,7 +720,7 @@ def test_only_functions_with_runtime_checks_wait_for_results():
     checked, plain = dy2st.to_static(runtime_assert), dy2st.to_static(relu_like)
     checked(POS)
     plain(POS)
-    assert checked._has_checks and not plain._has_checks
+    assert checked.policy.checks and not plain.policy.checks
 
 
 def relu_like(x):

@@ -172,7 +172,7 @@ def test_calls_take_the_direct_path_with_no_host_synchronisation():
         static = dy2st.to_static(fn)
         static(POS)
         static(NEG)
-        assert not static._cache.decodes_outputs and static._fast is not None
+        assert not static.policy.decodes_outputs and static._fast is not None
 
 
 def test_nothing_extra_under_an_outer_trace():
@@ -451,7 +451,7 @@ def test_a_counter_adding_a_constant_costs_no_check():
     static = dy2st.to_static(_counts)
     for n in (0, 3):
         assert int(static(POS, jnp.int32(n))) == _counts(POS, n)
-    assert not static._has_checks and static._fast is not None
+    assert not static.policy.checks and static._fast is not None
 
 
 def _doubles_in_a_side(x):

@@ -30,7 +30,7 @@ def test_untouched_list_takes_the_plain_path():
     params = _params()
     np.testing.assert_allclose(static(params, X), forward(params, X))
     np.testing.assert_allclose(static(params, X), forward(params, X))
-    assert static._stateful is None and not static._containers_stateful
+    assert static._stateful is None and not static.policy.lists_lifted
     assert len(static.programs) == 1
 
 
@@ -72,7 +72,7 @@ def test_in_place_changes_reach_the_caller():
             assert jax.tree_util.tree_structure(static_arg) == jax.tree_util.tree_structure(eager_arg)
             for a, b in zip(jax.tree_util.tree_leaves(static_arg), jax.tree_util.tree_leaves(eager_arg)):
                 np.testing.assert_allclose(a, b)
-        assert static._containers_stateful
+        assert static.policy.lists_lifted
 
 
 def test_returned_list_is_an_equal_list():

@@ -212,7 +212,7 @@ def test_module_read_inside_a_list_stays_on_the_plain_path():
     static = dy2st.to_static(_read_first)
     for _ in range(2):
         np.testing.assert_allclose(static(layers, POS), _read_first(layers, POS), rtol=1e-6)
-    assert static._stateful is None and not static._containers_stateful
+    assert static._stateful is None and not static.policy.lists_lifted
 
 
 def test_module_changed_inside_a_tuple_argument_is_refused():

@@ -1,0 +1,96 @@
+"""Which route a StaticFunction's calls take, and why: one record of what its calls and traces showed.
+
+A call goes one of these ways (`api.StaticFunction`):
+
+* the front: jit's C++ dispatch of the shared jit, no Python of dy2st's (positional arrays, and
+  pytrees of them on the pytree route);
+* the dispatcher's general path: the program table keyed by dy2st (static values, keywords,
+  dicts whose order a trace observed, weak-typed scalar leaves), decoding outputs, waiting for
+  run-time checks;
+* the stateful path (`stateful.py`): arguments that carry state (objects, models; lists and dicts
+  once a trace changed or kept one), lifted and written back;
+* the function as it is: a numpy/builtin callable, or calls of Python values whose trace staged
+  nothing.
+
+Everything that moves calls from one way to another is a field of `CallPolicy`, set once and
+read where the route is chosen. A trace that finds the route it runs on wrong leaves with a
+`RouteChange`; where it is caught, the policy records what it showed, and the call takes the
+route the policy now gives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class CallPolicy:
+    """What a StaticFunction's calls so far showed (see the module docstring)."""
+
+    # a numpy/builtin callable: nothing to convert or trace, calls run it as it is
+    eager_only: bool = False
+    # a trace changed or kept a list/dict argument: such arguments are lifted as state from now on
+    lists_lifted: bool = False
+    # pytrees of arrays may go to the shared jit as they are (closed once jit refused a leaf)
+    pytree_route: bool = True
+    # a program holds a run-time check (an assert): calls wait for its result, off the front
+    checks: bool = False
+    # programs return what the boundary decodes (`static_outputs`): calls decode, off the front
+    decodes_outputs: bool = False
+    # a trace of Python values only staged nothing: calls of Python values run the function as it is
+    staged_nothing: bool = False
+    # the shared jit refused a pytree signature with a weak-typed or bool scalar leaf: such calls
+    # go to the table without a failed trace each
+    ambiguous_seen: bool = False
+    # a trace observed a dict argument's key order: calls with dicts are keyed by their order
+    orders_observed: bool = False
+
+    def off_the_front(self) -> bool:
+        """Whether calls must finish in Python (decode outputs, wait for checks) after the program."""
+        return self.checks or self.decodes_outputs
+
+    def reasons(self) -> list[str]:
+        """What this policy holds, as sentences (for `explain`)."""
+        said = []
+        if self.eager_only:
+            said.append("runs as it is (a numpy or builtin callable: nothing to convert)")
+        if self.lists_lifted:
+            said.append("list and dict arguments are lifted as state and written back (a trace changed or kept one)")
+        if not self.pytree_route:
+            said.append("pytree arguments take the dispatcher's path (jit refused one of their leaves)")
+        if self.checks:
+            said.append("calls wait for run-time checks (a program holds an assert or another check)")
+        if self.decodes_outputs:
+            said.append("calls decode outputs the program cannot return as arrays (Python values, identities)")
+        if self.staged_nothing:
+            said.append("calls of Python values only run the function as it is (their trace staged nothing)")
+        if self.orders_observed:
+            said.append("dict arguments are keyed by their key order (a trace observed it)")
+        if self.ambiguous_seen:
+            said.append("pytrees with weak-typed or bool scalar leaves are keyed by dy2st, not jit")
+        return said
+
+
+class RouteChange(Exception):
+    """A trace (or jit's argument check) found that its call must take another route: it leaves
+    the trace, and where it is caught the policy records what it showed."""
+
+
+class ContainerEffect(RouteChange):
+    """A program given lists or dicts as plain inputs found them needing more: the function
+    changes one in place or keeps one (a global, an attribute would hold the caller's object),
+    or one holds an object with state. The call goes the way of objects with state instead
+    (`dy2st/stateful.py`), which lifts and writes back."""
+
+
+class AmbiguousLeaf(RouteChange):
+    """The shared jit was asked to trace a pytree or keyword signature with a leaf whose jit
+    signature a Python scalar shares (a weak-typed array, a bool scalar): such programs live in
+    the table instead. Then jit's own dispatch (the pytree route, which passes pytrees to the
+    shared jit without flattening them first) never runs a program of dy2st's for a call passing
+    a Python number (static to dy2st) where an array was, nor traces one."""
+
+
+class OrderObserved(AmbiguousLeaf):
+    """The shared jit was given dicts whose key order the function observes (or may: keyword
+    arguments): such programs live in the table, keyed by the order too (`key_order.WatchedDict`)."""
