@@ -17,7 +17,7 @@ import jax
 from dy2st import _jax_compat, callables, conversion, input_spec, stateful
 from dy2st.config import _switch_listeners, config, logger
 from dy2st.errors import RuntimeChecks, at_boundary
-from dy2st.call_policy import AmbiguousLeaf, CallPolicy, ContainerEffect
+from dy2st.call_policy import AmbiguousLeaf, CallPolicy, ContainerEffect, Declined
 from dy2st.program import _FAST_TYPES, ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, ConcreteProgram, ProgramCache, plain_python
 from dy2st.sharding import Shardings
 from dy2st.runtime import guards, static_outputs, writes
@@ -69,9 +69,10 @@ def _dispatcher(fn=None):
                         return _finish_after_change(out, args)
                     return out
                 if pytrees is not None and _PYTREE_ROOTS.issuperset(map(type, args)):
-                    out = pytrees(args)
-                    if out is not _NOT_TAKEN:
-                        return out
+                    try:
+                        return pytrees(args)
+                    except Declined:
+                        pass
             return owner._call_general(args, kwargs)
         except Exception as exc:
             # Inline (not a helper): a bare `raise` here adds no frame of ours to the traceback.
@@ -138,10 +139,8 @@ def _dispatcher(fn=None):
 
 
 _MISSING = object()  # a parameter the call did not pass (the generated dispatcher's default)
-_NOT_TAKEN = object()  # the pytree route gave the call back to the general path
 _PYTREE_ROOTS = frozenset({ARRAY_IMPL, tuple, list, dict})  # argument types the pytree route takes
 _PYTREE_ROOTS_LIFTED = frozenset({ARRAY_IMPL, tuple})  # ... once lists and dicts are lifted as state
-_LIFT = object()  # a call's list/dict arguments must be lifted as state (program.ContainerEffect)
 _MAX_SPECIALIZED = 8
 
 
@@ -189,9 +188,10 @@ def _positional_dispatch(fn):
         f"                return _dy2st_finish(_dy2st_out, ({values},))\n"
         f"            return _dy2st_out\n"
         f"        if _dy2st_pytrees is not None and (_dy2st_holds is None or _dy2st_holds()) and {pytree_types}:\n"
-        f"            _dy2st_out = _dy2st_pytrees(({values},))\n"
-        f"            if _dy2st_out is not _dy2st_NOT_TAKEN:\n"
-        f"                return _dy2st_out\n"
+        f"            try:\n"
+        f"                return _dy2st_pytrees(({values},))\n"
+        f"            except _dy2st_Declined:\n"
+        f"                pass\n"
         f"        if {' or '.join(f'{n} is _dy2st_MISSING' for n in names)}:\n"
         f"            return _dy2st_owner._call_general(*_dy2st_passed(({values},), _dy2st_names))\n"
         f"        return _dy2st_owner._call_general(({values},), _dy2st_NO_KWARGS)\n"
@@ -203,7 +203,7 @@ def _positional_dispatch(fn):
         f"        raise _dy2st_error from _dy2st_error.__cause__\n"
     )
     namespace = {"_dy2st_shared": None, "_dy2st_owner": None, "_dy2st_ARRAY": ARRAY_IMPL, "_dy2st_holds": None,
-                 "_dy2st_pytrees": None, "_dy2st_PYTREE_ROOTS": _PYTREE_ROOTS, "_dy2st_NOT_TAKEN": _NOT_TAKEN,
+                 "_dy2st_pytrees": None, "_dy2st_PYTREE_ROOTS": _PYTREE_ROOTS, "_dy2st_Declined": Declined,
                  "_dy2st_type": type, "_dy2st_Exception": Exception,
                  "_dy2st_MISSING": _MISSING, "_dy2st_finish": _finish_after_change, "_dy2st_boundary": at_boundary,
                  "_dy2st_config": config, "_dy2st_passed": _passed, "_dy2st_names": tuple(names),
@@ -331,8 +331,11 @@ class StaticFunction(functools.partial):
                         break
                     containers = True
             else:
-                out = self._call_cache(args, None, containers)
-                if out is not _LIFT:
+                try:
+                    out = self._cache(args, None, self._inline, containers=containers)
+                except ContainerEffect:
+                    self._lift_containers()  # from now on, and for this call: the stateful path below
+                else:
                     return out if self._fast is not None else _finish_after_change(out, args)
         if self._input_spec is not None:
             (self._checker or self._spec_checker).check(args, kwargs)
@@ -363,8 +366,9 @@ class StaticFunction(functools.partial):
             cached.append(data)
             return out
 
-        out = self._call_pytrees(args, run) if pytree else run(*args)  # the route finishes its own
-        if out is _NOT_TAKEN:
+        try:
+            out = self._call_pytrees(args, run) if pytree else run(*args)  # the route finishes its own
+        except Declined:
             return None
         if self._fast is not jitted:  # disarmed by this call
             return (out if pytree else _finish_after_change(out, args)), None
@@ -376,7 +380,7 @@ class StaticFunction(functools.partial):
         flatten or key of its own (on an optax step that was most of dy2st's cost per call).
 
         What dy2st's own flatten would have told apart is refused by jit or by the shared
-        jit's trace instead, and the call goes the general way (`_NOT_TAKEN`), the route closed
+        jit's trace instead, and the call goes the general way (`Declined`), the route closed
         for this function: a dict of two keys or more (jit's key has no order for it: the general
         way keys the program by its order too), a leaf jit cannot take (a string, an object:
         static to dy2st), a
@@ -386,24 +390,26 @@ class StaticFunction(functools.partial):
         """
         jitted = self._fast
         if jitted is None or not _jax_compat.at_top_level():  # traced arguments: inlined
-            return _NOT_TAKEN
+            raise Declined("traced arguments")
         if self._policy.lists_lifted and not _PYTREE_ROOTS_LIFTED.issuperset(map(type, args)):
-            return _NOT_TAKEN  # lists and dicts are lifted as state
+            raise Declined("lists and dicts are lifted as state")
         cache = self._cache
         traces_before = cache.traces_started()
         try:
             out = (run or jitted)(*args)
         except ContainerEffect:
             self._lift_containers()
-            return _NOT_TAKEN
+            raise Declined("a list or dict argument is changed or kept") from None
         except AmbiguousLeaf:
             self._close_pytree_route()
-            return _NOT_TAKEN
+            raise Declined("a signature the shared jit does not take") from None
         except Exception:
             if cache.traces_started() != traces_before:
                 raise  # the function's own error, raised while tracing it
-            self._close_pytree_route()  # jit's argument check refused a leaf (a TypeError, an
-            return _NOT_TAKEN  # OverflowError for a Python int beyond int32): the general way
+            # jit's argument check refused a leaf (a TypeError, an OverflowError for a Python int
+            # beyond int32): the general way
+            self._close_pytree_route()
+            raise Declined("jit refused a leaf") from None
         return out if self._fast is not None else _finish_after_change(out, args)
 
     def _lift_containers(self):
@@ -460,23 +466,14 @@ class StaticFunction(functools.partial):
         positions = stateful.root_positions(args, kwargs)
         if positions:
             if not self._policy.lists_lifted and stateful.plain_containers(args, kwargs, positions):
-                out = self._call_cache(args, kwargs, containers=True)
-                if out is not _LIFT:
-                    return out
+                # list/dict arguments as plain pytree inputs (jit's own flattening, no state
+                # walk), until a trace shows the function changes or keeps one
+                try:
+                    return self._cache(args, kwargs, self._inline, containers=True)
+                except ContainerEffect:
+                    self._lift_containers()  # lifted and written back from now on
             return self._stateful_programs.call(args, kwargs, positions)
         return self._cache(args, kwargs, self._inline)
-
-    def _call_cache(self, args, kwargs, containers: bool):
-        """The plain program; with list/dict arguments (`containers`) passed as plain pytree
-        inputs (jit's own flattening, no state walk), or `_LIFT` once a trace shows the function
-        changes or keeps one: from then on, such arguments are lifted and written back."""
-        if not containers:
-            return self._cache(args, kwargs, self._inline)
-        try:
-            return self._cache(args, kwargs, self._inline, containers=True)
-        except ContainerEffect:
-            self._lift_containers()
-            return _LIFT
 
     @property
     def _spec_checker(self) -> input_spec.ArgumentChecker:

@@ -76,6 +76,11 @@ class RouteChange(Exception):
     the trace, and where it is caught the policy records what it showed."""
 
 
+class Declined(RouteChange):
+    """The pytree route gave a call back (a leaf jit refuses, a list the function changes, a
+    signature the shared jit does not take): the dispatcher's general path runs it."""
+
+
 class ContainerEffect(RouteChange):
     """A program given lists or dicts as plain inputs found them needing more: the function
     changes one in place or keeps one (a global, an attribute would hold the caller's object),
