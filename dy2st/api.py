@@ -18,7 +18,8 @@ from dy2st import _jax_compat, callables, conversion, input_spec, stateful
 from dy2st.config import _switch_listeners, config, logger
 from dy2st.errors import RuntimeChecks, at_boundary
 from dy2st.call_policy import AmbiguousLeaf, CallPolicy, ContainerEffect, Declined
-from dy2st.program import _FAST_TYPES, ARRAY_IMPL, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, ConcreteProgram, ProgramCache, plain_python
+from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
+from dy2st.program_body import ARRAY_IMPL, LIFTED_ROOTS, plain_python
 from dy2st.sharding import Shardings
 from dy2st.runtime import guards, static_outputs, writes
 from dy2st.runtime.calls import NOT_TO_STATIC_ATTR, python_function_of, runs_eagerly, top_level_target

@@ -45,10 +45,6 @@ class CallPolicy:
     # a trace observed a dict argument's key order: calls with dicts are keyed by their order
     orders_observed: bool = False
 
-    def off_the_front(self) -> bool:
-        """Whether calls must finish in Python (decode outputs, wait for checks) after the program."""
-        return self.checks or self.decodes_outputs
-
     def reasons(self) -> list[str]:
         """What this policy holds, as sentences (for `explain`)."""
         said = []

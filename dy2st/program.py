@@ -19,6 +19,9 @@ shared function is retired. A miss traces and compiles once per signature even w
 threads miss the same key together: the first thread builds the program, the others wait
 (jit does the same for the shared function).
 
+What each program traces, and what its traces show about the route calls take, are not this
+module's: `program_body.ProgramBody` and `call_policy.CallPolicy`.
+
 Before (jit's own cache, unbounded, no per-signature entry to drop):
     jax.jit(fn)(x)
 After:
@@ -29,29 +32,23 @@ After:
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import functools
 import inspect
-import sys
 import threading
 from typing import Callable
 
 import jax
 
-from dy2st import _jax_compat
 from dy2st.call_policy import AmbiguousLeaf, CallPolicy, ContainerEffect, OrderObserved
 from dy2st.config import config, log, logger
-from dy2st.errors import (Dy2StaticError, InputSignatureError, OriginInfo, PythonEffectError, RuntimeChecks,
-                          StagedBranchError)
+from dy2st.errors import InputSignatureError, RuntimeChecks
 from dy2st.input_spec import user_origin
-from dy2st.runtime import guards, key_order, static_outputs, writes
-from dy2st.runtime.asserts import check_python_ints
-from dy2st.runtime.undefined import check_defined
-from dy2st.runtime.values import ARRAY_TYPES, is_nnx_object, iterator_position
+from dy2st.program_body import _PLAIN_STATICS, ARRAY_IMPL, ProgramBody
+from dy2st.runtime import key_order
+from dy2st.runtime.values import ARRAY_TYPES, iterator_position
 from dy2st.state import refuse_slotted
 
-ARRAY_IMPL = _jax_compat.array_type()
 _FAST_TYPES = frozenset({ARRAY_IMPL})
 DEFAULT_MAX_PROGRAMS = 64
 _GENERAL = object()  # first element of the keys of programs with static leaves
@@ -64,156 +61,6 @@ def _ambiguous(avals) -> bool:
     return any(a.weak_type or (a.dtype == bool and not a.shape) for a in avals)
 
 
-_PLAIN_STATICS = frozenset({int, float, bool, complex, str, bytes, type(None)})
-LIFTED_ROOTS = (list, dict)  # argument types tried as plain inputs before being lifted as state
-
-
-def _mutables(tree) -> tuple[list, list]:
-    """`(lists and dicts, other objects)` in a pytree, at any depth, parents first: the other
-    objects are the nodes of registered pytree classes that are not tuples (a dataclass
-    pytree, a Flax NNX module or Variable), which code can change in place."""
-    containers, objects = [], []
-
-    def note(x):
-        tp = type(x)
-        if tp in _IMMUTABLE_NODES:
-            return False
-        if isinstance(x, (list, dict)):
-            containers.append(x)
-        elif not isinstance(x, (tuple, *ARRAY_TYPES)) and hasattr(x, "__dict__"):
-            objects.append(x)  # a leaf (an opaque object) too: the flatten below tells them apart
-        return False
-
-    _flatten(tree, is_leaf=note)
-    return containers, objects
-
-
-_IMMUTABLE_NODES = frozenset({ARRAY_IMPL, tuple, type(None), *_PLAIN_STATICS})
-
-
-def _contents(container) -> tuple:
-    """`(keys, values)`: a list's keys are its length."""
-    if isinstance(container, list):
-        return len(container), list(container)
-    return list(container), list(container.values())
-
-
-def _watched(args, kwargs) -> tuple[list, list]:
-    """`(lists and dicts with their contents, (argument, object, flattened object) of the
-    other mutable objects)` among the arguments."""
-    snapshot, objects = [], []
-    for argument in (*args, *kwargs.values()):
-        if type(argument) is not ARRAY_IMPL:
-            containers, others = _mutables(argument)
-            snapshot += [(c, _contents(c)) for c in containers]
-            objects += [(argument, o, _flatten(o), dict(vars(o))) for o in others]
-    return snapshot, objects
-
-
-class _ContainerWatch:
-    """Whether a trace left its input lists, dicts and pytree objects as eager code would see
-    them: lists and dicts with the same contents (by identity) and no new references to them
-    (kept in a global, an attribute, a closure); objects of registered pytree classes (a
-    dataclass pytree, an NNX module inside a list) with the same leaves and structure. The
-    program gets such arguments as values, so a change made in place would not reach the
-    caller's objects. (A returned input list is an equal new list, as on the stateful path.)
-
-    `liftable`: whether lists and dicts among the arguments may be lifted as state instead
-    (a list or dict argument of its own is a root the stateful path lifts; the call took the
-    plain way only because it has no other kind of root: api.StaticFunction._run).
-    """
-
-    def __init__(self, args, kwargs, liftable: bool = True):
-        self.liftable = liftable and any(type(a) in LIFTED_ROOTS for a in (*args, *kwargs.values()))
-        self.snapshot, self.objects = _watched(args, kwargs)  # (a call: its locals are gone below)
-        self.recount()
-
-    def recount(self) -> None:
-        """Take the references to the watched lists and dicts as they are now (dy2st's own
-        records of them made, `writes.note_inputs`)."""
-        self.counts = [sys.getrefcount(c) for c, _ in self.snapshot]
-
-    def check(self) -> None:
-        """Raise ContainerEffect (the caller lifts the arguments as state instead) where the
-        stateful path writes the change back as eager code makes it, else a PythonEffectError."""
-        for (c, (keys, values)), count in zip(self.snapshot, self.counts):
-            keys_after, values_after = _contents(c)
-            if (sys.getrefcount(c) > count or keys_after != keys
-                    or any(a is not b for a, b in zip(values_after, values))):
-                if self.liftable:
-                    raise ContainerEffect("an input list or dict was changed or kept")
-                raise PythonEffectError(
-                    f"a {type(c).__name__} inside an argument (a tuple or another pytree) is changed in "
-                    "place or kept by the function: dy2st passes such contents to the program as "
-                    "values, so the caller's object would not see the change.",
-                    origin=user_origin(),
-                    advice="pass the list or dict as an argument of its own (dy2st then writes changes "
-                    "back to it), or return the new contents instead of changing them in place.",
-                )
-        writes = []
-        for argument, obj, (leaves, treedef), attributes in self.objects:
-            changed = _python_writes(obj, attributes)
-            if changed:  # Python values only (an `eqx.nn.State` that `set` marked used): replayed
-                writes.append((obj, changed))
-                continue
-            leaves_after, treedef_after = _flatten(obj)
-            if treedef_after == treedef and all(a is b for a, b in zip(leaves_after, leaves)):
-                continue
-            # An NNX module in a list or dict argument: the stateful path lifts the list and
-            # updates the module in place (nnx.update), as the eager call changes it.
-            if self.liftable and type(argument) in LIFTED_ROOTS and is_nnx_object(obj):
-                raise ContainerEffect("an NNX object inside an input list or dict was changed")
-            raise _object_changed_error(obj, obj is argument)
-        return writes
-
-
-def _python_writes(obj, before: dict) -> dict | None:
-    """The attributes the call set on `obj` (a pytree object among the arguments) to values the
-    program gives the same on every call: no array, nothing traced (`self._state = _sentinel`
-    of an `eqx.nn.State` its `set` used up). None where nothing changed, or not only such
-    values (no attribute deleted)."""
-    after = vars(obj)
-    if after.keys() < before.keys():
-        return None
-    changed = {k: v for k, v in after.items() if before.get(k, _NOT_SET) is not v}
-    if not changed or any(isinstance(leaf, jax.Array) for leaf in jax.tree_util.tree_leaves(list(changed.values()))):
-        return None
-    return changed
-
-
-_NOT_SET = object()
-
-
-def _refuse_leaked(changed: dict, out, inputs) -> None:
-    """A list or dict outside the function's arguments (a global, a closure's, a class's)
-    changed in place in a staged branch keeps the trace's values: put it back, and refuse."""
-    found = writes.leaked(changed, out, inputs)
-    if not found:
-        return
-    writes.restore_items((container, before) for _, container, before, _ in found)
-    path, origin = found[0][0], found[0][3]
-    raise PythonEffectError(
-        f"the call changes {path} in place with traced values, a list or dict the function reaches outside its "
-        "arguments (a global, a closure's or a class's): a compiled program cannot write the change "
-        "back, so it would keep a value of the trace.",
-        origin=origin or user_origin(),
-        advice=f"pass {path.split('.')[0].split('[')[0]} to the function as an argument (dy2st writes changes "
-        "to arguments back), or return the new values and update it after the call.",
-    )
-
-
-def _object_changed_error(obj, is_argument: bool) -> PythonEffectError:
-    name = type(obj).__name__
-    where = f"an argument of type {name}" if is_argument else f"a {name} inside an argument"
-    return PythonEffectError(
-        f"{where} is changed in place by the function (an attribute set, a "
-        f"Variable written): {name} is a registered pytree, which dy2st passes to the program as "
-        "values (its leaves), so the caller's object would not see the change.",
-        origin=user_origin(),
-        advice=f"return the new {name} (or the new values) instead of changing it in place "
-        "(`dataclasses.replace(obj, w=...)`); or pass a Flax NNX module or an object of a plain "
-        "class (not a registered pytree) as an argument of its own, whose changes dy2st writes back.",
-    )
 
 
 _ARRAY_ONLY = frozenset({ARRAY_IMPL})
@@ -276,7 +123,6 @@ def _static_token(value):
     return (kind, value) if position is None else (kind, value, position)
 
 
-_PLAIN_STATICS = frozenset({int, bool, str, bytes, type(None)})
 
 
 class StaticKey:
@@ -295,12 +141,6 @@ class StaticKey:
 
     def __eq__(self, other):
         return type(other) is StaticKey and self._tokens == other._tokens
-
-
-def plain_python(tree) -> bool:
-    """Whether every leaf of `tree` is a Python number, string, bytes or None (no array, no
-    object that may hold one)."""
-    return _PLAIN_STATICS.issuperset(map(type, jax.tree_util.tree_leaves(tree)))
 
 
 def is_array_leaf(leaf) -> bool:
@@ -407,7 +247,6 @@ class ProgramCache:
         self._get_fn = get_fn if get_fn is not None else (lambda: fn)
         self._name = name
         self._shardings = shardings  # dy2st.sharding.Shardings, or None
-        self.guards = guards  # runtime.guards.GuardSet its traces note reads into, or None
         self.max_programs = int(max_programs)
         self.table: collections.OrderedDict = collections.OrderedDict()
         self._programs: dict = {}
@@ -415,9 +254,10 @@ class ProgramCache:
         self._lock = threading.Lock()
         self._warned = False
         self._builds = 0  # programs built so far, evicted ones included
-        self.traced = 0  # traces begun so far (each program's, a retrace's, an abandoned one's)
         self.policy = policy if policy is not None else CallPolicy()
-        self.watch_containers = watch_containers
+        # what each program traces (program_body.py): it tells the policy what traces show
+        self.body = ProgramBody(self.policy, guards, encode=shardings is None, watch_containers=watch_containers)
+        self.body.on_policy_change = self._policy_changed
         self._shared_keys: set = set()  # keys of the programs that live in `shared`
         self.on_shared_change: Callable[[], None] | None = None  # told when `shared` changes role
         self._local = threading.local()  # traces of the shared jit begun by this thread
@@ -600,7 +440,7 @@ class ProgramCache:
         orders = signature.orders
         if signature.static_key[1] is None:
             def program(*args, **kwargs):
-                return self._outputs(fn, args, kwargs, orders)
+                return self.body(fn, args, kwargs, orders)
         else:
             treedef, statics, positions = signature.static_key
             for value in statics:  # (once per program: a slotted object's identity keys its own)
@@ -611,87 +451,10 @@ class ProgramCache:
                 for pos, array in zip(positions, arrays):
                     leaves.insert(pos, array)
                 args, kwargs = jax.tree_util.tree_unflatten(treedef, leaves)
-                return self._outputs(fn, args, kwargs, orders)
+                return self.body(fn, args, kwargs, orders)
 
         program.__name__ = program.__qualname__ = getattr(fn, "__name__", "program")
         return jax.jit(program, **self._jit_options(signature))
-
-    def _outputs(self, fn, args, kwargs, orders=None, watcher=None):
-        """What a program returns: `fn`'s outputs, with the outputs that are not arrays and the
-        identities jit's boundary loses encoded (`static_outputs`); the call's boundary decodes them. Not with `out_shardings` (they
-        fix the outputs' structure): such values stay arrays there. `orders`: the key orders
-        of the arguments' dicts, which jit's flattening sorted (`key_order`)."""
-        if orders is not None:
-            args, kwargs = key_order.restore((args, kwargs), orders)
-        self.traced += 1
-        python_only = plain_python((args, kwargs))
-        effects_before = (RuntimeChecks.traced, writes.staged_prints())
-        watch = _ContainerWatch(args, kwargs) if self.watch_containers else None
-        encode = self._shardings is None
-        with writes.program_containers(self.guards) as changed:
-            if watch is not None and watch.snapshot:
-                writes.note_inputs(c for c, _ in watch.snapshot)
-                watch.recount()
-            try:
-                out, encoded = self._traced(fn, args, kwargs, watcher, watch, encode)
-                if self.guards:
-                    self.guards.note_trace_end()
-            except BaseException as error:
-                # No program comes of this trace (the caller may trace again, lifting the
-                # arguments): the lists and dicts outside it that it changed are put back.
-                writes.put_back_traced(changed)
-                raised_before = guards.deferred_raise_origin()
-                if (raised_before is not None and type(error) in StagedBranchError.KEPT_TYPES + (StopIteration,)
-                        and not isinstance(error, Dy2StaticError)):
-                    raise StagedBranchError.wrapping_after_raise(error, raised_before).with_traceback(
-                        error.__traceback__) from error
-                if watcher is not None and isinstance(error, Exception) and not isinstance(error, (OrderObserved, ContainerEffect)):
-                    # a trace with watched dicts failed: traced again with plain ones (keyed by
-                    # their order), where the function's own error, if it is one, comes again
-                    self.policy.orders_observed = True
-                    raise OrderObserved("a trace with watched dict arguments failed") from error
-                raise
-        _refuse_leaked(changed, out, (args, kwargs))
-        if (python_only and (RuntimeChecks.traced, writes.staged_prints()) == effects_before
-                and not any(isinstance(leaf, jax.Array) for leaf in jax.tree_util.tree_leaves(encoded))):
-            self.policy.staged_nothing = True
-        if not encode:
-            return out
-        result = static_outputs.split(encoded)
-        if result is not out and not self.policy.decodes_outputs:
-            self.policy.decodes_outputs = True  # calls must resolve outputs: not the direct jit path
-            if self.on_shared_change is not None:
-                self.on_shared_change()
-        return result
-
-    def _traced(self, fn, args, kwargs, watcher, watch, encode: bool) -> tuple:
-        """`(fn's outputs, encoded)`, traced, once they are known to make a program; raises
-        where they do not (the caller puts back what the trace changed)."""
-        # the arguments' objects: pytree ones (an Equinox module), and static ones of the user's classes
-        objects, leaves = static_outputs.walk_arguments((args, kwargs))
-        guards.note_program(fn, objects + [leaf for leaf in leaves if not isinstance(leaf, jax.Array)])
-        mark = _jax_compat.trace_mark()
-        with watcher.watching() if watcher is not None else contextlib.nullcontext():
-            out = fn(*args, **kwargs)
-        code = getattr(inspect.unwrap(fn), "__code__", None)
-        if code is not None:  # the numbers rule: a Python int computed on outside a staged `if` or loop too
-            check_python_ints(mark, OriginInfo(code.co_filename, code.co_firstlineno, code.co_name))
-        if watcher is not None and (watcher.observed or key_order.holds_watched(out)):
-            self.policy.orders_observed = True  # this program would serve other orders: given up
-            raise OrderObserved("the function observes a dict argument's key order")
-        refused = writes.swallowed_refusal()
-        if refused is not None:  # the user's own handler caught it while tracing
-            raise refused
-        # An argument's list changed: the caller lifts it and writes it back. An argument's object
-        # given Python values: each call sets them on the caller's (`writes`). An argument's object
-        # returned as it is (`return model, y`): eagerly the caller's own (`arguments`).
-        arguments = {id(o): i for i, o in enumerate(objects)}
-        set_on = watch.check() if watch is not None else []
-        set_on = [(arguments[id(obj)], changed) for obj, changed in set_on if id(obj) in arguments]
-        # identities and kinds jit's boundary loses, noted (`static_outputs.encode`) before the
-        # walk for undefined values, which a self-holding list would not end
-        encoded = check_defined(static_outputs.encode(out, arguments, writes=set_on) if encode else out)
-        return out, encoded
 
     def _jit_options(self, signature: Signature) -> dict:
         """`in_shardings`/`out_shardings` for one program (the program takes the array leaves
@@ -754,7 +517,7 @@ class ProgramCache:
                 watcher = key_order.Watcher()
                 args = key_order.watched(args, watcher)
             checks_before = RuntimeChecks.traced
-            out = self._outputs(self._get_fn(), args, kwargs, watcher=watcher)
+            out = self.body(self._get_fn(), args, kwargs, watcher=watcher)
             if RuntimeChecks.traced != checks_before:
                 self._traced_checks()
             self._record_shared(key, jitted)  # after the trace succeeded
@@ -773,6 +536,15 @@ class ProgramCache:
             self._programs[key] = ConcreteProgram(jitted, signature)
             self._shared_keys.add(key)
             self._built(signature)
+
+    @property
+    def traced(self) -> int:
+        """Traces begun so far (each program's, a retrace's, an abandoned one's)."""
+        return self.body.traced
+
+    def _policy_changed(self):
+        if self.on_shared_change is not None:
+            self.on_shared_change()
 
     def _traced_checks(self):
         """A trace of the shared jit met a run-time check: its caller must wait for results."""
@@ -816,9 +588,6 @@ class ProgramCache:
             self.shared = self._new_shared()
             if self.on_shared_change is not None:
                 self.on_shared_change()
-
-
-writes.PROGRAM_BOUNDARIES.add(ProgramCache._outputs.__code__)
 
 
 def _parameter_names(fn) -> list:

@@ -18,8 +18,8 @@ import threading
 import jax
 
 from dy2st.config import config, logger
-from dy2st.program import (_FAST_TYPES, DEFAULT_MAX_PROGRAMS, LIFTED_ROOTS, ProgramCache, _ContainerWatch,
-                           _object_changed_error)
+from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, ProgramCache
+from dy2st.program_body import LIFTED_ROOTS, ContainerWatch, object_changed_error
 from dy2st.runtime import guards as guard_reads
 from dy2st.runtime import static_outputs, writes
 from dy2st.runtime.undefined import check_defined
@@ -110,14 +110,14 @@ class _Entry:
                 writes.note_inputs(layout.nodes[1:])  # (node 0: the list of roots, dy2st's own)
                 roots = dict(zip(positions, layout.roots))
                 others = list(rest)
-                watch = _ContainerWatch(others, kwargs, liftable=False)  # objects inside tuples, pytrees
+                watch = ContainerWatch(others, kwargs, liftable=False)  # objects inside tuples, pytrees
                 others = iter(others)
                 args = [roots[i] if i in roots else next(others) for i in range(n_args + len(flat) - n_state)]
                 kwargs.update((p, r) for p, r in roots.items() if type(p) is str)
                 guard_reads.note_program(fn, layout.nodes[1:])  # (self's and the arguments' classes)
                 out = fn(*args, **kwargs)
                 for obj, _ in watch.check():  # (no program arguments' objects to set them on here)
-                    raise _object_changed_error(obj, False)
+                    raise object_changed_error(obj, False)
                 _refuse_nnx_static_changes(static)
                 after = Layout(layout.roots)
                 writes.note_written_back(after.nodes)  # what the write-back puts right
