@@ -106,6 +106,7 @@ class Report:
     jaxpr_lines: dict[tuple[str, int], dict[str, int]]  # (file, line) -> primitive -> count
     error: Dy2StaticError | None = None
     jaxpr: Any = dataclasses.field(default=None, repr=False)
+    route: list[str] = dataclasses.field(default_factory=list)  # the call policy's reasons (`call_policy`)
 
     # -- queries -------------------------------------------------------------------------------
     def at(self, lineno: int, filename: str | None = None) -> list[LineNote]:
@@ -133,6 +134,7 @@ class Report:
                         "count": n.count} for n in self.notes],
             "jaxpr_lines": [{"file": f, "line": l, "primitives": dict(p)} for (f, l), p in sorted(self.jaxpr_lines.items())],
             "error": str(self.error) if self.error is not None else None,
+            "route": list(self.route),
         }
 
     def _header(self) -> list[str]:
@@ -148,6 +150,7 @@ class Report:
         else:
             lines.append("  no program: tracing stopped at the error below")
         lines.append(f"  time: {times}")
+        lines += [f"  calls: {reason}" for reason in self.route]  # what earlier calls showed (the policy)
         return lines
 
     def _rows(self):
@@ -273,6 +276,7 @@ def explain(fn, *args, **kwargs) -> Report:
         jaxpr_lines=counts.by_line,
         error=error,
         jaxpr=jaxpr,
+        route=static_function.policy.reasons(),
     )
 
 

@@ -281,3 +281,20 @@ def test_errors_while_explaining_are_mapped_as_a_call_maps_them():
     report = dy2st.explain(index_of_array, jnp.ones(3), P.Counter())  # the model takes the stateful path
     assert isinstance(report.error, dy2st.errors.TracedValueError)
     assert isinstance(report.error.__cause__, jax.errors.ConcretizationTypeError)
+
+
+def test_the_report_says_what_earlier_calls_showed_about_the_route():
+    @dy2st.to_static
+    def counts(x, d):
+        d["n"] = d["n"] + 1
+        assert x.sum() > -100
+        return x * 2
+
+    x = jnp.ones(2)
+    assert counts.explain(x, {"n": 1}).route == []  # nothing called yet
+    counts(x, {"n": 1})
+    report = counts.explain(x, {"n": 1})
+    assert counts.policy.lists_lifted and counts.policy.checks
+    assert "list and dict arguments are lifted as state and written back (a trace changed or kept one)" in report.route
+    assert "  calls: calls wait for run-time checks (a program holds an assert or another check)" in str(report)
+    assert report.as_dict()["route"] == report.route
