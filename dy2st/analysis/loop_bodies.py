@@ -72,6 +72,9 @@ class EffectScope:
     # be called after any statement, so a write to one of them is always live (it must reach
     # the function's cell even inside a generated branch or loop body).
     captured: frozenset = frozenset()
+    # Local iterators staged code may take over (`_FunctionWalk.held_iterators`): a `next()` of
+    # one in a staged `if` is left to the runtime, which carries its position out of the cond.
+    held_iterators: frozenset = frozenset()
 
 
 def mark(function_def) -> EffectScope:
@@ -81,6 +84,7 @@ def mark(function_def) -> EffectScope:
     walk = _FunctionWalk(function_def)
     local_names = walk.own_locals() | _param_names(function_def)
     writers = _scope_writers(walk.nested)
+    held = walk.held_iterators()
     suspects = walk.suspects(writers)
     for node in walk.decisions:
         if id(node) not in suspects:
@@ -88,14 +92,15 @@ def mark(function_def) -> EffectScope:
         if isinstance(node, (ast.For, ast.While)):
             found = python_body(node.body, local_names, writers)
         elif isinstance(node, ast.If):
-            found = branch_effects(node.body + node.orelse, local_names, rewritten_appends=True, writers=writers)
+            found = branch_effects(node.body + node.orelse, local_names, rewritten_appends=True, writers=writers,
+                                   held=held)
         else:
             found = branch_effects([node.body, node.orelse], local_names, rewritten_appends=False, writers=writers)
         if found is not None:
             setanno(node, Fact.PYTHON_BODY, found)
-    for loop in walk.held_iterator_loops():
+    for loop in walk.held_iterator_loops(held):
         setanno(loop, Fact.HELD_ITERATOR, True)
-    return EffectScope(local_names, writers, _captured(walk.nested, local_names))
+    return EffectScope(local_names, writers, _captured(walk.nested, local_names), held)
 
 
 _DECISIONS = (ast.For, ast.While, ast.If, ast.IfExp)
@@ -187,19 +192,22 @@ class _FunctionWalk:
                 self._suspect(around)
         return self._suspects
 
-    def held_iterator_loops(self) -> list:
-        """The `for` loops over a local name (`for v in it:`) that the function binds only as
-        `it = iter(...)` and uses otherwise only as `next(it, ...)`'s iterator or another loop's:
-        where `iter` made a new iterator (`runtime.writes.note_new_iterator`), no other name,
-        object or caller can see it. Where such a loop's `break` is traced, the runtime may
-        stage the items left and keep the position it stopped at as a traced number
-        (`runtime.writes.HeldPosition`), which only `next()` and loops read."""
+    def held_iterators(self) -> frozenset:
+        """The local names the function binds only as `it = iter(...)` and uses only as
+        `next(it, ...)`'s iterator or a `for` loop's: where `iter` made a new iterator
+        (`runtime.writes.note_iterator`), no other name, object or caller can see it, so staged
+        code may take over its position (`runtime.writes.HeldPosition`): a loop over it whose
+        `break` is traced, a `next()` in a staged `if`."""
         local = self.own_locals() - self._parameters
         if "next" in local or "iter" in local:
-            return []
-        return [loop for loop in self._loops_over_names
-                if loop.iter.id in local and loop.iter.id not in self._nested_names
-                and all(self._held_use(n) for n in self._names[loop.iter.id])]
+            return frozenset()
+        return frozenset(name for name in local - self._nested_names
+                         if any(type(n.ctx) is ast.Store for n in self._names.get(name, ()))
+                         and all(self._held_use(n) for n in self._names[name]))
+
+    def held_iterator_loops(self, held: frozenset) -> list:
+        """The `for` loops over one of the `held` names (`held_iterators`)."""
+        return [loop for loop in self._loops_over_names if loop.iter.id in held]
 
     def _held_use(self, node) -> bool:
         if type(node.ctx) is ast.Store:
@@ -232,7 +240,8 @@ def mark_if(node, scope: EffectScope | None) -> None:
     (`jump_flags._lift`): staged, it traces that code too."""
     if scope is None:
         return
-    found = branch_effects(node.body + node.orelse, scope.local_names, rewritten_appends=True, writers=scope.writers)
+    found = branch_effects(node.body + node.orelse, scope.local_names, rewritten_appends=True, writers=scope.writers,
+                           held=scope.held_iterators)
     if found is not None:
         setanno(node, Fact.PYTHON_BODY, found)
 
@@ -243,7 +252,8 @@ def mark_guard(guard, scope: EffectScope | None) -> None:
     jump happened, so the rest's Python effects must be refused as a user's `if` would be."""
     if scope is None:
         return
-    found = branch_effects(guard.body, scope.local_names, rewritten_appends=True, writers=scope.writers)
+    found = branch_effects(guard.body, scope.local_names, rewritten_appends=True, writers=scope.writers,
+                           held=scope.held_iterators)
     if found is not None:
         setanno(guard, Fact.PYTHON_BODY, found)
 
@@ -277,9 +287,11 @@ def _scope_writers(nested: list) -> dict:
     return writers
 
 
-def _effects(nodes: list, local_names: frozenset, rewritten_appends: bool, writers=None) -> _Effects:
+def _effects(nodes: list, local_names: frozenset, rewritten_appends: bool, writers=None,
+             held: frozenset = frozenset()) -> _Effects:
     """`rewritten_appends`: statements `name.append(v)` on a local list are rewritten into
-    assignments by transformers.lists (not in-place changes): count them in `appended`."""
+    assignments by transformers.lists (not in-place changes): count them in `appended`.
+    `held`: local iterators whose `next()` the runtime carries (not counted)."""
     found = _Effects()
     statement_calls = set()  # calls whose value is dropped (`xs.sort()`), filled as their statement is passed
     for node in _walk_statements(nodes):
@@ -316,7 +328,8 @@ def _effects(nodes: list, local_names: frozenset, rewritten_appends: bool, write
         elif isinstance(node, ast.Call):
             func = node.func
             if isinstance(func, ast.Name) and func.id in _ITERATOR_BUILTINS:
-                found.iterators += 1
+                if not (node.args and type(node.args[0]) is ast.Name and node.args[0].id in held):
+                    found.iterators += 1
             elif isinstance(func, ast.Name) and writers and func.id in writers:
                 text = f"{func.id}(), which writes {', '.join(repr(n) for n in writers[func.id])} (nonlocal/global)"
                 found.writer_calls.append(text)
@@ -366,7 +379,8 @@ def python_body(body: list, local_names: frozenset, writers=None) -> PythonBody 
     return None
 
 
-def branch_effects(branches: list, local_names: frozenset, rewritten_appends: bool, writers=None) -> PythonBody | None:
+def branch_effects(branches: list, local_names: frozenset, rewritten_appends: bool, writers=None,
+                   held: frozenset = frozenset()) -> PythonBody | None:
     """Why the branches of an `if` (or a ternary) cannot both be traced, or None.
 
     A staged `if` traces both branches, so an in-place change or a `next()` in either would
@@ -374,7 +388,7 @@ def branch_effects(branches: list, local_names: frozenset, rewritten_appends: bo
     `d.update(...)`, `xs.pop()`) or an item written with a computed key (`t[i] = v`, `del d[k]`)
     is left to the runtime in an `if` statement: the container is recorded and put back after
     each side, the change carried (`runtime.writes.in_place`)."""
-    found = _effects(branches, local_names, rewritten_appends, writers)
+    found = _effects(branches, local_names, rewritten_appends, writers, held)
     if found.iterators:
         return PythonBody("a branch calls next() on an iterator", True)
     others = [m for m in found.mutated if m not in found.recorded] if rewritten_appends else found.mutated

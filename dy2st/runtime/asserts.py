@@ -77,7 +77,7 @@ def refuse_under_handler(error: str, origin: OriginInfo) -> None:
     a `try` whose `except` may catch it: eagerly the handler runs; the program's check would
     raise past it when it runs. Refused at the line. (A `with` block is not taken for a
     handler here: context managers that suppress errors are rare, asserts inside `with` are not.)"""
-    if handler_around(with_blocks=False):
+    if handler_around(with_blocks=False, converted_only=True):
         raise StagedInTryError(
             f"this line raises {error} when the program runs on data where eager Python raises it, inside a `try` "
             "whose `except` would catch it: a compiled program's run-time check raises past the handler.",

@@ -354,32 +354,41 @@ def convert_pow(base, exp, mod=None):
 # -- range -----------------------------------------------------------------------------------
 # -- iter and next ---------------------------------------------------------------------------------
 def convert_iter(*args):
-    """`iter(...)`; a new iterator over a list, tuple, ... is noted (`writes.note_new_iterator`):
-    a loop over it whose `break` is traced may leave it at a position the data decides."""
+    """`iter(...)`; the iterator is noted (`writes.note_iterator`): a new one over a list, tuple,
+    ... may be taken over by staged code that decides or changes its position."""
     made = builtins.iter(*args)
-    if len(args) == 1 and made is not args[0] and type(made) in SEQUENCE_ITERATORS:
-        writes.note_new_iterator(made)
+    if len(args) == 1:
+        writes.note_iterator(made, made is not args[0] and type(made) in SEQUENCE_ITERATORS)
     return made
 
 
 def convert_next(iterator, *default):
-    """`next(it[, default])`; for an iterator a staged loop left at a position the data decides
-    (`writes.HeldPosition`), the item at that position, picked from the items left stacked,
-    and the position moved on. Without a default, a run-time check raises StopIteration where
-    eager's would, past the last item."""
-    held = writes.held_position(iterator)
+    """`next(it[, default])`; for an iterator whose position staged code decides or changes
+    (`writes.HeldPosition`: a loop with a traced `break` left it, or this is a staged side and
+    it was made outside it), the item at its position: read by index at a Python position,
+    picked from the items stacked at a traced one; the position moves on (carried out of the
+    staged sides around). Without a default, past the last item, StopIteration, as a run-time
+    check at a traced position."""
+    origin = OriginInfo.of_caller()
+    held = writes.held_position(iterator, origin)
     if held is None:
         return builtins.next(iterator, *default)
-    origin = OriginInfo.of_caller()
     writes.refuse_outside_side(held, origin)
     held.refuse_changed_source(origin)
-    count = len(held.items)
+    count, taken = len(held.items), held.taken
+    if not is_traced(taken):
+        if taken < count:
+            writes.move_held_position(held, taken + 1)
+            return held.items[taken]
+        if default:
+            return default[0]
+        raise StopIteration
     stacked = _stacked([*held.items, *default], held, origin)
     if not default:
-        check_when_run(held.taken < count, StopIteration, origin, "next() past an iterator's last item",
+        check_when_run(taken < count, StopIteration, origin, "next() past an iterator's last item",
                        raises="StopIteration")
-    position = jnp.minimum(held.taken, len(stacked) - 1)
-    writes.move_held_position(held, jnp.minimum(held.taken + 1, count))
+    position = jnp.minimum(taken, len(stacked) - 1)
+    writes.move_held_position(held, jnp.minimum(taken + 1, count))
     return jax.lax.dynamic_index_in_dim(stacked, position, keepdims=False)
 
 

@@ -48,8 +48,9 @@ NOT_TO_STATIC_ATTR = "__dy2st_not_to_static__"
 _UNCONVERTIBLE_FLAGS = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR  # (a generator: its calls only)
 
 # Code objects dy2st compiled (with every nested code object): calls to functions made from
-# them are already converted. Filled by `register_converted`.
-_converted_codes: set = set()
+# them are already converted. Filled by `register_converted`; kept by `writes`, whose frame walks
+# read it too.
+_converted_codes: set = writes.CONVERTED_CODES
 _function_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _replacements: dict = {}  # builtin -> its staged version; filled by dy2st.runtime.builtins
 _converter = None  # dy2st.conversion.convert, installed by dy2st.conversion (runtime imports no upward)

@@ -238,11 +238,12 @@ def convert_for(iterable, body, state, names, extra_test, python_reason=None, re
 
 def _for(iterable, body, get_state, set_state, names, extra_test, python_reason, refuse_staged, facts):
     origin = OriginInfo.of_caller(2)
-    held = writes.held_position(iterable)
-    if held is not None:  # (the Python iterator is empty: the items left are known only at run time)
-        if refuse_staged:
+    held = writes.held_position(iterable, origin)
+    if held is not None:  # (the Python iterator is empty: its items are the record's)
+        if refuse_staged and is_traced(held.taken):
             raise _python_body_error(python_reason, "the items it takes are known only at run time", origin)
-        return _stage_after_held(held, body, get_state, set_state, names, extra_test, origin, facts)
+        refuse = python_reason if refuse_staged else None
+        return _stage_after_held(held, body, get_state, set_state, names, extra_test, origin, facts, refuse)
     if is_traced(iterable):
         iterable = StagedArray(iterable)
     if isinstance(iterable, StagedIterable):
@@ -372,7 +373,7 @@ def _iterator_break_error(origin: OriginInfo) -> PythonEffectError:
 
 def _holds_position(iterator) -> bool:
     """Whether a staged loop may leave `iterator` at a traced position: one `iter()` made in this
-    scope (`writes.note_new_iterator`: over a list, tuple, range, string or dict, so taking its
+    scope (`writes.note_iterator`: over a list, tuple, range, string or dict, so taking its
     items runs no code of the user's), which the analysis saw bound to one local name only."""
     return writes.is_new_iterator(iterator)
 
@@ -381,25 +382,30 @@ def _stage_held(iterator, item, body, get_state, set_state, names, extra_test, o
     """The `break` flag of a loop over a held iterator turned traced at `item`: the items left
     are staged one by one, as for a list, and how many the loop took (a traced count) is
     recorded as the iterator's position for later `next()` calls (`writes.HeldPosition`)."""
-    reduced = iterator.__reduce__()  # (iter, (the sequence,), position) for a list's iterator
-    source = reduced[1][0] if len(reduced) > 1 and reduced[1] and type(reduced[1][0]) is list else None
-    items = [item, *iterator]
-    taken = _stage_items(items, body, get_state, set_state, names, extra_test, origin, facts, count=True)
-    writes.note_held_position(iterator, items, taken, origin, source)
+    held = writes.hold(iterator, origin, writes.side_now(), first=(item,))
+    held.position.taken = _stage_items(held.items, body, get_state, set_state, names, extra_test, origin, facts,
+                                       count=True)
     if events.active():
-        events.note(origin, "unrolled", f"held iterator: {_iterations(len(items))} left, staged",
+        events.note(origin, "unrolled", f"held iterator: {_iterations(len(held.items))} left, staged",
                     "the traced `break` decides how many items the loop takes: each runs under a staged if, "
                     "and the position it stops at is a traced count that next(it) reads")
     return get_state()
 
 
-def _stage_after_held(held, body, get_state, set_state, names, extra_test, origin, facts):
-    """A loop over an iterator an earlier staged loop left at a traced position: each of the
-    items it could still hold runs under a staged `if` on whether the iterator had not passed it
-    yet (and the `break` flag), and the position moves on by the iterations that ran."""
+def _stage_after_held(held, body, get_state, set_state, names, extra_test, origin, facts, refuse=None):
+    """A loop over a held iterator (`writes.HeldPosition`). At a Python position, its items from
+    there, as a loop over a list (each under a staged `if` once the `break` flag is traced); at a
+    traced one, each item it could still hold under a staged `if` on whether the iterator had
+    not passed it yet (and the flag). The position moves on by the iterations that ran."""
     writes.refuse_outside_side(held, origin)
     held.refuse_changed_source(origin)
-    start, ran = held.taken, 0
+    start = held.taken
+    if not is_traced(start):
+        taken = _stage_items(held.items[start:], body, get_state, set_state, names, extra_test, origin, facts,
+                             count=True, refuse=refuse)
+        writes.move_held_position(held, start + taken)
+        return get_state()
+    ran = 0
     for index, item in enumerate(held.items):
         go = extra_test() if extra_test is not None else True
         if not is_traced(go) and not go:
@@ -430,12 +436,15 @@ def _stage_rest(iterable, position, item, items, body, get_state, set_state, nam
     return get_state()
 
 
-def _stage_items(items, body, get_state, set_state, names, extra_test, origin, facts, count=False):
-    """Each item of a Python iterable under a staged `if` on the `break` flag; with `count`,
-    returns how many iterations ran (a traced int32 once the flag is traced)."""
+def _stage_items(items, body, get_state, set_state, names, extra_test, origin, facts, count=False, refuse=None):
+    """Each item of a Python iterable under a staged `if` on the `break` flag once it is traced
+    (`refuse`: the Python effect of the body that forbids that); with `count`, returns how many
+    iterations ran (a traced int32 once the flag is traced)."""
     taken = 0
     for item in items:
-        go = extra_test()
+        go = extra_test() if extra_test is not None else True
+        if is_traced(go) and refuse is not None:
+            raise _python_body_error(refuse, "a traced `break` decides where it stops", origin)
         if not is_traced(go):
             if not go:
                 break

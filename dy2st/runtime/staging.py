@@ -262,15 +262,20 @@ def _raise_when_run(error: BaseException) -> None:
     RuntimeChecks.record_traced()
 
 
-def handler_around(with_blocks: bool = True) -> bool:
+def handler_around(with_blocks: bool = True, converted_only: bool = False) -> bool:
     """Whether user code between the program being traced and here is inside a `try` whose
     handler may catch (an `except`; with `with_blocks`, a `with` whose exit may suppress): an
-    exception deferred to run time would escape it, where eager's handler catches it."""
+    exception deferred to run time would escape it, where eager's handler catches it. With
+    `converted_only`, the walk ends at the first frame of the user's that dy2st did not convert
+    (inside the user's own `jax.jit`, no program boundary ends it)."""
     frame = sys._getframe(1)
     while frame is not None and frame.f_code not in writes.PROGRAM_BOUNDARIES:
         code = frame.f_code
-        if not is_library_file(code.co_filename) and _catching_at(code, frame.f_lasti, with_blocks):
-            return True
+        if not is_library_file(code.co_filename):
+            if converted_only and code not in writes.CONVERTED_CODES:
+                return False
+            if _catching_at(code, frame.f_lasti, with_blocks):
+                return True
         frame = frame.f_back
     return False
 

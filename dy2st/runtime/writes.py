@@ -490,61 +490,109 @@ def on_abandon(undo) -> None:
         program.undos.append(undo)
 
 
+class IteratorPosition:
+    """How many of a held iterator's items were taken: a Python int, or a traced int32 once the
+    data decides it. An object of its own, so that the trackers of the staged `if`s around a
+    `next()` record it and carry the change out of their cond, like any attribute a side changes."""
+
+    def __init__(self, taken):
+        self.taken = taken
+
+
 class HeldPosition(NamedTuple):
-    """Where a staged loop left an iterator the code holds (`it = iter(xs)`; `for v in it:` with a
-    traced `break`): eagerly it took `taken` of `items` (the items it could take, in order), a
-    number the data decides. A later `next(it)` reads this record (`builtins.convert_next`);
-    the Python iterator itself is left exhausted."""
+    """An iterator the code holds (`it = iter(xs)`) whose position staged code decides or changes:
+    a loop over it with a traced `break`, or a `next()` in a staged side. The Python iterator is
+    left exhausted; `position.taken` of `items` (what it could still give, in order) are taken.
+    `next()` and loops read and move the record (`builtins.convert_next`, `loops`)."""
 
     iterator: object
     items: tuple
-    taken: object  # a traced int32 scalar
-    side: object  # the staged side that was being traced when the loop ran (None: the program's own)
-    origin: OriginInfo  # the loop's line
+    position: IteratorPosition
+    side: object  # the staged side the iterator was made in (None: the program's own level)
+    origin: OriginInfo  # the line that first made the position the program's
     source: tuple = ()  # (the list it iterates, its items then), for a list's iterator: eagerly it reads the list live
 
+    @property
+    def taken(self):
+        return self.position.taken
+
     def refuse_changed_source(self, origin: OriginInfo) -> None:
-        """The list the iterator walks changed since the loop (an append, an item set): eagerly
-        `next()` would read it as it is now, here the items are the loop's."""
+        """The list the iterator walks changed since (an append, an item set): eagerly `next()`
+        would read it as it is now, here the items are those it had."""
         if self.source and (len(self.source[0]) != len(self.source[1])
                             or any(a is not b for a, b in zip(*self.source))):
             refuse_held_use(self, "this line, after the list the iterator walks changed,", origin)
 
 
-def note_new_iterator(iterator) -> None:
-    """`iter(xs)` in converted code made `iterator`, a new one over a list, tuple, range, string
-    or dict (`iterables.SEQUENCE_ITERATORS`): a loop over it may leave it at a traced position."""
+def note_iterator(iterator, new: bool) -> None:
+    """`iter(...)` in converted code gave `iterator`: `new`, one it made over a list, tuple, range,
+    string or dict (`iterables.SEQUENCE_ITERATORS`), which staged code may take over; else one
+    from elsewhere (`iter` of an iterator gives it back)."""
     if CONTEXT.held_scopes:
-        CONTEXT.new_iterators[id(iterator)] = iterator
+        CONTEXT.new_iterators[id(iterator)] = (iterator, new, side_now())
+
+
+def _made(iterator):
+    """`(new, side made in)` of an iterator `iter()` gave in this scope, or None."""
+    entry = CONTEXT.new_iterators.get(id(iterator))
+    return entry[1:] if entry is not None and entry[0] is iterator else None
 
 
 def is_new_iterator(iterator) -> bool:
-    return CONTEXT.new_iterators.get(id(iterator)) is iterator
+    made = _made(iterator)
+    return made is not None and made[0]
 
 
-def note_held_position(iterator, items, taken, origin: OriginInfo, source: list | None = None) -> None:
-    """Record that a staged loop took `taken` (traced) of `items` from `iterator`, a new iterator
-    (`is_new_iterator`), for the rest of the `held_iterators` scope; `source`: the list it walks."""
+def hold(iterator, origin: OriginInfo, side=None, first: tuple = ()) -> HeldPosition:
+    """Take over `iterator`'s position for the rest of the `held_iterators` scope, none of its
+    items (`first`, then what the Python iterator still gives, which it takes) taken yet;
+    `side`: the staged side it was made in. Taking the items of a list's, a tuple's, ...
+    iterator runs no code of the user's."""
+    reduced = iterator.__reduce__()  # (iter, (the sequence,), position) for a list's iterator
+    source = reduced[1][0] if len(reduced) > 1 and reduced[1] and type(reduced[1][0]) is list else None
     walked = (source, tuple(source)) if source is not None else ()
-    CONTEXT.held_positions[id(iterator)] = HeldPosition(iterator, tuple(items), taken, _side_now(), origin, walked)
+    record = HeldPosition(iterator, (*first, *iterator), IteratorPosition(0), side, origin, walked)
+    CONTEXT.held_positions[id(iterator)] = record
+    return record
 
 
-def held_position(value) -> HeldPosition | None:
-    """The record of `value`, an iterator at a position the data decides, or None."""
+def held_position(value, origin: OriginInfo | None = None) -> HeldPosition | None:
+    """The record of `value`, an iterator whose position staged code decides, or None. With an
+    `origin` (a `next()` or a loop about to use it), a new iterator made outside the staged side
+    being traced is taken over first: its Python position would move in every side traced."""
     held = CONTEXT.held_positions
-    return held.get(id(value)) if held else None
+    record = held.get(id(value)) if held else None
+    if record is not None or origin is None or not CONTEXT.sides:
+        return record
+    made = _made(value)
+    if made is None:
+        return None
+    new, side = made
+    if side is side_now() or not (side is None or any(s is side for s in CONTEXT.sides)):
+        return None  # made in this side (its own), or in one that ended
+    if not new:
+        raise PythonEffectError(
+            "this line takes items, inside a staged `if` or loop, from an iterator that `iter()` gave back "
+            "as it was (an iterator from elsewhere): tracing runs both sides, so it would move whatever the "
+            "data says.",
+            origin,
+            advice="make the iterator with `iter(xs)` over a list or tuple in this function, or take the items "
+            "before the `if`.")
+    return hold(value, origin, side)
 
 
 def move_held_position(record: HeldPosition, taken) -> None:
-    """`next()` took an item (or none, at the end): the record's new position."""
-    CONTEXT.held_positions[id(record.iterator)] = record._replace(taken=taken)
+    """`next()` or a loop took items (or none, at the end): the record's new position, recorded
+    first by the trackers of the staged sides around (they carry it out, or refuse it in a loop)."""
+    note_receiver(record.position)
+    record.position.taken = taken
 
 
 @contextlib.contextmanager
 def held_iterators():
-    """The life of the records a staged loop makes of held iterators (`note_held_position`):
-    a program's trace, or a converted function's run inline into an enclosing trace (the
-    iterator is a local of the function: it goes with it)."""
+    """The life of the records of held iterators (`hold`, `note_iterator`): a program's trace,
+    or a converted function's run inline into an enclosing trace (the iterator is a local of the
+    function: it goes with it)."""
     records = (CONTEXT.held_positions, CONTEXT.new_iterators)
     before = [set(r) for r in records]
     CONTEXT.held_scopes += 1
@@ -557,29 +605,32 @@ def held_iterators():
                 del record[key]
 
 
-def _side_now():
+def side_now():
+    """The staged side (or loop body) being traced now, or None at a program's own level."""
     sides = CONTEXT.sides
     return sides[-1] if sides else None
 
 
 def refuse_held_use(record: HeldPosition, what: str, origin: OriginInfo) -> None:
-    """`what` (a call, a loop) uses an iterator a staged loop left at a position the data decides,
-    other than by `next()` where that loop ran: refused there (the Python iterator is empty)."""
+    """`what` (a call, a loop) uses an iterator whose position staged code decides where it
+    cannot: refused there."""
     raise PythonEffectError(
-        f"{what} uses the iterator that the loop on line {record.origin.lineno} left at a position the "
-        "data decides: that loop's `break` depends on traced values, so how many items it took is only "
-        "known when the program runs.",
+        f"{what} uses the iterator whose position line {record.origin.lineno} made a value the data "
+        "decides (a loop there with a traced `break`, or a `next()` in a staged side), so how many "
+        "items it has given is only known when the program runs.",
         origin,
-        advice="take items from it with `next(it, default)` only (at the level of that loop, not inside a "
-        "staged `if` or loop), or iterate a list and keep the position in a variable.")
+        advice="take items from it with `next(it, default)` or a `for` loop only, not inside a staged side "
+        "that ended before, or iterate a list and keep the position in a variable.")
 
 
 def refuse_outside_side(record: HeldPosition, origin: OriginInfo) -> None:
-    """`next()` of (or a loop over) a held iterator inside another staged side than the loop's
-    that left it, or outside that loop's side: the position is another trace's value."""
-    if record.side is not _side_now():
-        refuse_held_use(record, "this line, in another staged `if` or loop body than that loop (or outside the "
-                        "one that loop is in),", origin)
+    """A held iterator used in a staged side that ended, or outside the side it was made in: its
+    position is another trace's value. (In the side it was made in, or one inside it, its
+    position is carried out of each side by the trackers.)"""
+    side = record.side
+    if not (side is None or any(s is side for s in CONTEXT.sides)):
+        refuse_held_use(record, "this line, outside the staged `if` or loop body the iterator was made in,",
+                        origin)
 
 
 _prints = [0]  # prints staged (host callbacks) so far, by any program
@@ -649,6 +700,7 @@ REFUSAL_LISTENERS.append(note_refusal)
 
 RECORD_SOURCES: list = []  # functions giving the tuples other modules keep lists in (staging registers one)
 PROGRAM_BOUNDARIES: set = set()  # code objects whose frames trace a program (the caller's frames are outside)
+CONVERTED_CODES: set = set()  # code objects dy2st compiled, nested ones included (`calls.register_converted`)
 
 
 def in_program() -> bool:
