@@ -382,7 +382,7 @@ def _stage_held(iterator, item, body, get_state, set_state, names, extra_test, o
     """The `break` flag of a loop over a held iterator turned traced at `item`: the items left
     are staged one by one, as for a list, and how many the loop took (a traced count) is
     recorded as the iterator's position for later `next()` calls (`writes.HeldPosition`)."""
-    held = writes.hold(iterator, origin, writes.side_now(), first=(item,))
+    held = writes.hold(iterator, origin, first=(item,))
     held.position.taken = _stage_items(held.items, body, get_state, set_state, names, extra_test, origin, facts,
                                        count=True)
     if events.active():

@@ -103,15 +103,10 @@ def refused_in_place() -> tuple | None:
     return stack[-1] if stack else None
 
 
-def _side_now():
-    """The token of the innermost staged side or body being traced, or None."""
-    return CONTEXT.sides[-1] if CONTEXT.sides else None
-
-
 def note_grown(grown: list, original: list) -> None:
     """`grown` stands for `original` after an in-place append made while tracing staged code
     (`list_append` gives a new list there; eagerly `original` itself would have grown)."""
-    CONTEXT.grown_lists[id(grown)] = (grown, grown_from(original), _side_now())
+    CONTEXT.grown_lists[id(grown)] = (grown, grown_from(original), writes.side_now())
 
 
 def own_records():
@@ -125,7 +120,7 @@ writes.RECORD_SOURCES.append(own_records)
 def watch_here(container) -> None:
     """`container` (a list an `if`'s variable holds before it) is put back after each side
     being traced now (see `control_flow._StateContents`): it may change in place there."""
-    CONTEXT.watched_lists[id(container)] = (container, _side_now())
+    CONTEXT.watched_lists[id(container)] = (container, writes.side_now())
 
 
 def may_grow_here(value) -> bool:
@@ -135,13 +130,13 @@ def may_grow_here(value) -> bool:
     if grown_here(value):
         return True
     entry = CONTEXT.watched_lists.get(id(value))
-    return entry is not None and entry[0] is value and entry[1] is not None and entry[1] is _side_now()
+    return entry is not None and entry[0] is value and entry[1] is not None and entry[1] is writes.side_now()
 
 
 def grown_in_this_side() -> list:
     """`(copy, list it stands for)` of every copy an append made in the side traced now, held
     by a variable or not (eagerly each append grew the list itself)."""
-    token = _side_now()
+    token = writes.side_now()
     return [(grown, root) for grown, root, side in CONTEXT.grown_lists.values() if side is token]
 
 
@@ -150,7 +145,7 @@ def grown_here(value) -> bool:
     outside the side holds it, so it may grow in place (as eagerly, every reference to it sees
     the item: a `Ctx` given the list, then an append through the variable)."""
     entry = CONTEXT.grown_lists.get(id(value))
-    return entry is not None and entry[0] is value and entry[2] is not None and entry[2] is _side_now()
+    return entry is not None and entry[0] is value and entry[2] is not None and entry[2] is writes.side_now()
 
 
 def grown_from(value):

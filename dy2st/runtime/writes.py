@@ -509,6 +509,7 @@ class HeldPosition(NamedTuple):
     items: tuple
     position: IteratorPosition
     side: object  # the staged side the iterator was made in (None: the program's own level)
+    depth: int  # how many WriteTrackers were open then: those opened after carry its position out
     origin: OriginInfo  # the line that first made the position the program's
     source: tuple = ()  # (the list it iterates, its items then), for a list's iterator: eagerly it reads the list live
 
@@ -529,11 +530,11 @@ def note_iterator(iterator, new: bool) -> None:
     string or dict (`iterables.SEQUENCE_ITERATORS`), which staged code may take over; else one
     from elsewhere (`iter` of an iterator gives it back)."""
     if CONTEXT.held_scopes:
-        CONTEXT.new_iterators[id(iterator)] = (iterator, new, side_now())
+        CONTEXT.new_iterators[id(iterator)] = (iterator, new, side_now(), len(CONTEXT.trackers))
 
 
 def _made(iterator):
-    """`(new, side made in)` of an iterator `iter()` gave in this scope, or None."""
+    """`(new, side made in, trackers open then)` of an iterator `iter()` gave in this scope, or None."""
     entry = CONTEXT.new_iterators.get(id(iterator))
     return entry[1:] if entry is not None and entry[0] is iterator else None
 
@@ -543,15 +544,15 @@ def is_new_iterator(iterator) -> bool:
     return made is not None and made[0]
 
 
-def hold(iterator, origin: OriginInfo, side=None, first: tuple = ()) -> HeldPosition:
+def hold(iterator, origin: OriginInfo, first: tuple = ()) -> HeldPosition:
     """Take over `iterator`'s position for the rest of the `held_iterators` scope, none of its
-    items (`first`, then what the Python iterator still gives, which it takes) taken yet;
-    `side`: the staged side it was made in. Taking the items of a list's, a tuple's, ...
-    iterator runs no code of the user's."""
+    items (`first`, then what the Python iterator still gives, which it takes) taken yet.
+    Taking the items of a list's, a tuple's, ... iterator runs no code of the user's."""
+    _, side, depth = _made(iterator) or (True, side_now(), len(CONTEXT.trackers))
     reduced = iterator.__reduce__()  # (iter, (the sequence,), position) for a list's iterator
     source = reduced[1][0] if len(reduced) > 1 and reduced[1] and type(reduced[1][0]) is list else None
     walked = (source, tuple(source)) if source is not None else ()
-    record = HeldPosition(iterator, (*first, *iterator), IteratorPosition(0), side, origin, walked)
+    record = HeldPosition(iterator, (*first, *iterator), IteratorPosition(0), side, depth, origin, walked)
     CONTEXT.held_positions[id(iterator)] = record
     return record
 
@@ -567,7 +568,7 @@ def held_position(value, origin: OriginInfo | None = None) -> HeldPosition | Non
     made = _made(value)
     if made is None:
         return None
-    new, side = made
+    new, side, _ = made
     if side is side_now() or not (side is None or any(s is side for s in CONTEXT.sides)):
         return None  # made in this side (its own), or in one that ended
     if not new:
@@ -578,13 +579,15 @@ def held_position(value, origin: OriginInfo | None = None) -> HeldPosition | Non
             origin,
             advice="make the iterator with `iter(xs)` over a list or tuple in this function, or take the items "
             "before the `if`.")
-    return hold(value, origin, side)
+    return hold(value, origin)
 
 
 def move_held_position(record: HeldPosition, taken) -> None:
     """`next()` or a loop took items (or none, at the end): the record's new position, recorded
-    first by the trackers of the staged sides around (they carry it out, or refuse it in a loop)."""
-    note_receiver(record.position)
+    first by the trackers of the staged sides opened since the iterator was made (they carry it
+    out, or refuse it in a loop; one made inside a side goes with that side)."""
+    for tracker in CONTEXT.trackers[record.depth:]:
+        tracker.see(record.position)
     record.position.taken = taken
 
 

@@ -1199,16 +1199,22 @@ class _Generator:
     def iterator(self, s: _Scope, indent: int, depth: int) -> None:
         it, v = self.new("it"), self.new("v")
         self.emit(indent, f"{it} = iter({self.pick(['L', 'xs', 'L[::-1]'])})")
-        self.emit(indent, f"for {v} in {it}:")
+        loop_indent = indent
+        if self.chance(0.25):  # the loop inside a staged side: it moves the iterator only where the data goes
+            self.emit(indent, f"if {self.cond(s)}:")
+            loop_indent += 1
+        self.emit(loop_indent, f"for {v} in {it}:")
         a = self.pick(s.arrays)
         stop = self.cond(s.child(arrays=s.arrays + [v])) if self.chance(0.5) else f"len(log) {self.pick(['<', '>='])} 1"
-        self.emit(indent + 1, f"{a} = clip({a} + {v})\nif {stop}:\n    break")
+        self.emit(loop_indent + 1, f"{a} = clip({a} + {v})\nif {stop}:\n    break")
         if self.chance(0.3):  # the rest from where the traced break stopped
             w = self.new("w")
             self.emit(indent, f"for {w} in {it}:")
             self.emit(indent + 1, f"{a} = clip({a} * 0.5 + {w})")
             if self.chance(0.5):
                 self.emit(indent + 1, f"if {self.cond(s.child(arrays=s.arrays + [w]))}:\n    break")
+        if self.chance(0.3):  # a staged side takes an item: the position moves only where the data goes
+            self.emit(indent, f"if {self.cond(s)}:\n    {a} = clip({a} + next({it}, {self.arr(s)}))")
         if self.chance(0.7):
             self.emit(indent, f"{a} = clip({a} + next({it}, {self.arr(s)}))")
         else:

@@ -354,3 +354,23 @@ def next_in_a_staged_loop(x):
 def test_a_next_in_a_loop_whose_trip_count_is_traced_is_refused():
     with pytest.raises(PythonEffectError, match=r"(?s)while x.sum\(\) < 10:.*calls next\(\)"):
         dy2st.to_static(next_in_a_staged_loop)(jnp.ones(2))
+
+
+def made_in_a_side_used_in_a_nested_one(x):
+    y = x
+    if x.sum() > -10:
+        it = iter([x, x * 2, x * 3])
+        if x.sum() >= 2:
+            for v in it:
+                y = y + v
+                break
+        y = y + next(it)  # made in the outer side: carried out of the inner one, not the outer
+    return y
+
+
+@pytest.mark.parametrize("x", [jnp.ones(2), jnp.full((2,), -1.0), jnp.full((2,), -20.0)])
+def test_an_iterator_made_in_a_side_is_that_sides_own(x):
+    # (each trace of the outer side makes a new iterator: carrying its position out of the
+    # outer side never settled, and was refused as attributes changing between traces)
+    for _ in range(2):
+        check_equivalent(made_in_a_side_used_in_a_nested_one, x, grad_argnums=0)
