@@ -135,7 +135,6 @@ class WriteTracker:
         self._first_items: dict = {}
 
     def __enter__(self):
-        CONTEXT.trackers.append(self)
         self._seen = {}
         self._containers = {}
         self._born = {}
@@ -146,6 +145,9 @@ class WriteTracker:
                 self._items_at_start[(container_id, key)] = container[key]
             except (IndexError, KeyError):
                 pass
+        # Last: where recording raised, `with` runs no `__exit__`, and a tracker left on the
+        # stack would record every later side of this thread.
+        CONTEXT.trackers.append(self)
         return self
 
     def __exit__(self, exc_type, *exc):
