@@ -130,13 +130,32 @@ def test_the_lifted_code_keeps_its_python_effects_and_the_error_names_both_paths
     assert "if x.sum() > 4:" in str(info.value)
 
 
-def test_a_pure_test_with_an_unbound_operand_keeps_the_cond():
+def test_a_test_whose_right_side_calls_keeps_its_cond_and_eagers_answer():
     def f(x):
         found = False
-        while not found and x.sum() < 10:
+        while not found and x.sum() < 10:  # `x.sum()` is a call: kept lazy, a cond
             x = x * 2
             found = x.max() > 5
         return x
 
     check_equivalent(f, jnp.ones(2))
     check_equivalent(f, jnp.full((2,), 20.0))
+    conds = _control_flow(dy2st.to_static(f).get_concrete_program(jnp.ones(2)).jaxpr.jaxpr)["cond"]
+    assert conds >= 1
+
+
+def test_a_pure_right_side_that_fails_falls_back_to_the_cond():
+    def f(x, limit):
+        done = x.sum() > 100
+        i = 0
+        while not done and i < limit:  # names and a comparison, but `i < None` raises
+            x = x * 2
+            done = x.sum() > 100
+            i += 1
+        return x
+
+    with pytest.raises(TypeError):
+        f(jnp.ones(2), None)  # eagerly the comparison runs (done is false) and raises
+    with pytest.raises(TypeError):
+        dy2st.to_static(f)(jnp.ones(2), None)
+    check_equivalent(f, jnp.ones(2), 3)
