@@ -150,7 +150,7 @@ def breakdown(static, args, rounds: int) -> dict:
         parts = {"key_s": lambda: None}
     elif all(type(a) is _ARRAY for a in args):
         parts = {"key_s": lambda: [type(a) is _ARRAY for a in args]}  # the hit path's only check
-    elif static._pytree_route and static._stateful is None and {type(a) for a in args} <= {_ARRAY, tuple, list, dict}:
+    elif static.policy.pytree_route and static._stateful is None and {type(a) for a in args} <= {_ARRAY, tuple, list, dict}:
         # pytrees of arrays: the pytree route's checks (argument types, no transformation
         # tracing the call), then the shared jit flattens them itself
         parts = {"key_s": lambda: ([type(a) in _PYTREE_ROOTS for a in args], _jax_compat.at_top_level())}

@@ -17,12 +17,13 @@ def _load_runner():
 def test_quick_benchmark_runs_and_writes_json(tmp_path, capsys):
     runner = _load_runner()
     out = tmp_path / "results.json"
-    result = runner.main(["--quick", "--only", "W1", "W3", "--out", str(out)])
+    # W6 passes lists of arrays to the dispatcher: its per-part breakdown reads the call policy
+    result = runner.main(["--quick", "--only", "W1", "W3", "W6", "--out", str(out)])
     printed = capsys.readouterr().out
     assert "| W1 tiny branch" in printed and "| W3 MLP" in printed and "to_static / hand" in printed
     stored = json.loads(out.read_text())
-    assert stored["workloads"].keys() == {"W1", "W3"} == result["workloads"].keys()
-    for name in ("W1", "W3"):
+    assert stored["workloads"].keys() == {"W1", "W3", "W6"} == result["workloads"].keys()
+    for name in ("W1", "W3", "W6"):
         row = stored["workloads"][name]
         assert "to_static_error" not in row
         assert row["hand_s"] > 0 and row["to_static_s"] > 0 and row["eager_s"] > 0
