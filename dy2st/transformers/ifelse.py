@@ -72,7 +72,7 @@ class IfElseTransformer(StateTransformer):
     """See the module docstring."""
 
     def visit_If(self, node):
-        if not node.orelse and len(node.body) == 1 and self._exits(node.body):
+        if not node.orelse and len(node.body) == 1 and self._exits(node.body) and self._flag_read_after(node):
             # `if c: break_ = True` (a lone break, continue or return made a flag): `flag | c`
             flag = node.body[0].targets[0].id
             jump = templates.replace("flag = jst.convert_jump_if(test, flag)", flag=flag, test=node.test,
@@ -156,6 +156,13 @@ class IfElseTransformer(StateTransformer):
         jump = _JUMP_OF_FLAG.get(display, f"jump ({display})")
         return templates.constant((f"code after an earlier {jump} (when it was not taken)",
                                    f"path that took the earlier {jump}"))
+
+    @staticmethod
+    def _flag_read_after(node) -> bool:
+        """Whether the flag the `if` sets is read after it: `flag | c` reads the flag, which a
+        branch function around only shares (`nonlocal`) when something reads it later (a last
+        `if c: continue` sets a flag nothing reads: it stays an `if`)."""
+        return bool(block_activity(node.body).writes & getanno(node, Fact.LIVE_OUT))
 
     def _exits(self, body) -> bool:
         """Does the branch set an early-return/break/continue flag (skipping the rest)?"""

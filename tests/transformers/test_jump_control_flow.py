@@ -159,3 +159,21 @@ def test_a_pure_right_side_that_fails_falls_back_to_the_cond():
     with pytest.raises(TypeError):
         dy2st.to_static(f)(jnp.ones(2), None)
     check_equivalent(f, jnp.ones(2), 3)
+
+
+def two_continues_last(x, n):
+    for i in range(3):
+        if x.sum() > 2:
+            continue
+        if (x * n).sum() < -2:  # the last statement: nothing reads its flag after it
+            continue
+    return x
+
+
+def test_a_flag_nothing_reads_after_stays_an_if():
+    # `continue_ | c` reads the flag, which the branch function around it (the lifted else of
+    # the first `if`) does not share when nothing reads it later: the default generator's seed
+    # 2,600,067 raised UnboundLocalError for the flag before the `if` stayed one
+    for x in (jnp.ones(4), jnp.full((4,), -3.0), jnp.full((4,), 5.0)):
+        for n in (1, -1):
+            check_equivalent(two_continues_last, x, n)
