@@ -56,6 +56,7 @@ def _dispatcher(fn=None):
     of the two `use_jit` chose.
     """
     owner = shared = pytrees = holds = None
+    pytree_roots = _PYTREE_ROOTS  # the argument types the pytree route takes now
 
     def dispatch(*args, **kwargs):
         try:  # free when nothing is raised: the hit path pays nothing for the boundary
@@ -69,7 +70,7 @@ def _dispatcher(fn=None):
                     if shared is None:  # this call traced a check or a choice, or the cache changed
                         return _finish_after_change(out, args)
                     return out
-                if pytrees is not None and _PYTREE_ROOTS.issuperset(map(type, args)):
+                if pytrees is not None and pytree_roots.issuperset(map(type, args)):
                     try:
                         return pytrees(args)
                     except Declined:
@@ -98,13 +99,13 @@ def _dispatcher(fn=None):
             if jitted is not None and _jax_compat.at_top_level():
                 if not kwargs:
                     kinds = set(map(type, args))
-                    if _FAST_TYPES.issuperset(kinds) or (pytrees is not None and _PYTREE_ROOTS.issuperset(kinds)):
+                    if _FAST_TYPES.issuperset(kinds) or (pytrees is not None and pytree_roots.issuperset(kinds)):
                         result = owner._front_call(jitted, args, pytree=not _FAST_TYPES.issuperset(kinds))
                         if result is not None:
                             return _jax_compat.front_result(*result)
                 if not front_off:
                     front_off = True  # static values, keywords, state: the dispatcher's checks cost less
-                    use_jit(shared, pytrees)
+                    use_jit(shared, pytrees, roots=pytree_roots)
             return _jax_compat.front_result(entry(*args, **kwargs), None)
         except Exception as exc:  # as in `dispatch`: the front calls this with no frame between
             __tracebackhide__ = True  # noqa: F841
@@ -120,17 +121,18 @@ def _dispatcher(fn=None):
             namespace["_dy2st_owner"] = static_function
         front = _jax_compat.jit_front(str(getattr(fn, "__name__", "dispatch")), entry, miss)
 
-    def use_jit(jitted, pytree_route=None, guards_hold=None):
-        """Arm (or, with None, disarm) the hit path, and the pytree route beside it; while
-        armed, calls go to the front (unless it was handed back), which starts empty. With
-        `guards_hold` (runtime/guards.py) the hit path first checks the guards, in the
-        dispatcher: the front, which runs no Python, is not used."""
-        nonlocal shared, pytrees, holds
-        shared, pytrees, holds = jitted, pytree_route, guards_hold
+    def use_jit(jitted, pytree_route=None, guards_hold=None, roots=_PYTREE_ROOTS):
+        """Arm (or, with None, disarm) the hit path, and the pytree route beside it for
+        arguments of the `roots` types; while armed, calls go to the front (unless it was
+        handed back), which starts empty. With `guards_hold` (runtime/guards.py) the hit path
+        first checks the guards, in the dispatcher: the front, which runs no Python, is not used."""
+        nonlocal shared, pytrees, holds, pytree_roots
+        shared, pytrees, holds, pytree_roots = jitted, pytree_route, guards_hold, roots
         if namespace is not None:
             namespace["_dy2st_shared"] = jitted
             namespace["_dy2st_pytrees"] = pytree_route
             namespace["_dy2st_holds"] = guards_hold
+            namespace["_dy2st_PYTREE_ROOTS"] = roots
         _jax_compat.clear_front(front)
         target = front if jitted is not None and not front_off and guards_hold is None else entry
         if owner.func is not target:
@@ -392,8 +394,6 @@ class StaticFunction(functools.partial):
         jitted = self._fast
         if jitted is None or not _jax_compat.at_top_level():  # traced arguments: inlined
             raise Declined("traced arguments")
-        if self._policy.lists_lifted and not _PYTREE_ROOTS_LIFTED.issuperset(map(type, args)):
-            raise Declined("lists and dicts are lifted as state")
         cache = self._cache
         traces_before = cache.traces_started()
         try:
@@ -425,8 +425,10 @@ class StaticFunction(functools.partial):
 
     def _set_fast(self, jitted):
         self._fast = jitted
-        self._use_jit(jitted, self._call_pytrees if jitted is not None and self._policy.pytree_route else None,
-                      self._guards.holds if self._guards else None)
+        policy = self._policy
+        self._use_jit(jitted, self._call_pytrees if jitted is not None and policy.pytree_route else None,
+                      self._guards.holds if self._guards else None,
+                      _PYTREE_ROOTS_LIFTED if policy.lists_lifted else _PYTREE_ROOTS)  # (lifted: the stateful path)
 
     def _drop_fast(self):
         """The cache replaced or retired its shared jit, or it traced a run-time check (the

@@ -373,12 +373,10 @@ def convert_next(iterator, *default):
     held = writes.held_position(iterator, origin)
     if held is None:
         return builtins.next(iterator, *default)
-    writes.refuse_outside_side(held, origin)
-    held.refuse_changed_source(origin)
     count, taken = len(held.items), held.taken
     if not is_traced(taken):
         if taken < count:
-            writes.move_held_position(held, taken + 1)
+            held.move(taken + 1)
             return held.items[taken]
         if default:
             return default[0]
@@ -388,7 +386,7 @@ def convert_next(iterator, *default):
         check_when_run(taken < count, StopIteration, origin, "next() past an iterator's last item",
                        raises="StopIteration")
     position = jnp.minimum(taken, len(stacked) - 1)
-    writes.move_held_position(held, jnp.minimum(taken + 1, count))
+    held.move(jnp.minimum(taken + 1, count))
     return jax.lax.dynamic_index_in_dim(stacked, position, keepdims=False)
 
 

@@ -334,7 +334,8 @@ def _py_for(iterable, body, get_state, set_state, names, extra_test, origin, fac
         go = extra_test() if extra_test is not None else True
         if is_traced(go):
             held = items is iterable  # an iterator the code holds: later reads see where this loop stops
-            if held and not (facts.held_iterator and _holds_position(iterable)):
+            # (a new iterator `iter()` made, which the analysis saw bound to one local name only)
+            if held and not (facts.held_iterator and writes.is_new_iterator(iterable)):
                 raise _iterator_break_error(origin)
             if refuse_staged:
                 raise _python_body_error(python_reason, "a traced `break` decides where it stops", origin)
@@ -371,13 +372,6 @@ def _iterator_break_error(origin: OriginInfo) -> PythonEffectError:
     )
 
 
-def _holds_position(iterator) -> bool:
-    """Whether a staged loop may leave `iterator` at a traced position: one `iter()` made in this
-    scope (`writes.note_iterator`: over a list, tuple, range, string or dict, so taking its
-    items runs no code of the user's), which the analysis saw bound to one local name only."""
-    return writes.is_new_iterator(iterator)
-
-
 def _stage_held(iterator, item, body, get_state, set_state, names, extra_test, origin, facts):
     """The `break` flag of a loop over a held iterator turned traced at `item`: the items left
     are staged one by one, as for a list, and how many the loop took (a traced count) is
@@ -397,13 +391,11 @@ def _stage_after_held(held, body, get_state, set_state, names, extra_test, origi
     there, as a loop over a list (each under a staged `if` once the `break` flag is traced); at a
     traced one, each item it could still hold under a staged `if` on whether the iterator had
     not passed it yet (and the flag). The position moves on by the iterations that ran."""
-    writes.refuse_outside_side(held, origin)
-    held.refuse_changed_source(origin)
     start = held.taken
     if not is_traced(start):
         taken = _stage_items(held.items[start:], body, get_state, set_state, names, extra_test, origin, facts,
                              count=True, refuse=refuse)
-        writes.move_held_position(held, start + taken)
+        held.move(start + taken)
         return get_state()
     ran = 0
     for index, item in enumerate(held.items):
@@ -416,7 +408,7 @@ def _stage_after_held(held, body, get_state, set_state, names, extra_test, origi
         ran = ran + run.astype(jax.numpy.int32)
         stage_if(run, lambda item=item: body(item), None, get_state, set_state, names, len(names), origin,
                  ("iteration", "item the iterator had passed, or iteration skipped by `break`"), facts.attributes)
-    writes.move_held_position(held, start + ran)
+    held.move(start + ran)
     return get_state()
 
 

@@ -519,12 +519,25 @@ class HeldPosition(NamedTuple):
     def taken(self):
         return self.position.taken
 
-    def refuse_changed_source(self, origin: OriginInfo) -> None:
-        """The list the iterator walks changed since (an append, an item set): eagerly `next()`
-        would read it as it is now, here the items are those it had."""
+    def refuse_unusable(self, origin: OriginInfo) -> None:
+        """Refuse a use at `origin` where the record cannot stand for the iterator: outside the
+        staged side it was made in, or one that ended (its position is another trace's value;
+        inside, the trackers carry it out of each side), or after the list it walks changed (an
+        append, an item set: eagerly `next()` reads the list as it is now)."""
+        if not _open(self.side):
+            refuse_held_use(self, "this line, outside the staged `if` or loop body the iterator was made in,",
+                            origin)
         if self.source and (len(self.source[0]) != len(self.source[1])
                             or any(a is not b for a, b in zip(*self.source))):
             refuse_held_use(self, "this line, after the list the iterator walks changed,", origin)
+
+    def move(self, taken) -> None:
+        """`next()` or a loop took items (or none, at the end): the new position, recorded first
+        by the trackers of the staged sides opened since the iterator was made (they carry it
+        out, or refuse it in a loop; one made inside a side goes with that side)."""
+        for tracker in CONTEXT.trackers[self.depth:]:
+            tracker.see(self.position)
+        self.position.taken = taken
 
 
 def note_iterator(iterator, new: bool) -> None:
@@ -559,19 +572,28 @@ def hold(iterator, origin: OriginInfo, first: tuple = ()) -> HeldPosition:
     return record
 
 
-def held_position(value, origin: OriginInfo | None = None) -> HeldPosition | None:
-    """The record of `value`, an iterator whose position staged code decides, or None. With an
-    `origin` (a `next()` or a loop about to use it), a new iterator made outside the staged side
-    being traced is taken over first: its Python position would move in every side traced."""
+def held_position(value, origin: OriginInfo) -> HeldPosition | None:
+    """The record of `value`, an iterator whose position staged code decides, that a `next()` or
+    a loop at `origin` is about to use (refused there where the record cannot stand for it), or
+    None. A new iterator made outside the staged side being traced is taken over first: its
+    Python position would move in every side traced."""
     held = CONTEXT.held_positions
     record = held.get(id(value)) if held else None
-    if record is not None or origin is None or not CONTEXT.sides:
-        return record
+    if record is None and CONTEXT.sides:
+        record = _taken_over(value, origin)
+    if record is not None:
+        record.refuse_unusable(origin)
+    return record
+
+
+def _taken_over(value, origin: OriginInfo) -> HeldPosition | None:
+    """`value`'s new record where it is an iterator `iter()` made outside the side being traced
+    (in one still open: the side itself owns one made in it), else None."""
     made = _made(value)
     if made is None:
         return None
     new, side, _ = made
-    if side is side_now() or not (side is None or any(s is side for s in CONTEXT.sides)):
+    if side is side_now() or not _open(side):
         return None  # made in this side (its own), or in one that ended
     if not new:
         raise PythonEffectError(
@@ -582,15 +604,6 @@ def held_position(value, origin: OriginInfo | None = None) -> HeldPosition | Non
             advice="make the iterator with `iter(xs)` over a list or tuple in this function, or take the items "
             "before the `if`.")
     return hold(value, origin)
-
-
-def move_held_position(record: HeldPosition, taken) -> None:
-    """`next()` or a loop took items (or none, at the end): the record's new position, recorded
-    first by the trackers of the staged sides opened since the iterator was made (they carry it
-    out, or refuse it in a loop; one made inside a side goes with that side)."""
-    for tracker in CONTEXT.trackers[record.depth:]:
-        tracker.see(record.position)
-    record.position.taken = taken
 
 
 @contextlib.contextmanager
@@ -628,14 +641,10 @@ def refuse_held_use(record: HeldPosition, what: str, origin: OriginInfo) -> None
         "that ended before, or iterate a list and keep the position in a variable.")
 
 
-def refuse_outside_side(record: HeldPosition, origin: OriginInfo) -> None:
-    """A held iterator used in a staged side that ended, or outside the side it was made in: its
-    position is another trace's value. (In the side it was made in, or one inside it, its
-    position is carried out of each side by the trackers.)"""
-    side = record.side
-    if not (side is None or any(s is side for s in CONTEXT.sides)):
-        refuse_held_use(record, "this line, outside the staged `if` or loop body the iterator was made in,",
-                        origin)
+def _open(side) -> bool:
+    """Whether `side` (None: a program's own level) is still being traced: the side now, or one
+    around it."""
+    return side is None or any(s is side for s in CONTEXT.sides)
 
 
 _prints = [0]  # prints staged (host callbacks) so far, by any program
