@@ -9,9 +9,11 @@ token of their value then (`_freeze`). A call first checks that every token stil
 (`GuardSet.holds`); where one does not, the function's programs are dropped and it traces
 again, so the program is eager's for the values of now.
 
-Not guarded: modules, functions, classes and other code (a name bound to one is assumed to
-stay; the data attributes the code names of a user's module or class are: `config.DEBUG`), and the objects of jax, numpy and the other libraries whose objects are machinery
-(dtypes, a mesh, a logger). Arrays are guarded by identity (a jax array never changes in
+The user's functions and classes are guarded by identity (a notebook cell that defines a helper
+again, a method patched onto a class between calls: `_users_code`), and the data attributes the
+code names of a user's module or class (`config.DEBUG`). Not guarded: modules, a library's
+functions and classes, and the objects of jax, numpy and the other libraries whose objects are
+machinery (dtypes, a mesh, a logger): a name bound to one is assumed to stay. Arrays are guarded by identity (a jax array never changes in
 place), numpy arrays by identity and contents, lists, dicts, tuples, sets and plain objects by
 their contents, walked to a bounded size.
 
@@ -36,7 +38,7 @@ import numpy as np
 from dy2st.errors import PythonEffectError, is_library_file
 from dy2st.runtime import writes
 from dy2st.runtime.values import OPAQUE_MODULES, iterator_position
-from dy2st.user_code import is_library_module, is_users_class
+from dy2st.user_code import is_library_module, is_users_class, is_users_object
 
 _MISSING = object()
 _CODE = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
@@ -79,9 +81,9 @@ class GuardSet:
             if key in self.entries:
                 continue
             value = reader()
-            if value is not _MISSING and (_is_code(value) or isinstance(value, jax.core.Tracer)) \
-                    and iterator_position(value) is None:
-                continue  # code; or a value of the trace itself (a cell of a function it made)
+            if value is not _MISSING and iterator_position(value) is None and (
+                    isinstance(value, jax.core.Tracer) or (_is_code(value) and not _users_code(value))):
+                continue  # machinery; or a value of the trace itself (a cell of a function it made)
             token = _freeze(value, self.kept)
             self.entries[key] = (reader, token)
             if type(value) in (list, dict):  # its items as first read: put back if a refused side changes it
@@ -322,6 +324,10 @@ def _attribute_readers(label: str, holder, names: tuple):
         # read, where it holds the name and where it does not yet (`cls.calls += 1` in a method
         # inherited from a base sets the attribute on the subclass, which then shadows the base's)
         holders = [k for k in holder.__mro__ if is_users_class(k)]
+    elif is_users_object(holder):
+        # an instance (`model.step(x)` of a global `model`): its own attributes are its token's;
+        # what its class holds (a method patched between calls, a class constant) is read here
+        holders = [k for k in type(holder).__mro__ if is_users_class(k)]
     else:
         return
     found = [n for n in names if not n.startswith("__") and any(n in vars(h) for h in holders)]
@@ -352,8 +358,28 @@ def _package(tp) -> str:
     return (getattr(tp, "__module__", None) or "").split(".")[0]
 
 
+def _users_code(value) -> bool:
+    """A function or class of the user's (also one wrapped: a method, a partial, a decorator's
+    wrapper, a StaticFunction, a class's staticmethod): guarded by identity, as a notebook cell
+    that defines `helper` again or a test that patches `Model.step` rebinds it between calls.
+    Modules and a library's code are machinery, assumed to stay."""
+    for _ in range(4):
+        if isinstance(value, type):
+            return is_users_class(value)
+        if isinstance(value, types.FunctionType):
+            return not (is_library_module(value.__module__) or is_library_file(value.__code__.co_filename))
+        inner = getattr(value, "__wrapped__", None) or getattr(value, "__func__", None)
+        if inner is None and isinstance(value, functools.partial):
+            inner = value.func
+        if inner is None:
+            return False
+        value = inner
+    return False
+
+
 def _is_code(value) -> bool:
-    """Modules, functions, classes, and library callables: not guarded."""
+    """Modules, functions, classes, and library callables: guarded by identity where they are
+    the user's (`_users_code`), else not at all."""
     if isinstance(value, _CODE):
         return True
     tp = type(value)
@@ -377,6 +403,14 @@ def _fast_check(reader, value, token):
             return type(now) is kind and now == value
 
         return same_scalar
+    if type(value) is float:  # by its bits: -0.0 is not 0.0, and a nan is itself
+        bits = value.hex()
+
+        def same_float():
+            now = reader()
+            return now is value or (type(now) is float and now.hex() == bits)
+
+        return same_float
     if _identity_safe(token):
         return lambda: reader() is value
     return lambda: _freeze(reader(), []) == token

@@ -525,7 +525,7 @@ def step_of(trainer, g):
     return trainer.w - trainer.lr * g
 
 
-def test_a_class_attribute_changed_between_calls_is_read_again():
+def test_a_class_attribute_read_through_self_or_an_argument_is_read_again():
     # read through `self` or an argument object, it was frozen at the first trace (inside a
     # function especially, where nothing else made the program trace again)
     def main():
@@ -557,3 +557,151 @@ def test_a_class_constant_of_an_equinox_module_changed_between_calls_is_read_aga
     for scale in (1.0, 5.0, 2.0):
         Scaled.SCALE = scale
         np.testing.assert_allclose(static(jnp.ones(2)), model(jnp.ones(2)))
+
+
+# -- code rebound between calls: a notebook cell defines a helper again, a test patches a method.
+# The user's functions and classes are guarded by identity; a library's code is machinery.
+
+def activation(x):
+    return jnp.tanh(x)
+
+
+class Layer:
+    def __init__(self):
+        self.w = jnp.array([1.0, -2.0, 3.0])
+
+    def act(self, y):
+        return y + 1.0
+
+    @staticmethod
+    def bias():
+        return 0.5
+
+    def forward(self, x):
+        y = x * self.w + self.bias()
+        if y.sum() > 0:
+            return self.act(y)
+        return -y
+
+
+LAYER = Layer()
+
+
+def uses_activation(x):
+    if x.sum() > 0:
+        return activation(x) * 2.0
+    return activation(-x)
+
+
+def uses_global_layer(x):
+    return LAYER.act(x) * 3.0
+
+
+def uses_argument_layer(layer, x):
+    return layer.act(x) - 1.0
+
+
+def builds(x):
+    return Box(x).scaled()
+
+
+class Box:
+    def __init__(self, v):
+        self.v = v
+
+    def scaled(self):
+        return self.v * 2.0
+
+
+class OtherBox(Box):
+    def scaled(self):
+        return self.v * -5.0
+
+
+@contextlib.contextmanager
+def rebound(holder, name, value):
+    """`holder.name = value` for the block (a module's global or a class's attribute)."""
+    old = holder[name] if isinstance(holder, dict) else vars(holder)[name]  # (a staticmethod as is)
+    if isinstance(holder, dict):
+        holder[name] = value
+    else:
+        setattr(holder, name, value)
+    try:
+        yield
+    finally:
+        if isinstance(holder, dict):
+            holder[name] = old
+        else:
+            setattr(holder, name, old)
+
+
+def _same_on_calls(static, eager, *args):
+    for _ in range(2):
+        np.testing.assert_allclose(static(*args), eager(*args), rtol=1e-6)
+
+
+@pytest.mark.parametrize("x", [X, -X - 1.0], ids=["positive", "negative"])
+def test_a_global_function_defined_again_between_calls_is_called_again(x):
+    static = dy2st.to_static(uses_activation)
+    _same_on_calls(static, uses_activation, x)
+    with rebound(globals(), "activation", lambda v: v * 10.0):
+        _same_on_calls(static, uses_activation, x)
+    _same_on_calls(static, uses_activation, x)
+
+
+def test_a_to_static_helper_defined_again_between_calls_is_called_again():
+    static = dy2st.to_static(uses_activation)
+    _same_on_calls(static, uses_activation, X)
+    with rebound(globals(), "activation", dy2st.to_static(lambda v: v - 7.0)):
+        _same_on_calls(static, uses_activation, X)
+
+
+@pytest.mark.parametrize("x", [X, -X - 1.0], ids=["positive", "negative"])
+def test_a_method_patched_on_the_class_between_calls_is_called_again(x):
+    layer = Layer()
+    method = dy2st.to_static(layer.forward)
+    via_global, via_argument = dy2st.to_static(uses_global_layer), dy2st.to_static(uses_argument_layer)
+
+    def check():
+        _same_on_calls(method, layer.forward, x)
+        _same_on_calls(via_global, uses_global_layer, x)
+        _same_on_calls(via_argument, uses_argument_layer, layer, x)
+
+    check()
+    with rebound(Layer, "act", lambda self, y: y * 100.0):
+        check()
+        with rebound(Layer, "bias", staticmethod(lambda: -4.0)):
+            check()
+    check()
+
+
+def test_a_global_class_rebound_between_calls_is_built_again():
+    static = dy2st.to_static(builds)
+    _same_on_calls(static, builds, X)
+    with rebound(globals(), "Box", OtherBox):
+        _same_on_calls(static, builds, X)
+    _same_on_calls(static, builds, X)
+
+
+def test_a_library_function_read_as_a_global_is_not_guarded():
+    relu = jax.nn.relu
+
+    def only_library_code(x):
+        if x.sum() > 0:
+            return relu(x)
+        return jnp.tanh(x)
+
+    static = dy2st.to_static(only_library_code)
+    static(X)
+    static(X)
+    assert not static._guards
+    assert type(static.func).__name__ == "PjitFunction"
+
+
+def test_an_unchanged_helper_costs_one_identity_test_per_call():
+    static = dy2st.to_static(uses_activation)
+    static(X)
+    (key, check), = static._guards.checks.items()
+    assert key[2] == "activation" and check()
+    with rebound(globals(), "activation", jnp.sin):
+        assert not check()
