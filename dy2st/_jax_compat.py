@@ -174,11 +174,21 @@ def equation_code_frames(eqn) -> list:
 
 
 def _code_frames(traceback) -> list:
+    source_info = importlib.import_module("jax._src.source_info_util")
+    return [(code, source_info.raw_frame_to_frame(code, last).start_line) for code, last in _raw_frames(traceback)]
+
+
+def equation_code_offsets(eqn) -> list:
+    """`(code, bytecode offset)` of the Python frames that created a jaxpr equation, innermost
+    first (where each frame was, as `frame.f_lasti` says it)."""
+    return _raw_frames(getattr(getattr(eqn, "source_info", None), "traceback", None))
+
+
+def _raw_frames(traceback) -> list:
     if traceback is None:
         return []
-    source_info = importlib.import_module("jax._src.source_info_util")
     codes, lasti = traceback.raw_frames()
-    return [(code, source_info.raw_frame_to_frame(code, last).start_line) for code, last in zip(codes, lasti)]
+    return list(zip(codes, lasti))
 
 
 
@@ -189,7 +199,7 @@ def equation_lines(eqn) -> list:
 
 # -- the operations of the jaxpr being traced --------------------------------------------------
 # The numbers rule checks, at run time, that a Python int a staged loop or branch computes on
-# stays in int32 (runtime/asserts.check_python_ints). jax keeps the operations traced so far, with their
+# stays in int32 (runtime/asserts.check_python_numbers). jax keeps the operations traced so far, with their
 # input tracers, only on its private trace frame.
 _core = importlib.import_module("jax._src.core")
 
@@ -212,6 +222,7 @@ class TracedOperation(NamedTuple):
     outputs: list  # avals
     params: dict
     equation: object
+    output_keys: list  # what `value_key` gives for the operation's results
 
 
 def traced_operations_since(mark: int | None):
@@ -221,7 +232,42 @@ def traced_operations_since(mark: int | None):
     if frame is None or mark is None:
         return
     for eqn in frame.tracing_eqns[mark:]:
-        yield TracedOperation(eqn.primitive.name, list(eqn.in_tracers), [v.aval for v in eqn.outvars], eqn.params, eqn)
+        yield _operation(eqn)
+
+
+def _operation(eqn) -> TracedOperation:
+    return TracedOperation(eqn.primitive.name, list(eqn.in_tracers), [v.aval for v in eqn.outvars], eqn.params, eqn,
+                           list(eqn.outvars))
+
+
+def operations_in_frame_of(tracer, start: int):
+    """`(how many operations the jaxpr `tracer` belongs to holds, its TracedOperations from
+    `start`)`; `(0, [])` for a tracer of no jaxpr being traced (a grad's, a vmap's)."""
+    frame = getattr(getattr(tracer, "_trace", None), "frame", None)
+    if frame is None:
+        return 0, []
+    eqns = frame.tracing_eqns
+    return len(eqns), [_operation(e) for e in eqns[start:]]
+
+
+def value_key(tracer):
+    """A hashable key for the value a tracer of the jaxpr being traced stands for (its jaxpr
+    variable: the same for every tracer of it), or None."""
+    key = getattr(tracer, "val", None)
+    return key if isinstance(key, _core.Var) else None
+
+
+def lifted_from(tracer):
+    """The value of an enclosing trace that `tracer` stands for in a nested jaxpr (a cond's
+    side, a loop's body reads a value from before it), or None."""
+    frame = getattr(getattr(tracer, "_trace", None), "frame", None)
+    key = value_key(tracer)
+    return frame.constvar_to_val.get(key) if frame is not None and key is not None else None
+
+
+def frame_of(tracer):
+    """The jaxpr being traced that `tracer` belongs to (an identity only), or None."""
+    return getattr(getattr(tracer, "_trace", None), "frame", None)
 
 
 def literal_value(value):

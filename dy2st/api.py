@@ -22,6 +22,7 @@ from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, ConcreteProgram, Pr
 from dy2st.program_body import ARRAY_IMPL, LIFTED_ROOTS, plain_python
 from dy2st.sharding import Shardings
 from dy2st.runtime import guards, static_outputs, writes
+from dy2st.runtime.asserts import check_python_numbers_of
 from dy2st.runtime.calls import NOT_TO_STATIC_ATTR, python_function_of, runs_eagerly, top_level_target
 from dy2st.runtime.undefined import check_defined
 
@@ -439,8 +440,11 @@ class StaticFunction(functools.partial):
         """Called with traced arguments (inside jit/grad/vmap): run into the enclosing trace
         (whose program, where it is one of dy2st's, guards what this function reads)."""
         guards.note(self._converted)
-        with writes.held_iterators():
-            return check_defined(self._converted(*args, **kwargs))
+        mark = _jax_compat.trace_mark()
+        with writes.converted_run():
+            result = check_defined(self._converted(*args, **kwargs))
+            check_python_numbers_of(self._fn, mark)
+            return result
 
     def _guarded(self):
         """A trace read a Python value from outside the arguments: calls must check it, so

@@ -22,7 +22,6 @@ After:
 from __future__ import annotations
 
 import contextlib
-import inspect
 import sys
 from typing import Callable
 
@@ -30,10 +29,10 @@ import jax
 
 from dy2st import _jax_compat
 from dy2st.call_policy import CallPolicy, ContainerEffect, OrderObserved
-from dy2st.errors import Dy2StaticError, OriginInfo, PythonEffectError, RuntimeChecks, StagedBranchError
+from dy2st.errors import Dy2StaticError, PythonEffectError, RuntimeChecks, StagedBranchError
 from dy2st.input_spec import user_origin
 from dy2st.runtime import guards, key_order, static_outputs, writes
-from dy2st.runtime.asserts import check_python_ints
+from dy2st.runtime.asserts import check_python_numbers_of
 from dy2st.runtime.undefined import check_defined
 from dy2st.runtime.values import ARRAY_TYPES, is_nnx_object
 
@@ -271,9 +270,7 @@ class ProgramBody:
         mark = _jax_compat.trace_mark()
         with watcher.watching() if watcher is not None else contextlib.nullcontext():
             out = fn(*args, **kwargs)
-        code = getattr(inspect.unwrap(fn), "__code__", None)
-        if code is not None:  # the numbers rule: a Python int computed on outside a staged `if` or loop too
-            check_python_ints(mark, OriginInfo(code.co_filename, code.co_firstlineno, code.co_name))
+        check_python_numbers_of(fn, mark)  # the numbers rule outside a staged `if` or loop too
         if watcher is not None and (watcher.observed or key_order.holds_watched(out)):
             self.policy.orders_observed = True  # this program would serve other orders: given up
             raise OrderObserved("the function observes a dict argument's key order")

@@ -21,7 +21,9 @@ from dy2st.config import config, logger
 from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, ProgramCache
 from dy2st.program_body import LIFTED_ROOTS, ContainerWatch, object_changed_error
 from dy2st.runtime import guards as guard_reads
+from dy2st import _jax_compat
 from dy2st.runtime import static_outputs, writes
+from dy2st.runtime.asserts import check_python_numbers_of
 from dy2st.runtime.undefined import check_defined
 from dy2st.errors import PythonEffectError
 from dy2st.input_spec import user_origin
@@ -204,8 +206,11 @@ class StatefulPrograms:
     def _run_inline(self, args, kwargs):
         """Inside jit/grad/vmap (traced arguments or traced attributes): run on the live objects,
         so the enclosing transformation sees the mutations as in eager code."""
-        with writes.held_iterators():
-            return check_defined(self._fn(*args, **kwargs))
+        mark = _jax_compat.trace_mark()
+        with writes.converted_run():
+            result = check_defined(self._fn(*args, **kwargs))
+            check_python_numbers_of(self._fn, mark)
+            return result
 
     def call(self, args, kwargs, positions):
         """Run `fn(*args, **kwargs)` as a program, writing state changes back onto the roots."""

@@ -18,6 +18,8 @@ itself, so dy2st mirrors it: with `sys.flags.optimize` set, asserts are not conv
 
 from __future__ import annotations
 
+import inspect
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -30,7 +32,7 @@ from dy2st.runtime import events
 from dy2st.runtime.formatting import TracedString
 from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.staging import handler_around, scalar_predicate
-from dy2st.runtime.values import is_traced
+from dy2st.runtime.values import division_kind, is_traced, python_numbers
 
 
 def _raise_from_check(error: BaseException):
@@ -72,18 +74,20 @@ def convert_assert(test, message=None):
                     "the condition is traced: a host callback raises AssertionError when the program runs")
 
 
-def refuse_under_handler(error: str, origin: OriginInfo) -> None:
+def refuse_under_handler(error: str, origin: OriginInfo, frames=None) -> None:
     """A run-time check that raises `error`, an exception eager code raises on such data, inside
     a `try` whose `except` may catch it: eagerly the handler runs; the program's check would
     raise past it when it runs. Refused at the line. (A `with` block is not taken for a
-    handler here: context managers that suppress errors are rare, asserts inside `with` are not.)"""
-    if handler_around(with_blocks=False, converted_only=True):
+    handler here: context managers that suppress errors are rare, asserts inside `with` are not.)
+    `frames`: those of an operation traced earlier (`handler_around`), not the live ones."""
+    if handler_around(with_blocks=False, converted_only=True, frames=frames):
         raise StagedInTryError(
             f"this line raises {error} when the program runs on data where eager Python raises it, inside a `try` "
             "whose `except` would catch it: a compiled program's run-time check raises past the handler.",
             origin,
             advice="make the code valid for every input instead of catching the error (`next(it, default)`; "
-            "`jnp.where` for an assert's condition), or move the `try` out of the converted function.")
+            "`jnp.where` for an assert's condition; `jnp.where(d == 0, fallback, a / d)` for a division), or move "
+            "the `try` out of the converted function.")
 
 
 def check_when_run(ok, make_error, origin: OriginInfo | None = None, what: str = "", detail=None,
@@ -136,40 +140,84 @@ _INT32_MIN = -(2 ** 31)
 _COUNTER_STEP = 2 ** 10  # a sum with a smaller constant needs over 2**21 iterations to leave int32
 
 
-def check_python_ints(mark, origin: OriginInfo) -> None:
-    """At run time, raise IntOverflowError where an operation traced since `mark`
-    (`_jax_compat.trace_mark`) on a Python int (a weakly typed int32: what a Python int a
-    staged loop carries or a staged `if` picks becomes) left int32's range: eagerly the int
-    grows, the program's would wrap. Checked: products, powers (`k ** 3`, in float32 with a
-    margin), negation, and sums and differences of two such values or with a constant of 2**10
-    or more (`k + 2 ** 30` wraps in two iterations); not a sum with a smaller constant (`k += 1`,
-    a counter), which needs over 2**21 iterations to leave the range and would cost every
-    counting loop a check per iteration. The error names the line of the first operation that
-    wrapped."""
-    flags, origins = [], []
+def check_python_numbers(mark, origin: OriginInfo) -> None:
+    """At run time, raise what eager Python raises where an operation traced since `mark`
+    (`_jax_compat.trace_mark`) on Python numbers the data decides would have raised:
+
+    * IntOverflowError where one on a Python int (a weakly typed int32: what a Python int a
+      staged loop carries or a staged `if` picks becomes) left int32's range: eagerly the int
+      grows, the program's would wrap. Checked: products, powers (`k ** 3`, in float32 with a
+      margin), negation, and sums and differences of two such values or with a constant of 2**10
+      or more (`k + 2 ** 30` wraps in two iterations); not a sum with a smaller constant (`k += 1`,
+      a counter), which needs over 2**21 iterations to leave the range and would cost every
+      counting loop a check per iteration.
+    * ZeroDivisionError where a Python number divides (`/`, `//`, `%`) by one that is 0
+      (`PythonNumbers`): XLA gives inf or garbage; an array divided by 0 stays XLA's, as eagerly.
+
+    Each error names the line of the first operation that failed."""
+    numbers = python_numbers()
+    overflows, divisions = _FailedLines(origin), _FailedLines(origin, raises="ZeroDivisionError")
     for operation in _jax_compat.traced_operations_since(mark):
         outputs = operation.outputs
-        flag = _overflow(operation) if len(outputs) == 1 and _is_python_int(outputs[0]) else None
-        if flag is not None:
-            flags.append(flag)
-            line = next((l for f, l in _jax_compat.equation_lines(operation.equation) if f == origin.filename),
-                        origin.lineno)
-            origins.append(OriginInfo(origin.filename, line, origin.function_name))
-    if not flags:
-        return
-    wrapped = jnp.stack(flags)
+        if len(outputs) == 1 and _is_python_int(outputs[0]):
+            overflows.add(_overflow(operation), operation)
+        if numbers is not None:
+            divisions.add(numbers.zero_divisor(operation), operation)
+    overflows.check_when_run(lambda line, operation: IntOverflowError(
+        "a Python int this line computes left int32's range when the program ran: eagerly it would "
+        "grow, the compiled program's (a weakly typed int32) would wrap.",
+        line,
+        advice="keep the value within int32, compute it as a float (`1.0 * ...`), or make the loop's "
+        "trip count a Python value so it runs in Python.",
+    ), "a Python int computed on stays within int32")
+    divisions.check_when_run(_zero_division, "a Python number divides by no Python number that is 0")
 
-    def error(first):
-        return IntOverflowError(
-            "a Python int this line computes left int32's range when the program ran: eagerly it would "
-            "grow, the compiled program's (a weakly typed int32) would wrap.",
-            origins[int(first)],
-            advice="keep the value within int32, compute it as a float (`1.0 * ...`), or make the loop's "
-            "trip count a Python value so it runs in Python.",
-        )
 
-    check_when_run(~wrapped.any(), error, origin, "a Python int computed on stays within int32",
-                   detail=jnp.argmax(wrapped))
+def check_python_numbers_of(fn, mark) -> None:
+    """`check_python_numbers` for what `fn` (a converted function run as a program, or inline
+    into an enclosing trace) computed at its own level, outside its staged `if`s and loops."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is not None:
+        check_python_numbers(mark, OriginInfo(code.co_filename, code.co_firstlineno, code.co_name))
+
+
+class _FailedLines:
+    """Traced flags, each with the user's line of the operation it tests: one run-time check
+    that fails with the error of the first flag set. `raises`: the exception's name where eager
+    Python raises it too, refused where an `except` around the operation would catch it."""
+
+    def __init__(self, origin: OriginInfo, raises: str | None = None):
+        self.origin, self.raises, self.flags, self.lines = origin, raises, [], []
+
+    def add(self, flag, operation) -> None:
+        if flag is None:
+            return
+        origin = self.origin
+        line = next((l for f, l in _jax_compat.equation_lines(operation.equation) if f == origin.filename),
+                    origin.lineno)
+        line = OriginInfo(origin.filename, line, origin.function_name)
+        if self.raises is not None:
+            refuse_under_handler(self.raises, line, _jax_compat.equation_code_offsets(operation.equation))
+        self.flags.append(flag)
+        self.lines.append((line, operation))
+
+    def check_when_run(self, error, what: str) -> None:
+        if not self.flags:
+            return
+        failed = jnp.stack(self.flags)
+        check_when_run(~failed.any(), lambda first: error(*self.lines[int(first)]), self.origin, what,
+                       detail=jnp.argmax(failed))
+
+
+def _zero_division(line: OriginInfo, operation) -> ZeroDivisionError:
+    integer = np.dtype(operation.outputs[0].dtype).kind in "iu"
+    text = {("div", True): "integer division or modulo by zero", ("floordiv", True): "integer division or modulo by zero",
+            ("rem", True): "integer modulo by zero", ("div", False): "division by zero",
+            ("floordiv", False): "float floor division by zero", ("rem", False): "float modulo"}[
+        division_kind(operation), integer]
+    error = ZeroDivisionError(text)
+    error.add_note(f"(dy2st) a Python number the data decides was 0 when the program ran, at:\n  {line.as_header()}")
+    return error
 
 
 def _is_python_int(aval) -> bool:
@@ -189,7 +237,7 @@ def _overflow(operation):
     a, b = inputs
     constants = [c for c in map(_jax_compat.literal_value, inputs) if c is not None]
     if name in ("add", "sub") and constants and abs(int(constants[0])) < _COUNTER_STEP:
-        return None  # a counter's step: see check_python_ints
+        return None  # a counter's step: see check_python_numbers
     if name == "add":
         r = lax.add(a, b)
         return ((a ^ r) & (b ^ r)) < 0

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 from dy2st import _jax_compat
 from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError, rebinding_hint
 from dy2st.runtime import events, key_order, reachable, state_cells, static_outputs, writes
-from dy2st.runtime.asserts import check_python_ints
+from dy2st.runtime.asserts import check_python_numbers
 from dy2st.runtime.staging import (grown_from, grown_here, grown_in_this_side, scalar_predicate, stage_cond, stage_value,
                                    watch_here)
 from dy2st.runtime.values import is_nnx_object, is_traced
@@ -151,7 +151,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
                 contents.watch(tracker)
                 if body is not None:
                     body()
-            check_python_ints(mark, origin)  # the numbers rule: a Python int it computes on stays in int32
+            check_python_numbers(mark, origin)  # the numbers rule: what Python would raise computing on them
             state = get_state() if get_state is not None else ()
             side_values[body] = state[:nouts]
             # a list or dict a value holds twice (`return d, d`) stays one object after the cond,

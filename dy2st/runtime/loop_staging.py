@@ -33,12 +33,12 @@ from jax import lax
 from dy2st import _jax_compat
 from dy2st.errors import MissingAfterLoopError, UndefinedVariableError, LoopGradientError, LoopVariableError, OriginInfo
 from dy2st.runtime import ad_context, events, guards, key_order, loop_checks, reachable
-from dy2st.runtime.asserts import check_python_ints, check_when_run
+from dy2st.runtime.asserts import check_python_numbers, check_when_run
 from dy2st.runtime.staging import (cast_to, refuse_ints_beyond_int32, static_equal, weak_proxy, describe, scalar_predicate, staged_tracing,
                                    grown_from, note_grown, tracing_staged_code)
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
-from dy2st.runtime.values import flatten_state, is_array, is_python_number
+from dy2st.runtime.values import flatten_state, is_array, is_python_number, note_python_numbers
 from dy2st.runtime.writes import WriteTracker, refill, refuse_loop_writes
 
 _MAX_ROUNDS = 4
@@ -62,6 +62,7 @@ class Leaf:
     # The Python number the body sets this carried leaf to (the same in every iteration):
     # eagerly the value after a loop that ran (`k = x.min()` before, `k = 2` in the body: 2).
     python_after: object = None
+    python_number: bool = False  # a Python number before or after an iteration (the numbers rule)
 
     @property
     def carried(self) -> bool:
@@ -284,9 +285,11 @@ def _join_leaf(old: Leaf, out: ArrayOut | PythonOut, label, origin) -> Leaf:
         )
     else:
         new = out.aval
+    number = is_python and is_python_number(out_static)
     if not old.carried:
         if isinstance(old.static, Undefined):
-            return Leaf(aval=new, zeros=True, unbound_before=not isinstance(old.static, UndefinedReturn))
+            return Leaf(aval=new, zeros=True, unbound_before=not isinstance(old.static, UndefinedReturn),
+                        python_number=number)
         if not is_python_number(old.static):
             raise LoopVariableError(
                 f"{label} is {describe(old.static)} before an iteration of the loop but {describe(new)} after it.",
@@ -296,9 +299,10 @@ def _join_leaf(old: Leaf, out: ArrayOut | PythonOut, label, origin) -> Leaf:
         start = scalar_aval(old.static)
         start = jax.core.ShapedArray(new.shape, start.dtype, weak_type=start.weak_type)  # a scalar broadcasts
         reshaped = old.static if new.shape != () else None
-        return Leaf(aval=merge_types(start, new, label, origin), python_start=reshaped, python_after=after)
+        return Leaf(aval=merge_types(start, new, label, origin), python_start=reshaped, python_after=after,
+                    python_number=True)
     return Leaf(aval=merge_types(old.aval, new, label, origin), zeros=old.zeros, python_start=old.python_start,
-                unbound_before=old.unbound_before, python_after=after)
+                unbound_before=old.unbound_before, python_after=after, python_number=old.python_number or number)
 
 
 def merge_types(before, after, label, origin):
@@ -437,7 +441,7 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
             refuse_loop_writes(tracker, origin, trips_known=loop.length is not None and loop.test is None)
         finally:
             tracker.forget()  # (the body's function outlives the trace in jax's caches)
-        check_python_ints(mark, origin)  # the numbers rule: a Python int it computes on stays in int32
+        check_python_numbers(mark, origin)  # the numbers rule: what Python would raise computing on them
         new = join(spec, iteration, origin)
         if not settled(spec, new) or (loop.length is None and loop.bound() != bound):
             raise _Abandon(_Retype(new))
@@ -646,7 +650,7 @@ def _final_values(spec, final, ys, length, last=None) -> list:
     loop, as eagerly (`k = x.min()` before, `k = 2` in the body: the int 2, not 2.0), and one
     the carry promoted (`k = 0.5` before, an int in the body) has the body's type again."""
     carried, ys = iter(final), iter(ys)
-    values = []
+    values, numbers = [], []
     for i, var in enumerate(spec):
         if var.is_list:
             stacks = [next(ys) for _ in var.items]
@@ -660,6 +664,9 @@ def _final_values(spec, final, ys, length, last=None) -> list:
                 value = out.value  # the same number every iteration: the body read nothing carried for it
             elif leaf.carried and isinstance(out, ArrayOut) and out.aval != leaf.aval and out.aval.shape == leaf.aval.shape:
                 value = cast_to(value, out.aval)
+            elif leaf.python_number and leaf.aval.weak_type and leaf.aval.shape == ():
+                numbers.append(value)
             leaves.append(value)
         values.append(jax.tree_util.tree_unflatten(var.treedef, leaves))
+    note_python_numbers(numbers)
     return values

@@ -34,7 +34,8 @@ from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.formatting import bind_traced
 from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
-from dy2st.runtime.values import describe, flatten_state, is_array, is_python_number, stands_for_python_number
+from dy2st.runtime.values import (describe, flatten_state, is_array, is_python_number, note_python_numbers,
+                                  python_numbers, stands_for_python_number)
 
 def scalar_predicate(pred, origin: OriginInfo, what: str = "The condition",
                      advice: str = "reduce it to one value, e.g. `(x > 0).all()` or `(x > 0).any()`."):
@@ -58,9 +59,10 @@ class _Branch:
 
     structures: list
     leaves: list  # per variable, a list of leaves
+    numbers: frozenset = frozenset()  # (variable, leaf) of the traced leaves that stand for Python numbers
 
     def copy(self) -> "_Branch":
-        return _Branch(list(self.structures), [list(l) for l in self.leaves])
+        return _Branch(list(self.structures), [list(l) for l in self.leaves], self.numbers)
 
 
 def tracing_staged_code() -> bool:
@@ -157,15 +159,18 @@ def grown_from(value):
 
 def _run_branch(fn: Callable[[], Sequence]):
     """Run one side: its `_Branch` and its array leaves, in order."""
-    structures, leaves, arrays = [], [], []
+    structures, leaves, arrays, numbers = [], [], [], python_numbers()
     with staged_tracing():
         values = fn()
-    for value in values:
+    stand_ins = set()
+    for i, value in enumerate(values):
         var_leaves, structure = flatten_state(value)
         structures.append(structure)
         leaves.append([jax.typeof(l) if is_array(l) else l for l in var_leaves])
         arrays += [l for l in var_leaves if is_array(l)]
-    return _Branch(structures, leaves), arrays
+        if numbers is not None:
+            stand_ins.update((i, j) for j, l in enumerate(var_leaves) if numbers.holds(l))
+    return _Branch(structures, leaves, frozenset(stand_ins)), arrays
 
 
 class _Failed:
@@ -257,22 +262,29 @@ def _raise_when_run(error: BaseException) -> None:
     RuntimeChecks.record_traced()
 
 
-def handler_around(with_blocks: bool = True, converted_only: bool = False) -> bool:
+def handler_around(with_blocks: bool = True, converted_only: bool = False, frames=None) -> bool:
     """Whether user code between the program being traced and here is inside a `try` whose
     handler may catch (an `except`; with `with_blocks`, a `with` whose exit may suppress): an
     exception deferred to run time would escape it, where eager's handler catches it. With
     `converted_only`, the walk ends at the first frame of the user's that dy2st did not convert
-    (inside the user's own `jax.jit`, no program boundary ends it)."""
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code not in writes.PROGRAM_BOUNDARIES:
-        code = frame.f_code
+    (inside the user's own `jax.jit`, no program boundary ends it). `frames`: `(code, offset)`
+    of the frames to walk, innermost first, where they are not the live ones (an operation
+    traced earlier: `_jax_compat.equation_code_offsets`)."""
+    for code, offset in frames if frames is not None else _live_frames(sys._getframe(1)):
+        if code in writes.PROGRAM_BOUNDARIES:
+            break
         if not is_library_file(code.co_filename):
             if converted_only and code not in writes.CONVERTED_CODES:
                 return False
-            if _catching_at(code, frame.f_lasti, with_blocks):
+            if _catching_at(code, offset, with_blocks):
                 return True
-        frame = frame.f_back
     return False
+
+
+def _live_frames(frame):
+    while frame is not None:
+        yield frame.f_code, frame.f_lasti
+        frame = frame.f_back
 
 
 def _catching_at(code, offset: int, with_blocks: bool) -> bool:
@@ -344,6 +356,7 @@ def _fill_undefined_returns(t: _Branch, f: _Branch) -> None:
                 this.leaves[i] = [leaves[0]] * len(other.leaves[i])
 
 
+# -- Python numbers the data decides (the numbers rule's stand-ins) ---------------------------
 def weak_proxy(leaf):
     """Something `jnp.result_type` promotes like `leaf` (it ignores weak_type on avals)."""
     if is_python_number(leaf):
@@ -360,13 +373,16 @@ class _Merged:
     static: object = None
     aval: object = None  # ShapedArray when the leaf is staged
     fill_zeros: tuple = (False, False)  # per branch: an UndefinedReturn to fill with zeros
+    python_number: bool = False  # a Python number on a side: the numbers rule's stand-in
 
 
 def _is_aval(leaf) -> bool:
     return isinstance(leaf, jax.core.ShapedArray)
 
 
-def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: bool) -> _Merged:
+def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: bool, traced_number: bool) -> _Merged:
+    """How leaf `a` of one side and `b` of the other leave the cond. `traced_number`: a side's
+    leaf is a traced value that stands for a Python number (`PythonNumbers`)."""
     def mismatch(why: str, advice: str):
         return BranchOutputError(
             f"{label} is {describe(a)} in the {branch_names[0]} but {describe(b)} in the {branch_names[1]}: {why}",
@@ -415,11 +431,12 @@ def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: boo
     if np.dtype(dtype) == np.int32:
         refuse_ints_beyond_int32((a, b), label, origin)
     # the numbers rule: a Python number the side taken decides is a weak 0-d array
-    weak = weak or stands_for_python_number(dtype, (a, b))
+    python_number = traced_number or stands_for_python_number(dtype, (a, b))
+    weak = weak or python_number
     strong = [l.dtype for l in (a, b) if _is_aval(l) and not l.weak_type]
     if not promote and len(strong) == 2 and strong[0] != strong[1]:
         raise mismatch("dtypes differ.", f"cast {label} to one dtype in both branches, e.g. with .astype(...).")
-    return _Merged(aval=jax.core.ShapedArray(shape_a, dtype, weak_type=weak))
+    return _Merged(aval=jax.core.ShapedArray(shape_a, dtype, weak_type=weak), python_number=python_number and weak)
 
 
 def _merge_extended(a, b, label, origin, branch_names) -> _Merged:
@@ -625,10 +642,12 @@ def _build_cond(pred, fns, branch_names, origin, merge, known: _BothSides | None
         arrays = iter(lax.cond(pred, first, second))
     except _Abandon as abandon:
         return abandon.both
-    values = []
+    values, numbers = [], []
     for structure, var in zip(trace.structures, trace.merged):
         leaves = [m.static if m.aval is None else next(arrays) for m in var]
+        numbers.extend(leaf for leaf, m in zip(leaves, var) if m.python_number)
         values.append(jax.tree_util.tree_unflatten(structure, leaves))
+    note_python_numbers(numbers)
     return values
 
 
@@ -662,7 +681,10 @@ def _merge(t: _Branch, f: _Branch, labels, origin, branch_names, promote):
                 "branches; a function must return the same structure on every path.",
             )
         name = f"'{label}'" if len(t_leaves) == 1 else f"a part of '{label}'"
-        merged.append([_merge_leaf(a, b, name, origin, branch_names, promote) for a, b in zip(t_leaves, f_leaves)])
+        i = len(merged)
+        merged.append([_merge_leaf(a, b, name, origin, branch_names, promote,
+                                   (i, j) in t.numbers or (i, j) in f.numbers)
+                       for j, (a, b) in enumerate(zip(t_leaves, f_leaves))])
     return t, f, merged
 
 

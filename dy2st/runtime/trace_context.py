@@ -34,10 +34,12 @@ class _TraceContext(threading.local):
         self.recording = None
         # id -> `writes.HeldPosition` of the iterators staged loops left at traced positions,
         # id -> the iterators `iter()` made new, and how many scopes that end both records are
-        # open (`writes.held_iterators`)
+        # open (`writes.converted_run`)
         self.held_positions: dict = {}
         self.new_iterators: dict = {}
         self.held_scopes: int = 0
+        # the `values.PythonNumbers` of the outermost converted run open now, or None
+        self.python_numbers = None
         # values of globals written outside any program trace (`checks.remember_global`)
         self.remembered_globals: dict = {}
 

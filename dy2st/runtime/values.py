@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from dy2st import _jax_compat
+from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.undefined import Undefined
 
 ARRAY_TYPES = (jax.Array, np.ndarray, np.generic)
@@ -168,3 +169,95 @@ def is_nnx_object(x) -> bool:
     in-place changes the code sees, where other pytrees are values."""
     nnx = sys.modules.get("flax.nnx")
     return nnx is not None and isinstance(x, (nnx.Pytree, nnx.Variable))
+
+
+def python_numbers() -> PythonNumbers | None:
+    """The `PythonNumbers` of the converted code being traced now (None outside any:
+    `writes.converted_run`)."""
+    return CONTEXT.python_numbers
+
+
+def note_python_numbers(values) -> None:
+    """`values` (traced) stand for Python numbers the data decides: a staged `if` picked them,
+    or a staged loop carried them, where eagerly each is an int or a float."""
+    numbers = CONTEXT.python_numbers
+    if numbers is not None:
+        numbers.note(values)
+
+
+class PythonNumbers:
+    """Which traced values of a program stand for Python numbers: the stand-ins noted where the
+    numbers rule makes them, and what Python arithmetic on them and on constants computes (`n - 1`,
+    `10 / n`: 0-d and weakly typed, as jnp keeps Python numbers), found by walking each jaxpr's
+    operations once, as far as it is traced when asked. A weakly typed 0-d array that is no such
+    value (an argument `jnp.array(0.0)`) divides by 0 as XLA does, as it does eagerly."""
+
+    def __init__(self):
+        self.keys: set = set()  # `_jax_compat.value_key`s of the values that stand for Python numbers
+        self.kept: list = []  # the tracers and jaxprs walked (their keys and ids stay theirs)
+        self.walked: dict = {}  # id(a jaxpr being traced) -> how many of its operations were walked
+
+    def note(self, values) -> None:
+        for value in values:
+            key = _jax_compat.value_key(value)
+            if key is not None and np.shape(value) == ():
+                self.keys.add(key)
+                self.kept.append(value)
+
+    def holds(self, value) -> bool:
+        """Whether the traced `value` stands for a Python number."""
+        if not isinstance(value, jax.core.Tracer):  # (an Undefined marker raises on any attribute)
+            return False
+        key = _jax_compat.value_key(value)
+        if key is None:
+            return False
+        self._walk(value)
+        if key in self.keys:
+            return True
+        outer = _jax_compat.lifted_from(value)  # read by a side or a loop body from before it
+        return is_traced(outer) and self.holds(outer)
+
+    def zero_divisor(self, operation):
+        """For a division of a Python number by one (or by the constant 0): a traced bool, whether
+        the divisor is 0 (None for any other operation)."""
+        if division_kind(operation) is None or len(operation.inputs) != 2:
+            return None
+        dividend, divisor = operation.inputs
+        constant = _jax_compat.literal_value(divisor)
+        if not (self.holds(divisor) or (constant is not None and constant == 0)):
+            return None
+        if not (self.holds(dividend) or _jax_compat.literal_value(dividend) is not None):
+            return None  # an array divided by a number: XLA's inf, as eagerly
+        return divisor == 0
+
+    def _walk(self, value) -> None:
+        frame = _jax_compat.frame_of(value)
+        if frame is None:
+            return
+        start = self.walked.get(id(frame), 0)
+        count, operations = _jax_compat.operations_in_frame_of(value, start)
+        if count <= start:
+            return
+        self.walked[id(frame)] = count
+        self.kept.append(frame)
+        for operation in operations:
+            if len(operation.outputs) != 1 or operation.outputs[0].shape != () or not operation.outputs[0].weak_type:
+                continue
+            numbers = [self.holds(i) for i in operation.inputs]
+            if any(numbers) and all(n or _jax_compat.literal_value(i) is not None
+                                    for n, i in zip(numbers, operation.inputs)):
+                self.keys.update(operation.output_keys)
+
+
+_DIVISIONS = {"div": "div", "rem": "rem", "floor_divide": "floordiv", "remainder": "rem", "divmod": "floordiv",
+              "true_divide": "div", "divide": "div"}
+
+
+def division_kind(operation) -> str | None:
+    """"div", "floordiv" or "rem" for a traced division (a primitive, or jnp's jitted
+    `floor_divide`/`remainder`), else None."""
+    if operation.name in ("div", "rem"):
+        return operation.name
+    if operation.name in ("jit", "pjit"):
+        return _DIVISIONS.get(str(operation.params.get("name")))
+    return None

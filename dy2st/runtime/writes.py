@@ -28,7 +28,7 @@ import jax
 
 from dy2st.errors import REFUSAL_LISTENERS, ConversionError, LoopVariableError, OriginInfo, PythonEffectError
 from dy2st.runtime import reachable
-from dy2st.runtime.values import is_traced
+from dy2st.runtime.values import PythonNumbers, is_traced
 from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.undefined import Undefined
 from dy2st.user_code import is_users_object
@@ -417,7 +417,7 @@ def program_containers(guards=None):
     program = _Program(guards)
     stack.append(program)
     try:
-        with held_iterators():
+        with converted_run():
             yield program.changed
     except BaseException:
         for undo in reversed(program.undos):
@@ -560,7 +560,7 @@ def is_new_iterator(iterator) -> bool:
 
 
 def hold(iterator, origin: OriginInfo, first: tuple = ()) -> HeldPosition:
-    """Take over `iterator`'s position for the rest of the `held_iterators` scope, none of its
+    """Take over `iterator`'s position for the rest of the `converted_run` scope, none of its
     items (`first`, then what the Python iterator still gives, which it takes) taken yet.
     Taking the items of a list's, a tuple's, ... iterator runs no code of the user's."""
     _, side, depth = _made(iterator) or (True, side_now(), len(CONTEXT.trackers))
@@ -607,17 +607,23 @@ def _taken_over(value, origin: OriginInfo) -> HeldPosition | None:
 
 
 @contextlib.contextmanager
-def held_iterators():
-    """The life of the records of held iterators (`hold`, `note_iterator`): a program's trace,
-    or a converted function's run inline into an enclosing trace (the iterator is a local of the
-    function: it goes with it)."""
+def converted_run():
+    """The life of what staged code records about the function's own Python values: held
+    iterators (`hold`, `note_iterator`: the iterator is a local of the function, it goes with
+    it) and the Python numbers the data decides (`values.PythonNumbers`). A program's trace, or a
+    converted function's run inline into an enclosing trace."""
     records = (CONTEXT.held_positions, CONTEXT.new_iterators)
     before = [set(r) for r in records]
+    outermost = CONTEXT.held_scopes == 0
+    if outermost:
+        CONTEXT.python_numbers = PythonNumbers()
     CONTEXT.held_scopes += 1
     try:
         yield
     finally:
         CONTEXT.held_scopes -= 1
+        if outermost:
+            CONTEXT.python_numbers = None
         for record, kept in zip(records, before):
             for key in [k for k in record if k not in kept]:
                 del record[key]

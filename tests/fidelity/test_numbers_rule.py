@@ -639,3 +639,118 @@ def counted_to_a_negative_power(x):
 def test_an_int_the_data_decides_to_a_negative_power_is_a_float_as_eagerly():
     # jnp refuses an integer to a negative power (a raw TypeError); Python's int gives a float
     _check(counted_to_a_negative_power, inputs=(POS, NEG, POS * 5))
+
+
+# -- a Python number the data decides, divided by 0: eager's ZeroDivisionError, at run time ------
+
+def _picks(x):
+    n = 0
+    if x.sum() > 0:
+        n = 2
+    return n
+
+
+def true_division_of_numbers(x):
+    return 10 / _picks(x)
+
+
+def floor_division_and_modulo(x):
+    n = _picks(x)
+    return 10 // n, 7 % n
+
+
+def float_modulo(x):
+    d = 0.0
+    if x.sum() > 0:
+        d = 4.0
+    return 9.5 % d
+
+
+def derived_divisor(x):
+    m = _picks(x) - 2  # 0 where the data picked 2
+    return 3.0 / m
+
+
+def divides_in_a_later_branch(x):
+    n = _picks(x)
+    y = x
+    if x[0] > -5:
+        y = x * (1 / n)
+    return y
+
+
+def divides_by_a_loop_counter(x):
+    k = 0
+    while x.sum() > k:
+        k += 1
+    return 12 // k
+
+
+def counts_in_an_unrolled_loop(x):
+    s = 0
+    for i in range(3):
+        if x[i] > 0:
+            s += 1
+    return 6 / s
+
+
+@pytest.mark.parametrize("fn", [true_division_of_numbers, floor_division_and_modulo, float_modulo, derived_divisor,
+                                divides_in_a_later_branch, divides_by_a_loop_counter, counts_in_an_unrolled_loop])
+def test_a_python_number_divided_by_a_data_decided_zero_raises_as_eagerly(fn):
+    static = dy2st.to_static(fn)
+    for x in (POS, NEG, TIE, jnp.array([2.0, -1.0, 0.5])):
+        try:
+            expected = fn(x)
+        except ZeroDivisionError as error:
+            for _ in range(2):
+                with pytest.raises(ZeroDivisionError) as info:
+                    static(x)
+                assert str(info.value) == str(error) or fn is derived_divisor  # (`3.0 / m`: "float division")
+                assert f'File "{__file__}"' in "\n".join(getattr(info.value, "__notes__", []))
+            with pytest.raises(Exception, match="by zero|float modulo"):  # under the user's jit: JAX's error
+                jax.jit(static)(x)
+            continue
+        for _ in range(2):
+            assert tree_difference(expected, static(x), "to_static") is None
+        assert tree_difference(expected, jax.jit(static)(x), "jit", under_jit=True) is None
+
+
+def array_divided_by_a_number(x):
+    n = 0.0
+    if x.sum() > 0:
+        n = 1.0
+    return x / n, x % n, jnp.float32(1.0) * x.sum() / n
+
+
+def weak_array_through_an_if(a, x):
+    if x.sum() > 0:
+        a = a + 1.0
+    return 1.0 / a
+
+
+def test_an_array_divided_by_a_data_decided_zero_stays_xlas_as_eagerly():
+    # jnp's inf and nan, eagerly and compiled: only Python numbers on both sides raise
+    _check(array_divided_by_a_number, inputs=(POS, NEG))
+    weak = jnp.asarray(-1.0)  # a weakly typed 0-d array argument is no Python number
+    static = dy2st.to_static(weak_array_through_an_if)
+    for x in (POS, NEG):
+        for _ in range(2):
+            assert tree_difference(weak_array_through_an_if(weak, x), static(weak, x), "to_static") is None
+
+
+def divides_inside_try(x):
+    n = _picks(x)
+    try:
+        return 10 / n
+    except ZeroDivisionError:
+        return -1.0
+
+
+def test_a_division_an_except_would_catch_is_refused_at_its_line():
+    from dy2st.errors import StagedInTryError
+
+    with pytest.raises(StagedInTryError) as info:
+        dy2st.to_static(divides_inside_try)(POS)
+    text = str(info.value)
+    assert text.startswith(f'File "{__file__}"') and "\n    return 10 / n\n" in text, text
+    assert "raises ZeroDivisionError when the program runs" in text and "jnp.where(d == 0" in text
