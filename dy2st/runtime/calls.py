@@ -172,7 +172,16 @@ def _is_users(fn, target) -> bool:
         return not is_library_module(fn.__module__)
     if isinstance(fn, types.FunctionType) and fn.__code__ in _converted_codes:
         return True  # a nested def of converted code
+    if _replaced(fn):
+        return False  # a builtin dy2st runs its own operator for (`next`): called from the user's line
     return target is not fn or (isinstance(fn, types.MethodType) and not is_library_module(type(fn.__self__).__module__))
+
+
+def _replaced(fn) -> bool:
+    try:
+        return fn in _replacements or getattr(fn, "__func__", None) in _replacements
+    except TypeError:  # unhashable callable object
+        return False
 
 
 def _call_target(fn):

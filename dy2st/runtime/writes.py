@@ -28,7 +28,7 @@ import jax
 
 from dy2st.errors import REFUSAL_LISTENERS, ConversionError, LoopVariableError, OriginInfo, PythonEffectError
 from dy2st.runtime import reachable
-from dy2st.runtime.values import PythonNumbers, is_traced
+from dy2st.runtime.values import PythonNumbers, is_traced, iterator_position
 from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.undefined import Undefined
 from dy2st.user_code import is_users_object
@@ -503,9 +503,12 @@ class IteratorPosition:
 
 class HeldPosition(NamedTuple):
     """An iterator the code holds (`it = iter(xs)`) whose position staged code decides or changes:
-    a loop over it with a traced `break`, or a `next()` in a staged side. The Python iterator is
-    left exhausted; `position.taken` of `items` (what it could still give, in order) are taken.
-    `next()` and loops read and move the record (`builtins.convert_next`, `loops`)."""
+    a loop over it with a traced `break`, or a `next()` in a staged side. `position.taken` of
+    `items` (what it could still give, in order) are taken. `next()` and loops read and move the
+    record (`builtins.convert_next`, `loops`); the Python iterator stays where it was taken over
+    (`python_position`), so that code reading it as Python (`list(it)`, a comprehension, a
+    library function given it), which would read it from there, is seen and refused
+    (`refuse_python_reads`)."""
 
     iterator: object
     items: tuple
@@ -514,6 +517,7 @@ class HeldPosition(NamedTuple):
     depth: int  # how many WriteTrackers were open then: those opened after carry its position out
     origin: OriginInfo  # the line that first made the position the program's
     source: tuple = ()  # (the list it iterates, its items then), for a list's iterator: eagerly it reads the list live
+    python_position: object = None  # `values.iterator_position` of the Python iterator when taken over
 
     @property
     def taken(self):
@@ -530,6 +534,15 @@ class HeldPosition(NamedTuple):
         if self.source and (len(self.source[0]) != len(self.source[1])
                             or any(a is not b for a, b in zip(*self.source))):
             refuse_held_use(self, "this line, after the list the iterator walks changed,", origin)
+
+    def refuse_python_reads(self) -> None:
+        """At the end of the run that took it over: code that runs as Python moved the Python
+        iterator since (`list(it)`, `sum(it)`, a comprehension, a library function given it),
+        reading it from where the program took it over, where eagerly it is wherever the data
+        left it: refused (the run's result is not used)."""
+        if iterator_position(self.iterator) != self.python_position:
+            refuse_held_use(self, "code that runs as Python (`list(it)`, `sum(it)`, a comprehension, a library "
+                            "function given the iterator) after this line", self.origin)
 
     def move(self, taken) -> None:
         """`next()` or a loop took items (or none, at the end): the new position, recorded first
@@ -561,13 +574,18 @@ def is_new_iterator(iterator) -> bool:
 
 def hold(iterator, origin: OriginInfo, first: tuple = ()) -> HeldPosition:
     """Take over `iterator`'s position for the rest of the `converted_run` scope, none of its
-    items (`first`, then what the Python iterator still gives, which it takes) taken yet.
-    Taking the items of a list's, a tuple's, ... iterator runs no code of the user's."""
+    items (`first`, then what the Python iterator still gives) taken yet. The items are read
+    from a copy (a list's, a tuple's, ... iterator pickles its position), which runs no code of
+    the user's and leaves the Python iterator where it is."""
     _, side, depth = _made(iterator) or (True, side_now(), len(CONTEXT.trackers))
-    reduced = iterator.__reduce__()  # (iter, (the sequence,), position) for a list's iterator
-    source = reduced[1][0] if len(reduced) > 1 and reduced[1] and type(reduced[1][0]) is list else None
+    rebuild, arguments, *state = iterator.__reduce__()  # (iter, (the sequence,), position) for a list's
+    source = arguments[0] if arguments and type(arguments[0]) is list else None
     walked = (source, tuple(source)) if source is not None else ()
-    record = HeldPosition(iterator, (*first, *iterator), IteratorPosition(0), side, depth, origin, walked)
+    copy = rebuild(*arguments)
+    if state and state[0] is not None:
+        copy.__setstate__(state[0])
+    record = HeldPosition(iterator, (*first, *copy), IteratorPosition(0), side, depth, origin, walked,
+                          iterator_position(iterator))
     CONTEXT.held_positions[id(iterator)] = record
     return record
 
@@ -620,6 +638,9 @@ def converted_run():
     CONTEXT.held_scopes += 1
     try:
         yield
+        for key, record in list(records[0].items()):
+            if key not in before[0]:
+                record.refuse_python_reads()
     finally:
         CONTEXT.held_scopes -= 1
         if outermost:

@@ -374,3 +374,59 @@ def test_an_iterator_made_in_a_side_is_that_sides_own(x):
     # outer side never settled, and was refused as attributes changing between traces)
     for _ in range(2):
         check_equivalent(made_in_a_side_used_in_a_nested_one, x, grad_argnums=0)
+
+
+# -- a Python read of an iterator a staged side took over ---------------------------------------
+# The side takes the iterator over whatever the analysis saw; code that runs as Python after it
+# (`list(it)`, a comprehension, a library function) read it exhausted before (a silent wrong
+# answer: `[]` where eager gives the items left). The Python iterator now stays where it was
+# taken over, and such a read is seen moving it and refused at the line that took it over.
+def listed_after_a_branch(x):
+    it = iter([1.0, 2.0, 3.0])
+    if x.sum() > 0:
+        for v in it:
+            x = x + v
+            break
+    return x, list(it)
+
+
+def alias_listed_after_a_branch(x):
+    it = iter([1.0, 2.0, 3.0])
+    alias = it
+    if x.sum() > 0:
+        for v in it:
+            x = x + v
+            break
+    return x, [v * 2 for v in alias]
+
+
+def summed_by_a_helper_after_a_branch(x):
+    it = iter([1.0, 2.0, 3.0])
+    y = x
+    if x.sum() > 0:
+        y = x + _take(it)
+    return y + sum(it)
+
+
+@pytest.mark.parametrize("fn", [listed_after_a_branch, alias_listed_after_a_branch, summed_by_a_helper_after_a_branch])
+def test_a_python_read_after_a_side_took_the_iterator_over_is_refused(fn):
+    for x in (jnp.ones(2), -jnp.ones(2)):
+        with pytest.raises(PythonEffectError, match=r"(?s)code that runs as Python.*uses the iterator") as info:
+            dy2st.to_static(fn)(x)
+        assert str(info.value).startswith(f'File "{__file__}"')
+
+
+def aliased_next_after_a_branch(x):
+    it = iter([1.0, 2.0, 3.0])
+    alias = it
+    if x.sum() > 0:
+        for v in it:
+            x = x + v
+            break
+    return x, next(alias, 0.0)
+
+
+@pytest.mark.parametrize("x", [jnp.ones(2), -jnp.ones(2)])
+def test_a_next_through_another_name_reads_the_held_position(x):
+    for _ in range(2):
+        check_equivalent(aliased_next_after_a_branch, x, grad_argnums=0)
