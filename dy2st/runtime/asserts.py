@@ -32,7 +32,7 @@ from dy2st.runtime import events
 from dy2st.runtime.formatting import TracedString
 from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.staging import handler_around, scalar_predicate
-from dy2st.runtime.values import division_kind, is_traced, python_numbers
+from dy2st.runtime.values import is_traced, python_numbers
 
 
 def _raise_from_check(error: BaseException):
@@ -161,9 +161,10 @@ def check_python_numbers(mark, origin: OriginInfo) -> None:
         outputs = operation.outputs
         if len(outputs) == 1 and _is_python_int(outputs[0]):
             overflows.add(_overflow(operation), operation)
-        if numbers is not None:
-            divisions.add(numbers.zero_divisor(operation), operation)
-    overflows.check_when_run(lambda line, operation: IntOverflowError(
+        zero = numbers.zero_divisor(operation) if numbers is not None else None
+        if zero is not None:
+            divisions.add(zero[0], operation, zero[1])
+    overflows.check_when_run(lambda line, detail: IntOverflowError(
         "a Python int this line computes left int32's range when the program ran: eagerly it would "
         "grow, the compiled program's (a weakly typed int32) would wrap.",
         line,
@@ -189,7 +190,7 @@ class _FailedLines:
     def __init__(self, origin: OriginInfo, raises: str | None = None):
         self.origin, self.raises, self.flags, self.lines = origin, raises, [], []
 
-    def add(self, flag, operation) -> None:
+    def add(self, flag, operation, detail=None) -> None:
         if flag is None:
             return
         origin = self.origin
@@ -199,7 +200,7 @@ class _FailedLines:
         if self.raises is not None:
             refuse_under_handler(self.raises, line, _jax_compat.equation_code_offsets(operation.equation))
         self.flags.append(flag)
-        self.lines.append((line, operation))
+        self.lines.append((line, detail))
 
     def check_when_run(self, error, what: str) -> None:
         if not self.flags:
@@ -209,12 +210,7 @@ class _FailedLines:
                        detail=jnp.argmax(failed))
 
 
-def _zero_division(line: OriginInfo, operation) -> ZeroDivisionError:
-    integer = np.dtype(operation.outputs[0].dtype).kind in "iu"
-    text = {("div", True): "integer division or modulo by zero", ("floordiv", True): "integer division or modulo by zero",
-            ("rem", True): "integer modulo by zero", ("div", False): "division by zero",
-            ("floordiv", False): "float floor division by zero", ("rem", False): "float modulo"}[
-        division_kind(operation), integer]
+def _zero_division(line: OriginInfo, text: str) -> ZeroDivisionError:
     error = ZeroDivisionError(text)
     error.add_note(f"(dy2st) a Python number the data decides was 0 when the program ran, at:\n  {line.as_header()}")
     return error

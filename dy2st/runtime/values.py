@@ -189,11 +189,13 @@ class PythonNumbers:
     """Which traced values of a program stand for Python numbers: the stand-ins noted where the
     numbers rule makes them, and what Python arithmetic on them and on constants computes (`n - 1`,
     `10 / n`: 0-d and weakly typed, as jnp keeps Python numbers), found by walking each jaxpr's
-    operations once, as far as it is traced when asked. A weakly typed 0-d array that is no such
-    value (an argument `jnp.array(0.0)`) divides by 0 as XLA does, as it does eagerly."""
+    operations once, as far as it is traced when asked; each with its Python kind, "i" (an int or
+    bool) or "f" (a float), which jnp's promotion to float for `/` does not change. A weakly typed
+    0-d array that is no such value (an argument `jnp.array(0.0)`) divides by 0 as XLA does, as it
+    does eagerly."""
 
     def __init__(self):
-        self.keys: set = set()  # `_jax_compat.value_key`s of the values that stand for Python numbers
+        self.kinds: dict = {}  # `_jax_compat.value_key` of a value that stands for a Python number -> "i" or "f"
         self.kept: list = []  # the tracers and jaxprs walked (their keys and ids stay theirs)
         self.walked: dict = {}  # id(a jaxpr being traced) -> how many of its operations were walked
 
@@ -201,34 +203,46 @@ class PythonNumbers:
         for value in values:
             key = _jax_compat.value_key(value)
             if key is not None and np.shape(value) == ():
-                self.keys.add(key)
+                self.kinds[key] = _kind(value.dtype)
                 self.kept.append(value)
 
-    def holds(self, value) -> bool:
-        """Whether the traced `value` stands for a Python number."""
+    def kind(self, value) -> str | None:
+        """"i" or "f" where `value` (traced) stands for a Python int or float, else None; a
+        constant of the jaxpr (`k + 1`'s 1) by its value."""
         if not isinstance(value, jax.core.Tracer):  # (an Undefined marker raises on any attribute)
-            return False
+            return None
+        constant = _jax_compat.literal_value(value)
+        if constant is not None:
+            return "i" if float(constant) == int(constant) else "f"
         key = _jax_compat.value_key(value)
         if key is None:
-            return False
+            return None
         self._walk(value)
-        if key in self.keys:
-            return True
+        kind = self.kinds.get(key)
+        if kind is not None:
+            return kind
         outer = _jax_compat.lifted_from(value)  # read by a side or a loop body from before it
-        return is_traced(outer) and self.holds(outer)
+        return self.kind(outer) if is_traced(outer) else None
+
+    def holds(self, value) -> bool:
+        """Whether the traced `value` stands for a Python number (not a constant)."""
+        return self.kind(value) is not None and _jax_compat.literal_value(value) is None
 
     def zero_divisor(self, operation):
-        """For a division of a Python number by one (or by the constant 0): a traced bool, whether
-        the divisor is 0 (None for any other operation)."""
-        if division_kind(operation) is None or len(operation.inputs) != 2:
+        """For a division of a Python number by one (or by the constant 0): `(a traced bool, whether
+        the divisor is 0; the text of Python's ZeroDivisionError)`, else None."""
+        division = division_kind(operation)
+        if division is None or len(operation.inputs) != 2:
             return None
         dividend, divisor = operation.inputs
         constant = _jax_compat.literal_value(divisor)
         if not (self.holds(divisor) or (constant is not None and constant == 0)):
             return None
-        if not (self.holds(dividend) or _jax_compat.literal_value(dividend) is not None):
+        kinds = (self.kind(dividend), self.kind(divisor))
+        if kinds[0] is None:
             return None  # an array divided by a number: XLA's inf, as eagerly
-        return divisor == 0
+        floats = "f" in kinds if division == "div" else _kind(operation.outputs[0].dtype) == "f"
+        return divisor == 0, _ZERO_DIVISION[division, floats]
 
     def _walk(self, value) -> None:
         frame = _jax_compat.frame_of(value)
@@ -241,20 +255,32 @@ class PythonNumbers:
         self.walked[id(frame)] = count
         self.kept.append(frame)
         for operation in operations:
-            if len(operation.outputs) != 1 or operation.outputs[0].shape != () or not operation.outputs[0].weak_type:
+            out = operation.outputs
+            if len(out) != 1 or out[0].shape != () or not out[0].weak_type:
                 continue
-            numbers = [self.holds(i) for i in operation.inputs]
-            if any(numbers) and all(n or _jax_compat.literal_value(i) is not None
-                                    for n, i in zip(numbers, operation.inputs)):
-                self.keys.update(operation.output_keys)
+            kinds = [self.kind(i) for i in operation.inputs]
+            if None in kinds or not any(map(self.holds, operation.inputs)):
+                continue
+            # jnp makes an int a float for `/`: the number is still the int Python divides
+            kind = kinds[0] if operation.name == "convert_element_type" else _kind(out[0].dtype)
+            self.kinds.update(dict.fromkeys(operation.output_keys, kind))
 
 
-_DIVISIONS = {"div": "div", "rem": "rem", "floor_divide": "floordiv", "remainder": "rem", "divmod": "floordiv",
+def _kind(dtype) -> str:
+    return "f" if np.dtype(dtype).kind in "fc" else "i"
+
+
+_ZERO_DIVISION = {  # Python's texts
+    ("div", False): "division by zero", ("div", True): "float division by zero",
+    ("floordiv", False): "integer division or modulo by zero", ("floordiv", True): "float floor division by zero",
+    ("rem", False): "integer modulo by zero", ("rem", True): "float modulo",
+    ("divmod", False): "integer division or modulo by zero", ("divmod", True): "float divmod()"}
+_DIVISIONS = {"div": "div", "rem": "rem", "floor_divide": "floordiv", "remainder": "rem", "divmod": "divmod",
               "true_divide": "div", "divide": "div"}
 
 
 def division_kind(operation) -> str | None:
-    """"div", "floordiv" or "rem" for a traced division (a primitive, or jnp's jitted
+    """"div", "floordiv", "rem" or "divmod" for a traced division (a primitive, or jnp's jitted
     `floor_divide`/`remainder`), else None."""
     if operation.name in ("div", "rem"):
         return operation.name

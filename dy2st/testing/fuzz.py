@@ -238,7 +238,7 @@ class RealOutcome:
 
 # What a generated program may raise eagerly on its inputs (zero-trip loops, empty lists, ...);
 # anything else from eager is a generator bug.
-EXPECTED_EAGER_ERRORS = (UnboundLocalError, IndexError, KeyError, StopIteration, ValueError)
+EXPECTED_EAGER_ERRORS = (UnboundLocalError, IndexError, KeyError, StopIteration, ValueError, ZeroDivisionError)
 
 PROGRAM_TIMEOUT_S = 120
 

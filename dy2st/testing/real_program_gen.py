@@ -96,7 +96,7 @@ INT_MOD = 97
 # whose type changes between calls (1, 1.0, True), exceptions a `finally` discards by
 # break/continue/return or `contextlib.suppress` swallows, arguments changed in place and
 # returned, and objects shared in the result (`return T, T`, `[[0] * 2] * 2`).
-BOUNDARY_FEATURES = ("print", "globals", "counter", "scalar", "finally", "return_arg", "alias")
+BOUNDARY_FEATURES = ("print", "globals", "counter", "scalar", "finally", "return_arg", "alias", "code")
 # What the `effects-<seed>` stream may add to a program (drawn for about a third of them; each
 # class for about half of those): a `raise` in a staged branch whose message or arguments are
 # made from traced values, taken on some calls only; context managers appending to a module
@@ -555,6 +555,8 @@ class _Generator:
         if self.chance(0.2):
             self.emit(indent + 1, f"if {self.traced_test(inner, i)}:\n    {self.pick(['break', 'continue'])}")
         self.use_number(s, indent, acc, self.rng.randint(1, 3))
+        if self.chance(0.3):  # eager raises ZeroDivisionError where the data left it 0
+            self.emit(indent, f"{a} = clip({a} + {self.pick(['6', '1.5', '7'])} {self.pick(['/', '//', '%'])} {acc})")
 
     def halved_step(self, s: _Scope, indent: int) -> None:
         """A step size halved in a staged `while` whose condition reads arrays (a line search)."""
@@ -622,8 +624,16 @@ class _Generator:
                  '        return box["k"] + m', "", "    def bump():", "        nonlocal m",
                  '        box["k"] += 2', "        m = m * 2 % 7", "", "    return get, bump", "", "",
                  "_get, _bump = _make()", ""]
+        code = []
+        if "code" in self.features:  # code rebound between calls: a helper defined again, a patched method
+            lines += ["", "def _scale_a(v):", "    return v * 2", "", "", "def _scale_b(v):", "    return v - 1", "", "",
+                      "_scale = _scale_a", "State.scaled = staticmethod(_scale)", ""]
+            code = ["    global _scale", "    _scale = _scale_b if _scale is _scale_a else _scale_a",
+                    "    State.scaled = staticmethod(_scale)"]
+            if "globals" not in self.features:
+                lines += ["", "def _change():", *code, ""]
         if "globals" in self.features:
-            lines += ["", "def _change():", "    global G", "    G = G + 1", '    CFG["k"] = (CFG["k"] * 2) % 7',
+            lines += ["", "def _change():", *code, "    global G", "    G = G + 1", '    CFG["k"] = (CFG["k"] * 2) % 7',
                       "    _bump()", "    State.rate = State.rate % 3 + 1", ""]
         lines += ['', '_GLOBALS = ("G", "CFG", "COUNTER", "HIST", "State.rate")', ""]
         return "\n".join(lines) + "\n"
@@ -685,6 +695,10 @@ class _Generator:
                 f'if CFG["k"] % 2 == 0:\n    {k} = ({k} + _get()) % {INT_MOD}',
                 # a class attribute read through the argument object, set between calls
                 f"{k} = ({k} + obj.rate) % {INT_MOD}", f"{a} = clip({a} * obj.rate)"]))
+        if "code" in f and self.chance(p) and self.shown.add("code") is None:
+            self.emit(indent, self.pick([  # a global function and a method rebound between calls
+                f"{a} = clip(_scale({a}))", f"{k} = _scale({k}) % {INT_MOD}", f"{a} = clip(obj.scaled({a}))",
+                f"if {self.cond(s)}:\n    {a} = clip(_scale({a}) + 1)"]))
         if "counter" in f and self.chance(p) and self.shown.add("counter") is None:
             self.emit(indent, self.pick([
                 "COUNTER += 1", f"COUNTER = (COUNTER + {self.py_int(s)}) % {INT_MOD}", f"HIST.append({self.py_int(s)})",
@@ -1215,6 +1229,8 @@ class _Generator:
                 self.emit(indent + 1, f"if {self.cond(s.child(arrays=s.arrays + [w]))}:\n    break")
         if self.chance(0.3):  # a staged side takes an item: the position moves only where the data goes
             self.emit(indent, f"if {self.cond(s)}:\n    {a} = clip({a} + next({it}, {self.arr(s)}))")
+        if self.chance(0.1):  # read as Python: the items left, wherever the data left the iterator
+            self.emit(indent, f"log.append(len({self.pick(['list', 'tuple'])}({it})))")
         if self.chance(0.7):
             self.emit(indent, f"{a} = clip({a} + next({it}, {self.arr(s)}))")
         else:
