@@ -37,7 +37,7 @@ import numpy as np
 
 from dy2st import _jax_compat
 from dy2st.errors import BuiltinError, OriginInfo, record_runtime_failure
-from dy2st.runtime import events, key_order, writes
+from dy2st.runtime import events, guards, key_order, writes
 from dy2st.runtime.asserts import check_when_run
 from dy2st.runtime.calls import register_builtin
 from dy2st.runtime.ordering import convert_all, convert_any, convert_max, convert_min, convert_sorted
@@ -438,7 +438,23 @@ def convert_type(*args):
     return builtins.type(*args)
 
 
+def convert_hasattr(obj, name):
+    """`hasattr(obj, name)`; while a program is traced, the user's classes of `obj` are guarded
+    for `name`, so a class that gains or loses it between calls traces again."""
+    guards.note_lookup(obj, name)
+    return builtins.hasattr(obj, name)
+
+
+def convert_getattr(obj, name, *default):
+    """`getattr(obj, name[, default])`; one with a default is guarded as `hasattr` is."""
+    if default:
+        guards.note_lookup(obj, name)
+    return builtins.getattr(obj, name, *default)
+
+
 for _builtin, _replacement in (
+    (builtins.hasattr, convert_hasattr),
+    (builtins.getattr, convert_getattr),
     (builtins.type, convert_type),
     (builtins.print, convert_print),
     (builtins.int, convert_int),

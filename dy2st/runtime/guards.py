@@ -73,11 +73,23 @@ class GuardSet:
             return
         if is_library_module(fn.__module__) or is_library_file(fn.__code__.co_filename):
             return  # dy2st's own program function, a library's (also one `functools.wraps` renamed)
-        added = False
         written = _written(fn.__code__)
-        for key, reader in _readers(fn, receiver):
-            if key[0] != "d" and key[2] in written:
-                self.own_writes.add(key)
+        readers = list(_readers(fn, receiver))
+        self.own_writes.update(key for key, _ in readers if key[0] != "d" and key[2] in written)
+        self._guard(readers)
+
+    def note_lookup(self, obj, name: str) -> None:
+        """The trace asked whether `obj` has `name` (`hasattr`, `getattr` with a default): the
+        user's classes it would be found on are guarded for it, there or not, so a call after
+        one gains or loses it (a method or constant set on the class between calls) traces again."""
+        kind = obj if isinstance(obj, type) else type(obj)
+        self._guard([(("a", id(k), f"{k.__qualname__}.{name}"), functools.partial(vars(k).get, name, _MISSING))
+                     for k in kind.__mro__ if is_users_class(k)])
+
+    def _guard(self, readers) -> None:
+        """Guard each `(key, reader)` not guarded yet, by its value now."""
+        added = False
+        for key, reader in readers:
             if key in self.entries:
                 continue
             value = reader()
@@ -228,6 +240,13 @@ def deferred_raise_origin():
     scratch = writes.program_scratch()
     raised = scratch.get(_AT_FIRST_RAISE) if scratch is not None else None
     return raised[1] if raised is not None else None
+
+
+def note_lookup(obj, name) -> None:
+    """See `GuardSet.note_lookup`."""
+    guards = writes.program_guards()
+    if guards is not None and isinstance(name, str):
+        guards.note_lookup(obj, name)
 
 
 def note(fn, receiver=None) -> None:
@@ -395,6 +414,8 @@ def _fast_check(reader, value, token):
     token is its identity all the way down (code, a jax array, a tuple of those and of numbers:
     nothing in it can change in place); equal type and value for a number or string; else the
     token walk."""
+    if value is _MISSING:  # (not there yet: a global, a class attribute)
+        return lambda: reader() is _MISSING
     if type(value) in _SCALARS:
         kind = type(value)
 

@@ -705,3 +705,33 @@ def test_an_unchanged_helper_costs_one_identity_test_per_call():
     assert key[2] == "activation" and check()
     with rebound(globals(), "activation", jnp.sin):
         assert not check()
+
+
+# -- an attribute a class gains between calls: the trace found it missing ------------------------
+class Options:
+    pass
+
+
+def reads_optional_settings(x, opts):
+    if hasattr(Options, "boost"):
+        x = x * 3.0
+    return x + getattr(opts, "shift", 0.0)
+
+
+def test_an_attribute_a_class_gains_between_calls_is_read_again():
+    static = dy2st.to_static(reads_optional_settings)
+    opts = Options()
+    try:
+        for step in range(4):
+            if step == 1:
+                Options.boost = True  # hasattr was false when traced
+            if step == 2:
+                Options.shift = 0.5  # getattr gave its default when traced
+            if step == 3:
+                del Options.boost
+            for _ in range(2):
+                np.testing.assert_allclose(static(X, opts), reads_optional_settings(X, opts))
+    finally:
+        for name in ("boost", "shift"):
+            if name in vars(Options):
+                delattr(Options, name)
