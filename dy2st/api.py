@@ -439,9 +439,9 @@ class StaticFunction(functools.partial):
     def _inline(self, args, kwargs):
         """Called with traced arguments (inside jit/grad/vmap): run into the enclosing trace
         (whose program, where it is one of dy2st's, guards what this function reads)."""
-        guards.note(self._converted)
         mark = _jax_compat.trace_mark()
-        with writes.converted_run():
+        with writes.converted_run(), guards.recorded_inline():
+            guards.note(self._converted)
             result = check_defined(self._converted(*args, **kwargs))
             check_python_numbers_of(self._fn, mark)
             return result

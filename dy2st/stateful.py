@@ -207,7 +207,8 @@ class StatefulPrograms:
         """Inside jit/grad/vmap (traced arguments or traced attributes): run on the live objects,
         so the enclosing transformation sees the mutations as in eager code."""
         mark = _jax_compat.trace_mark()
-        with writes.converted_run():
+        with writes.converted_run(), guard_reads.recorded_inline():
+            guard_reads.note(self._fn)
             result = check_defined(self._fn(*args, **kwargs))
             check_python_numbers_of(self._fn, mark)
             return result

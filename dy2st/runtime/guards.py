@@ -37,6 +37,7 @@ import numpy as np
 
 from dy2st.errors import PythonEffectError, is_library_file
 from dy2st.runtime import writes
+from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.values import OPAQUE_MODULES, iterator_position
 from dy2st.user_code import is_library_module, is_users_class, is_users_object
 
@@ -240,6 +241,24 @@ def deferred_raise_origin():
     scratch = writes.program_scratch()
     raised = scratch.get(_AT_FIRST_RAISE) if scratch is not None else None
     return raised[1] if raised is not None else None
+
+
+@contextlib.contextmanager
+def recorded_inline():
+    """Around a converted function run inline into the user's own trace (their `jax.jit`),
+    outside any program of dy2st's: what its code reads from outside is recorded for this run
+    only, so that a staged loop whose body changes such a value (a context manager appending
+    to a module list) unrolls, as eager code under jit runs it, and a staged side that changes
+    one is refused, as in a program. (Nothing is checked per call: the user's jit caches what
+    the trace read, as it does for eager code.)"""
+    if writes.program_guards() is not None:
+        yield
+        return
+    CONTEXT.inline_guards = GuardSet()
+    try:
+        yield
+    finally:
+        CONTEXT.inline_guards = None
 
 
 def note_lookup(obj, name) -> None:

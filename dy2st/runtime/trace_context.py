@@ -40,6 +40,8 @@ class _TraceContext(threading.local):
         self.held_scopes: int = 0
         # the `values.PythonNumbers` of the outermost converted run open now, or None
         self.python_numbers = None
+        # the GuardSet of a converted function run inline outside any program (`guards.recorded_inline`)
+        self.inline_guards = None
         # values of globals written outside any program trace (`checks.remember_global`)
         self.remembered_globals: dict = {}
 

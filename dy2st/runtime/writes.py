@@ -428,9 +428,11 @@ def program_containers(guards=None):
 
 
 def program_guards():
-    """The GuardSet of the program being traced (None outside one, or where none is kept)."""
+    """The GuardSet of the program being traced (None outside one, or where none is kept); of
+    a converted function run inline into the user's own trace outside any program, the one
+    `guards.recorded_inline` keeps for that run."""
     program = _program_now()
-    return program.guards if program is not None else None
+    return program.guards if program is not None else CONTEXT.inline_guards
 
 
 def note_inputs(nodes) -> None:

@@ -735,3 +735,43 @@ def test_an_attribute_a_class_gains_between_calls_is_read_again():
         for name in ("boost", "shift"):
             if name in vars(Options):
                 delattr(Options, name)
+
+
+# -- under the user's own jax.jit: a loop whose body makes a Python effect runs as Python --------
+SPANS = []
+
+
+class Tagged:
+    def __init__(self, tag):
+        self.tag = tag
+
+    def __enter__(self):
+        SPANS.append(self.tag)
+        return self
+
+    def __exit__(self, *exc_info):
+        SPANS.append(-self.tag)
+        return False
+
+
+def spans_in_a_loop(x):
+    for t in range(2):
+        with Tagged(t + 1):
+            x = x + t
+    if len(SPANS) >= 3:
+        return x * 2
+    return x
+
+
+def test_a_loop_with_a_python_effect_runs_as_python_under_the_users_jit():
+    # Inline into the user's jit there is no program of dy2st's: the loop was a scan, its body
+    # (and the context manager's appends) ran once, so `len(SPANS)` read 2 where eager reads 4.
+    # (jit traces once per function: each side is called once, as jit caches both)
+    SPANS.clear()
+    expected = jax.jit(spans_in_a_loop)(X)
+    eager_spans = list(SPANS)
+    SPANS.clear()
+    static = jax.jit(dy2st.to_static(spans_in_a_loop))
+    np.testing.assert_array_equal(static(X), expected)
+    np.testing.assert_array_equal(static(X), expected)
+    assert SPANS == eager_spans == [1, -1, 2, -2]
