@@ -19,12 +19,10 @@ from dy2st.config import _switch_listeners, config, logger
 from dy2st.errors import RuntimeChecks, at_boundary
 from dy2st.call_policy import AmbiguousLeaf, CallPolicy, ContainerEffect, Declined
 from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
-from dy2st.program_body import ARRAY_IMPL, LIFTED_ROOTS, plain_python
+from dy2st.program_body import ARRAY_IMPL, LIFTED_ROOTS, plain_python, run_inline
 from dy2st.sharding import Shardings
-from dy2st.runtime import guards, static_outputs, writes
-from dy2st.runtime.asserts import check_python_numbers_of
+from dy2st.runtime import guards, static_outputs
 from dy2st.runtime.calls import NOT_TO_STATIC_ATTR, python_function_of, runs_eagerly, top_level_target
-from dy2st.runtime.undefined import check_defined
 
 def not_to_static(fn):
     """Mark `fn` so dy2st never converts it (calls into it run as they are)."""
@@ -439,12 +437,7 @@ class StaticFunction(functools.partial):
     def _inline(self, args, kwargs):
         """Called with traced arguments (inside jit/grad/vmap): run into the enclosing trace
         (whose program, where it is one of dy2st's, guards what this function reads)."""
-        mark = _jax_compat.trace_mark()
-        with writes.converted_run(), guards.recorded_inline():
-            guards.note(self._converted)
-            result = check_defined(self._converted(*args, **kwargs))
-            check_python_numbers_of(self._fn, mark)
-            return result
+        return run_inline(self._converted, args, kwargs, user_function=self._fn)
 
     def _guarded(self):
         """A trace read a Python value from outside the arguments: calls must check it, so

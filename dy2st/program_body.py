@@ -290,3 +290,16 @@ class ProgramBody:
 
 
 writes.PROGRAM_BOUNDARIES.add(ProgramBody.__call__.__code__)
+
+
+def run_inline(fn, args, kwargs, user_function=None):
+    """`fn(*args, **kwargs)` (converted code) run into the user's own trace (their jit, grad or
+    vmap) rather than as a program: with what a converted run records (held iterators, Python
+    numbers the data decides, what it reads from outside: `guards.recorded_inline`) and the
+    numbers rule's checks at its own level, named after `user_function` (default `fn`)."""
+    mark = _jax_compat.trace_mark()
+    with writes.converted_run(), guards.recorded_inline():
+        guards.note(fn)
+        result = check_defined(fn(*args, **kwargs))
+        check_python_numbers_of(user_function or fn, mark)
+        return result

@@ -19,12 +19,9 @@ import jax
 
 from dy2st.config import config, logger
 from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, ProgramCache
-from dy2st.program_body import LIFTED_ROOTS, ContainerWatch, object_changed_error
+from dy2st.program_body import LIFTED_ROOTS, ContainerWatch, object_changed_error, run_inline
 from dy2st.runtime import guards as guard_reads
-from dy2st import _jax_compat
 from dy2st.runtime import static_outputs, writes
-from dy2st.runtime.asserts import check_python_numbers_of
-from dy2st.runtime.undefined import check_defined
 from dy2st.errors import PythonEffectError
 from dy2st.input_spec import user_origin
 from dy2st.state import (Layout, aliased_slots, changed_nnx_static, describe_difference, is_stateful, make_recipe,
@@ -206,12 +203,7 @@ class StatefulPrograms:
     def _run_inline(self, args, kwargs):
         """Inside jit/grad/vmap (traced arguments or traced attributes): run on the live objects,
         so the enclosing transformation sees the mutations as in eager code."""
-        mark = _jax_compat.trace_mark()
-        with writes.converted_run(), guard_reads.recorded_inline():
-            guard_reads.note(self._fn)
-            result = check_defined(self._fn(*args, **kwargs))
-            check_python_numbers_of(self._fn, mark)
-            return result
+        return run_inline(self._fn, args, kwargs)
 
     def call(self, args, kwargs, positions):
         """Run `fn(*args, **kwargs)` as a program, writing state changes back onto the roots."""
