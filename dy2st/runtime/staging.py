@@ -431,12 +431,12 @@ def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: boo
     if np.dtype(dtype) == np.int32:
         refuse_ints_beyond_int32((a, b), label, origin)
     # the numbers rule: a Python number the side taken decides is a weak 0-d array
-    python_number = traced_number or stands_for_python_number(dtype, (a, b))
+    python_number = stands_for_python_number(dtype, (a, b))
     weak = weak or python_number
     strong = [l.dtype for l in (a, b) if _is_aval(l) and not l.weak_type]
     if not promote and len(strong) == 2 and strong[0] != strong[1]:
         raise mismatch("dtypes differ.", f"cast {label} to one dtype in both branches, e.g. with .astype(...).")
-    return _Merged(aval=jax.core.ShapedArray(shape_a, dtype, weak_type=weak), python_number=python_number and weak)
+    return _Merged(aval=jax.core.ShapedArray(shape_a, dtype, weak_type=weak), python_number=(python_number or traced_number) and weak)
 
 
 def _merge_extended(a, b, label, origin, branch_names) -> _Merged:

@@ -17,6 +17,9 @@ After::
         if not continue_:
             total += x
 
+Code after an `if` whose sides both always jump runs on no path: it stays, as `if False:`, for
+the names it binds, where no flag guard would stage (and trace) it.
+
 Subclasses say which statement jumps (`jump_type`), how the flag is named, and what happens
 at the loop (`_visit_loop`).
 """
@@ -68,6 +71,14 @@ class JumpFlagTransformer(Transformer):
         loop = self._loops[-1] if self._loops else None
         for i, stmt in enumerate(stmts):
             before = loop.jumps if loop is not None else 0
+            if loop is not None and type(stmt) is ast.If and i + 1 < len(stmts) and _never_completes([stmt]):
+                # no path of the `if` reaches the rest: kept for the names it binds, where nothing runs
+                # it (under the jumps' flags a staged `if` would trace it, and it may not trace at all)
+                new = self.visit(stmt)
+                out.extend(new if isinstance(new, list) else [new])
+                dead = templates.replace("if False:\n    rest", rest=self._block(stmts[i + 1:]) or [ast.Pass()])
+                copy_location_recursive(dead, stmts[i + 1])
+                return out + dead
             if loop is not None and type(stmt) is ast.If and i + 1 < len(stmts) and self._lift(stmt, stmts[i + 1:]):
                 new = self.visit(stmt)  # the rest is now in the side that does not jump
                 out.extend(new if isinstance(new, list) else [new])

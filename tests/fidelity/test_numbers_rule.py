@@ -754,3 +754,24 @@ def test_a_division_an_except_would_catch_is_refused_at_its_line():
     text = str(info.value)
     assert text.startswith(f'File "{__file__}"') and "\n    return 10 / n\n" in text, text
     assert "raises ZeroDivisionError when the program runs" in text and "jnp.where(d == 0" in text
+
+
+def number_or_strong_array(x, n):
+    k = 0
+    if x.sum() > 0:
+        k = 4  # a Python number the data decides
+    m = n
+    if x[0] > 0:
+        m = k  # the other side keeps an int32 array
+    return m
+
+
+def test_a_traced_number_met_by_a_strong_array_takes_its_dtype():
+    # The side's value stands for a Python number, and the merge keeps jnp's type for both sides
+    # (strong int32): marking it a number must not make it weak.
+    static = dy2st.to_static(number_or_strong_array)
+    for x in (POS, NEG, jnp.array([1.0, -5.0, 0.0])):
+        for _ in range(2):
+            got = static(x, jnp.int32(7))
+            assert not jax.typeof(got).weak_type and got.dtype == jnp.int32
+            assert int(got) == int(number_or_strong_array(x, jnp.int32(7)))

@@ -177,3 +177,35 @@ def test_a_flag_nothing_reads_after_stays_an_if():
     for x in (jnp.ones(4), jnp.full((4,), -3.0), jnp.full((4,), 5.0)):
         for n in (1, -1):
             check_equivalent(two_continues_last, x, n)
+
+
+def _step(a, k):
+    if a[0] < 1:
+        return a, 4
+    return a * 2, k // 2
+
+
+def code_after_both_sides_jump(x, y, rows, n):
+    k = n
+    a = y
+    for r in rows:
+        if (x > r.sum()).any():
+            a, k = _step(a, k)
+            if y.max() >= k:
+                return x, a, k
+            elif jnp.abs(x).sum() > 4:
+                break
+            continue
+        else:
+            continue
+        k = k + undefined_name  # noqa: F821 - no path reaches it, as eagerly
+    return x * 2, a, k
+
+
+@pytest.mark.parametrize("x", [jnp.array([3.0, -1.0]), jnp.array([-3.0, -4.0]), jnp.array([9.0, 9.0])])
+def test_code_no_path_reaches_is_not_traced(x):
+    # Under the jumps' flags it was a staged side, traced: NameError under the user's jit.
+    y = jnp.array([-1.0, 0.0])
+    for rows in (jnp.ones((3, 2)), jnp.zeros((0, 2))):
+        for _ in range(2):
+            check_equivalent(code_after_both_sides_jump, x, y, rows, jnp.int32(1))
