@@ -82,7 +82,12 @@ class GuardSet:
     def note_lookup(self, obj, name: str) -> None:
         """The trace asked whether `obj` has `name` (`hasattr`, `getattr` with a default): the
         user's classes it would be found on are guarded for it, there or not, so a call after
-        one gains or loses it (a method or constant set on the class between calls) traces again."""
+        one gains or loses it (a method or constant set on the class between calls) traces again;
+        for a module of the user's, the module (`getattr(config, "DEBUG", False)`)."""
+        if isinstance(obj, types.ModuleType):
+            if not is_library_file(getattr(obj, "__file__", None) or "<builtin>"):
+                self._guard([(("a", id(obj), f"{obj.__name__}.{name}"), functools.partial(vars(obj).get, name, _MISSING))])
+            return
         kind = obj if isinstance(obj, type) else type(obj)
         self._guard([(("a", id(k), f"{k.__qualname__}.{name}"), functools.partial(vars(k).get, name, _MISSING))
                      for k in kind.__mro__ if is_users_class(k)])

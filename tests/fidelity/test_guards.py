@@ -775,3 +775,27 @@ def test_a_loop_with_a_python_effect_runs_as_python_under_the_users_jit():
     np.testing.assert_array_equal(static(X), expected)
     np.testing.assert_array_equal(static(X), expected)
     assert SPANS == eager_spans == [1, -1, 2, -2]
+
+
+def test_an_attribute_a_user_module_gains_between_calls_is_read_again(tmp_path, monkeypatch):
+    import importlib
+
+    (tmp_path / "dy2st_guard_options.py").write_text("SCALE = 2.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    options = importlib.import_module("dy2st_guard_options")
+
+    def step(x):
+        y = x * getattr(options, "BOOST", 1.0)
+        if hasattr(options, "SHIFT"):
+            y = y + options.SHIFT
+        return y
+
+    static = dy2st.to_static(step)
+    for boost, shift in [(None, None), (5.0, None), (5.0, 0.5), (None, 0.5), (None, None)]:
+        for name, value in (("BOOST", boost), ("SHIFT", shift)):
+            if value is None:
+                vars(options).pop(name, None)
+            else:
+                setattr(options, name, value)
+        for _ in range(2):
+            np.testing.assert_allclose(static(X), step(X))
