@@ -44,7 +44,7 @@ from dy2st.runtime.ordering import convert_all, convert_any, convert_max, conver
 from dy2st.runtime.iterables import SEQUENCE_ITERATORS
 from dy2st.runtime.formatting import bind_traced, convert_repr, convert_str, has_traced
 from dy2st.runtime.debug_effects import debug_effects_dropped
-from dy2st.runtime.values import is_traced
+from dy2st.runtime.values import is_traced, note_python_numbers
 
 
 def _default(kind):
@@ -285,8 +285,11 @@ def _rounding(name: str, op):
 def _python_scalar(value, kind):
     """`value` as the default int/float dtype, weakly typed as a Python number is, so that
     `x_int8 * int(y)` stays int8 as it does eagerly. (jax has no public way to make a weak
-    type: this is the conversion jnp uses for Python scalars.)"""
-    return _jax_compat.convert_element_type(value, _default(kind), weak_type=True)
+    type: this is the conversion jnp uses for Python scalars.) It stands for that Python number
+    from here on (`values.PythonNumbers`: `10 // int(x[0])` raises where it is 0, as eagerly)."""
+    number = _jax_compat.convert_element_type(value, _default(kind), weak_type=True)
+    note_python_numbers([number])
+    return number
 
 
 def _stands_for_number(value) -> bool:

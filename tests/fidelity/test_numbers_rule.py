@@ -686,6 +686,10 @@ def divides_by_a_loop_counter(x):
     return 12 // k
 
 
+def divides_by_int_of_an_array(x):
+    return 10 // int(x[0] + 0.5), 3 % round(x[2].item())
+
+
 def counts_in_an_unrolled_loop(x):
     s = 0
     for i in range(3):
@@ -695,7 +699,8 @@ def counts_in_an_unrolled_loop(x):
 
 
 @pytest.mark.parametrize("fn", [true_division_of_numbers, floor_division_and_modulo, float_modulo, derived_divisor,
-                                divides_in_a_later_branch, divides_by_a_loop_counter, counts_in_an_unrolled_loop])
+                                divides_in_a_later_branch, divides_by_a_loop_counter, counts_in_an_unrolled_loop,
+                                divides_by_int_of_an_array])
 def test_a_python_number_divided_by_a_data_decided_zero_raises_as_eagerly(fn):
     static = dy2st.to_static(fn)
     for x in (POS, NEG, TIE, jnp.array([2.0, -1.0, 0.5])):
