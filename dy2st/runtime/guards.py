@@ -11,11 +11,12 @@ again, so the program is eager's for the values of now.
 
 The user's functions and classes are guarded by identity (a notebook cell that defines a helper
 again, a method patched onto a class between calls: `_users_code`), and the data attributes the
-code names of a user's module or class (`config.DEBUG`). Not guarded: modules, a library's
-functions and classes, and the objects of jax, numpy and the other libraries whose objects are
-machinery (dtypes, a mesh, a logger): a name bound to one is assumed to stay. Arrays are guarded by identity (a jax array never changes in
-place), numpy arrays by identity and contents, lists, dicts, tuples, sets and plain objects by
-their contents, walked to a bounded size.
+code names of a user's module or class (`config.DEBUG`), and those `hasattr`/`getattr` asked
+for (`note_lookup`). Not guarded: modules, a library's functions and classes, and the objects
+of jax, numpy and the other libraries whose objects are machinery (dtypes, a mesh, a logger): a
+name bound to one is assumed to stay. Arrays are guarded by identity (a jax array never changes
+in place), numpy arrays by identity and contents, lists, dicts, tuples, sets and plain objects
+by their contents, walked to a bounded size.
 
 A function that reads no such value gets no guard and keeps jit's own dispatch (the front).
 
@@ -85,12 +86,12 @@ class GuardSet:
         one gains or loses it (a method or constant set on the class between calls) traces again;
         for a module of the user's, the module (`getattr(config, "DEBUG", False)`)."""
         if isinstance(obj, types.ModuleType):
-            if not is_library_file(getattr(obj, "__file__", None) or "<builtin>"):
-                self._guard([(("a", id(obj), f"{obj.__name__}.{name}"), functools.partial(vars(obj).get, name, _MISSING))])
-            return
-        kind = obj if isinstance(obj, type) else type(obj)
-        self._guard([(("a", id(k), f"{k.__qualname__}.{name}"), functools.partial(vars(k).get, name, _MISSING))
-                     for k in kind.__mro__ if is_users_class(k)])
+            holders = [] if is_library_file(getattr(obj, "__file__", None) or "<builtin>") else [obj]
+        else:
+            kind = obj if isinstance(obj, type) else type(obj)
+            holders = [k for k in kind.__mro__ if is_users_class(k)]
+        self._guard([(("a", id(h), f"{getattr(h, '__qualname__', h.__name__)}.{name}"),
+                      functools.partial(vars(h).get, name, _MISSING)) for h in holders])
 
     def _guard(self, readers) -> None:
         """Guard each `(key, reader)` not guarded yet, by its value now."""
