@@ -240,12 +240,13 @@ def _operation(eqn) -> TracedOperation:
                            list(eqn.outvars))
 
 
-def operations_in_frame_of(tracer, start: int):
-    """`(how many operations the jaxpr `tracer` belongs to holds, its TracedOperations from
-    `start`)`; `(0, [])` for a tracer of no jaxpr being traced (a grad's, a vmap's)."""
-    frame = getattr(getattr(tracer, "_trace", None), "frame", None)
-    if frame is None:
-        return 0, []
+def frame_of(tracer):
+    """The jaxpr being traced that `tracer` belongs to, or None (a grad's, a vmap's tracer)."""
+    return getattr(getattr(tracer, "_trace", None), "frame", None)
+
+
+def frame_operations(frame, start: int):
+    """`(how many operations `frame` (`frame_of`) holds, its TracedOperations from `start`)`."""
     eqns = frame.tracing_eqns
     return len(eqns), [_operation(e) for e in eqns[start:]]
 
@@ -260,14 +261,9 @@ def value_key(tracer):
 def lifted_from(tracer):
     """The value of an enclosing trace that `tracer` stands for in a nested jaxpr (a cond's
     side, a loop's body reads a value from before it), or None."""
-    frame = getattr(getattr(tracer, "_trace", None), "frame", None)
+    frame = frame_of(tracer)
     key = value_key(tracer)
     return frame.constvar_to_val.get(key) if frame is not None and key is not None else None
-
-
-def frame_of(tracer):
-    """The jaxpr being traced that `tracer` belongs to (an identity only), or None."""
-    return getattr(getattr(tracer, "_trace", None), "frame", None)
 
 
 def literal_value(value):

@@ -239,7 +239,7 @@ def convert_for(iterable, body, state, names, extra_test, python_reason=None, re
 def _for(iterable, body, get_state, set_state, names, extra_test, python_reason, refuse_staged, facts):
     origin = OriginInfo.of_caller(2)
     held = writes.held_position(iterable, origin)
-    if held is not None:  # (the Python iterator is empty: its items are the record's)
+    if held is not None:  # (its items are the record's: the Python iterator stays where it was taken over)
         if refuse_staged and is_traced(held.taken):
             raise _python_body_error(python_reason, "the items it takes are known only at run time", origin)
         refuse = python_reason if refuse_staged else None

@@ -356,7 +356,6 @@ def _fill_undefined_returns(t: _Branch, f: _Branch) -> None:
                 this.leaves[i] = [leaves[0]] * len(other.leaves[i])
 
 
-# -- Python numbers the data decides (the numbers rule's stand-ins) ---------------------------
 def weak_proxy(leaf):
     """Something `jnp.result_type` promotes like `leaf` (it ignores weak_type on avals)."""
     if is_python_number(leaf):
@@ -436,7 +435,8 @@ def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: boo
     strong = [l.dtype for l in (a, b) if _is_aval(l) and not l.weak_type]
     if not promote and len(strong) == 2 and strong[0] != strong[1]:
         raise mismatch("dtypes differ.", f"cast {label} to one dtype in both branches, e.g. with .astype(...).")
-    return _Merged(aval=jax.core.ShapedArray(shape_a, dtype, weak_type=weak), python_number=(python_number or traced_number) and weak)
+    return _Merged(aval=jax.core.ShapedArray(shape_a, dtype, weak_type=weak),
+                   python_number=(python_number or traced_number) and weak)
 
 
 def _merge_extended(a, b, label, origin, branch_names) -> _Merged:

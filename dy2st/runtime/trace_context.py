@@ -32,12 +32,12 @@ class _TraceContext(threading.local):
         self.reverse_depth: int = 0
         # the `events.Recording` open now, or None
         self.recording = None
-        # id -> `writes.HeldPosition` of the iterators staged loops left at traced positions,
-        # id -> the iterators `iter()` made new, and how many scopes that end both records are
-        # open (`writes.converted_run`)
+        # id -> `writes.HeldPosition` of the iterators staged code took over, id -> the iterators
+        # `iter()` made, and how many converted runs, whose end drops both records, are open
+        # (`writes.converted_run`)
         self.held_positions: dict = {}
         self.new_iterators: dict = {}
-        self.held_scopes: int = 0
+        self.converted_runs: int = 0
         # the `values.PythonNumbers` of the outermost converted run open now, or None
         self.python_numbers = None
         # the GuardSet of a converted function run inline outside any program (`guards.recorded_inline`)

@@ -231,7 +231,7 @@ class PythonNumbers:
     def zero_divisor(self, operation):
         """For a division of a Python number by one (or by the constant 0): `(a traced bool, whether
         the divisor is 0; the text of Python's ZeroDivisionError)`, else None."""
-        division = division_kind(operation)
+        division = _division_kind(operation)
         if division is None or len(operation.inputs) != 2:
             return None
         dividend, divisor = operation.inputs
@@ -249,7 +249,7 @@ class PythonNumbers:
         if frame is None:
             return
         start = self.walked.get(id(frame), 0)
-        count, operations = _jax_compat.operations_in_frame_of(value, start)
+        count, operations = _jax_compat.frame_operations(frame, start)
         if count <= start:
             return
         self.walked[id(frame)] = count
@@ -259,8 +259,8 @@ class PythonNumbers:
             if len(out) != 1 or out[0].shape != () or not out[0].weak_type:
                 continue
             kinds = [self.kind(i) for i in operation.inputs]
-            if None in kinds or not any(map(self.holds, operation.inputs)):
-                continue
+            if None in kinds or all(_jax_compat.literal_value(i) is not None for i in operation.inputs):
+                continue  # (something not a number, or constants only)
             # jnp makes an int a float for `/`: the number is still the int Python divides
             kind = kinds[0] if operation.name == "convert_element_type" else _kind(out[0].dtype)
             self.kinds.update(dict.fromkeys(operation.output_keys, kind))
@@ -279,7 +279,7 @@ _DIVISIONS = {"div": "div", "rem": "rem", "floor_divide": "floordiv", "remainder
               "true_divide": "div", "divide": "div"}
 
 
-def division_kind(operation) -> str | None:
+def _division_kind(operation) -> str | None:
     """"div", "floordiv", "rem" or "divmod" for a traced division (a primitive, or jnp's jitted
     `floor_divide`/`remainder`), else None."""
     if operation.name in ("div", "rem"):

@@ -559,7 +559,7 @@ def note_iterator(iterator, new: bool) -> None:
     """`iter(...)` in converted code gave `iterator`: `new`, one it made over a list, tuple, range,
     string or dict (`iterables.SEQUENCE_ITERATORS`), which staged code may take over; else one
     from elsewhere (`iter` of an iterator gives it back)."""
-    if CONTEXT.held_scopes:
+    if CONTEXT.converted_runs:
         CONTEXT.new_iterators[id(iterator)] = (iterator, new, side_now(), len(CONTEXT.trackers))
 
 
@@ -634,17 +634,17 @@ def converted_run():
     converted function's run inline into an enclosing trace."""
     records = (CONTEXT.held_positions, CONTEXT.new_iterators)
     before = [set(r) for r in records]
-    outermost = CONTEXT.held_scopes == 0
+    outermost = CONTEXT.converted_runs == 0
     if outermost:
         CONTEXT.python_numbers = PythonNumbers()
-    CONTEXT.held_scopes += 1
+    CONTEXT.converted_runs += 1
     try:
         yield
         for key, record in list(records[0].items()):
             if key not in before[0]:
                 record.refuse_python_reads()
     finally:
-        CONTEXT.held_scopes -= 1
+        CONTEXT.converted_runs -= 1
         if outermost:
             CONTEXT.python_numbers = None
         for record, kept in zip(records, before):
