@@ -184,7 +184,7 @@ def _positional_dispatch(fn):
         f"def {name}({', '.join(f'{n}=_dy2st_MISSING' for n in names)}):\n"
         f"    try:\n"
         f"        _dy2st_jit = _dy2st_shared\n"
-        f"        if _dy2st_jit is not None and (_dy2st_holds is None or _dy2st_holds()) and {arrays}:\n"
+        f"        if _dy2st_jit is not None and {arrays} and (_dy2st_holds is None or _dy2st_holds()):\n"
         f"            _dy2st_out = _dy2st_jit({values})\n"
         f"            if _dy2st_shared is None:\n"
         f"                return _dy2st_finish(_dy2st_out, ({values},))\n"

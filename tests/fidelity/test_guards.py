@@ -799,3 +799,22 @@ def test_an_attribute_a_user_module_gains_between_calls_is_read_again(tmp_path, 
                 setattr(options, name, value)
         for _ in range(2):
             np.testing.assert_allclose(static(X), step(X))
+
+
+def scaled_pair(pair):
+    a, b = pair
+    return a * SCALE["k"] + b
+
+
+def test_a_guarded_call_of_a_pytree_checks_its_guards_once(monkeypatch):
+    # (the generated dispatcher tested them before the array-only test, and again on the pytree route)
+    counted = []
+    holds = guards.GuardSet.holds
+    monkeypatch.setattr(guards.GuardSet, "holds", lambda self: counted.append(1) or holds(self))
+    static = dy2st.to_static(scaled_pair)
+    pair = (X, X + 1.0)
+    for _ in range(3):
+        static(pair)
+    counted.clear()
+    np.testing.assert_allclose(static(pair), scaled_pair(pair))
+    assert len(counted) == 1
