@@ -16,7 +16,7 @@ import jax
 
 from dy2st import _jax_compat, callables, conversion, input_spec, stateful
 from dy2st.config import _switch_listeners, config, logger
-from dy2st.errors import RuntimeChecks, at_boundary
+from dy2st.errors import RuntimeChecks, at_boundary, at_eager_boundary, innermost_user_frame, rerun_eagerly
 from dy2st.call_policy import AmbiguousLeaf, CallPolicy, ContainerEffect, Declined
 from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
 from dy2st.program_body import ARRAY_IMPL, LIFTED_ROOTS, plain_python, run_inline
@@ -79,9 +79,17 @@ def _dispatcher(fn=None):
             # Inline (not a helper): a bare `raise` here adds no frame of ours to the traceback.
             __tracebackhide__ = True  # noqa: F841  (pytest and IPython hide this frame)
             error = at_boundary(exc, config.traceback_filtering)
-            if error is exc:
-                raise
-            raise error from error.__cause__  # a JAX error behind a TracedValueError stays its cause
+            if not rerun_eagerly(exc, error):
+                if error is exc:
+                    raise
+                raise error from error.__cause__  # a JAX error behind a TracedValueError stays its cause
+            failed = exc
+        try:  # (out of the `except`: eager's error has no context)
+            return owner._eagerly_after(failed, args, kwargs)
+        except Exception as exc:
+            __tracebackhide__ = True  # noqa: F841
+            at_eager_boundary(exc, config.traceback_filtering)
+            raise
 
     specialized, namespace = _positional_dispatch(fn)
     entry = specialized or dispatch
@@ -109,9 +117,17 @@ def _dispatcher(fn=None):
         except Exception as exc:  # as in `dispatch`: the front calls this with no frame between
             __tracebackhide__ = True  # noqa: F841
             error = at_boundary(exc, config.traceback_filtering)
-            if error is exc:
-                raise
-            raise error from error.__cause__
+            if not rerun_eagerly(exc, error):
+                if error is exc:
+                    raise
+                raise error from error.__cause__
+            failed = exc
+        try:
+            return _jax_compat.front_result(owner._eagerly_after(failed, args, kwargs), None)
+        except Exception as exc:
+            __tracebackhide__ = True  # noqa: F841
+            at_eager_boundary(exc, config.traceback_filtering)
+            raise
 
     def bind(static_function):
         nonlocal owner, front
@@ -200,14 +216,23 @@ def _positional_dispatch(fn):
         f"    except _dy2st_Exception as _dy2st_exc:\n"
         f"        __tracebackhide__ = True\n"
         f"        _dy2st_error = _dy2st_boundary(_dy2st_exc, _dy2st_config.traceback_filtering)\n"
-        f"        if _dy2st_error is _dy2st_exc:\n"
-        f"            raise\n"
-        f"        raise _dy2st_error from _dy2st_error.__cause__\n"
+        f"        if not _dy2st_rerun_eagerly(_dy2st_exc, _dy2st_error):\n"
+        f"            if _dy2st_error is _dy2st_exc:\n"
+        f"                raise\n"
+        f"            raise _dy2st_error from _dy2st_error.__cause__\n"
+        f"        _dy2st_failed = _dy2st_exc\n"
+        f"    try:\n"
+        f"        return _dy2st_owner._eagerly_after(_dy2st_failed, *_dy2st_passed(({values},), _dy2st_names))\n"
+        f"    except _dy2st_Exception as _dy2st_exc:\n"
+        f"        __tracebackhide__ = True\n"
+        f"        _dy2st_eager_boundary(_dy2st_exc, _dy2st_config.traceback_filtering)\n"
+        f"        raise\n"
     )
     namespace = {"_dy2st_shared": None, "_dy2st_owner": None, "_dy2st_ARRAY": ARRAY_IMPL, "_dy2st_holds": None,
                  "_dy2st_pytrees": None, "_dy2st_PYTREE_ROOTS": _PYTREE_ROOTS, "_dy2st_Declined": Declined,
                  "_dy2st_type": type, "_dy2st_Exception": Exception,
                  "_dy2st_MISSING": _MISSING, "_dy2st_finish": _finish_after_change, "_dy2st_boundary": at_boundary,
+                 "_dy2st_rerun_eagerly": rerun_eagerly, "_dy2st_eager_boundary": at_eager_boundary,
                  "_dy2st_config": config, "_dy2st_passed": _passed, "_dy2st_names": tuple(names),
                  "_dy2st_NO_KWARGS": types.MappingProxyType({}), "__name__": __name__}
     filename = os.path.join(os.path.dirname(__file__), f"<dispatch of {getattr(fn, '__qualname__', 'a function')}>")
@@ -306,13 +331,18 @@ class StaticFunction(functools.partial):
     # -- conversion ---------------------------------------------------------------------
     @property
     def _converted(self):
+        """The converted function, made again (from the converted code, cached) on each use: a
+        trace, an inline run. Its defaults are a copy of the original's, which the user may have
+        set since (`f.__defaults__ = ...`, read by the guards)."""
         if self._converted_fn is None:
             with self._lock:
                 if self._converted_fn is None:
                     fn, bind = callables.convertible(self._fn)  # a partial: its function, rebound
                     _refuse_generator(fn)
                     self._converted_fn = bind(top_level_target(fn))
-        return self._converted_fn
+                    return self._converted_fn
+        fn, bind = callables.convertible(self._fn)
+        return bind(top_level_target(fn))
 
     # -- calling ------------------------------------------------------------------------
     def _call_general(self, args, kwargs):
@@ -439,6 +469,22 @@ class StaticFunction(functools.partial):
         (whose program, where it is one of dy2st's, guards what this function reads)."""
         return run_inline(self._converted, args, kwargs, user_function=self._fn)
 
+    def _eagerly_after(self, failed: BaseException, args, kwargs):
+        """The call, run eagerly: its trace raised the function's own exception, having changed
+        nothing outside the call (`errors.rerun_eagerly`). Eager's run gives eager's prints,
+        changes and exception. Where eager raises nothing, the trace failed for want of values
+        (a limit of dy2st's), which the first such call says once."""
+        out = self._fn(*args, **kwargs)
+        self._policy.eager_fallbacks += 1
+        if self._policy.eager_fallbacks == 1:
+            origin = innermost_user_frame(failed.__traceback__)
+            logger.warning(
+                "dy2st: %s ran eagerly: tracing it raised %s: %s%s, where eager code raises nothing. "
+                "Calls like this one run eagerly, not compiled (see dy2st.explain).",
+                getattr(self._fn, "__qualname__", self._fn), type(failed).__name__, str(failed).splitlines()[0] if str(failed) else "",
+                f" ({origin.filename}, line {origin.lineno})" if origin is not None else "")
+        return out
+
     def _guarded(self):
         """A trace read a Python value from outside the arguments: calls must check it, so
         the hit path is the dispatcher's, which checks them (jit's own dispatch runs no Python)."""
@@ -486,7 +532,7 @@ class StaticFunction(functools.partial):
     def _stateful_programs(self) -> stateful.StatefulPrograms:
         if self._stateful is None:
             self._stateful = stateful.StatefulPrograms(
-                self._converted, getattr(self._fn, "__qualname__", repr(self._fn)), self._cache.max_programs,
+                lambda: self._converted, getattr(self._fn, "__qualname__", repr(self._fn)), self._cache.max_programs,
                 self._guards)
         return self._stateful
 

@@ -44,6 +44,8 @@ class CallPolicy:
     ambiguous_seen: bool = False
     # a trace observed a dict argument's key order: calls with dicts are keyed by their order
     orders_observed: bool = False
+    # calls whose trace raised where the eager run that replaced it did not (`errors.rerun_eagerly`)
+    eager_fallbacks: int = 0
 
     def reasons(self) -> list[str]:
         """What this policy holds, as sentences (for `explain`)."""
@@ -62,6 +64,8 @@ class CallPolicy:
             said.append("calls of Python values only run the function as it is (their trace staged nothing)")
         if self.orders_observed:
             said.append("dict arguments are keyed by their key order (a trace observed it)")
+        if self.eager_fallbacks:
+            said.append(f"{self.eager_fallbacks} call(s) ran eagerly: their trace raised where eager code does not")
         if self.ambiguous_seen:
             said.append("pytrees with weak-typed or bool scalar leaves are keyed by dy2st, not jit")
         return said

@@ -71,6 +71,7 @@ class ConvertedCode:
         new.__doc__ = fn.__doc__
         new.__dict__.update(fn.__dict__)
         new.__dy2st_converted__ = self
+        new.__dy2st_original__ = fn  # its defaults are the original's, read again per trace (guards)
         return new
 
 
@@ -535,9 +536,12 @@ def _compile_located(module: ast.Module, filename: str) -> types.CodeType:
 
 
 def _renamed(code: types.CodeType, old: str, new: str) -> types.CodeType:
-    """`code` and its nested code objects with qualname prefix `old` written as `new`."""
-    consts = tuple(_renamed(c, old, new) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    """`code` and its nested code objects with qualname prefix `old` written as `new` (also a
+    class body's `__qualname__`, a string constant equal to its code's qualname: a class the
+    function defines shows as `f.<locals>.Local`, as eagerly)."""
     qualname = new + code.co_qualname[len(old):] if code.co_qualname.startswith(old) else code.co_qualname
+    consts = tuple(_renamed(c, old, new) if isinstance(c, types.CodeType)
+                   else qualname if type(c) is str and c == code.co_qualname else c for c in code.co_consts)
     return code.replace(co_consts=consts, co_qualname=qualname)
 
 

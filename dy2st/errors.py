@@ -451,6 +451,41 @@ _LIBRARY_DIRS = tuple(
      if (p := sysconfig.get_paths().get(key))}
 )
 _NOTED_ATTR = "__dy2st_noted__"
+_EAGER_ATTR = "__dy2st_run_eagerly__"
+
+
+def note_raised_while_tracing(error: BaseException, outside_unchanged: bool) -> None:
+    """A program's trace ended with `error`: where it is the function's own exception (Python's
+    or the user's class, not dy2st's or jax's) and the trace changed nothing outside the call
+    (`outside_unchanged`; the caller's objects it changed are put back, its prints not yet made),
+    the call runs the function eagerly instead (`rerun_eagerly`): eager's prints, changes made
+    before the raise and the exception itself, where the trace had only abstract values."""
+    package = (type(error).__module__ or "").split(".")[0]
+    if (outside_unchanged and isinstance(error, Exception) and not isinstance(error, Dy2StaticError)
+            and package not in ("jax", "jaxlib", "dy2st")):
+        try:
+            setattr(error, _EAGER_ATTR, True)
+        except AttributeError:
+            pass
+
+
+def at_eager_boundary(exc: BaseException, filtering: bool) -> None:
+    """Prepare the error of a call run eagerly (`rerun_eagerly`) to leave: our frames hidden,
+    and a note of the user's line, as the trace's error would have had."""
+    origin = innermost_user_frame(exc.__traceback__)
+    if origin is not None and not getattr(exc, _NOTED_ATTR, False):
+        exc.add_note(f"(dy2st) raised by the function run eagerly (its trace raised it too):\n  {origin.as_header()}")
+    if filtering:
+        exc.__traceback__ = filter_traceback(exc.__traceback__)
+
+
+def rerun_eagerly(exc: BaseException, error: BaseException) -> bool:
+    """Whether a call whose error `exc` became `error` (`at_boundary`) runs the function eagerly
+    instead of raising: `exc` is the function's own, raised while tracing (not one that shows
+    a traced value used as a Python one: `error` is then a Dy2StaticError)."""
+    return error is exc and getattr(exc, _EAGER_ATTR, False)
+
+
 _TRACED_AS_PYTHON = (
     "write the decision as an `if` statement in converted code (dy2st stages it), or compute it "
     "with jnp (`jnp.where(...)`, `jnp.argmax(xs == v)` for a position), or keep the value a Python "

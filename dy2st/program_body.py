@@ -29,7 +29,7 @@ import jax
 
 from dy2st import _jax_compat
 from dy2st.call_policy import CallPolicy, ContainerEffect, OrderObserved
-from dy2st.errors import Dy2StaticError, PythonEffectError, RuntimeChecks, StagedBranchError
+from dy2st.errors import Dy2StaticError, PythonEffectError, RuntimeChecks, StagedBranchError, note_raised_while_tracing
 from dy2st.input_spec import user_origin
 from dy2st.runtime import guards, key_order, static_outputs, writes
 from dy2st.runtime.asserts import check_python_numbers_of
@@ -247,6 +247,7 @@ class ProgramBody:
                     # their order), where the function's own error, if it is one, comes again
                     self.policy.orders_observed = True
                     raise OrderObserved("a trace with watched dict arguments failed") from error
+                note_raised_while_tracing(error, not self.guards or self.guards.changed() is None)
                 raise
         _refuse_leaked(changed, out, (args, kwargs))
         if (python_only and (RuntimeChecks.traced, writes.staged_prints()) == effects_before
@@ -285,7 +286,8 @@ class ProgramBody:
         set_on = [(arguments[id(obj)], changed) for obj, changed in set_on if id(obj) in arguments]
         # identities and kinds jit's boundary loses, noted (`static_outputs.encode`) before the
         # walk for undefined values, which a self-holding list would not end
-        encoded = check_defined(static_outputs.encode(out, arguments, writes=set_on) if encode else out)
+        outside = self.guards.held_containers if self.guards else None
+        encoded = check_defined(static_outputs.encode(out, arguments, writes=set_on, outside=outside) if encode else out)
         return out, encoded
 
 

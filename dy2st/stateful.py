@@ -91,7 +91,7 @@ def _split(args, kwargs, positions):
 class _Entry:
     """The programs for one state structure: a ProgramCache over `(*state arrays, *args)`."""
 
-    def __init__(self, fn, positions: tuple, n_state: int, name: str, max_programs: int = DEFAULT_MAX_PROGRAMS,
+    def __init__(self, get_fn, positions: tuple, n_state: int, name: str, max_programs: int = DEFAULT_MAX_PROGRAMS,
                  guards=None):
         self.local = threading.local()
         self.last_layout = None  # re-tracing for .jaxpr/.as_text() off the call path uses it
@@ -113,6 +113,7 @@ class _Entry:
                 others = iter(others)
                 args = [roots[i] if i in roots else next(others) for i in range(n_args + len(flat) - n_state)]
                 kwargs.update((p, r) for p, r in roots.items() if type(p) is str)
+                fn = get_fn()  # (made per trace: the defaults as they are now)
                 guard_reads.note_program(fn, layout.nodes[1:])  # (self's and the arguments' classes)
                 out = fn(*args, **kwargs)
                 for obj, _ in watch.check():  # (no program arguments' objects to set them on here)
@@ -128,7 +129,7 @@ class _Entry:
                 recipe.returned = tuple(modules.values())
                 state_nodes = {id(n): j for j, n in enumerate(after.nodes) if j}
                 state_nodes.update((key, len(after.nodes) + m) for m, key in enumerate(modules))
-                out = static_outputs.encode(out, state_nodes)
+                out = static_outputs.encode(out, state_nodes, outside=guards.held_containers if guards else None)
             finally:
                 layout.restore(saved)
                 restore_nnx_static(static)
@@ -150,8 +151,8 @@ class _Entry:
 class StatefulPrograms:
     """Every program of one converted function called with stateful arguments."""
 
-    def __init__(self, fn, name: str, max_programs: int = DEFAULT_MAX_PROGRAMS, guards=None):
-        self._fn = fn
+    def __init__(self, get_fn, name: str, max_programs: int = DEFAULT_MAX_PROGRAMS, guards=None):
+        self._get_fn = get_fn  # () -> the converted function
         self._guards = guards
         self._name = name
         self._max_programs = max_programs
@@ -169,7 +170,7 @@ class StatefulPrograms:
                 entry = self._entries.get(key)
                 if entry is None:
                     previous = next(reversed(self._entries), None)
-                    entry = self._entries[key] = _Entry(self._fn, positions, len(layout.leaves), self._name, self._max_programs,
+                    entry = self._entries[key] = _Entry(self._get_fn, positions, len(layout.leaves), self._name, self._max_programs,
                                                                self._guards)
                     self._evict()
                     self._built += 1
@@ -203,7 +204,7 @@ class StatefulPrograms:
     def _run_inline(self, args, kwargs):
         """Inside jit/grad/vmap (traced arguments or traced attributes): run on the live objects,
         so the enclosing transformation sees the mutations as in eager code."""
-        return run_inline(self._fn, args, kwargs)
+        return run_inline(self._get_fn(), args, kwargs)
 
     def call(self, args, kwargs, positions):
         """Run `fn(*args, **kwargs)` as a program, writing state changes back onto the roots."""
@@ -243,7 +244,7 @@ class StatefulPrograms:
         arguments traces, over the state arrays and the other arguments, outside the cache."""
         roots, rest, rest_kwargs = _split(args, kwargs, positions)
         layout = Layout(roots)
-        entry = _Entry(self._fn, positions, len(layout.leaves), self._name)
+        entry = _Entry(self._get_fn, positions, len(layout.leaves), self._name)
         entry.last_layout = layout
         return entry.run, (*layout.leaves, *rest), rest_kwargs
 

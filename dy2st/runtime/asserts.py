@@ -147,7 +147,7 @@ def check_python_numbers(mark, origin: OriginInfo) -> None:
     * IntOverflowError where one on a Python int (a weakly typed int32: what a Python int a
       staged loop carries or a staged `if` picks becomes) left int32's range: eagerly the int
       grows, the program's would wrap. Checked: products, powers (`k ** 3`, in float32 with a
-      margin), negation, and sums and differences of two such values or with a constant of 2**10
+      margin), negation, left shifts, and sums and differences of two such values or with a constant of 2**10
       or more (`k + 2 ** 30` wraps in two iterations); not a sum with a smaller constant (`k += 1`,
       a counter), which needs over 2**21 iterations to leave the range and would cost every
       counting loop a check per iteration.
@@ -240,6 +240,10 @@ def _overflow(operation):
     if name == "sub":
         r = lax.sub(a, b)
         return ((a ^ b) & (a ^ r)) < 0
+    if name == "shift_left":  # (a shift past the width gives 0, a negative one garbage)
+        in_width = (b >= 0) & (b < 32)
+        shift = jnp.where(in_width, b, 0)
+        return (a != 0) & (~in_width | (lax.shift_right_arithmetic(lax.shift_left(a, shift), shift) != a))
     if name == "mul":
         r = lax.mul(a, b)
         nonzero = a != 0

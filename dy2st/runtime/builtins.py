@@ -36,7 +36,7 @@ import numpy as np
 
 
 from dy2st import _jax_compat
-from dy2st.errors import BuiltinError, OriginInfo, record_runtime_failure
+from dy2st.errors import BuiltinError, IntOverflowError, OriginInfo, record_runtime_failure
 from dy2st.runtime import events, guards, key_order, writes
 from dy2st.runtime.asserts import check_when_run
 from dy2st.runtime.calls import register_builtin
@@ -287,9 +287,32 @@ def _python_scalar(value, kind):
     `x_int8 * int(y)` stays int8 as it does eagerly. (jax has no public way to make a weak
     type: this is the conversion jnp uses for Python scalars.) It stands for that Python number
     from here on (`values.PythonNumbers`: `10 // int(x[0])` raises where it is 0, as eagerly)."""
+    if kind is int and jnp.issubdtype(value.dtype, jnp.inexact):
+        _check_int_range(value)
     number = _jax_compat.convert_element_type(value, _default(kind), weak_type=True)
     note_python_numbers([number])
     return number
+
+
+def _check_int_range(value) -> None:
+    """`int()` or `round()` of a traced float: where it is outside int32 the conversion would
+    saturate (eagerly the int grows) and a nan or an infinity would give garbage (eagerly
+    ValueError, OverflowError): each raises when the program runs, at the user's line."""
+    origin = OriginInfo.of_user_code()
+    fits = jnp.isfinite(value) & (value >= -2.0 ** 31) & (value < 2.0 ** 31)
+
+    def error(number):
+        if np.isnan(number):
+            return ValueError("cannot convert float NaN to integer")
+        if np.isinf(number):
+            return OverflowError("cannot convert float infinity to integer")
+        return IntOverflowError(
+            f"int() of {float(number)!r} left int32's range when the program ran: eagerly the Python int "
+            "would hold it, the compiled program's (an int32) would saturate.", origin,
+            advice="keep the value within int32, or keep it a float (`math.floor` of a float array stays one "
+            "with `jnp.floor`).")
+
+    check_when_run(fits, error, origin, "int() of a float stays within int32", detail=value)
 
 
 def _stands_for_number(value) -> bool:
@@ -333,6 +356,9 @@ def convert_pow(base, exp, mod=None):
     square-and-multiply with the remainder taken at each step (Python's sign: the modulus's),
     exact while products stay in int32 (a modulus up to 46341). Two arguments: `base ** exp`."""
     if mod is None or not _any_traced((base, exp, mod)):
+        return builtins.pow(base, exp, mod)
+    if not all(_stands_for_number(v) or not is_traced(v) for v in (base, exp, mod)):
+        # an array (not a Python number the data decides): eagerly jax's `__pow__` takes no modulus
         return builtins.pow(base, exp, mod)
     origin = OriginInfo.of_caller()
     if not all(jnp.issubdtype(jnp.result_type(v), jnp.integer) for v in (base, exp, mod)):
@@ -449,9 +475,9 @@ def convert_hasattr(obj, name):
 
 
 def convert_getattr(obj, name, *default):
-    """`getattr(obj, name[, default])`; one with a default is guarded as `hasattr` is."""
-    if default:
-        guards.note_lookup(obj, name)
+    """`getattr(obj, name[, default])`, guarded as `hasattr` is (without a default too: an
+    `except AttributeError` may catch its failure)."""
+    guards.note_lookup(obj, name)
     return builtins.getattr(obj, name, *default)
 
 

@@ -334,6 +334,10 @@ def _convert_function(fn: types.FunctionType, receiver=None):
             _function_cache[fn] = converted
         except TypeError:
             pass
+    if converted is not fn and (converted.__defaults__ is not fn.__defaults__
+                                or converted.__kwdefaults__ is not fn.__kwdefaults__):
+        # set on the original since it was converted (`helper.__defaults__ = ...`; guarded)
+        converted.__defaults__, converted.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
     if guards.recording_any() and fn.__code__ not in _converted_codes and not _is_library_function(fn):
         # what it reads from outside is the program's (a def nested in converted code: its
         # parent's), and the class attributes it may read through its `self` or `cls`

@@ -39,7 +39,7 @@ import numpy as np
 from dy2st.errors import PythonEffectError, is_library_file
 from dy2st.runtime import writes
 from dy2st.runtime.trace_context import CONTEXT
-from dy2st.runtime.values import OPAQUE_MODULES, iterator_position
+from dy2st.runtime.values import OPAQUE_MODULES, iterator_position, node_kind
 from dy2st.user_code import is_library_module, is_users_class, is_users_object
 
 _MISSING = object()
@@ -111,6 +111,32 @@ class GuardSet:
             added = True
         if added and self.on_first is not None:
             self.on_first()
+
+    def held_containers(self) -> dict:
+        """`id -> (reader, path)` of each list, dict, set and plain object the guarded values
+        hold (walked to the tokens' bound; `path`: `("i", index)`, `("k", key)`, `("a", name)`
+        steps from what `reader` reads): an output that is one of them is eager's same object,
+        reached again along `path` per call (`static_outputs.Outside`). The guards held when
+        the call began, so the path reaches an object equal to the one the trace returned."""
+        found: dict = {}
+        budget = _WALK_LIMIT
+        for reader, _ in list(self.entries.values()):
+            stack = [(reader(), ())]
+            while stack and budget > 0:
+                value, path = stack.pop()
+                kind = "s" if type(value) in (set, frozenset) else (
+                    "t" if isinstance(value, tuple) else node_kind(value))
+                if kind is None or id(value) in found:
+                    continue
+                if kind != "t":
+                    found[id(value)] = (reader, path)
+                steps = (enumerate(value) if kind in ("l", "t") else value.items() if kind == "d"
+                         else vars(value).items() if kind == "o" else ())
+                step = {"l": "i", "t": "i", "d": "k", "o": "a"}.get(kind)
+                for key, item in steps:
+                    budget -= 1
+                    stack.append((item, (*path, (step, key))))
+        return found
 
     def outside_values(self) -> list:
         """`(how the code names it, value)` of each guarded value as it is now (`global FLAG`)."""
@@ -194,9 +220,11 @@ def _never() -> bool:
 
 
 def describe(key) -> str:
-    """A guard's reader key in words: `global FLAG`, `closure variable scale`, `default of lr`."""
+    """A guard's reader key in words: `global FLAG`, `closure variable scale`,
+    `defaults step.__defaults__`."""
     kind, _, name = key
-    return {"g": "global", "c": "closure variable", "d": "default of", "a": "attribute"}[kind] + f" {name}"
+    return {"g": "global", "c": "closure variable", "d": "defaults", "a": "attribute",
+            "n": "attributes not there when traced:"}[kind] + f" {name}"
 
 
 def recording_any() -> bool:
@@ -346,11 +374,14 @@ def _readers(fn: types.FunctionType, receiver=None):
     for name, cell in zip(cell_names, fn.__closure__ or ()):
         if name != "__class__" and not name.startswith("dy2st_"):
             yield ("c", id(cell), name), functools.partial(_cell_value, cell)
-    for i, value in enumerate(fn.__defaults__ or ()):
-        yield ("d", (id(fn.__code__), i), fn.__code__.co_varnames[fn.__code__.co_argcount - len(fn.__defaults__) + i]), \
-            functools.partial(_default, fn, i)
-    for name in fn.__kwdefaults__ or ():
-        yield ("d", (id(fn.__code__), name), name), functools.partial(_kwdefault, fn, name)
+    # a converted copy's defaults are a copy of its original's: `f.__defaults__ = ...` sets the
+    # original's, which the next trace's copy takes (the tuple as a whole: one that grows or
+    # shrinks moves which parameter each value is the default of)
+    original = getattr(fn, "__dy2st_original__", fn)
+    for attribute in ("__defaults__", "__kwdefaults__"):
+        if getattr(original, attribute):
+            yield ("d", id(original), f"{fn.__qualname__}.{attribute}"), \
+                functools.partial(getattr, original, attribute)
 
 
 def _attribute_readers(label: str, holder, names: tuple):
@@ -374,12 +405,19 @@ def _attribute_readers(label: str, holder, names: tuple):
         holders = [k for k in type(holder).__mro__ if is_users_class(k)]
     else:
         return
-    found = [n for n in names if not n.startswith("__") and any(n in vars(h) for h in holders)]
+    names = [n for n in names if not n.startswith("__")]
+    found = [n for n in names if any(n in vars(h) for h in holders)]
+    # the names it does not hold: one it gains between calls is read where the trace found
+    # none (`try: s = cfg.scale` / `except AttributeError: s = 1.0`); one test per holder
+    absent = frozenset(names).difference(found)
     for klass in holders:
         attributes = vars(klass)
+        shown = klass.__qualname__ if klass is not holder else label
         for name in found:
-            yield ("a", id(klass), f"{klass.__qualname__ if klass is not holder else label}.{name}"), \
-                functools.partial(attributes.get, name, _MISSING)
+            yield ("a", id(klass), f"{shown}.{name}"), functools.partial(attributes.get, name, _MISSING)
+        if absent:
+            yield ("n", id(klass), f"{shown}.{{{', '.join(sorted(absent))}}}"), \
+                functools.partial(attributes.keys().isdisjoint, absent)
 
 
 def _cell_value(cell):
@@ -387,15 +425,6 @@ def _cell_value(cell):
         return cell.cell_contents
     except ValueError:  # empty: not bound yet
         return _MISSING
-
-
-def _default(fn, i):
-    defaults = fn.__defaults__ or ()
-    return defaults[i] if i < len(defaults) else _MISSING
-
-
-def _kwdefault(fn, name):
-    return (fn.__kwdefaults__ or {}).get(name, _MISSING)
 
 
 def _package(tp) -> str:
@@ -499,6 +528,9 @@ def _token(value, kept, budget, visiting):
     if position is not None:  # (`_is_code` would take a builtin iterator for machinery)
         kept.append(value)
         return "iterator", id(value), position
+    if type(value) is functools.partial:  # (its arguments can change in place: `p.keywords["c"] = 2`)
+        kept.append(value)
+        return "partial", id(value), _token((value.args, value.keywords), kept, budget, visiting)
     if _is_code(value) or budget[0] <= 0:
         kept.append(value)
         return "object", id(value)

@@ -221,6 +221,23 @@ class _StateNode:
         self.index = index
 
 
+class Outside:
+    """A list, dict, set or object the function reached outside its arguments (a global, a
+    closure's, a default, a class attribute: what the guards read) and returned: eager's
+    same object, found again per call along `path` from what `reader` reads then."""
+
+    __slots__ = ("reader", "path")
+
+    def __init__(self, reader, path: tuple):
+        self.reader, self.path = reader, path
+
+    def resolve(self):
+        value = self.reader()
+        for step, key in self.path:
+            value = getattr(value, key) if step == "a" else value[key]
+        return value
+
+
 class _Entry:
     """One container rebuilt per call: its kind ('l', 'd', 'o', 's'), type, keys (a dict's or
     an object's attribute names) and contents (the program's outputs, encoded)."""
@@ -300,6 +317,8 @@ class Identities:
                 return shells[value.index]
             if tp is _StateNode:
                 return state_nodes[value.index]
+            if tp is Outside:
+                return value.resolve()
             if tp is list:
                 return [resolve(v) for v in value]
             if tp is dict:
@@ -341,6 +360,7 @@ def holds_callers(structure) -> bool:
 _register = jax.tree_util.register_pytree_node
 _register(_Ref, lambda r: ((), r.index), lambda index, _: _Ref(index))
 _register(_StateNode, lambda r: ((), r.index), lambda index, _: _StateNode(index))
+_register(Outside, lambda o: ((), o), lambda o, _: o)
 _register(_Entry, lambda e: (e.values, (e.kind, e.type, e.keys)),
           lambda aux, values: _Entry(*aux, list(values)))
 _register(Identities, lambda i: ((i.tree, i.entries), _Writes(i.writes)),
@@ -359,13 +379,15 @@ def _kind(value, aliases_only: bool) -> str | None:
     return None if aliases_only and kind not in ("l", "d") else kind
 
 
-def encode(outputs, state_nodes: dict | None = None, aliases_only: bool = False, writes=()):
+def encode(outputs, state_nodes: dict | None = None, aliases_only: bool = False, writes=(), outside=None):
     """`outputs`, or Identities when some container of them is held twice (or holds itself),
     is a set or a plain object, or is the caller's (`state_nodes`: id -> node index; a list,
-    dict or object of the state, or an NNX module of it, rebuilt for the trace). Called
-    while tracing; the common case (arrays in tuples, lists and dicts held once) walks once.
-    `aliases_only`: only lists and dicts held twice are noted (a staged `if`'s outputs, whose
-    objects and sets its merge keeps as they are)."""
+    dict or object of the state, or an NNX module of it, rebuilt for the trace), or one from
+    outside the arguments (`outside()`: id -> `(reader, path)`, `GuardSet.held_containers`,
+    asked only where the outputs hold a container). Called while tracing; the common case
+    (arrays in tuples, lists and dicts held once) walks once. `aliases_only`: only lists and
+    dicts held twice are noted (a staged `if`'s outputs, whose objects and sets its merge
+    keeps as they are)."""
     state_nodes = state_nodes or {}
     counts: dict = {}
     inside: set = set()  # ids of the outputs' containers (for `_check_fresh`)
@@ -400,6 +422,12 @@ def encode(outputs, state_nodes: dict | None = None, aliases_only: bool = False,
             count(v)
 
     count(outputs)
+    if counts and outside is not None:
+        held = outside()
+        outside_nodes = {key: Outside(*held[key]) for key in counts if key in held}
+        if outside_nodes:
+            state_nodes = {**state_nodes, **outside_nodes}
+            special = True
     if not special and not writes:
         return outputs
     entries: list = []
@@ -414,7 +442,8 @@ def encode(outputs, state_nodes: dict | None = None, aliases_only: bool = False,
             return tp(*items) if hasattr(tp, "_fields") else tp(items)
         key = id(value)
         if key in state_nodes:
-            return _StateNode(state_nodes[key])
+            node = state_nodes[key]
+            return node if type(node) is Outside else _StateNode(node)
         kind = _kind(value, aliases_only)
         if kind is None:
             return value

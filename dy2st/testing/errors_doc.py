@@ -188,16 +188,11 @@ dy2st.to_static(count_down)(jnp.asarray(3))
 """, "Make the base case a Python value (`count_down(3)` with an int), or write the recursion as a "
         "`while n > 0:` loop."),
     Example(errors.ProgramOutputError, """
-class Registry:
-    pass
-
-REGISTRY = Registry()        # one object, made before any call
-
 def f(x):
-    return x * 2, REGISTRY   # eager gives back this same object on every call
+    return f"loss {x.sum():.3f}"   # the text exists only once the program has run
 
 dy2st.to_static(f)(jnp.ones(3))
-""", "Pass `REGISTRY` as an argument (it comes back as the caller's object), or reach it after the call."),
+""", "Return `x.sum()` and format it after the call (or `print` it inside: prints run when the program runs)."),
     Example(errors.ScopeWriteError, """
 total = 0.0
 

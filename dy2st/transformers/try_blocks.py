@@ -1,4 +1,6 @@
-"""A `try` whose `finally` breaks, continues or returns: the exception it discards, held in a flag.
+"""A `try` whose `finally` breaks, continues or returns: the exception it discards, held in a
+flag; a `try` whose body does: its `else` under a flag set where the body ran to its end
+(`_else_after_body`).
 
 Before::
 
@@ -43,6 +45,8 @@ class TryBlockTransformer(StatementTransformer):
     """See the module docstring."""
 
     def visit_Try(self, node):
+        if node.orelse and ast_util.jumps_out(node.body):
+            return [new for stmt in self._else_after_body(node) for new in _as_list(self.visit(stmt))]
         prefix = []
         if node.finalbody and ast_util.jumps_out(node.finalbody):
             prefix, node = self._discarding(node)
@@ -81,7 +85,41 @@ class TryBlockTransformer(StatementTransformer):
         copy_location_recursive(start[0], node)
         return start, outer
 
+    def _else_after_body(self, node) -> list:
+        """A `try` body that returns, breaks or continues skips the `else`, which runs only where
+        the body ran to its end. The later steps make those jumps flags that skip the code after
+        them, so the `else` runs under a flag set at the body's end (and outside the handlers,
+        as Python runs it):
+
+            completed = False
+            try:
+                try:
+                    <body>
+                    completed = True
+                except ...:
+                    <handlers>
+                if completed:
+                    <else>
+            finally:            (where the `try` has one; else the inner `try` stands alone)
+                <finally>
+        """
+        completed = self.ctx.namer.new_symbol("try_completed")
+        start = templates.replace("completed = False", completed=completed)
+        mark = templates.replace("completed = True", completed=completed)
+        inner = type(node)(body=node.body + mark, handlers=node.handlers, orelse=[], finalbody=[])
+        guarded = ast.If(test=ast.Name(id=completed, ctx=ast.Load()), body=node.orelse, orelse=[])
+        statements = [inner, guarded]
+        if node.finalbody:
+            statements = [type(node)(body=statements, handlers=[], orelse=[], finalbody=node.finalbody)]
+        for stmt in start + statements:
+            copy_location_recursive(stmt, node)
+        return start + statements
+
     visit_TryStar = visit_Try
+
+
+def _as_list(visited) -> list:
+    return visited if isinstance(visited, list) else [visited]
 
 
 def transform(tree, ctx):

@@ -268,3 +268,51 @@ def test_any_exception_a_staged_loop_body_raises_while_traced_is_refused_at_the_
         dy2st.to_static(fn)(x)
     assert isinstance(err.value, kind)
     assert str(err.value).startswith(f'File "{__file__}"') and "while acc < 5:" in str(err.value)
+
+
+# -- an exception Python values raise: the call is eager's -----------------------------------------
+
+def validates(x, log, k):
+    print("checking", k)
+    log.append(k)
+    if k < 0:
+        raise ValueError(f"k must be 0 or more, not {k}")
+    print("ok", x.sum())
+    return x * k
+
+
+def test_what_comes_before_a_raise_python_decides_is_eagers_on_every_call(capsys):
+    """The trace raises the function's own error: the call runs eagerly instead, so eager's
+    prints (of arrays too), the changes to the arguments before the raise, and the error itself."""
+    static = dy2st.to_static(validates)
+    for fn in (validates, static, static, static):
+        log = []
+        with pytest.raises(ValueError, match="k must be 0 or more, not -1") as info:
+            fn(jnp.ones(2), log, -1)
+        assert log == [-1]
+        assert capsys.readouterr().out == "checking -1\n"
+        assert info.value.__context__ is None and info.value.__cause__ is None
+    for fn in (validates, static, static):
+        log = []
+        np.testing.assert_array_equal(fn(jnp.ones(2), log, 2), jnp.ones(2) * 2)
+        jax.effects_barrier()
+        assert log == [2] and capsys.readouterr().out == "checking 2\nok 2.0\n"
+    assert static.policy.eager_fallbacks == 0  # (eager raised as the trace did: no fallback to tell)
+
+
+def big_product(x):
+    k = 1
+    if x.sum() > 0:
+        k = 3
+    return k * 2 ** 40  # jax cannot take 2**40 as an int32 while tracing; eagerly a Python int
+
+
+def test_a_trace_that_raises_where_eager_does_not_runs_eagerly_and_says_so_once(caplog):
+    static = dy2st.to_static(big_product)
+    with caplog.at_level("WARNING", logger="dy2st"):
+        for x in (jnp.ones(2), -jnp.ones(2), jnp.ones(2)):
+            assert static(x) == big_product(x)
+    said = [r.getMessage() for r in caplog.records if "ran eagerly" in r.getMessage()]
+    assert len(said) == 1 and "big_product ran eagerly: tracing it raised OverflowError" in said[0], said
+    assert f"{__file__}, line" in said[0]
+    assert static.policy.eager_fallbacks == 3 and any("ran eagerly" in r for r in static.policy.reasons())

@@ -1,6 +1,7 @@
 """`finally` as Python has it: a `break`, `continue` or `return` there discards the exception in
 flight, and its `return` overrides the `try`'s; a `return` that its `finally` would cancel is
-refused at the `try`."""
+refused at the `try`. A `try`'s `else` runs only where its body ran to the end: not after the
+body returned, broke or continued."""
 
 import jax
 import jax.numpy as jnp
@@ -125,3 +126,75 @@ def test_a_returned_list_an_outer_finally_changes_is_the_same_list():
         assert len(out) == 2 and out[0] == 0 and out[1] == 13
     with pytest.raises(ValueError):
         static(-jnp.ones(2), jnp.zeros(2))
+
+
+def else_after_return(x, k):
+    mark = 0
+    try:
+        if k > 1:
+            return x + 1, mark
+        if x.sum() > 2:  # (the data decides this one)
+            return x + 2, mark
+        mark = k + 1
+    except ValueError:
+        return x + 3, mark
+    else:
+        mark = mark * 10
+        x = x * 10
+    finally:
+        mark = -1  # (after the value to return was taken)
+    return x, mark
+
+
+def else_after_jumps(x, ks):
+    seen, caught = 0, 0
+    for k in ks:
+        try:
+            if k == 2:
+                break
+            if k == 0:
+                continue
+            if k == 5:
+                raise KeyError(k)
+            if x.sum() > 3:  # traced: the `else` is staged under the loop's flags
+                continue
+        except KeyError:
+            caught += 1
+        else:
+            x = x + 100
+            seen = seen * 10 + k
+    return x, seen, caught
+
+
+def raises_in_else(x, k):
+    try:
+        if k:
+            return x
+    except ZeroDivisionError:
+        return x - 1
+    else:
+        return x / 0 if isinstance(k, str) else 1 // k  # raises out of the `try`: not caught
+
+
+@pytest.mark.parametrize("fn, args", [
+    (else_after_return, (jnp.ones(2), 2)), (else_after_return, (jnp.ones(2), 0)),
+    (else_after_return, (jnp.zeros(2), 0)),
+    (else_after_jumps, (jnp.zeros(2), [])), (else_after_jumps, (jnp.zeros(2), [1, 0, 5, 2, 1])),
+    (else_after_jumps, (jnp.zeros(2), [3, 1])), (else_after_jumps, (jnp.ones(2) * 2, [1, 3])),
+])
+def test_try_else_runs_only_where_the_body_ran_to_its_end(fn, args):
+    static = dy2st.to_static(fn)
+    for _ in range(2):
+        jax.tree_util.tree_map(np.testing.assert_array_equal, static(*args), fn(*args))
+    if fn is else_after_return:
+        jitted = jax.jit(static, static_argnums=1)
+        for _ in range(2):
+            jax.tree_util.tree_map(np.testing.assert_array_equal, jitted(*args), fn(*args))
+
+
+def test_an_exception_in_else_is_not_caught_by_the_try():
+    static = dy2st.to_static(raises_in_else)
+    for k in (0, 0):
+        with pytest.raises(ZeroDivisionError):
+            static(jnp.ones(2), k)
+    np.testing.assert_array_equal(static(jnp.ones(2), 1), raises_in_else(jnp.ones(2), 1))

@@ -4,6 +4,7 @@ counter, a default list, a closure's log) happen on every call; a function readi
 keeps jit's own dispatch."""
 
 import contextlib
+import functools
 import itertools
 import logging
 
@@ -89,6 +90,41 @@ def test_python_effects_happen_on_every_call():
     static = dy2st.to_static(appends_to_default)
     got = [static(X) for _ in range(3)]
     assert [float(g[1]) for g in got] == [1.0, 2.0, 3.0]
+
+
+def scales(x, k=2.0, *, shift=1.0):
+    if x.sum() > 0:
+        return x * k + shift
+    return x - k
+
+
+def calls_scales(x):
+    return scales(x) + 1
+
+
+class Stepper:
+    def step(self, x, k=1.0):
+        return scales(x, k)
+
+
+@pytest.mark.parametrize("x", [X, -X])
+def test_defaults_set_on_the_function_between_calls_are_read_again(x):
+    """`f.__defaults__ = ...` / `f.__kwdefaults__ = ...` on the function itself, a helper it
+    calls, a method: eager binds the new defaults on the next call."""
+    stepper = Stepper()
+    cases = [(scales, dy2st.to_static(scales)), (calls_scales, dy2st.to_static(calls_scales)),
+             (stepper.step, dy2st.to_static(stepper.step))]
+    try:
+        for defaults, kwdefaults, method_defaults in [((2.0,), {"shift": 1.0}, (1.0,)), ((5.0,), {"shift": 1.0}, (3.0,)),
+                                                      ((5.0,), {"shift": -2.0}, (3.0,)), ((2.0,), {"shift": 1.0}, (1.0,))]:
+            scales.__defaults__, scales.__kwdefaults__ = defaults, kwdefaults
+            Stepper.step.__defaults__ = method_defaults
+            for eager, static in cases:
+                for _ in range(2):
+                    np.testing.assert_array_equal(static(x), eager(x))
+    finally:
+        scales.__defaults__, scales.__kwdefaults__ = (2.0,), {"shift": 1.0}
+        Stepper.step.__defaults__ = (1.0,)
 
 
 def helper(x):
@@ -818,3 +854,84 @@ def test_a_guarded_call_of_a_pytree_checks_its_guards_once(monkeypatch):
     counted.clear()
     np.testing.assert_allclose(static(pair), scaled_pair(pair))
     assert len(counted) == 1
+
+
+class Settings:
+    pass
+
+
+class MaybeScaled:
+    def __init__(self):
+        self.w = jnp.ones(3)
+
+    def forward(self, x):
+        try:
+            s = self.scale
+        except AttributeError:
+            s = 1.0
+        if x.sum() > 0:
+            return x * s * self.w
+        return x - s
+
+
+def scale_of(x, settings, name):
+    try:
+        s = settings.scale
+    except AttributeError:
+        s = 1.0
+    return x * s + getattr(Settings, name, 0.0)
+
+
+SETTINGS = Settings()
+
+
+def scale_of_global(x):
+    try:
+        s = SETTINGS.scale
+    except AttributeError:
+        s = 1.0
+    try:
+        return x * s + getattr(SETTINGS, "shift")
+    except AttributeError:
+        return x * s
+
+
+@pytest.mark.parametrize("x", [X, -X])
+def test_an_attribute_a_class_gains_or_loses_is_read_again_under_except_attribute_error(x):
+    """`try: s = obj.scale` / `except AttributeError:` (and `getattr` without a default, of a name
+    the caller gives): a class that gains the attribute between calls is read again, as eagerly."""
+    model, settings = MaybeScaled(), Settings()
+    cases = [(model.forward, dy2st.to_static(model.forward), ()),
+             (scale_of, dy2st.to_static(scale_of), (settings, "shift")),
+             (scale_of_global, dy2st.to_static(scale_of_global), ())]
+    try:
+        for change in (None, "gain", "lose", "gain"):
+            if change == "gain":
+                MaybeScaled.scale = Settings.scale = 3.0
+                Settings.shift = 0.5
+            elif change == "lose":
+                del MaybeScaled.scale, Settings.scale, Settings.shift
+            for eager, static, rest in cases:
+                for _ in range(2):
+                    np.testing.assert_array_equal(static(x, *rest), eager(x, *rest))
+    finally:
+        for klass, name in ((MaybeScaled, "scale"), (Settings, "scale"), (Settings, "shift")):
+            if name in vars(klass):
+                delattr(klass, name)
+
+
+SCALE_BY = functools.partial(lambda a, c=1.0: a * c)
+
+
+def scales_by_partial(x):
+    return SCALE_BY(x)
+
+
+def test_a_partials_arguments_changed_in_place_are_read_again():
+    static = dy2st.to_static(scales_by_partial)
+    try:
+        for c in (1.0, 2.0, 2.0, 5.0):
+            SCALE_BY.keywords["c"] = c
+            np.testing.assert_array_equal(static(X), scales_by_partial(X))
+    finally:
+        SCALE_BY.keywords.clear()

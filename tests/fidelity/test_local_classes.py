@@ -6,6 +6,8 @@ the functions and lambdas the rewrites make could not see its names, so it runs 
 import jax.numpy as jnp
 import pytest
 
+import dy2st
+
 from dy2st.testing import check_equivalent
 
 X = jnp.array([1.0, 2.0, 3.0])
@@ -36,3 +38,20 @@ def local_class(x, flag):
 @pytest.mark.parametrize("flag", [True, False])
 def test_a_class_defined_in_the_function(x, flag):
     check_equivalent(local_class, x, flag)
+
+
+def names_its_classes(x):
+    class Local:
+        def method(self):
+            def inner():
+                return 1
+            return inner
+
+    return x, repr(Local), Local.__qualname__, Local().method().__qualname__, Local.method.__qualname__
+
+
+def test_a_local_class_and_its_functions_are_named_as_eagerly():
+    static = dy2st.to_static(names_its_classes)
+    for _ in range(2):
+        assert static(X)[1:] == names_its_classes(X)[1:]
+    assert names_its_classes(X)[2] == "names_its_classes.<locals>.Local"

@@ -312,3 +312,14 @@ def test_a_range_with_a_traced_step_raises_for_zero_as_eagerly(n, step):
                 static(*args)
         else:
             np.testing.assert_array_equal(static(*args), _sums_a_range(*args))
+
+
+def test_pow_of_an_array_with_a_modulus_is_a_type_error_as_eagerly():
+    def f(x):
+        return pow(x.sum().astype(int), 2, 5)
+
+    with pytest.raises(TypeError) as eager:
+        f(jnp.arange(3.0))
+    with pytest.raises(TypeError) as static:
+        dy2st.to_static(f)(jnp.arange(3.0))
+    assert str(static.value) == str(eager.value)

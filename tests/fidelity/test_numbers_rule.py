@@ -426,8 +426,28 @@ def _big_steps(x, n):
     return k
 
 
+def _doublings(x, n):
+    k = 1
+    i = 0
+    while i < n and x.sum() > 0:
+        k = k << 1
+        i += 1
+    return k
+
+
+def _int_of_scaled(x, n):
+    v = 1.5
+    i = 0
+    while i < n and x.sum() > 0:
+        v = v * 10.0
+        i += 1
+    return int(v)
+
+
 @pytest.mark.parametrize("fn, line, ok_n, wrap_n", [
     (_powers_of_seven, "acc = acc * 7", 11, 12),
+    (_doublings, "k = k << 1", 30, 31),
+    (_int_of_scaled, "return int(v)", 9, 10),  # int() of a float: 1.5e9 fits, 1.5e10 would saturate
     (_big_steps, "k = k + 2 ** 29", 3, 4),  # a constant of 2**10 or more is checked
     (_fibonacci, "a, b = b, a + b", 45, 47),  # (b runs one term ahead of a)
     (_cubes, "acc = acc ** 3", 3, 4),  # 2 ** 27, then 2 ** 81
@@ -444,6 +464,23 @@ def test_a_python_int_leaving_int32_raises_at_its_line(fn, line, ok_n, wrap_n):
         assert text.startswith(f'File "{__file__}"') and f"\n    {line}\n" in text, text
         assert "left int32's range when the program ran" in text and "To fix: keep the value within int32" in text
         assert isinstance(info.value, OverflowError)
+
+
+@pytest.mark.parametrize("value, error, text", [
+    (float("nan"), ValueError, "cannot convert float NaN to integer"),
+    (float("inf"), OverflowError, "cannot convert float infinity to integer"),
+])
+def test_int_of_a_traced_nan_or_infinity_raises_as_eagerly(value, error, text):
+    def f(x):
+        return int(x[0])
+
+    static = dy2st.to_static(f)
+    for _ in range(2):
+        with pytest.raises(error, match=text):
+            f(jnp.array([value]))
+        with pytest.raises(error, match=text):
+            static(jnp.array([value]))
+        assert int(static(jnp.array([-7.5]))) == -7
 
 
 def test_a_counter_adding_a_constant_costs_no_check():

@@ -201,12 +201,52 @@ def test_a_method_returning_self_and_its_containers():
         _equal(e[2], s[2])
 
 
-REGISTRY = Node(0, None)
+REGISTRY = Node(0, Node(1, None))
+HISTORY = [1]
+TABLES = {"main": {"k": 1}}
+HELD_IN_A_SET = frozenset({Node(1, None)})
 
 
-def test_an_outside_object_returned_is_refused_at_the_call():
+def returns_outside(x, log, whole, default=[0]):
+    default.append(1)
+    HISTORY.append(len(default))
+    if x.sum() > 0:
+        y = x * 2
+    else:
+        y = x - 1
+    if whole:  # (Python decides which object: the data may not, see the refusals below)
+        return y, REGISTRY, HISTORY, TABLES, default, log
+    return y, REGISTRY.nxt, HISTORY, TABLES["main"], default, log
+
+
+@pytest.mark.parametrize("x", [jnp.ones(2), -jnp.ones(2)])
+@pytest.mark.parametrize("whole", [True, False])
+def test_what_the_function_reaches_outside_its_arguments_comes_back_as_itself(x, whole):
+    """A global's object, list or dict (also one inside a global dict or object), a default
+    list changed per call: eager gives back those objects themselves, live, on every call."""
+    global HISTORY
+    static = dy2st.to_static(returns_outside)
+    try:
+        for rebind in (False, False, True, False):
+            if rebind:  # a global rebound to an equal list between calls: the new one is eager's
+                HISTORY = list(HISTORY)
+            log = []
+            out = static(x, log, whole)
+            expected = ((REGISTRY, HISTORY, TABLES) if whole else (REGISTRY.nxt, HISTORY, TABLES["main"])) + (
+                returns_outside.__defaults__[0], log)
+            assert all(a is b for a, b in zip(out[1:], expected)), out
+            assert HISTORY[-1] == len(returns_outside.__defaults__[0])
+            assert jnp.array_equal(out[0], x * 2 if x.sum() > 0 else x - 1)
+        eager = returns_outside(x, [], whole)
+        assert eager[2] is HISTORY and HISTORY[-1] == HISTORY[-2] + 1
+    finally:
+        HISTORY = [1]
+        returns_outside.__defaults__[0][:] = [0]
+
+
+def test_an_object_held_outside_where_no_guard_reaches_is_refused_at_the_call():
     def f(x):
-        return x * 2, REGISTRY
+        return x * 2, next(iter(HELD_IN_A_SET))
 
     with pytest.raises(ProgramOutputError, match=r"(?s)returns a Node that something outside the call holds.*To fix:") as info:
         dy2st.to_static(f)(jnp.ones(2))
