@@ -28,7 +28,7 @@ from jax import lax
 from dy2st import _jax_compat
 
 from dy2st.errors import IntOverflowError, OriginInfo, RuntimeChecks, StagedInTryError, record_runtime_failure
-from dy2st.runtime import events
+from dy2st.runtime import events, guards
 from dy2st.runtime.formatting import TracedString
 from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.staging import handler_around, scalar_predicate
@@ -68,6 +68,7 @@ def convert_assert(test, message=None):
         _raise_from_check(AssertionError(_failure_message(shown, origin)))
 
     call_on_failure(check, test, *(text.arrays if formatted else (text,) if traced_text else ()))
+    guards.note_deferred_raise(origin, check=True)
     RuntimeChecks.record_traced()
     if events.active():
         events.note(origin, "check", "run-time check: assert",
@@ -116,6 +117,8 @@ def check_when_run(ok, make_error, origin: OriginInfo | None = None, what: str =
         _raise_from_check(make_error(*details))
 
     call_on_failure(check, ok, *(() if detail is None else (detail,)))
+    if raises is not None and origin is not None:  # (eager's own error, at this line: not after)
+        guards.note_deferred_raise(origin, check=True)
     RuntimeChecks.record_traced()
     if events.active():
         events.note(origin, "check", "run-time check", what)
@@ -126,8 +129,12 @@ def call_on_failure(check, ok, *operands) -> None:
     when the program runs: a program whose checks hold makes no host round trip (a callback
     costs about 0.14 ms per call on a CPU, a check per loop iteration that much per iteration).
     Where a transformation runs both branches (`vmap` makes the cond a select), `check` is
-    called anyway and finds `ok` true."""
-    lax.cond(jnp.all(ok), lambda *values: None, lambda *values: jax.debug.callback(check, *values), ok, *operands)
+    called anyway and finds `ok` true. Ordered with the program's prints (as `print` is, where
+    jax can order it: not under vmap), so that a failed check stops what comes after it, as
+    eagerly: a print after a failed assert never shows."""
+    ordered = not any(_jax_compat.is_batch_tracer(v) for v in (ok, *operands))
+    lax.cond(jnp.all(ok), lambda *values: None,
+             lambda *values: jax.debug.callback(check, *values, ordered=ordered), ok, *operands)
 
 
 def _failure_message(message, origin: OriginInfo) -> str:

@@ -176,23 +176,30 @@ class GuardSet:
         for key, (reader, token) in list(self.entries.items()):
             if self.checks.get(key) is not _never and _freeze(reader(), scratch) != token:
                 self.checks[key] = _never
-        raised = writes.program_scratch().get(_AT_FIRST_RAISE)
-        key = self.changed(raised[0], own_writes=True) if raised is not None else None
-        if key is not None:
-            writes.restore_items(raised[2].values())  # (they would keep what the trace put there)
-            raise PythonEffectError(
-                f"the function changes the {describe(key)} (a Python value from outside its arguments) after "
-                "this staged `if`, whose side raises when the data takes it: tracing runs the code after it "
-                "whatever the data says, where eager Python raises first and changes nothing.",
-                raised[1],
-                advice=f"change {key[2]} before the `if`, or after the call; or raise with a Python condition.")
-
-    def note_deferred_raise(self, origin) -> None:
-        """A staged side will raise when the data takes it (at `origin`): what the trace changes
-        after this (guarded values only) eager would not change then (`note_trace_end`)."""
         scratch = writes.program_scratch()
-        if _AT_FIRST_RAISE not in scratch:
-            scratch[_AT_FIRST_RAISE] = (self.tokens_now(), origin, self.items_now())
+        for first, what, where in ((_AT_FIRST_RAISE, "this staged `if`, whose side raises when the data takes it",
+                                    "the `if`"),
+                                   (_AT_FIRST_CHECK, "this line, which raises when the data fails its check "
+                                    "(an assert, `next()` past the end)", "this line")):
+            raised = scratch.get(first)
+            key = self.changed(raised[0], own_writes=True) if raised is not None else None
+            if key is not None:
+                writes.restore_items(raised[2].values())  # (they would keep what the trace put there)
+                raise PythonEffectError(
+                    f"the function changes the {describe(key)} (a Python value from outside its arguments) after "
+                    f"{what}: tracing runs the code after it whatever the data says, where eager Python raises "
+                    "first and changes nothing.",
+                    raised[1],
+                    advice=f"change {key[2]} before {where}, or after the call; or raise with a Python condition.")
+
+    def note_deferred_raise(self, origin, check: bool = False) -> None:
+        """A staged side will raise when the data takes it, or a run-time check when the data
+        fails it (`check`), at `origin`: what the trace changes after this (guarded values only)
+        eager would not change then (`note_trace_end`)."""
+        scratch = writes.program_scratch()
+        first = _AT_FIRST_CHECK if check else _AT_FIRST_RAISE
+        if scratch is not None and first not in scratch:  # (None: an inline run, no program)
+            scratch[first] = (self.tokens_now(), origin, self.items_now())
 
     def items_now(self) -> dict:
         """`key -> (list or dict, a copy of its items)` of each guarded value that is one."""
@@ -212,6 +219,7 @@ class GuardSet:
 
 
 _AT_FIRST_RAISE = object()  # program scratch key: (guard tokens, origin, items) at the first deferred raise
+_AT_FIRST_CHECK = object()  # the same at the first run-time check that may fail
 
 
 def _never() -> bool:
@@ -262,11 +270,11 @@ def unchanged_by_side(origin, what: str, unroll=None):
             "Python value.")
 
 
-def note_deferred_raise(origin) -> None:
+def note_deferred_raise(origin, check: bool = False) -> None:
     """See `GuardSet.note_deferred_raise`."""
     guards = writes.program_guards()
     if guards is not None:
-        guards.note_deferred_raise(origin)
+        guards.note_deferred_raise(origin, check)
 
 
 def deferred_raise_origin():

@@ -93,8 +93,9 @@ def decode_result(result, arguments=()):
 
 def argument_objects(tree) -> list:
     """The objects of registered pytree classes among `tree`'s nodes (a dataclass pytree, an
-    Equinox module; not tuples, lists, dicts or None), in jax's flatten order: the same order for
-    a call's arguments as for those a program traced with (one tree structure)."""
+    Equinox module, a tuple or namedtuple; not lists, dicts or None), in jax's flatten order:
+    the same order for a call's arguments as for those a program traced with (one tree
+    structure). A tuple argument returned as it is is eager's same tuple."""
     return walk_arguments(tree)[0]
 
 
@@ -106,8 +107,8 @@ def walk_arguments(tree) -> tuple[list, list]:
         if _is_iterator(node):
             return True
         # (lists and dicts, their subclasses among them, are the caller's by other means: lifted)
-        if node is not None and not isinstance(node, (tuple, list, dict, jax.Array)) \
-                and not jax.tree_util.all_leaves([node]):
+        if node is not None and not isinstance(node, (list, dict, jax.Array)) \
+                and (isinstance(node, tuple) or not jax.tree_util.all_leaves([node])):
             found.append(node)
         return False
 
@@ -395,15 +396,15 @@ def encode(outputs, state_nodes: dict | None = None, aliases_only: bool = False,
 
     def count(value):
         nonlocal special
+        key = id(value)
+        if key in state_nodes:  # (also an NNX module of the caller's, a pytree to `_kind`; a tuple argument)
+            special = True
+            return
         tp = type(value)
         if tp is tuple or isinstance(value, tuple):
-            inside.add(id(value))
+            inside.add(key)
             for v in value:
                 count(v)
-            return
-        key = id(value)
-        if key in state_nodes:  # (also an NNX module of the caller's, a pytree to `_kind`)
-            special = True
             return
         kind = _kind(value, aliases_only)
         if kind is None:
@@ -436,14 +437,14 @@ def encode(outputs, state_nodes: dict | None = None, aliases_only: bool = False,
     held = {key for key, n in counts.items() if n > 1}
 
     def build(value):
-        tp = type(value)
-        if isinstance(value, tuple):
-            items = [build(v) for v in value]
-            return tp(*items) if hasattr(tp, "_fields") else tp(items)
         key = id(value)
         if key in state_nodes:
             node = state_nodes[key]
             return node if type(node) is Outside else _StateNode(node)
+        tp = type(value)
+        if isinstance(value, tuple):
+            items = [build(v) for v in value]
+            return tp(*items) if hasattr(tp, "_fields") else tp(items)
         kind = _kind(value, aliases_only)
         if kind is None:
             return value

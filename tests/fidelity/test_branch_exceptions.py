@@ -316,3 +316,41 @@ def test_a_trace_that_raises_where_eager_does_not_runs_eagerly_and_says_so_once(
     assert len(said) == 1 and "big_product ran eagerly: tracing it raised OverflowError" in said[0], said
     assert f"{__file__}, line" in said[0]
     assert static.policy.eager_fallbacks == 3 and any("ran eagerly" in r for r in static.policy.reasons())
+
+
+# -- a run-time check that fails stops what comes after it, as eagerly ------------------------------
+
+def checks_then_prints(x):
+    assert (x > 0).all(), "x must be positive"
+    print("after the assert", x.sum())
+    return x
+
+
+def test_a_print_after_a_failed_assert_never_shows(capsys):
+    static = dy2st.to_static(checks_then_prints)
+    for _ in range(2):
+        with pytest.raises(AssertionError, match="x must be positive"):
+            static(-jnp.ones(2))
+        jax.effects_barrier()
+        assert "after the assert" not in capsys.readouterr().out
+        static(jnp.ones(2))
+        jax.effects_barrier()
+        assert capsys.readouterr().out == "after the assert 2.0\n"
+
+
+SEEN = []
+
+
+def checks_then_logs(x):
+    assert (x > 0).all(), "x must be positive"
+    SEEN.append(1)
+    return x
+
+
+def test_a_global_changed_after_an_assert_on_traced_values_is_refused_at_the_assert():
+    with pytest.raises(dy2st.errors.PythonEffectError) as info:
+        dy2st.to_static(checks_then_logs)(jnp.ones(2))
+    text = str(info.value)
+    assert text.startswith(f'File "{__file__}"') and "\n    assert (x > 0).all()" in text, text
+    assert "changes the global SEEN" in text and "To fix: change SEEN before this line" in text
+    assert SEEN == []
