@@ -454,14 +454,15 @@ _NOTED_ATTR = "__dy2st_noted__"
 _EAGER_ATTR = "__dy2st_run_eagerly__"
 
 
-def note_raised_while_tracing(error: BaseException, outside_unchanged: bool) -> None:
+def note_raised_while_tracing(error: BaseException, put_back: bool) -> None:
     """A program's trace ended with `error`: where it is the function's own exception (Python's
-    or the user's class, not dy2st's or jax's) and the trace changed nothing outside the call
-    (`outside_unchanged`; the caller's objects it changed are put back, its prints not yet made),
-    the call runs the function eagerly instead (`rerun_eagerly`): eager's prints, changes made
-    before the raise and the exception itself, where the trace had only abstract values."""
+    or the user's class, not dy2st's or jax's) and what the trace changed outside the call was
+    put back (`put_back`; the caller's objects it changed are put back too, its prints not yet
+    made), the call runs the function eagerly instead (`rerun_eagerly`): eager's prints,
+    changes made before the raise and the exception itself, where the trace had only abstract
+    values."""
     package = (type(error).__module__ or "").split(".")[0]
-    if (outside_unchanged and isinstance(error, Exception) and not isinstance(error, Dy2StaticError)
+    if (put_back and isinstance(error, Exception) and not isinstance(error, Dy2StaticError)
             and package not in ("jax", "jaxlib", "dy2st")):
         try:
             setattr(error, _EAGER_ATTR, True)

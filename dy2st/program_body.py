@@ -225,6 +225,7 @@ class ProgramBody:
         effects_before = (RuntimeChecks.traced, writes.staged_prints())
         watch = ContainerWatch(args, kwargs) if self.watch_containers else None
         encode = self.encode
+        outside_before = self.guards.state_now() if self.guards is not None else None
         with writes.program_containers(self.guards) as changed:
             if watch is not None and watch.snapshot:
                 writes.note_inputs(c for c, _ in watch.snapshot)
@@ -235,8 +236,11 @@ class ProgramBody:
                     self.guards.note_trace_end()
             except BaseException as error:
                 # No program comes of this trace (the caller may trace again, lifting the
-                # arguments): the lists and dicts outside it that it changed are put back.
+                # arguments, or run the call eagerly): what it changed is put back, the lists and
+                # dicts outside it, and the values from outside the arguments the guards read (a
+                # global counter it bumped would count twice)
                 writes.put_back_traced(changed)
+                restored = outside_before is None or self.guards.put_back(outside_before)
                 raised_before = guards.deferred_raise_origin()
                 if (raised_before is not None and type(error) in StagedBranchError.KEPT_TYPES + (StopIteration,)
                         and not isinstance(error, Dy2StaticError)):
@@ -247,7 +251,7 @@ class ProgramBody:
                     # their order), where the function's own error, if it is one, comes again
                     self.policy.orders_observed = True
                     raise OrderObserved("a trace with watched dict arguments failed") from error
-                note_raised_while_tracing(error, not self.guards or self.guards.changed() is None)
+                note_raised_while_tracing(error, restored)
                 raise
         _refuse_leaked(changed, out, (args, kwargs))
         if (python_only and (RuntimeChecks.traced, writes.staged_prints()) == effects_before

@@ -32,6 +32,7 @@ import contextlib
 import dis
 import functools
 import types
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -64,6 +65,7 @@ class GuardSet:
         self.failures = 0
         self.checks: dict = {}  # reader key -> the cheapest test that its guard holds (`_fast_check`)
         self.first_items: dict = {}  # reader key -> (a guarded list or dict, its items when noted)
+        self.first_values: dict = {}  # reader key -> the value when noted (`put_back`)
 
     def __bool__(self):
         return bool(self.entries)
@@ -91,7 +93,7 @@ class GuardSet:
             kind = obj if isinstance(obj, type) else type(obj)
             holders = [k for k in kind.__mro__ if is_users_class(k)]
         self._guard([(("a", id(h), f"{getattr(h, '__qualname__', h.__name__)}.{name}"),
-                      functools.partial(vars(h).get, name, _MISSING)) for h in holders])
+                      _owned(functools.partial(vars(h).get, name, _MISSING), h)) for h in holders])
 
     def _guard(self, readers) -> None:
         """Guard each `(key, reader)` not guarded yet, by its value now."""
@@ -105,6 +107,7 @@ class GuardSet:
                 continue  # machinery; or a value of the trace itself (a cell of a function it made)
             token = _freeze(value, self.kept)
             self.entries[key] = (reader, token)
+            self.first_values[key] = value
             if type(value) in (list, dict):  # its items as first read: put back if a refused side changes it
                 self.first_items[key] = (value, type(value)(value))
             self.checks[key] = _fast_check(reader, value, token)
@@ -137,6 +140,24 @@ class GuardSet:
                     budget -= 1
                     stack.append((item, (*path, (step, key))))
         return found
+
+    def state_now(self) -> "Outside":
+        """What the guarded values are now (`put_back` restores it)."""
+        values = {key: reader() for key, (reader, _) in self.entries.items()}
+        return Outside(self.tokens_now(), values, self.items_now())
+
+    def put_back(self, before: "Outside") -> bool:
+        """After a trace given up: the guarded values as they were at `before` (`state_now`),
+        those first read since as first read: names rebound, list and dict items refilled.
+        Whether all of them now are as they were (a change deeper inside, an object's attribute,
+        is not undone)."""
+        for key, (reader, _) in list(self.entries.items()):
+            then = before.values.get(key, self.first_values.get(key, _MISSING))
+            if key in before.values or key in self.first_values:
+                if reader() is not then or key[0] == "n":
+                    _rebind(key, reader, then)
+        writes.restore_items([*before.items.values(), *(v for k, v in self.first_items.items() if k not in before.items)])
+        return self.changed(before.tokens, own_writes=True) is None
 
     def outside_values(self) -> list:
         """`(how the code names it, value)` of each guarded value as it is now (`global FLAG`)."""
@@ -212,10 +233,19 @@ class GuardSet:
 
     def clear(self) -> None:
         self.first_items.clear()
+        self.first_values.clear()
         self.checks.clear()
         self.own_writes.clear()
         self.entries.clear()
         self.kept.clear()
+
+
+class Outside(NamedTuple):
+    """The guarded values at one moment (`GuardSet.state_now`)."""
+
+    tokens: dict  # reader key -> token
+    values: dict  # reader key -> the value read
+    items: dict  # reader key -> (a list or dict, a copy of its items)
 
 
 _AT_FIRST_RAISE = object()  # program scratch key: (guard tokens, origin, items) at the first deferred raise
@@ -422,10 +452,45 @@ def _attribute_readers(label: str, holder, names: tuple):
         attributes = vars(klass)
         shown = klass.__qualname__ if klass is not holder else label
         for name in found:
-            yield ("a", id(klass), f"{shown}.{name}"), functools.partial(attributes.get, name, _MISSING)
+            yield ("a", id(klass), f"{shown}.{name}"), _owned(functools.partial(attributes.get, name, _MISSING), klass)
         if absent:
             yield ("n", id(klass), f"{shown}.{{{', '.join(sorted(absent))}}}"), \
-                functools.partial(attributes.keys().isdisjoint, absent)
+                _owned(functools.partial(attributes.keys().isdisjoint, absent), klass)
+
+
+def _owned(reader: functools.partial, holder) -> functools.partial:
+    """`reader` of a class's (or module's) attribute, knowing its holder (`_rebind` sets it)."""
+    reader.holder = holder
+    return reader
+
+
+def _rebind(key, reader, value) -> None:
+    """Give the name `key` guards the `value` it read before (`_MISSING`: unbound, absent):
+    what `reader` reads, written back (`GuardSet.put_back`)."""
+    kind, name = key[0], reader.args[0] if reader.args else None
+    if kind == "n":  # names absent then: those the holder gained since are removed
+        for gained in name & set(vars(reader.holder)):
+            delattr(reader.holder, gained)
+    elif kind == "c":
+        if value is _MISSING:
+            del name.cell_contents
+        else:
+            name.cell_contents = value
+    elif kind == "d":
+        setattr(name, reader.args[1], value)
+    else:  # a global, or an attribute of a class or module of the user's
+        holder = getattr(reader, "holder", None)
+        if holder is None or isinstance(holder, types.ModuleType):
+            namespace = reader.func.__self__ if holder is None else vars(holder)
+            if value is _MISSING:
+                namespace.pop(name, None)
+            else:
+                namespace[name] = value
+        elif value is _MISSING:
+            if name in vars(holder):
+                delattr(holder, name)
+        else:
+            setattr(holder, name, value)
 
 
 def _cell_value(cell):

@@ -354,3 +354,44 @@ def test_a_global_changed_after_an_assert_on_traced_values_is_refused_at_the_ass
     assert text.startswith(f'File "{__file__}"') and "\n    assert (x > 0).all()" in text, text
     assert "changes the global SEEN" in text and "To fix: change SEEN before this line" in text
     assert SEEN == []
+
+
+CALLS = 0
+EVENTS = []
+
+
+class Tally:
+    seen = 0
+
+
+def counts_then_validates(x, log, k):
+    global CALLS
+    CALLS += 1
+    EVENTS.append(("start", k))
+    Tally.seen = Tally.seen + 1
+    log.append(k)
+    print("call", CALLS)
+    if k < 0:
+        raise ValueError(f"bad k {k}")
+    return x * k
+
+
+def test_outside_changes_before_a_python_raise_happen_once_per_call_as_eagerly(capsys):
+    """The trace changed globals, a class attribute and the caller's list before the function's
+    own raise: they are put back and the call runs eagerly, so each happens once per call."""
+    global CALLS
+    static = dy2st.to_static(counts_then_validates)
+    for fn in (counts_then_validates, static):
+        CALLS, Tally.seen = 0, 0
+        EVENTS.clear()
+        for k in (-1, 2, -1, -1):
+            log = []
+            if k < 0:
+                with pytest.raises(ValueError, match=f"bad k {k}"):
+                    fn(jnp.ones(2), log, k)
+            else:
+                np.testing.assert_array_equal(fn(jnp.ones(2), log, k), jnp.ones(2) * k)
+            jax.effects_barrier()
+            assert log == [k]
+        assert (CALLS, Tally.seen) == (4, 4) and EVENTS == [("start", k) for k in (-1, 2, -1, -1)], (fn, CALLS, EVENTS)
+        assert capsys.readouterr().out == "call 1\ncall 2\ncall 3\ncall 4\n"

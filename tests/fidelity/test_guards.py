@@ -935,3 +935,24 @@ def test_a_partials_arguments_changed_in_place_are_read_again():
             np.testing.assert_array_equal(static(X), scales_by_partial(X))
     finally:
         SCALE_BY.keywords.clear()
+
+
+TRACES_COUNTED = 0
+
+
+def counts_and_appends(x, log):
+    global TRACES_COUNTED
+    TRACES_COUNTED += 1
+    log.append(1)
+    return x * len(log)
+
+
+def test_a_trace_given_up_for_another_route_does_not_repeat_outside_effects():
+    """The first call finds the function changes its list argument and traces again with the
+    list lifted: the global the first trace bumped is put back first, so it counts once."""
+    global TRACES_COUNTED
+    static = dy2st.to_static(counts_and_appends)
+    TRACES_COUNTED = 0
+    for n in range(1, 4):
+        static(X, [])
+        assert TRACES_COUNTED == n
