@@ -22,6 +22,8 @@ After:
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import sys
 from typing import Callable
 
@@ -29,7 +31,8 @@ import jax
 
 from dy2st import _jax_compat
 from dy2st.call_policy import CallPolicy, ContainerEffect, OrderObserved
-from dy2st.errors import Dy2StaticError, PythonEffectError, RuntimeChecks, StagedBranchError, note_raised_while_tracing
+from dy2st.errors import (Dy2StaticError, OriginInfo, PythonEffectError, RuntimeChecks, StagedBranchError, is_library_file,
+                          note_raised_while_tracing)
 from dy2st.input_spec import user_origin
 from dy2st.runtime import guards, key_order, static_outputs, writes
 from dy2st.runtime.asserts import check_python_numbers_of
@@ -259,7 +262,7 @@ class ProgramBody:
             self.policy.staged_nothing = True
         if not encode:
             return out
-        result = static_outputs.split(encoded)
+        result = static_outputs.split(encoded, _return_line(fn))
         if result is not out and not self.policy.decodes_outputs:
             self.policy.decodes_outputs = True  # calls must resolve outputs: not the direct jit path
             if self.on_policy_change is not None:
@@ -293,6 +296,16 @@ class ProgramBody:
         outside = self.guards.held_containers if self.guards else None
         encoded = check_defined(static_outputs.encode(out, arguments, writes=set_on, outside=outside) if encode else out)
         return out, encoded
+
+
+def _return_line(fn):
+    """Where `fn` returns (its code's last line: converted code returns once, at its end), or
+    None for a callable without Python code of its own."""
+    code = getattr(inspect.unwrap(fn.func if isinstance(fn, functools.partial) else fn), "__code__", None)
+    if code is None or is_library_file(code.co_filename):  # (a model's program: the stateful entry's run)
+        return None
+    lines = [line for _, _, line in code.co_lines() if line is not None]
+    return OriginInfo(code.co_filename, max(lines), code.co_name) if lines else None
 
 
 writes.PROGRAM_BOUNDARIES.add(ProgramBody.__call__.__code__)

@@ -37,7 +37,7 @@ import weakref
 import jax
 
 from dy2st.config import log
-from dy2st.errors import ConversionError, OriginInfo, PythonEffectError, UnsupportedSyntaxError
+from dy2st.errors import ConversionError, OriginInfo, PythonEffectError, UnsupportedSyntaxError, is_library_file
 from dy2st.runtime.formatting import str_method_replacement
 from dy2st.runtime import events, guards, higher_order, writes
 from dy2st.runtime.staging import refused_in_place
@@ -389,8 +389,10 @@ def _reason_to_skip(fn: types.FunctionType) -> str | None:
         return f"it belongs to {top_package(fn.__module__)}"
     if code.co_flags & _UNCONVERTIBLE_FLAGS:
         return "coroutines run as Python"
-    if hasattr(fn, "__wrapped__"):
-        return "a decorator's wrapper; its wrapped function is not converted separately"
+    if hasattr(fn, "__wrapped__") and is_library_file(code.co_filename):
+        # (a wrapper of the user's own decorator is the user's code: converted, and so is the
+        # function it calls)
+        return "a library decorator's wrapper; its wrapped function is not converted separately"
     if code.co_filename.startswith("<"):
         return "no source file"
     return None

@@ -137,21 +137,22 @@ class ArgumentObjects:
         return self._found[index]
 
 
-def split(outputs):
+def split(outputs, origin=None):
     """`outputs`, or StaticOutputs when some leaves are not arrays or some dict's keys are not
-    in sorted order (which the program's outputs would not keep) (called while tracing)."""
+    in sorted order (which the program's outputs would not keep) (called while tracing; a value
+    no program can give back is refused at `origin`, the function's return)."""
     leaves, treedef = jax.tree_util.tree_flatten(outputs)
     statics = tuple((i, leaf) for i, leaf in enumerate(leaves) if not isinstance(leaf, jax.Array))
     orders = key_order.orders_of(outputs)
     if not statics and orders is None:
         return outputs
     for _, value in statics:
-        _check_constant(value)
+        _check_constant(value, origin)
     arrays = [leaf for leaf in leaves if isinstance(leaf, jax.Array)]
     return StaticOutputs(arrays, _Where(treedef, statics, orders))
 
 
-def _check_constant(value) -> None:
+def _check_constant(value, origin=None) -> None:
     if isinstance(value, (*_CONSTANTS, np.ndarray)):
         return
     if isinstance(value, TracedString):
@@ -183,7 +184,7 @@ def _check_constant(value) -> None:
         "arrays, and Python constants (numbers, strings, numpy values) made while tracing; "
         f"a {kind} made once there would be the same object on every call, where eager code "
         "makes a new one each time.",
-        origin=user_origin(),
+        origin=origin or user_origin(),
         advice=f"return arrays (or numbers, strings) and build the {kind} from them after the "
         "call; or leave this function unconverted with dy2st.not_to_static.",
     )

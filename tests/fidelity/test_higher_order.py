@@ -127,3 +127,41 @@ def test_explain_reports_the_converted_callables():
     report = str(dy2st.explain(uses_jax, W, X))
     assert "converted call: loss" in report and "converted call: per_row" in report
     assert "converted call: scan_body" in report
+
+
+WRAPPED_CALLS = []
+
+
+def logged(fn):
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        WRAPPED_CALLS.append(fn.__name__)
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@logged
+def decorated_helper(x):
+    if x.sum() > 0:
+        return x * 2
+    return -x
+
+
+def calls_a_decorated_helper(x):
+    return decorated_helper(x) + 1
+
+
+@pytest.mark.parametrize("x", [X, -X])
+def test_a_helper_wrapped_by_the_users_own_decorator_is_converted(x):
+    """The wrapper (`functools.wraps`) is the user's code: converted, and so is the function it
+    calls, whose `if` on traced values stages; the wrapper's own effect happens on every call."""
+    static = dy2st.to_static(calls_a_decorated_helper)
+    for fn in (static, jax.jit(static), static):
+        WRAPPED_CALLS.clear()
+        np.testing.assert_array_equal(fn(x), calls_a_decorated_helper(x))
+        assert WRAPPED_CALLS == ["decorated_helper"] * 2  # (the converted call's, then eager's)
+    jax.tree_util.tree_map(np.testing.assert_allclose, jax.grad(lambda v: static(v).sum())(x),
+                           jax.grad(lambda v: calls_a_decorated_helper(v).sum())(x))

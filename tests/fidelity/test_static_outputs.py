@@ -113,3 +113,4 @@ def test_values_made_once_per_trace_are_refused(fn, kind):
     with pytest.raises(ProgramOutputError, match=rf"(?s)returns a {kind}, which is not an array.*To fix: return arrays") as info:
         dy2st.to_static(f)(X)
     assert info.value.origin.filename == __file__
+    assert info.value.origin.source_line.strip() == "return fn(x)"  # the function's return, not the call
