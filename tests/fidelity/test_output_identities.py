@@ -6,7 +6,6 @@ eager makes them, new on each call."""
 import collections
 import copy
 import dataclasses
-import typing
 
 import jax
 import jax.numpy as jnp
@@ -510,23 +509,3 @@ def test_an_equinox_module_returned_is_the_callers():
     for _ in range(2):
         y, same = static(model, jnp.ones(3))
         assert same is model and (y == model(jnp.ones(3))).all()
-
-
-class Pair(typing.NamedTuple):
-    a: object
-    b: int
-
-
-def returns_its_tuples(t, u, x):
-    return (t, t[0]), u.b, u, x * 2
-
-
-def test_a_tuple_argument_returned_as_it_is_is_the_callers_tuple():
-    static = dy2st.to_static(returns_its_tuples)
-    for _ in range(3):
-        t, u = ((1, 2), jnp.ones(2)), Pair(jnp.ones(1), 3)
-        out = static(t, u, jnp.ones(2))
-        eager = returns_its_tuples(t, u, jnp.ones(2))
-        assert out[0][0] is t and out[0][1] is t[0] and out[2] is u
-        assert eager[0][0] is t and eager[2] is u
-        _equal(out, eager)
