@@ -483,8 +483,9 @@ def at_eager_boundary(exc: BaseException, filtering: bool) -> None:
 def rerun_eagerly(exc: BaseException, error: BaseException) -> bool:
     """Whether a call whose error `exc` became `error` (`at_boundary`) runs the function eagerly
     instead of raising: `exc` is the function's own, raised while tracing (not one that shows
-    a traced value used as a Python one: `error` is then a Dy2StaticError)."""
-    return error is exc and getattr(exc, _EAGER_ATTR, False)
+    a traced value used as a Python one: `error` is then a Dy2StaticError; an UnboundLocalError
+    a NameError of converted code stands for is eager's own)."""
+    return getattr(exc, _EAGER_ATTR, False) and not isinstance(error, Dy2StaticError)
 
 
 _TRACED_AS_PYTHON = (

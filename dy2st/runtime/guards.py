@@ -64,7 +64,7 @@ class GuardSet:
         self.own_writes: set = set()
         self.failures = 0
         self.checks: dict = {}  # reader key -> the cheapest test that its guard holds (`_fast_check`)
-        self.first_items: dict = {}  # reader key -> (a guarded list or dict, its items when noted)
+        self.first_items: dict = {}  # reader key -> `_contents_of` the value when noted
         self.first_values: dict = {}  # reader key -> the value when noted (`put_back`)
 
     def __bool__(self):
@@ -108,8 +108,9 @@ class GuardSet:
             token = _freeze(value, self.kept)
             self.entries[key] = (reader, token)
             self.first_values[key] = value
-            if type(value) in (list, dict):  # its items as first read: put back if a refused side changes it
-                self.first_items[key] = (value, type(value)(value))
+            contents = _contents_of(value)
+            if contents:  # as first read: put back if a refused side, a trace given up, changes it
+                self.first_items[key] = contents
             self.checks[key] = _fast_check(reader, value, token)
             added = True
         if added and self.on_first is not None:
@@ -127,6 +128,9 @@ class GuardSet:
             stack = [(reader(), ())]
             while stack and budget > 0:
                 value, path = stack.pop()
+                if type(value) is types.FunctionType and _users_code(value):  # its defaults (`f.__defaults__[0]`)
+                    stack.extend((getattr(value, a), (*path, ("a", a))) for a in ("__defaults__", "__kwdefaults__"))
+                    continue
                 kind = "s" if type(value) in (set, frozenset) else (
                     "t" if isinstance(value, tuple) else node_kind(value))
                 if kind is None or id(value) in found:
@@ -156,7 +160,8 @@ class GuardSet:
             if key in before.values or key in self.first_values:
                 if reader() is not then or key[0] == "n":
                     _rebind(key, reader, then)
-        writes.restore_items([*before.items.values(), *(v for k, v in self.first_items.items() if k not in before.items)])
+        for key, contents in [*before.items.items(), *((k, v) for k, v in self.first_items.items() if k not in before.items)]:
+            _refill(contents)
         return self.changed(before.tokens, own_writes=True) is None
 
     def outside_values(self) -> list:
@@ -203,9 +208,9 @@ class GuardSet:
                                    (_AT_FIRST_CHECK, "this line, which raises when the data fails its check "
                                     "(an assert, `next()` past the end)", "this line")):
             raised = scratch.get(first)
-            key = self.changed(raised[0], own_writes=True) if raised is not None else None
+            key = self.changed(raised[0].tokens, own_writes=True) if raised is not None else None
             if key is not None:
-                writes.restore_items(raised[2].values())  # (they would keep what the trace put there)
+                self.put_back(raised[0])  # (they would keep what the trace put there)
                 raise PythonEffectError(
                     f"the function changes the {describe(key)} (a Python value from outside its arguments) after "
                     f"{what}: tracing runs the code after it whatever the data says, where eager Python raises "
@@ -220,15 +225,15 @@ class GuardSet:
         scratch = writes.program_scratch()
         first = _AT_FIRST_CHECK if check else _AT_FIRST_RAISE
         if scratch is not None and first not in scratch:  # (None: an inline run, no program)
-            scratch[first] = (self.tokens_now(), origin, self.items_now())
+            scratch[first] = (self.state_now(), origin)
 
     def items_now(self) -> dict:
-        """`key -> (list or dict, a copy of its items)` of each guarded value that is one."""
+        """`key -> _contents_of(value)` of each guarded value holding lists, dicts or objects."""
         found = {}
         for key, (reader, _) in self.entries.items():
-            value = reader()
-            if type(value) in (list, dict):
-                found[key] = (value, type(value)(value))
+            contents = _contents_of(reader())
+            if contents:
+                found[key] = contents
         return found
 
     def clear(self) -> None:
@@ -245,10 +250,10 @@ class Outside(NamedTuple):
 
     tokens: dict  # reader key -> token
     values: dict  # reader key -> the value read
-    items: dict  # reader key -> (a list or dict, a copy of its items)
+    items: dict  # reader key -> `_contents_of` its value
 
 
-_AT_FIRST_RAISE = object()  # program scratch key: (guard tokens, origin, items) at the first deferred raise
+_AT_FIRST_RAISE = object()  # program scratch key: (`Outside` then, origin) at the first deferred raise
 _AT_FIRST_CHECK = object()  # the same at the first run-time check that may fail
 
 
@@ -275,18 +280,17 @@ def unchanged_by_side(origin, what: str, unroll=None):
     """Around a staged side or loop body being traced: eager runs it only when the data takes
     it (or once per iteration), so a Python value it changes that the program reads from outside
     (a global list appended to, an object's counter bumped by a property, a closure's dict) would
-    change once, whatever the data says: refused at `origin`, the lists and dicts it changed put
-    back (they would keep the trace's values). `unroll`: for a loop of a known trip count, the
+    change once, whatever the data says: refused at `origin`, what it changed put back (they
+    would keep the trace's values; `GuardSet.put_back`). `unroll`: for a loop of a known trip count, the
     exception (made from the reason) that makes it run as Python instead."""
     guards = writes.program_guards()
-    snapshot = guards.tokens_now() if guards is not None else None
-    items = guards.items_now() if guards is not None else None
+    before = guards.state_now() if guards is not None else None
     yield
     if guards is None:
         return
-    key = guards.changed(snapshot)
+    key = guards.changed(before.tokens)
     if key is not None:
-        writes.restore_items([*items.values(), *(v for k, v in guards.first_items.items() if k not in items)])
+        guards.put_back(before)
         if unroll is not None:
             raise unroll(f"the body changes the {describe(key)}, a Python value from outside the function")
         raise PythonEffectError(
@@ -456,6 +460,54 @@ def _attribute_readers(label: str, holder, names: tuple):
         if absent:
             yield ("n", id(klass), f"{shown}.{{{', '.join(sorted(absent))}}}"), \
                 _owned(functools.partial(attributes.keys().isdisjoint, absent), klass)
+
+
+def _contents_of(value) -> list:
+    """`(list, dict or plain object, a copy of its items or attributes)` for each one `value`
+    is or holds (through tuples, lists, dicts and objects, to the tokens' bound): what
+    `GuardSet.put_back` refills (`_refill`), a list nested in a global dict or a default's list
+    as much as a global list."""
+    found, seen, stack, budget = [], set(), [value], _WALK_LIMIT
+    while stack and budget > 0:
+        item = stack.pop()
+        kind = type(item)
+        if kind is tuple:
+            stack.extend(item)
+            continue
+        if iterator_position(item) is not None and not hasattr(item, "__dict__"):
+            state = _iterator_state(item)  # (a list's, a tuple's, a range's iterator: its index)
+            if state is not None:
+                found.append((item, state))
+            continue
+        node = kind in (list, dict) or (is_users_object(item) and hasattr(item, "__dict__"))
+        if not node or id(item) in seen:
+            continue
+        seen.add(id(item))
+        copy = kind(item) if kind in (list, dict) else dict(vars(item))
+        found.append((item, copy))
+        budget -= len(copy)
+        stack.extend(copy.values() if kind is not list else copy)
+    return found
+
+
+def _refill(contents: list) -> None:
+    """Put back what `_contents_of` copied, where it changed."""
+    writes.restore_items((c, items) for c, items in contents if type(c) in (list, dict))
+    for obj, saved in contents:
+        if type(saved) is int:  # an iterator's index (one that ran out has no sequence left: stays)
+            if _iterator_state(obj) != saved and len(obj.__reduce__()) > 2:
+                obj.__setstate__(saved)
+        elif type(obj) not in (list, dict) and vars(obj) != saved:
+            vars(obj).clear()
+            vars(obj).update(saved)
+
+
+def _iterator_state(iterator) -> int | None:
+    try:
+        state = iterator.__reduce__()
+    except Exception:
+        return None
+    return state[2] if len(state) > 2 and type(state[2]) is int and hasattr(iterator, "__setstate__") else None
 
 
 def _owned(reader: functools.partial, holder) -> functools.partial:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import dataclasses
 import hashlib
 import importlib.util
@@ -475,6 +476,19 @@ def _module_owners(module) -> list:
     return [(f"global {name}", _global(module, name)) for name in getattr(module, "_GLOBALS", ())]
 
 
+def _outside(module) -> list:
+    """The objects outside f's arguments whose identity a program's result may show: `_OUTSIDE`
+    names them by expressions over the module's globals (`ITEMS`, `REG["lst"]`, a helper's
+    default list `_bag.__defaults__[0]`); each as (name, object), or `_UNBOUND` where it fails."""
+    out = []
+    for text in getattr(module, "_OUTSIDE", ()):
+        try:
+            out.append((f"outside {text}", eval(text, vars(module))))  # noqa: S307 - the program's own text
+        except Exception:  # noqa: BLE001 - a name the module lacks (or lost)
+            out.append((f"outside {text}", _UNBOUND))
+    return out
+
+
 _INVOKE = None
 
 
@@ -499,6 +513,11 @@ class _Call:
     module_state: dict = dataclasses.field(default_factory=dict)
     identity: list = dataclasses.field(default_factory=list)
     tracer_left: bool = False
+    # The result as it was when the call returned (a later call or `_change()` may change a module
+    # list the result holds, `_OUTSIDE`), compared by value; its numbers and arrays, what a
+    # `jax.jit` of it must give.
+    snapshot: object = None
+    numeric: object = None
 
 
 def _calls(module, fn, inputs: RealInputs, count: int, eager: bool) -> list:
@@ -511,7 +530,10 @@ def _calls(module, fn, inputs: RealInputs, count: int, eager: bool) -> list:
             module._change()
         x, y, n = inputs.arrays(index)
         xs, obj = inputs.fresh_xs(), module.State()
-        owners = [("xs", xs), ("obj", obj), ("obj.cache", obj.cache), ("obj.acc", obj.acc), *_module_owners(module)]
+        # `_OUTSIDE`'s objects as they are before the call (after `_change()`): a result that holds
+        # one must hold that very object, in eager's places
+        owners = [("xs", xs), ("obj", obj), ("obj.cache", obj.cache), ("obj.acc", obj.acc), *_module_owners(module),
+                  *_outside(module)]
         call = _Call()
         buffer = io.StringIO()
         try:
@@ -526,16 +548,29 @@ def _calls(module, fn, inputs: RealInputs, count: int, eager: bool) -> list:
                 raise
             call.error = e
         call.stdout = buffer.getvalue()
+        call.snapshot = _copied(call.result)
+        call.numeric = _numeric_part(call.snapshot)
         call.visible = _visible_state(xs, obj)
         call.module_state = _module_state(module)
         call.tracer_left = _holds_tracer((call.visible, call.module_state))
+        # ... and after it: still the module's objects of before, or others, as eagerly
         call.identity = identity_signature((call.result, xs, obj.cache, obj.acc,
-                                            *(_global(module, name) for name in getattr(module, "_GLOBALS", ()))),
+                                            *(_global(module, name) for name in getattr(module, "_GLOBALS", ())),
+                                            *(value for _, value in _outside(module))),
                                            owners)
         calls.append(call)
         if call.error is not None and not eager and not isinstance(call.error, EXPECTED_EAGER_ERRORS):
             break  # a refusal or a raw error: the comparison stops here
     return calls
+
+
+def _copied(result):
+    """A deep copy of a call's result (its lists and dicts as they are now), or the result itself
+    where it cannot be copied (a tracer leaked into it: reported as such)."""
+    try:
+        return copy.deepcopy(result)
+    except Exception:  # noqa: BLE001
+        return result
 
 
 def _has_boundary(module, inputs: RealInputs) -> bool:
@@ -579,6 +614,11 @@ def _compare_call(index: int, want: "_Call", got: "_Call", varies: bool) -> Resu
                     and not _float_by_numbers_rule(e, want.error)):
                 return Result(RealOutcome.MISMATCH, stage,
                               f"{type(e).__name__}: message {str(e)!r}, eager {str(want.error)!r}")
+            if same and not isinstance(e, dy2st.errors.Dy2StaticError):
+                # eager's exception: what the call did before it raised must be eager's too
+                problem = _effects_difference(want, got, f" (both raised {type(e).__name__})")
+                if problem is not None:
+                    return Result(RealOutcome.MISMATCH, stage, problem)
             return None
         if index and not varies:  # the cached program of the same inputs and state
             return Result(RealOutcome.MISMATCH, stage, "the call raised " + _format(e))
@@ -587,15 +627,22 @@ def _compare_call(index: int, want: "_Call", got: "_Call", varies: bool) -> Resu
         return Result(RealOutcome.MISMATCH, stage, f"eager raised {_format(want.error)}; to_static returned {got.result!r}")
     if got.tracer_left or _holds_tracer(got.result):
         return Result(RealOutcome.RAW_ERROR, stage, "a tracer leaked into the result, the caller's objects or globals")
-    problem = (tree_difference(want.result, got.result, "result")
-               or tree_difference(want.visible, got.visible, "side effect")
-               or tree_difference(want.module_state, got.module_state, "module state")
-               or _signature_difference(want.identity, got.identity, "identity (result, xs, obj.cache, obj.acc, globals)"))
-    if problem is None and want.stdout != got.stdout:
-        problem = f"stdout {got.stdout!r}, eager {want.stdout!r}"
+    problem = tree_difference(want.snapshot, got.snapshot, "result") or _effects_difference(want, got)
     if problem is not None:
         return Result(RealOutcome.MISMATCH, stage, problem)
     return None
+
+
+def _effects_difference(want: "_Call", got: "_Call", when: str = "") -> str | None:
+    """Why what a call left (the caller's objects, the module's globals, the identities of the
+    objects its result and those hold, its stdout) differs from eager's; None where they agree."""
+    problem = (tree_difference(want.visible, got.visible, "side effect" + when)
+               or tree_difference(want.module_state, got.module_state, "module state" + when)
+               or _signature_difference(want.identity, got.identity,
+                                        "identity (result, xs, obj.cache, obj.acc, globals, outside)" + when))
+    if problem is None and want.stdout != got.stdout:
+        problem = f"stdout{when} {got.stdout!r}, eager {want.stdout!r}"
+    return problem
 
 
 def _numeric_part(tree):
@@ -612,7 +659,9 @@ def run_real(f, make_state, inputs: RealInputs, check_grad: bool = True, load=No
     uses f's module. Each program is called at least twice (three times where its inputs or
     module change between calls): every call of to_static must give eager's result, stdout,
     caller-visible changes, module globals, and the identity and aliasing of the objects it
-    returns (`identity_signature`)."""
+    returns (`identity_signature`; the module's objects that `_OUTSIDE` names, by expressions,
+    are the caller's too: `ITEMS`, `REG["lst"]`, a helper's default list); where both raise
+    eager's exception, its message and all that but the result."""
     if load is None:
         module = sys.modules.get(f.__module__) or types.SimpleNamespace(**f.__globals__)
         load = lambda: module  # noqa: E731
@@ -660,7 +709,7 @@ def run_real(f, make_state, inputs: RealInputs, check_grad: bool = True, load=No
     except Exception as e:  # noqa: BLE001 - every exception is classified
         return _classify_error(e, "jit")
     # Under jit every output is an array: compare values, and dtypes where eager's are arrays.
-    problem = tree_difference(_numeric_part(expected), got, "jit(to_static) result", under_jit=True)
+    problem = tree_difference(want[0].numeric, got, "jit(to_static) result", under_jit=True)
     if problem is not None:
         return Result(RealOutcome.MISMATCH, "jit", problem)
 

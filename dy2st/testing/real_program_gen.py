@@ -73,6 +73,38 @@ level only. The stream names its variables from a counter of its own (`enew`: `e
 and never draws from the other streams, so a seed's other statements, names and inputs are those
 it drew before the stream was added.
 
+A `calls-<seed>` stream (`CALL_FEATURES`, about one program in three) adds calls and what they
+reach outside f's arguments. Its module code (`calls_header`) defines `TICK`, a global `_change()`
+bumps before each call after the first (wrapping the `_change()` the other streams defined);
+`_helper(v, k=2.0, *, b=1.0)` and `_bag(v, seen=[])` (which appends to its default list and returns
+it), whose `__defaults__`/`__kwdefaults__` `_change()` replaces (or whose default list it grows);
+a module list `ITEMS` and dict `REG` (holding a list and a dict) that `_change()` appends to,
+rebinds or changes inside; and a class `Knob` (and its subclass `Knob2`) that gains or loses the
+class attribute `gain` between calls. Its `_GLOBALS` adds `TICK`, the defaults, `ITEMS`, `REG` and
+`Knob.gain`; its `_OUTSIDE` names (by expressions) the objects whose identity the runner compares:
+a result that holds `ITEMS`, `REG["lst"]` or `_bag`'s default list must hold that very object,
+on every call (and the module's objects must stay the module's). f then draws:
+
+* `try`/`except`/`else` (maybe `finally`) whose body may `return` (f's whole result), `break` or
+  `continue` (on array data or a Python test: the loop counter, `TICK`, a length; or always) or
+  raise what the `except` catches, in a loop made here (`range(n)`, of a constant 0 to 3, a
+  bounded `while`), the loop around, at f's level, or in a nested function; its `else` bumps a
+  counter, appends a Python value to a local list, or changes an array, used after;
+* calls of `_helper` (its defaults, or `k`/`b` given) and of `_bag`, also in staged branches;
+* reads of `ITEMS` and `REG` and Python-valued changes of them; f returns them (nested too);
+* `Knob.gain` (through `Knob`, `Knob2`, an instance) read under `try`/`except AttributeError`,
+  by `getattr` of a name string (also picked by `TICK`), `getattr` with a default, `hasattr`;
+* a `raise ValueError` Python decides (`TICK`, `n`, `len(xs)`) after prints of Python and array
+  values and after the caller's `xs` got a Python value appended (popped after it, or at f's end):
+  the runner compares the exception, stdout, `xs` and the globals when both raise;
+* a Python int an `if` on array data changes (maybe in a loop of zero, one or several trips)
+  shifted (`k << 3`, `k << 30`: beyond int32 for some inputs), and `int()`/`round()` of a float
+  the data decides (beyond 2**31 for some): eager's Python int, or dy2st's `IntOverflowError`.
+
+The stream names its variables from a counter of its own (`cnew`: `zc3`, `zl4`, ...) and never
+draws from the other streams: `draw_program(seed, calls_stream=False)` gives the program the seed
+drew before the stream was added, and so does `draw_program(seed)` where the stream is not drawn.
+
 The generator uses `random.Random(seed)` (and its named streams) only, so a seed names a program
 on every machine.
 """
@@ -116,6 +148,16 @@ THRESHOLD_EXPRS = {
 # How often a simple statement is followed by one of `numbers_statement` (a number the data
 # decides; each of its three shapes lands in about one program in twenty).
 NUMBERS_P = 0.02
+# What the `calls-<seed>` stream may add to a program (drawn for about a third of them; each class
+# for about half of those): `try`/`except`/`else` (and `finally`) whose body returns, breaks or
+# continues (on array data or Python's) and whose `else` has effects; module helpers with
+# defaults and a mutable default list that `_change()` replaces between calls; module objects
+# (a list, a dict, one nested in a dict, a default list) f returns, their identity compared
+# (`_OUTSIDE`); a class attribute `_change()` sets or deletes, read under `except AttributeError`
+# and by `getattr` of a name string; a Python-decided `raise` after prints and changes of `xs`;
+# Python ints the data decides shifted (`<<`) and `int()`/`round()` of a float the data decides.
+CALL_FEATURES = ("try_else", "defaults", "outside", "attr", "py_raise", "int_ops")
+CALLS_P = 1 / 3
 
 def _prelude() -> str:
     """The source of `real_program_prelude` after its docstring: State, Ctx and clip."""
@@ -170,7 +212,7 @@ class _Generator:
     def __init__(self, rng: random.Random, extra: random.Random, later: random.Random, mangled: random.Random,
                  classes: random.Random, boundary: random.Random | None = None,
                  numbers: random.Random | None = None, effects: random.Random | None = None,
-                 items: random.Random | None = None):
+                 items: random.Random | None = None, calls: random.Random | None = None):
         self.rng = rng
         # Draw the statements added after the campaigns' seeds were pinned (`extra_statement`),
         # so each seed keeps the statements `rng` (and `extra`, `later`) drew for it before.
@@ -188,6 +230,12 @@ class _Generator:
         self.effects = effects or random.Random(0)
         # Items written with a computed key (`item_write`), drawn from `items` only.
         self.items = items or random.Random(0)
+        # Calls and their boundary (`CALL_FEATURES`), drawn from `calls` only; names from `cnew`.
+        self.calls = calls or random.Random(0)
+        self.call_features: frozenset = frozenset()
+        self.call_shown: set = set()
+        self.cfresh = 0
+        self.call_tail: list[str] = []  # the Python-decided raise f makes just before it returns
         self.effect_features: frozenset = frozenset()
         self.effect_shown: set = set()
         self.efresh = 0
@@ -495,6 +543,9 @@ class _Generator:
             if self.effect_features:
                 self.rng = self.effects
                 self.effects_statement(s, indent)
+            if self.call_features:
+                self.rng = self.calls
+                self.calls_statement(s, indent)
         finally:
             self.rng = main
 
@@ -613,7 +664,8 @@ class _Generator:
     def module_header(self) -> str:
         """Module-level code before `f`: globals, a closure, `_change()` (the runner calls it
         before each call after the first), `_GLOBALS` (the names whose values it compares)."""
-        return self.boundary_header() + (self.effects_header() if self.effect_features else "")
+        return (self.boundary_header() + (self.effects_header() if self.effect_features else "")
+                + (self.calls_header() if self.call_features else ""))
 
     def boundary_header(self) -> str:
         """The boundary stream's module-level code (see `module_header`)."""
@@ -1018,6 +1070,314 @@ class _Generator:
                               f"    {a} = clip({a} + L[{index}])\n    if {self.cond(s)}:\n        raise {error}\n"
                               f"    {k} = ({k} + 2) % {INT_MOD}")
 
+    # -- calls and their boundary (the `calls-<seed>` stream) ---------------------------------------
+    def cnew(self, root: str) -> str:
+        """A name for the calls stream (`z` + root + its own counter)."""
+        self.cfresh += 1
+        return f"z{root}{self.cfresh}"
+
+    def draw_calls(self) -> None:
+        """Whether this program draws the calls stream (about one in three), which of its classes
+        (`CALL_FEATURES`, each about one in two of those; at least one), and how `_change()`
+        changes the module between calls."""
+        c = self.calls
+        if c.random() >= CALLS_P:
+            return
+        chosen = [name for name in CALL_FEATURES if c.random() < 0.5]
+        self.call_features = frozenset(chosen or [c.choice(CALL_FEATURES)])
+        f = self.call_features
+        self.helper_defaults = c.choice([("2.0", "1.0"), ("2", "1"), ("0.5", "-1.0"), ("3", "0.5")])
+        self.defaults_change = c.choice([
+            ("(_helper.__defaults__[0] + 1,)", '{"b": _helper.__kwdefaults__["b"] * 2}'),
+            ("(-_helper.__defaults__[0],)", '{"b": TICK}'),
+            ("(0.5 if _helper.__defaults__[0] != 0.5 else 2,)", '{"b": _helper.__kwdefaults__["b"] - 1.5}'),
+            ("(TICK * 2,)", "_helper.__kwdefaults__")])
+        self.bag_change = c.choice(["keep", "keep", "fresh", "grow"])
+        self.knob_start = c.random() < 0.5  # whether Knob has `gain` at first
+        self.knob_change = c.choice(["toggle", "toggle", "set", "drop"])
+        self.outside_change = c.choice(["append", "rebind", "nested", "none", "grow"])
+        self.tick_start = c.choice([0, 0, 1])
+        if "outside" in f:
+            self.returned += c.sample(["ITEMS", 'REG["lst"]', "REG", '[ITEMS, REG["d"]]', '{"r": REG["lst"]}',
+                                       'REG["d"]', "(ITEMS, ITEMS)"], c.randint(1, 2))
+        if "defaults" in f and c.random() < 0.6:
+            self.returned += c.sample(["_bag(TICK)", "_helper(2)", "_helper(TICK, b=0.5)", "_bag(-1)[-2:]",
+                                       "_bag.__defaults__[0]"], c.randint(1, 2))
+        if "attr" in f and c.random() < 0.3:
+            self.returned.append(c.choice(['getattr(Knob, "gain", None)', 'hasattr(Knob2, "gain")']))
+
+    def calls_header(self) -> str:
+        """The calls stream's module-level code: `TICK` (a global `_change()` bumps), a helper
+        with defaults and one with a mutable default list (`_change()` replaces the defaults),
+        a module list and dict f returns (`_OUTSIDE` names the objects whose identity the runner
+        compares), a class `Knob` that gains or loses `gain`; `_change()` (wrapping the ones
+        before) and `_GLOBALS`."""
+        f = self.call_features
+        k, b = self.helper_defaults
+        lines = ["", "", f"TICK = {self.tick_start}", 'NAMES = ("gain", "base")', "", "",
+                 f"def _helper(v, k={k}, *, b={b}):", "    return v * k + b", "", "",
+                 "def _bag(v, seen=[]):", "    seen.append(v)", "    return seen", "", "",
+                 "ITEMS = [1, 2]", 'REG = {"lst": [3], "d": {"a": 1}, "n": 0}', "", "",
+                 "class Knob:", "    base = 2"]
+        if self.knob_start:
+            lines.append("    gain = 3")
+        lines += ["", "", "class Knob2(Knob):", "    pass", "", "",
+                  '_change_calls = globals().get("_change")', "", "",
+                  "def _change():", "    global TICK" + (", ITEMS" if "outside" in f else ""),
+                  "    if _change_calls is not None:", "        _change_calls()", "    TICK = TICK + 1"]
+        if "defaults" in f:
+            new_defaults, new_kwdefaults = self.defaults_change
+            lines += [f"    _helper.__defaults__ = {new_defaults}", f"    _helper.__kwdefaults__ = {new_kwdefaults}"]
+            if self.bag_change == "fresh":
+                lines.append("    _bag.__defaults__ = ([TICK],)")
+            elif self.bag_change == "grow":
+                lines.append("    _bag.__defaults__[0].append(-TICK)")
+        if "outside" in f:
+            lines += {"append": ["    ITEMS.append(TICK)"], "rebind": ["    ITEMS = [TICK, *ITEMS]"],
+                      "nested": ['    REG["lst"] = [TICK]', '    REG["d"]["a"] += 1'],
+                      "grow": ['    REG["lst"].append(TICK)', '    REG["n"] = TICK'], "none": []}[self.outside_change]
+        if "attr" in f:
+            lines += {"toggle": ['    if "gain" in vars(Knob):', "        del Knob.gain", "    else:",
+                                 "        Knob.gain = TICK * 2"],
+                      "set": ["    Knob.gain = TICK + 1"],
+                      "drop": ['    if "gain" in vars(Knob):', "        del Knob.gain", "    else:",
+                               "        Knob.gain = 5"]}[self.knob_change]
+        names = ["TICK", "_helper.__defaults__", "_helper.__kwdefaults__", "_bag.__defaults__", "ITEMS", "REG",
+                 "Knob.gain"]
+        lines += ["", "", '_GLOBALS = globals().get("_GLOBALS", ()) + (' + ", ".join(f'"{n}"' for n in names) + ")",
+                  # the objects outside f's arguments whose identity the runner compares (expressions)
+                  """_OUTSIDE = ("ITEMS", "REG", 'REG["lst"]', 'REG["d"]', "_bag.__defaults__[0]")""", ""]
+        return "\n".join(lines) + "\n"
+
+    def calls_statement(self, s: _Scope, indent: int, only: str | None = None) -> None:
+        """Sometimes a statement of a calls class this program draws (`self.rng` is the calls
+        stream here); with `only`, one statement of that class."""
+        f = self.call_features if only is None else {only}
+        p = 0.12 if only is None else 1.0
+        top = indent == 1
+        if "try_else" in f and self.chance(p):
+            self.call_shown.add("try_else")
+            self.try_else(s, indent)
+        if "defaults" in f and self.chance(p):
+            self.call_shown.add("defaults")
+            self.default_call(s, indent)
+        if "outside" in f and self.chance(p):
+            self.call_shown.add("outside")
+            self.outside_use(s, indent)
+        if "attr" in f and self.chance(p):
+            self.call_shown.add("attr")
+            self.attr_read(s, indent)
+        if "py_raise" in f and top and "xs" not in s.frozen and self.chance(p):
+            self.call_shown.add("py_raise")
+            self.python_raise(s, indent)
+        if "int_ops" in f and self.chance(p):
+            self.call_shown.add("int_ops")
+            self.int_ops(s, indent)
+
+    def call_py_int(self, s: _Scope) -> str:
+        """A Python int (never traced) for the calls stream."""
+        return self.pick(["len(L)", "len(log)", "TICK", "len(P)", str(self.rng.randint(0, 9))])
+
+    def jump_test(self, s: _Scope, counter: str | None) -> str:
+        """A test for a jump: on array data (staged) or Python's (a counter, `TICK`, a length)."""
+        c = self.rng.randint(0, 3)
+        options = [f"{self.arr(s)}.sum() > {self.rng.randint(-2, 6)}", f"TICK == {self.rng.randint(0, 2)}",
+                   f"len(L) > {self.rng.randint(1, 3)}", self.cond(s)]
+        if counter:
+            options += [self.traced_test(s, counter), f"{counter} == {c}", f"{counter} >= {c}"]
+        return self.pick(options)
+
+    def try_else(self, s: _Scope, indent: int) -> None:
+        """`try`/`except`/`else` (maybe `finally`) whose body may `return`, `break` or `continue`
+        (on array data or Python's) or raise (caught), its `else` changing a counter, a local list
+        of Python values or an array used after; in a loop made here (zero, one or several trips),
+        the loop around, at f's level, or in a nested function."""
+        a, b, k = self.pick(s.arrays), self.pick(s.arrays), self.pick(s.ints)
+        zc, zl = self.cnew("c"), self.cnew("l")
+        if self.chance(0.2):
+            self.nested_try_else(s, indent)
+            return
+        self.emit(indent, f"{zc} = {self.rng.randint(0, 2)}\n{zl} = []")
+        where = self.pick(["loop", "loop", "outer", "flat"])
+        if where == "outer" and s.loop_depth == 0:
+            where = "loop"
+        body_indent, counter, inner = indent, None, s
+        if where == "loop":
+            zi = self.cnew("i")
+            counter = zi
+            inner = s.child(int_reads=s.int_reads + [zi], loop_depth=s.loop_depth + 1)
+            bound = self.pick(["n", "3", "2", "1", "0", "len(xs)", "n + 1"])
+            if self.chance(0.7):
+                self.emit(indent, f"for {zi} in range({bound}):")
+            else:
+                self.emit(indent, f"{zi} = 0\nwhile {zi} < {bound}:\n    {zi} += 1")
+            body_indent = indent + 1
+        jumps = ["return"] if not s.in_function else []
+        if inner.loop_depth > 0:
+            jumps += ["break", "continue", "break", "continue"]
+        jump = self.pick(jumps) if jumps and self.chance(0.85) else None
+        body = [f"{a} = clip({a} + {self.arr_expr(inner)})"]
+        if jump == "return":
+            jump = self.return_text("[fn(a0) for fn in FN]")
+        if jump is not None:  # (the body's lines are written at its own level, indented below)
+            if self.chance(0.85):
+                body.append(f"if {self.jump_test(inner, counter)}:\n    " + jump.replace("\n", "\n    "))
+            else:
+                body.append(jump)
+        errors = self.pick(["ValueError", "(ValueError, KeyError)", "KeyError", "Exception"])
+        if jump is None or self.chance(0.4):
+            error = self.pick(['ValueError("zv")', 'KeyError("zk")'])
+            test = self.pick([f"TICK == {self.rng.randint(0, 2)}", f"len(L) > {self.rng.randint(1, 3)}"]
+                             + ([f"{counter} == {self.rng.randint(0, 2)}"] if counter else [])
+                             + [self.jump_test(inner, counter)])
+            if errors == "KeyError" and "Value" in error or errors == "ValueError" and "Key" in error:
+                errors = "(ValueError, KeyError)"
+            body.insert(self.rng.randint(0, len(body)), f"if {test}:\n    raise {error}")
+        if self.chance(0.5):
+            body.append(f"{b} = clip({b} - 1)")
+        handler = self.pick([f"{k} = ({k} + 5) % {INT_MOD}", "log.append(-1)", f"{zc} -= 1",
+                             f"{b} = clip({b} * 0.5)"])
+        value = self.pick([counter or "1", self.call_py_int(s), str(self.rng.randint(0, 9))])
+        effects = [f"{zc} += 1", f"{zl}.append({value})", f"{b} = clip({b} * 2)", f"log.append({self.rng.randint(20, 29)})",
+                   f"{zc} = {zc} + {self.pick(['2', 'len(L)', 'TICK'])}"]
+        chosen = self.rng.sample(effects, self.rng.randint(1, 2))
+        lines = ["try:", *("    " + line.replace("\n", "\n    ") for line in body),
+                 f"except {errors}:", f"    {handler}", "else:", *("    " + line for line in chosen)]
+        if self.chance(0.4):
+            lines += ["finally:", f"    {self.pick([f'log.append({self.rng.randint(30, 39)})', f'{zc} = {zc} * 2', f'{zl}.append(-1)'])}"]
+        self.emit(body_indent, "\n".join(lines))
+        uses = [f"{k} = ({k} + {zc}) % {INT_MOD}", f"{a} = clip({a} + len({zl}))", f"log.append({zc})",
+                f"{a} = clip({a} + sum({zl}))", f"log.append(len({zl}))", f"{a} = clip({a} * {zc})"]
+        if "P" not in s.frozen:
+            uses.append(f"P.extend({zl})")
+        for text in self.rng.sample(uses, self.rng.randint(1, 2)):
+            self.emit(indent, text)
+
+    def nested_try_else(self, s: _Scope, indent: int) -> None:
+        """A nested function whose `try` returns (on array data or Python's), maybe from a loop,
+        its `else` changing `v` (only when the body ran to its end)."""
+        h, a = self.cnew("h"), self.pick(s.arrays)
+        test = self.pick([f"v.sum() > {self.rng.randint(-2, 6)}", f"v[0] > {self.rng.randint(-2, 3)}",
+                          f"TICK == {self.rng.randint(0, 2)}", f"len(L) > {self.rng.randint(1, 3)}"])
+        effect = self.pick(["v = clip(v * 3)", "v = clip(v - 2)", "log.append(8)"])
+        if self.chance(0.5):
+            self.emit(indent, f"def {h}(v):\n    try:\n        if {test}:\n            return clip(v * 2)\n"
+                              f"        v = clip(v + 1)\n    except ValueError:\n        v = clip(v - 1)\n"
+                              f"    else:\n        {effect}\n    return v")
+        else:
+            j = self.cnew("j")
+            jump = self.pick(["return clip(v + 4)", "break", "continue"])
+            self.emit(indent, f"def {h}(v):\n    for {j} in range({self.pick(['3', 'n', '2', '0'])}):\n"
+                              f"        try:\n            v = clip(v + {j})\n"
+                              f"            if {test.replace('TICK', j)}:\n                {jump}\n"
+                              f"        except KeyError:\n            v = clip(v - 1)\n"
+                              f"        else:\n            {effect}\n    return v")
+        self.emit(indent, f"{a} = {h}({self.arr_expr(s)})")
+
+    def default_call(self, s: _Scope, indent: int) -> None:
+        """Calls of module helpers whose defaults `_change()` replaces between calls: `_helper(v,
+        k=..., *, b=...)`, and `_bag(v, seen=[])`, which appends to its default list and returns it."""
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        zb, zf = self.cnew("b"), self.cnew("f")
+        self.emit(indent, self.pick([
+            f"{a} = clip(_helper({self.arr_expr(s)}))", f"{a} = clip(_helper({a}, {self.pick(['3', '-1', '0.5'])}))",
+            f"{a} = clip(_helper({a}, b={self.call_py_int(s)}))", f"{a} = clip(_helper({a}, k={self.arr(s)}.max()))",
+            f"{k} = len(_bag({self.call_py_int(s)})) % {INT_MOD}",
+            f"{zb} = _bag({self.call_py_int(s)})\n{a} = clip({a} + len({zb}) + {zb}[-1])",
+            f"if {self.cond(s)}:\n    {a} = clip(_helper({a}))\nelse:\n    {a} = clip(_helper({a}, b=2))",
+            f"{zf} = _helper({self.call_py_int(s)})\n{a} = clip({a} * ({zf} % 5))",
+            f"{zf} = _helper(1, b=0)\nlog.append({zf})",
+            f"{k} = int(_helper({self.call_py_int(s)})) % {INT_MOD}",
+            f"{zb} = _bag({self.call_py_int(s)})\nlog.append(sum({zb}))"]))
+
+    def outside_use(self, s: _Scope, indent: int) -> None:
+        """Reads and Python-valued changes of the module list `ITEMS` and dict `REG` (f may return
+        them: the runner compares their identity, `_OUTSIDE`)."""
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        self.emit(indent, self.pick([
+            f"{a} = clip({a} + len(ITEMS))", f'{a} = clip({a} + sum(REG["lst"]))',
+            f"{k} = ({k} + ITEMS[-1]) % {INT_MOD}", f"ITEMS.append({self.call_py_int(s)})",
+            f'REG["lst"].append({self.call_py_int(s)})', 'REG["n"] = REG["n"] + 1',
+            f'REG["d"]["a"] = {self.call_py_int(s)}', f'if len(ITEMS) > {self.rng.randint(2, 4)}:\n    {a} = clip({a} - 1)']))
+
+    def attr_read(self, s: _Scope, indent: int) -> None:
+        """A class attribute `Knob.gain` that `_change()` sets or deletes between calls, read under
+        `try`/`except AttributeError` (through the class, a subclass, an instance, `getattr` of a
+        name string), or by `getattr` with a default or `hasattr`."""
+        a, b, k = self.pick(s.arrays), self.pick(s.arrays), self.pick(s.ints)
+        zs, zn = self.cnew("s"), self.cnew("n")
+        default = self.pick(["-1", "0", "1", "0.5"])
+        holder = self.pick(["Knob", "Knob", "Knob2", "Knob()", "Knob2()"])
+        use = self.pick([f"{a} = clip({a} + {zs})", f"{a} = clip({a} * {zs})", f"log.append({zs})"])
+        self.emit(indent, self.pick([
+            f"try:\n    {zs} = {holder}.gain\nexcept AttributeError:\n    {zs} = {default}\n{use}",
+            f'{zn} = "gain"\ntry:\n    {zs} = getattr({holder}, {zn})\nexcept AttributeError:\n    {zs} = {default}\n{use}',
+            f'{zn} = NAMES[TICK % 2]\ntry:\n    {zs} = getattr(Knob, {zn})\nexcept AttributeError:\n    {zs} = {default}\n{use}',
+            f'try:\n    {a} = clip({a} * getattr(Knob, "ga" + "in"))\nexcept AttributeError:\n    {a} = clip({a} - 1)',
+            f"try:\n    {a} = clip({a} + 1)\n    {b} = clip({b} * {holder}.gain)\nexcept AttributeError:\n"
+            f"    {k} = ({k} + 2) % {INT_MOD}\nelse:\n    {b} = clip({b} - 1)",
+            f'{zs} = getattr({holder}, "gain", {default})\n{use}',
+            f'if hasattr(Knob, "gain"):\n    {a} = clip({a} + Knob.gain)\nelse:\n    {k} = ({k} + Knob.base) % {INT_MOD}']))
+
+    def python_raise(self, s: _Scope, indent: int, at_end: bool = False) -> None:
+        """A `raise ValueError` Python decides (on `TICK`, which `_change()` bumps, on `n`, on a
+        length), after prints of Python and array values and changes of the caller's `xs` (a
+        Python value appended; popped again after, unless at f's end)."""
+        value = self.pick(["7", "TICK", "len(L)", "-1", "n"])
+        lines = [self.pick([f'print("z{self.cnew("")}", {self.call_py_int(s)}, {self.call_py_int(s)})',
+                            'print(f"zt{TICK}-{len(xs)}")']),
+                 self.pick([f'print("za", {self.arr(s)})', f'print("zs", {self.arr(s)}.sum(), TICK)',
+                            f'print("zm", {self.arr(s)}.max(), end=";")'])]
+        if self.chance(0.5):
+            lines.reverse()
+        lines.append(f"xs.append({value})")
+        if self.chance(0.3):
+            lines.append(f"xs[0] = clip(xs[0] + {self.rng.randint(1, 3)})")
+        test = self.pick([f"TICK == {self.rng.randint(0, 3)}", f"TICK >= {self.rng.randint(2, 3)}",
+                          f"n == {self.pick(['0', '1', '3'])}", f"len(xs) > {self.rng.randint(2, 4)}",
+                          f"TICK + n > {self.rng.randint(1, 4)}"])
+        message = self.pick(['"stop"', 'f"stop at {TICK} with {len(xs)}"', '"stop %d" % len(L)', 'f"stop {n}"'])
+        lines.append(f"if {test}:\n    raise ValueError({message})")
+        if not at_end:
+            lines.append("xs.pop()")
+        self.emit(indent, "\n".join(lines))
+
+    def int_ops(self, s: _Scope, indent: int) -> None:
+        """Python ints the data decides (a counter an `if` on array data changes, maybe in a loop
+        of zero, one or several trips) shifted (`<<`, sometimes beyond int32), and `int()` /
+        `round()` of a float the data decides (sometimes beyond 2**31): eager's Python int, or
+        dy2st's `IntOverflowError` where it leaves int32."""
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        zn, zf = self.cnew("n"), self.cnew("f")
+        if self.chance(0.6):
+            self.emit(indent, f"{zn} = {self.rng.randint(0, 3)}")
+            loop = self.chance(0.5)
+            inner, at = s, indent
+            if loop:
+                zi = self.cnew("i")
+                self.emit(indent, f"for {zi} in range({self.pick(['n', '3', '1', '0', 'n + 1'])}):")
+                inner = s.child(int_reads=s.int_reads + [zi], loop_depth=s.loop_depth + 1)
+                at = indent + 1
+                test = self.traced_test(inner, zi)
+            else:
+                test = f"{self.arr(s)}.{self.pick(['sum', 'max', 'min'])}() > {self.rng.randint(-2, 6)}"
+            up, down = self.pick(["1", "2", "3"]), self.pick(["1", "0", "2"])
+            self.emit(at, f"if {test}:\n    {zn} += {up}" + (f"\nelse:\n    {zn} -= {down}" if self.chance(0.7) else ""))
+            shift = self.pick(["1", "2", "3", "4"])
+            big = self.pick(["28", "29", "30"])
+            self.emit(indent, self.pick([
+                f"{k} = (({zn} << {shift}) + {k}) % {INT_MOD}", f"log.append({zn} << {big})",
+                f"{a} = clip({a} + ({zn} << {shift}))", f"{k} = (1 << ({zn} % 5)) % {INT_MOD}",
+                f"{k} = (({zn} % 4) << n) % {INT_MOD}", f"{k} = (({zn} << {big}) >> {big}) % {INT_MOD}"]))
+        else:
+            mult = self.pick(["1000", "3e7", "4e8", "2.5e9", "0.5"])
+            other = self.pick(["2.5", "-1.5", "3e9", "7.0", "-2.5e9"])
+            self.emit(indent, f"if {self.arr(s)}.{self.pick(['sum', 'max', 'min'])}() > {self.rng.randint(-2, 6)}:\n"
+                              f"    {zf} = {self.arr(s)}.sum() * {mult}\nelse:\n    {zf} = {other}")
+            self.emit(indent, self.pick([
+                f"{k} = int({zf}) % {INT_MOD}", f"log.append(int({zf}))", f"{k} = round(float({zf})) % {INT_MOD}",
+                f"log.append(round({zf}))", f"{a} = clip({a} + int({zf}) % 7)"]))
+
     def local_class(self, s: _Scope, indent: int) -> None:
         """A class defined here: Python control flow and `and` in its own body (run as written,
         in the class's scope), and a method with an `if` on its argument (staged when traced)."""
@@ -1241,16 +1601,20 @@ class _Generator:
                               f"    if {self.cond(s)}:\n        break\n{a} = clip({a} + next({k}, 0))")
 
 
-def draw_program(seed: int) -> RealProgram:
-    """The program and inputs that `seed` names."""
+def draw_program(seed: int, calls_stream: bool = True) -> RealProgram:
+    """The program and inputs that `seed` names (without `calls_stream`: as before the calls
+    stream was added, the other streams' draws being the same either way)."""
     rng = random.Random(seed)
     boundary = random.Random(f"boundary-{seed}")
     effects = random.Random(f"effects-{seed}")
+    calls = random.Random(f"calls-{seed}")
     g = _Generator(rng, random.Random(f"extra-{seed}"), random.Random(f"later-{seed}"),
                    random.Random(f"mangled-{seed}"), random.Random(f"classes-{seed}"), boundary,
-                   random.Random(f"numbers-{seed}"), effects, random.Random(f"items-{seed}"))
+                   random.Random(f"numbers-{seed}"), effects, random.Random(f"items-{seed}"), calls)
     g.draw_features()
     g.draw_effects()
+    if calls_stream:
+        g.draw_calls()
     scope = _Scope(arrays=["a0", "a1"], ints=["k0", "k1"], int_reads=[], scalar_reads=[])
     g.emit(1, "a0 = x\na1 = clip(y * 2)\nk0 = 1\nk1 = len(xs)\nL = [x, y]\nP = [3, 1, 2]\n"
               'D = {"a": x, "k": 1}\nDD = D\nFN = []\nlog = []')
@@ -1270,9 +1634,18 @@ def draw_program(seed: int) -> RealProgram:
     for name in EFFECT_FEATURES:  # the same for the effects stream
         if name in g.effect_features and name not in g.effect_shown and not (name == "while_true" and ending):
             g.effects_statement(scope, 1, only=name)
+    g.rng = calls
+    at_end = "py_raise" in g.call_features and calls.random() < 0.5  # the raise just before f returns
+    for name in CALL_FEATURES:  # the same for the calls stream
+        if name in g.call_features and name not in g.call_shown and not (name == "py_raise" and at_end):
+            g.calls_statement(scope, 1, only=name)
     g.rng = main
     for line in g.tail:
         g.emit(1, line)
+    if at_end:
+        g.rng = calls
+        g.python_raise(scope, 1, at_end=True)
+        g.rng = main
     g.emit(1, "out = [fn(a0) for fn in FN]")
     if ending:
         g.rng = effects

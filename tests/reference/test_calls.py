@@ -265,6 +265,12 @@ def test_what_is_not_converted():
     converted = calls.convert_call(generator)
     assert inspect.isgeneratorfunction(converted) and list(converted(3)) == [3]
 
+    # a library decorator's wrapper (its code in an installed package): run as it is
+    cached = functools.lru_cache(maxsize=None)(relu_sum)
+    assert calls.convert_call(cached) is cached
+
+
+def test_a_wrapper_of_the_users_own_decorator_is_converted():
     def wrapped(v):
         return v
 
@@ -272,7 +278,8 @@ def test_what_is_not_converted():
     def wrapper(v):
         return wrapped(v)
 
-    assert calls.convert_call(wrapper) is wrapper
+    converted = calls.convert_call(wrapper)
+    assert converted is not wrapper and hasattr(converted, "__dy2st_converted__")
 
 
 def test_what_is_converted():
