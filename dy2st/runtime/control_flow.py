@@ -154,6 +154,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
             check_python_numbers(mark, origin)  # the numbers rule: what Python would raise computing on them
             state = get_state() if get_state is not None else ()
             side_values[body] = state[:nouts]
+            side_states[body] = state
             # a list or dict a value holds twice (`return d, d`) stays one object after the cond,
             # and one of the caller's that both sides hold (`return y, obj.cache`) stays the caller's
             state = tuple(static_outputs.encode(v, callers, aliases_only=True) if i < nouts else v
@@ -175,6 +176,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
 
     key_orders: dict = {}  # branch -> the key orders of the dicts in each output of its last trace
     side_values: dict = {}  # branch -> its output variables' values, for what they share (`_refuse_sharing_by_data`)
+    side_states: dict = {}  # branch -> all its state variables' values (`_with_aliases`)
     callers = _CallersContainers(tracker.roots, initial[:nouts])
 
     try:
@@ -213,7 +215,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
     outputs = [v.decode(callers.objects) if type(v) is static_outputs.Identities else v for v in outputs]
     for key, value in zip(carried_writes, outputs[nouts:]):
         tracker.write(key, value)
-    final = _with_aliases(lists.kept(outputs[:nouts], names, origin), side_values) + tuple(initial[nouts:])
+    final = _with_aliases(lists.kept(outputs[:nouts], names, origin) + tuple(initial[nouts:]), side_states, nouts)
     if set_state is not None:
         set_state(final)
     if events.active():
@@ -278,17 +280,55 @@ def _literal(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def _with_aliases(values: tuple, side_values: dict) -> tuple:
-    """`values` with each variable that both sides made the same object as an earlier one
-    (`ema = q`) holding that one object again."""
-    pattern = _alias_pattern(next(iter(side_values.values()), ()))
-    if not any(j >= 0 for j in pattern):
-        return values
+def _with_aliases(values: tuple, side_states: dict, nouts: int) -> tuple:
+    """`values` (of the state variables after the `if`; the first `nouts` its outputs) with
+    each output variable that both sides made the same object as an earlier one (`ema = q`)
+    holding that one object again, and each list or dict an output's value holds inside it that
+    both sides made a state variable's own (`r = (x, log)`) that variable's object again (the
+    cond gives each a new one: `r[1]` would be a copy, without what the side appended to `log`)."""
+    sides = list(side_states.values())
+    pattern = _alias_pattern(sides[0][:nouts] if sides else ())
     values = list(values)
     for k, j in enumerate(pattern):
         if j >= 0:
             values[k] = values[j]
+    # (j past the outputs: a variable dead after the `if`, whose in-place change no one carried)
+    nested = [[found for found in _nested_aliases(side) if found[0] < nouts and found[2] < nouts] for side in sides]
+    for k, path, j in (nested[0] if nested and all(n == nested[0] for n in nested) else ()):
+        values[k] = _replaced_at(values[k], path, values[j])
     return tuple(values)
+
+
+def _nested_aliases(side: tuple) -> list:
+    """`(variable k, path inside its value, variable j)` for each list or dict that variable
+    k's value holds inside a tuple, list or dict and that is variable j's own value."""
+    tops = {id(v): j for j, v in enumerate(side) if type(v) in (list, dict)}
+    found = []
+    for k, value in enumerate(side):
+        stack = [(value, ())]
+        while stack:
+            item, path = stack.pop()
+            if path and id(item) in tops:
+                found.append((k, path, tops[id(item)]))
+                continue
+            if isinstance(item, (tuple, list)) and len(path) < 4:
+                stack.extend((v, (*path, i)) for i, v in enumerate(item))
+            elif type(item) is dict and len(path) < 4:
+                stack.extend((v, (*path, key)) for key, v in item.items())
+    return found
+
+
+def _replaced_at(value, path: tuple, new):
+    """`value` with the item at `path` (through tuples, lists, dicts) being `new`; tuples rebuilt."""
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(value, tuple):
+        items = list(value)
+        items[head] = _replaced_at(items[head], rest, new)
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    value[head] = _replaced_at(value[head], rest, new)
+    return value
 
 
 def _in_key_order(outputs, key_orders: dict, labels, origin: OriginInfo) -> list:

@@ -509,3 +509,37 @@ def test_an_equinox_module_returned_is_the_callers():
     for _ in range(2):
         y, same = static(model, jnp.ones(3))
         assert same is model and (y == model(jnp.ones(3))).all()
+
+
+def holds_its_list_in_a_tuple(x):
+    log = [0]
+    if x.sum() > 0:
+        log.append(x * 2)
+        pair = (x, log)
+    else:
+        log.append(x - 1)
+        pair = (x, log)
+    return pair, log
+
+
+def holds_its_list_where_the_other_side_raises(x):
+    log = []
+    if x.sum() > 0:
+        log.append(99)
+        pair = (x, {"log": log})
+    else:
+        raise ValueError("negative")
+    return pair, log
+
+
+@pytest.mark.parametrize("fn, x", [(holds_its_list_in_a_tuple, jnp.ones(2)), (holds_its_list_in_a_tuple, -jnp.ones(2)),
+                                   (holds_its_list_where_the_other_side_raises, jnp.ones(2))])
+def test_a_list_a_staged_side_puts_inside_another_value_is_that_list_after_the_if(fn, x):
+    """`pair = (x, log)` in a staged side that changes `log`: after the `if`, `pair[1]` is `log`
+    itself (with the side's items), as eagerly, not a copy the cond made."""
+    static = dy2st.to_static(fn)
+    for _ in range(2):
+        (pair, log), (eager_pair, eager_log) = static(x), fn(x)
+        inner = pair[1]["log"] if isinstance(pair[1], dict) else pair[1]
+        assert inner is log and (eager_pair[1]["log"] if isinstance(eager_pair[1], dict) else eager_pair[1]) is eager_log
+        _equal(log, eager_log)
