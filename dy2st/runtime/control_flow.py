@@ -150,7 +150,15 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
             with tracker:
                 contents.watch(tracker)
                 if body is not None:
-                    body()
+                    try:
+                        body()
+                    except Exception:
+                        # this side raises when the data takes it: the other, run before it,
+                        # may have changed what the build does not carry yet
+                        sides_failed[0] += 1
+                        if sides_run[0] and not set(found) <= set(carried_writes):
+                            raise _CarryMore() from None
+                        raise
             check_python_numbers(mark, origin)  # the numbers rule: what Python would raise computing on them
             state = get_state() if get_state is not None else ()
             side_values[body] = state[:nouts]
@@ -162,7 +170,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
             side = _Side(state, nouts, tracker, contents, lists, origin)
             found.update(side.changes)
             sides_run[0] += 1
-            if sides_run[0] >= 2 and not set(found) <= set(carried_writes):
+            if sides_run[0] + sides_failed[0] >= 2 and not set(found) <= set(carried_writes):
                 # Both sides seen: the cond must carry more. Leaving its trace now emits no
                 # cond (one built to the end would stay in the program with any print or check
                 # its sides made, since jit keeps effects).
@@ -182,7 +190,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
     try:
         for _ in range(_MAX_WRITE_ROUNDS):
             found: dict = {}
-            sides_run = [0]
+            sides_run, sides_failed = [0], [0]
             labels = tuple(names[:nouts]) + tuple(tracker.label(k) for k in carried_writes)
             attempt = events.Attempt()
             try:

@@ -543,3 +543,47 @@ def test_a_list_a_staged_side_puts_inside_another_value_is_that_list_after_the_i
         inner = pair[1]["log"] if isinstance(pair[1], dict) else pair[1]
         assert inner is log and (eager_pair[1]["log"] if isinstance(eager_pair[1], dict) else eager_pair[1]) is eager_log
         _equal(log, eager_log)
+
+
+def keeps_the_list_in_a_pair_only(x):
+    log = []
+    if x.sum() > 0:
+        log.append(99)
+        pair = (x, log)
+    else:
+        raise ValueError("negative")
+    return pair  # (`log` itself is not read after the `if`)
+
+
+def raises_first_then_appends(x):
+    log = []
+    if x.sum() <= 0:
+        raise ValueError("negative")
+    else:
+        log.append(99)
+        pair = (x, log)
+    return pair
+
+
+def appends_then_returns_from_a_loop(x):
+    log = []
+    if x.sum() > 0:
+        x = x + 1
+    else:
+        raise ValueError("negative")
+    log.append(99)
+    while True:
+        return x, log
+
+
+@pytest.mark.parametrize("fn", [keeps_the_list_in_a_pair_only, raises_first_then_appends,
+                                appends_then_returns_from_a_loop])
+def test_a_side_whose_other_side_raises_carries_what_it_changed(fn):
+    """The other side raises when the data takes it, so one side runs: what it changed in place
+    (a list another value holds) is carried out of the cond all the same (it was built without)."""
+    static = dy2st.to_static(fn)
+    for _ in range(2):
+        out, eager = static(jnp.ones(2)), fn(jnp.ones(2))
+        assert out[1] == eager[1] == [99]
+        with pytest.raises(ValueError, match="negative"):
+            static(-jnp.ones(2))
