@@ -334,14 +334,13 @@ class StaticFunction(functools.partial):
         """The converted function, made again (from the converted code, cached) on each use: a
         trace, an inline run. Its defaults are a copy of the original's, which the user may have
         set since (`f.__defaults__ = ...`, read by the guards)."""
+        fn, bind = callables.convertible(self._fn)  # a partial: its function, rebound
         if self._converted_fn is None:
             with self._lock:
                 if self._converted_fn is None:
-                    fn, bind = callables.convertible(self._fn)  # a partial: its function, rebound
                     _refuse_generator(fn)
                     self._converted_fn = bind(top_level_target(fn))
                     return self._converted_fn
-        fn, bind = callables.convertible(self._fn)
         return bind(top_level_target(fn))
 
     # -- calling ------------------------------------------------------------------------
@@ -470,9 +469,9 @@ class StaticFunction(functools.partial):
         return run_inline(self._converted, args, kwargs, user_function=self._fn)
 
     def _eagerly_after(self, failed: BaseException, args, kwargs):
-        """The call, run eagerly: its trace raised the function's own exception, having changed
-        nothing outside the call (`errors.rerun_eagerly`). Eager's run gives eager's prints,
-        changes and exception. Where eager raises nothing, the trace failed for want of values
+        """The call, run eagerly: its trace raised the function's own exception, and what it
+        changed outside the call was put back (`errors.rerun_eagerly`). Eager's run gives eager's
+        prints, changes and exception. Where eager raises nothing, the trace failed for want of values
         (a limit of dy2st's), which the first such call says once."""
         out = self._fn(*args, **kwargs)
         self._policy.eager_fallbacks += 1

@@ -161,7 +161,6 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
                         raise
             check_python_numbers(mark, origin)  # the numbers rule: what Python would raise computing on them
             state = get_state() if get_state is not None else ()
-            side_values[body] = state[:nouts]
             side_states[body] = state
             # a list or dict a value holds twice (`return d, d`) stays one object after the cond,
             # and one of the caller's that both sides hold (`return y, obj.cache`) stays the caller's
@@ -183,8 +182,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
         return run
 
     key_orders: dict = {}  # branch -> the key orders of the dicts in each output of its last trace
-    side_values: dict = {}  # branch -> its output variables' values, for what they share (`_refuse_sharing_by_data`)
-    side_states: dict = {}  # branch -> all its state variables' values (`_with_aliases`)
+    side_states: dict = {}  # branch -> its state variables' values, for what they share (`_with_aliases`)
     callers = _CallersContainers(tracker.roots, initial[:nouts])
 
     try:
@@ -209,7 +207,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
                 origin,
                 advice="make what each method assigns depend only on the types of its inputs.",
             )
-        _refuse_sharing_by_data(list(side_values.values()), names, tracker.roots, origin, frame)
+        _refuse_sharing_by_data([state[:nouts] for state in side_states.values()], names, tracker.roots, origin, frame)
         writes.refuse_changes_outside(tracker, carried_writes, origin)
     except BaseException:
         # Tracing a side wrote its tracers into the state (attributes, items, nonlocals): put

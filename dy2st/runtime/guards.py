@@ -123,43 +123,26 @@ class GuardSet:
         reached again along `path` per call (`static_outputs.Outside`). The guards held when
         the call began, so the path reaches an object equal to the one the trace returned."""
         found: dict = {}
-        budget = _WALK_LIMIT
         for reader, _ in list(self.entries.values()):
-            stack = [(reader(), ())]
-            while stack and budget > 0:
-                value, path = stack.pop()
-                if type(value) is types.FunctionType and _users_code(value):  # its defaults (`f.__defaults__[0]`)
-                    stack.extend((getattr(value, a), (*path, ("a", a))) for a in ("__defaults__", "__kwdefaults__"))
-                    continue
-                kind = "s" if type(value) in (set, frozenset) else (
-                    "t" if isinstance(value, tuple) else node_kind(value))
-                if kind is None or id(value) in found:
-                    continue
-                if kind != "t":
-                    found[id(value)] = (reader, path)
-                steps = (enumerate(value) if kind in ("l", "t") else value.items() if kind == "d"
-                         else vars(value).items() if kind == "o" else ())
-                step = {"l": "i", "t": "i", "d": "k", "o": "a"}.get(kind)
-                for key, item in steps:
-                    budget -= 1
-                    stack.append((item, (*path, (step, key))))
+            for item, kind, path in _held(reader()):
+                if kind != "i":
+                    found.setdefault(id(item), (reader, path))
         return found
 
-    def state_now(self) -> "Outside":
+    def state_now(self) -> "GuardedState":
         """What the guarded values are now (`put_back` restores it)."""
         values = {key: reader() for key, (reader, _) in self.entries.items()}
-        return Outside(self.tokens_now(), values, self.items_now())
+        return GuardedState(self.tokens_now(), values, self.items_now())
 
-    def put_back(self, before: "Outside") -> bool:
+    def put_back(self, before: "GuardedState") -> bool:
         """After a trace given up: the guarded values as they were at `before` (`state_now`),
         those first read since as first read: names rebound, list and dict items refilled.
         Whether all of them now are as they were (a change deeper inside, an object's attribute,
         is not undone)."""
         for key, (reader, _) in list(self.entries.items()):
-            then = before.values.get(key, self.first_values.get(key, _MISSING))
-            if key in before.values or key in self.first_values:
-                if reader() is not then or key[0] == "n":
-                    _rebind(key, reader, then)
+            then = before.values[key] if key in before.values else self.first_values[key]
+            if reader() is not then or key[0] == "n":
+                _rebind(key, reader, then)
         for key, contents in [*before.items.items(), *((k, v) for k, v in self.first_items.items() if k not in before.items)]:
             _refill(contents)
         return self.changed(before.tokens, own_writes=True) is None
@@ -245,7 +228,7 @@ class GuardSet:
         self.kept.clear()
 
 
-class Outside(NamedTuple):
+class GuardedState(NamedTuple):
     """The guarded values at one moment (`GuardSet.state_now`)."""
 
     tokens: dict  # reader key -> token
@@ -253,7 +236,7 @@ class Outside(NamedTuple):
     items: dict  # reader key -> `_contents_of` its value
 
 
-_AT_FIRST_RAISE = object()  # program scratch key: (`Outside` then, origin) at the first deferred raise
+_AT_FIRST_RAISE = object()  # program scratch key: (`GuardedState` then, origin) at the first deferred raise
 _AT_FIRST_CHECK = object()  # the same at the first run-time check that may fail
 
 
@@ -462,31 +445,53 @@ def _attribute_readers(label: str, holder, names: tuple):
                 _owned(functools.partial(attributes.keys().isdisjoint, absent), klass)
 
 
-def _contents_of(value) -> list:
-    """`(list, dict or plain object, a copy of its items or attributes)` for each one `value`
-    is or holds (through tuples, lists, dicts and objects, to the tokens' bound): what
-    `GuardSet.put_back` refills (`_refill`), a list nested in a global dict or a default's list
-    as much as a global list."""
-    found, seen, stack, budget = [], set(), [value], _WALK_LIMIT
+def _held(value):
+    """`(item, kind, path)` for each list ('l'), dict ('d'), set ('s'), plain object ('o') and
+    builtin iterator ('i') `value` is or holds, walked through tuples, lists, dicts, objects and
+    the defaults of the user's functions, to the tokens' bound; `path`: the `("i", index)`,
+    `("k", key)`, `("a", name)` steps from `value` (what `static_outputs.Outside` follows)."""
+    seen, stack, budget = set(), [(value, ())], _WALK_LIMIT
     while stack and budget > 0:
-        item = stack.pop()
-        kind = type(item)
-        if kind is tuple:
-            stack.extend(item)
+        item, path = stack.pop()
+        if type(item) is types.FunctionType and _users_code(item):  # its defaults (`f.__defaults__[0]`)
+            stack.extend((getattr(item, a), (*path, ("a", a))) for a in ("__defaults__", "__kwdefaults__"))
+            continue
+        if isinstance(item, tuple):
+            stack.extend((v, (*path, ("i", i))) for i, v in enumerate(item))
             continue
         if iterator_position(item) is not None and not hasattr(item, "__dict__"):
+            yield item, "i", path
+            continue
+        kind = "s" if type(item) in (set, frozenset) else node_kind(item)
+        if kind is None and is_users_object(item) and hasattr(item, "__dict__"):
+            kind = "o"  # (a registered pytree of the user's: its attributes put back too)
+        if kind is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        yield item, kind, path
+        steps = (enumerate(item) if kind == "l" else item.items() if kind == "d"
+                 else vars(item).items() if kind == "o" else ())
+        step = {"l": "i", "d": "k", "o": "a"}.get(kind)
+        for key, v in steps:
+            budget -= 1
+            stack.append((v, (*path, (step, key))))
+
+
+def _contents_of(value) -> list:
+    """`(list, dict or object of the user's, a copy of its items or attributes)` and `(builtin
+    iterator, its index)` for each one `value` is or holds (`_held`): what `GuardSet.put_back`
+    refills (`_refill`), a list nested in a global dict or a default's list as much as a global
+    list."""
+    found = []
+    for item, kind, _ in _held(value):
+        if kind == "i":
             state = _iterator_state(item)  # (a list's, a tuple's, a range's iterator: its index)
             if state is not None:
                 found.append((item, state))
-            continue
-        node = kind in (list, dict) or (is_users_object(item) and hasattr(item, "__dict__"))
-        if not node or id(item) in seen:
-            continue
-        seen.add(id(item))
-        copy = kind(item) if kind in (list, dict) else dict(vars(item))
-        found.append((item, copy))
-        budget -= len(copy)
-        stack.extend(copy.values() if kind is not list else copy)
+        elif type(item) in (list, dict):  # (a subclass: not refilled)
+            found.append((item, type(item)(item)))
+        elif kind == "o" and is_users_object(item):
+            found.append((item, dict(vars(item))))
     return found
 
 
@@ -519,30 +524,36 @@ def _owned(reader: functools.partial, holder) -> functools.partial:
 def _rebind(key, reader, value) -> None:
     """Give the name `key` guards the `value` it read before (`_MISSING`: unbound, absent):
     what `reader` reads, written back (`GuardSet.put_back`)."""
-    kind, name = key[0], reader.args[0] if reader.args else None
+    kind = key[0]
     if kind == "n":  # names absent then: those the holder gained since are removed
-        for gained in name & set(vars(reader.holder)):
+        (absent,) = reader.args
+        for gained in absent & set(vars(reader.holder)):
             delattr(reader.holder, gained)
-    elif kind == "c":
+        return
+    if kind == "c":
+        (cell,) = reader.args
         if value is _MISSING:
-            del name.cell_contents
+            del cell.cell_contents
         else:
-            name.cell_contents = value
-    elif kind == "d":
-        setattr(name, reader.args[1], value)
-    else:  # a global, or an attribute of a class or module of the user's
-        holder = getattr(reader, "holder", None)
-        if holder is None or isinstance(holder, types.ModuleType):
-            namespace = reader.func.__self__ if holder is None else vars(holder)
-            if value is _MISSING:
-                namespace.pop(name, None)
-            else:
-                namespace[name] = value
-        elif value is _MISSING:
-            if name in vars(holder):
-                delattr(holder, name)
+            cell.cell_contents = value
+        return
+    if kind == "d":
+        function, attribute = reader.args
+        setattr(function, attribute, value)
+        return
+    name = reader.args[0]  # a global, or an attribute of a class or module of the user's
+    holder = getattr(reader, "holder", None)
+    if holder is None or isinstance(holder, types.ModuleType):
+        namespace = reader.func.__self__ if holder is None else vars(holder)
+        if value is _MISSING:
+            namespace.pop(name, None)
         else:
-            setattr(holder, name, value)
+            namespace[name] = value
+    elif value is _MISSING:
+        if name in vars(holder):
+            delattr(holder, name)
+    else:
+        setattr(holder, name, value)
 
 
 def _cell_value(cell):
