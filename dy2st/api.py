@@ -16,12 +16,14 @@ import jax
 
 from dy2st import _jax_compat, callables, conversion, input_spec, stateful
 from dy2st.config import _switch_listeners, config, logger
-from dy2st.errors import RuntimeChecks, at_boundary, at_eager_boundary, innermost_user_frame, rerun_eagerly
+from dy2st.errors import (RuntimeChecks, at_boundary, at_eager_boundary, failed_when_run, innermost_user_frame, mark_noted,
+                          output_muted, rerun_eagerly)
 from dy2st.call_policy import AmbiguousLeaf, CallPolicy, ContainerEffect, Declined
 from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
-from dy2st.program_body import ARRAY_IMPL, LIFTED_ROOTS, plain_python, run_inline
+from dy2st.program_body import ARRAY_IMPL, LIFTED_ROOTS, changes_lost_with, plain_python, run_inline
 from dy2st.sharding import Shardings
-from dy2st.runtime import guards, static_outputs
+from dy2st.runtime import guards, static_outputs, writes
+from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.calls import NOT_TO_STATIC_ATTR, python_function_of, runs_eagerly, top_level_target
 
 def not_to_static(fn):
@@ -83,7 +85,7 @@ def _dispatcher(fn=None):
                 if error is exc:
                     raise
                 raise error from error.__cause__  # a JAX error behind a TracedValueError stays its cause
-            failed = exc
+            failed = error
         try:  # (out of the `except`: eager's error has no context)
             return owner._eagerly_after(failed, args, kwargs)
         except Exception as exc:
@@ -121,7 +123,7 @@ def _dispatcher(fn=None):
                 if error is exc:
                     raise
                 raise error from error.__cause__
-            failed = exc
+            failed = error
         try:
             return _jax_compat.front_result(owner._eagerly_after(failed, args, kwargs), None)
         except Exception as exc:
@@ -220,7 +222,7 @@ def _positional_dispatch(fn):
         f"            if _dy2st_error is _dy2st_exc:\n"
         f"                raise\n"
         f"            raise _dy2st_error from _dy2st_error.__cause__\n"
-        f"        _dy2st_failed = _dy2st_exc\n"
+        f"        _dy2st_failed = _dy2st_error\n"
         f"    try:\n"
         f"        return _dy2st_owner._eagerly_after(_dy2st_failed, *_dy2st_passed(({values},), _dy2st_names))\n"
         f"    except _dy2st_Exception as _dy2st_exc:\n"
@@ -370,15 +372,21 @@ class StaticFunction(functools.partial):
                     return out if self._fast is not None else _finish_after_change(out, args)
         if self._input_spec is not None:
             (self._checker or self._spec_checker).check(args, kwargs)
-        checks_before = RuntimeChecks.traced
-        out = self._run(args, kwargs)
-        if policy.decodes_outputs:
-            out = static_outputs.decode_result(out, static_outputs.ArgumentObjects(args, kwargs))
-        if policy.checks or RuntimeChecks.traced != checks_before:
-            policy.checks = True  # this call traced a run-time check (an assert)
-            self._set_fast(None)
-            _wait_for(out)  # a failed check raises here, inside this call
-        elif policy.staged_nothing:  # calls of Python values must reach the check above
+        checks_before, traced_before = RuntimeChecks.traced, CONTEXT.programs_traced
+        try:
+            out = self._run(args, kwargs)
+            if policy.decodes_outputs:
+                out = static_outputs.decode_result(out, static_outputs.ArgumentObjects(args, kwargs))
+            if policy.checks or RuntimeChecks.traced != checks_before:
+                policy.checks = True  # this call traced a run-time check (an assert)
+                self._set_fast(None)
+                _wait_for(out)  # a failed check raises here, inside this call
+        except jax.errors.JaxRuntimeError as exc:
+            changes_lost_with(exc, (args, kwargs, getattr(self._fn, "__self__", None)), traced_before)
+            raise
+        if policy.checks:
+            return out
+        if policy.staged_nothing:  # calls of Python values must reach the check above
             self._set_fast(None)
         elif (self._fast is None and self._input_spec is None and self._converted_fn is not None
               and config.enable_to_static and not policy.decodes_outputs):
@@ -469,18 +477,36 @@ class StaticFunction(functools.partial):
         return run_inline(self._converted, args, kwargs, user_function=self._fn)
 
     def _eagerly_after(self, failed: BaseException, args, kwargs):
-        """The call, run eagerly: its trace raised the function's own exception, and what it
-        changed outside the call was put back (`errors.rerun_eagerly`). Eager's run gives eager's
-        prints, changes and exception. Where eager raises nothing, the trace failed for want of values
-        (a limit of dy2st's), which the first such call says once."""
-        out = self._fn(*args, **kwargs)
+        """The call, run eagerly (`errors.rerun_eagerly`), from the state before it: its trace
+        raised the function's own exception (what the trace changed outside the call put back),
+        or its program failed a run-time check of eager's kind, losing the changes made before
+        it (`program_body.changes_lost_with`; the program's prints up to the failure were made,
+        so the eager run's are muted, and an error of the same type leaves as the program's,
+        which says where it failed). Eager's run gives eager's prints, changes and exception.
+        Where eager raises nothing, dy2st failed where eager does not, which the first such call
+        says once."""
+        ran = failed_when_run(failed)
+        if not ran:
+            out = self._fn(*args, **kwargs)
+        else:
+            with output_muted(writes.printed_files() or ()):
+                try:
+                    out = self._fn(*args, **kwargs)
+                except Exception as eager_error:
+                    if type(eager_error) is not type(failed):
+                        raise
+                    out = failed
+            if out is failed:  # (out of the `except`: the error has no context)
+                mark_noted(failed)
+                raise failed
         self._policy.eager_fallbacks += 1
         if self._policy.eager_fallbacks == 1:
             origin = innermost_user_frame(failed.__traceback__)
             logger.warning(
-                "dy2st: %s ran eagerly: tracing it raised %s: %s%s, where eager code raises nothing. "
+                "dy2st: %s ran eagerly: %s %s: %s%s, where eager code raises nothing. "
                 "Calls like this one run eagerly, not compiled (see dy2st.explain).",
-                getattr(self._fn, "__qualname__", self._fn), type(failed).__name__, str(failed).splitlines()[0] if str(failed) else "",
+                getattr(self._fn, "__qualname__", self._fn), "its program raised" if ran else "tracing it raised",
+                type(failed).__name__, str(failed).splitlines()[0] if str(failed) else "",
                 f" ({origin.filename}, line {origin.lineno})" if origin is not None else "")
         return out
 

@@ -15,7 +15,9 @@ frame (`OriginInfo.from_frame`), with no source map to consult.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
+import io
 import linecache
 import logging
 import os
@@ -470,6 +472,14 @@ def note_raised_while_tracing(error: BaseException, put_back: bool) -> None:
             pass
 
 
+def mark_noted(exc: BaseException) -> None:
+    """`exc` says where it was raised already: no boundary adds a note of the user's line."""
+    try:
+        setattr(exc, _NOTED_ATTR, True)
+    except AttributeError:
+        pass
+
+
 def at_eager_boundary(exc: BaseException, filtering: bool) -> None:
     """Prepare the error of a call run eagerly (`rerun_eagerly`) to leave: our frames hidden,
     and a note of the user's line, as the trace's error would have had."""
@@ -557,13 +567,49 @@ def _with_jax_arrays(failure: BaseException) -> BaseException:
     return failure
 
 
-def _pop_runtime_failure(wrapper: BaseException):
-    """The recorded failure that `wrapper` (XLA's error) reports, if any; forgets the others."""
+def runtime_failure_of(wrapper: BaseException, forget: bool = False) -> BaseException | None:
+    """The recorded failure that `wrapper` (XLA's error) reports, if any; `forget`: forget every
+    recorded one (the boundary's, which raises it)."""
     with _runtime_failures_lock:
         failures = list(_runtime_failures)
-        _runtime_failures.clear()
+        if forget:
+            _runtime_failures.clear()
     text = str(wrapper)
     return next((f for f in reversed(failures) if str(f) in text), None)
+
+
+def note_failed_when_run(wrapper: BaseException) -> None:
+    """A program failed a run-time check that raises eager's own exception, in a call whose
+    changes made before the check (to its arguments' lists, dicts and objects) the program
+    loses with it: the call runs the function eagerly instead (`rerun_eagerly`), from the
+    state before the call, its output muted (`output_muted`), for eager's changes and error."""
+    setattr(wrapper, _EAGER_ATTR, True)
+
+
+def failed_when_run(error: BaseException) -> bool:
+    """Whether `error` is a run-time check's, raised when a program ran (not while tracing)."""
+    return getattr(error, _RUNTIME_FAILURE_ATTR, False)
+
+
+@contextlib.contextmanager
+def output_muted(files=()):
+    """Nothing printed while inside, to stdout, stderr or `files` (rewound to where they were):
+    a failed program printed what came before its failure already, and an eager run after it
+    prints the same again. The streams are the process's (an eager run's nested programs print
+    from jax's threads): other threads' prints meanwhile are lost too, on this rare path."""
+    stdout, stderr = sys.stdout, sys.stderr
+    positions = [(f, f.tell()) for f in files]
+    sys.stdout = sys.stderr = io.StringIO()
+    try:
+        yield
+    finally:
+        try:
+            jax.effects_barrier()  # the eager run's programs' prints, made before the streams return
+        finally:
+            sys.stdout, sys.stderr = stdout, stderr
+            for file, position in positions:
+                file.seek(position)
+                file.truncate()
 
 
 class RuntimeChecks:
@@ -716,10 +762,11 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
     A run-time assert failure that XLA wrapped in a JaxRuntimeError is swapped for the
     AssertionError the check raised. The exception keeps its type otherwise.
     """
-    failure = _pop_runtime_failure(exc) if isinstance(exc, jax.errors.JaxRuntimeError) else None
+    failure = runtime_failure_of(exc, forget=True) if isinstance(exc, jax.errors.JaxRuntimeError) else None
     if failure is not None:
         failure.__cause__, failure.__suppress_context__ = None, True
         failure = _as_unbound_local(_with_jax_arrays(failure))  # (a staged side's deferred error: eager's type)
+        setattr(failure, _RUNTIME_FAILURE_ATTR, True)
         if filtering:
             failure.__traceback__ = filter_traceback(failure.__traceback__)
         return failure
@@ -742,10 +789,7 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
             exc = error  # filtered below, as every error leaving a StaticFunction
     if not isinstance(exc, Dy2StaticError) and not getattr(exc, _NOTED_ATTR, False):
         origin = innermost_user_frame(exc.__traceback__)
-        try:
-            setattr(exc, _NOTED_ATTR, True)
-        except AttributeError:
-            pass
+        mark_noted(exc)
         if origin is not None:
             exc.add_note(user_frame_note(origin))
     if filtering:

@@ -32,10 +32,11 @@ import jax
 from dy2st import _jax_compat
 from dy2st.call_policy import CallPolicy, ContainerEffect, OrderObserved
 from dy2st.errors import (Dy2StaticError, OriginInfo, PythonEffectError, RuntimeChecks, StagedBranchError, is_library_file,
-                          note_raised_while_tracing)
+                          note_failed_when_run, note_raised_while_tracing, runtime_failure_of)
 from dy2st.input_spec import user_origin
 from dy2st.runtime import guards, key_order, static_outputs, writes
 from dy2st.runtime.asserts import check_python_numbers_of
+from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.undefined import check_defined
 from dy2st.runtime.values import ARRAY_TYPES, is_nnx_object
 
@@ -257,6 +258,9 @@ class ProgramBody:
                 note_raised_while_tracing(error, restored)
                 raise
         _refuse_leaked(changed, out, (args, kwargs))
+        CONTEXT.programs_traced += 1
+        CONTEXT.put_back_last_trace = (functools.partial(self.guards.put_back, outside_before)
+                                       if outside_before is not None else None)
         if (python_only and (RuntimeChecks.traced, writes.staged_prints()) == effects_before
                 and not any(isinstance(leaf, jax.Array) for leaf in jax.tree_util.tree_leaves(encoded))):
             self.policy.staged_nothing = True
@@ -296,6 +300,22 @@ class ProgramBody:
         outside = self.guards.held_containers if self.guards else None
         encoded = check_defined(static_outputs.encode(out, arguments, writes=set_on, outside=outside) if encode else out)
         return out, encoded
+
+
+def changes_lost_with(wrapper: BaseException, arguments, traced_before: int) -> None:
+    """A program raised `wrapper` when it ran: where that is a failed run-time check of eager's
+    own exception (an assert, a Python number divided by 0) and `arguments` (the call's, with a
+    bound method's object) hold lists, dicts or objects, what the call changed in them before
+    the check is lost with the program's outputs. The call then runs eagerly
+    (`errors.note_failed_when_run`), from the state before it: a trace made by this call (since
+    `traced_before`, `CONTEXT.programs_traced`) has what it changed outside the call put back."""
+    failure = runtime_failure_of(wrapper)
+    if (failure is None or isinstance(failure, Dy2StaticError) or _mutables(arguments) == ([], [])
+            or writes.printed_files() is None):  # (its prints could not be muted)
+        return
+    if CONTEXT.programs_traced != traced_before and CONTEXT.put_back_last_trace is not None:
+        CONTEXT.put_back_last_trace()
+    note_failed_when_run(wrapper)
 
 
 def _return_line(fn):

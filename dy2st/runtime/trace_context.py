@@ -44,6 +44,10 @@ class _TraceContext(threading.local):
         self.inline_guards = None
         # values of globals written outside any program trace (`checks.remember_global`)
         self.remembered_globals: dict = {}
+        # program traces that gave a program so far, and what puts back the last one's changes
+        # outside the call, or None (`program_body.changes_lost_with`)
+        self.programs_traced: int = 0
+        self.put_back_last_trace = None
 
 
 CONTEXT = _TraceContext()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import weakref
 from typing import NamedTuple
 
 import jax
@@ -677,12 +678,19 @@ def _open(side) -> bool:
 
 
 _prints = [0]  # prints staged (host callbacks) so far, by any program
+_printed_files: weakref.WeakSet = weakref.WeakSet()  # the files, besides stdout, they print to
+_unknown_file_printed = [False]  # one of them could not be noted (no weak reference to it)
 
 
 def note_staged_print(file=None) -> None:
     """A print staged to run with the program, into `file` (None: stdout): what the program
     being traced reads back from that file now would miss it (`refuse_read_back`)."""
     _prints[0] += 1
+    if file is not None:
+        try:
+            _printed_files.add(file)
+        except TypeError:
+            _unknown_file_printed[0] = True
     program = _program_now()
     if file is not None and program is not None:
         program.scratch.setdefault(_PRINTED_FILES, set()).add(id(file))
@@ -708,6 +716,16 @@ def refuse_read_back(method) -> None:
 
 def staged_prints() -> int:
     return _prints[0]
+
+
+def printed_files() -> list | None:
+    """The open files other than `sys.stdout`/`sys.stderr` that staged prints have written to,
+    which an eager run of a call whose program printed into them before failing writes to
+    again (`errors.output_muted` rewinds them); None where one cannot be rewound (a pipe)."""
+    files = [f for f in list(_printed_files) if f is not sys.stdout and f is not sys.stderr and not f.closed]
+    if _unknown_file_printed[0] or not all(f.seekable() for f in files):
+        return None
+    return files
 
 
 def note_refusal(error: BaseException) -> None:

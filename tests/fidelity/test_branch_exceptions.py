@@ -3,6 +3,7 @@ that branch (the other branch's values otherwise), never caught while tracing by
 handler as if it had happened; where a handler could catch it, refused at the user's line."""
 
 import contextlib
+import io
 
 import jax
 import jax.numpy as jnp
@@ -395,3 +396,172 @@ def test_outside_changes_before_a_python_raise_happen_once_per_call_as_eagerly(c
             assert log == [k]
         assert (CALLS, Tally.seen) == (4, 4) and EVENTS == [("start", k) for k in (-1, 2, -1, -1)], (fn, CALLS, EVENTS)
         assert capsys.readouterr().out == "call 1\ncall 2\ncall 3\ncall 4\n"
+
+
+# -- a run-time failure keeps what the call changed before it, as eagerly ---------------------------
+
+class Box:
+    pass
+
+
+def changes_then_asserts(x, log, d, box):
+    print("start", len(log))
+    log.append(1)
+    d["k"] = x * 2
+    box.v = x + 1
+    assert x.sum() > 0, "x must sum above 0"
+    log.append(2)
+    print("after", x.sum())
+    return x
+
+
+def changes_then_divides(x, log):
+    log.append("a")
+    k = 0
+    if x.sum() > 0:
+        k = 2
+    log.append(10 // k)  # ZeroDivisionError where the data leaves k 0 (the numbers rule)
+    return log
+
+
+def changes_in_a_try_with_a_finally(x, d):
+    d["a"] = 1
+    try:
+        d["b"] = x * 2
+        if x.sum() < 0:
+            raise KeyError("negative")
+    finally:
+        d["c"] = 3
+    return d
+
+
+def _outcome(fn, *args):
+    try:
+        return "returned", fn(*args)
+    except Exception as error:
+        return type(error).__name__, None
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_changes_before_a_failed_assert_reach_the_caller_on_every_call(capsys, sign):
+    """The program fails a run-time check: the caller's list, dict and object hold what eager
+    changed before it, and what was printed before it shows once."""
+    static = dy2st.to_static(changes_then_asserts)
+    seen = []
+    for fn in (changes_then_asserts, static, static, static):
+        log, d, box = [], {}, Box()
+        outcome, _ = _outcome(fn, sign * jnp.ones(2), log, d, box)
+        jax.effects_barrier()
+        seen.append((outcome, log, _plain(d), _plain(box.v), capsys.readouterr().out))
+    assert all(s == seen[0] for s in seen), seen
+    assert seen[0][0] == ("returned" if sign > 0 else "AssertionError")
+    assert static.policy.eager_fallbacks == 0
+
+
+def test_a_failed_check_keeps_dy2sts_message_saying_where_the_program_failed():
+    static = dy2st.to_static(changes_then_asserts)
+    for _ in range(2):
+        log = []
+        with pytest.raises(AssertionError) as info:
+            static(-jnp.ones(2), log, {}, Box())
+        assert log == [1]
+        text = str(info.value)
+        assert text.startswith("x must sum above 0\n(dy2st) assert failed when the program ran, at:") and f"{__file__}" in text
+        assert info.value.__context__ is None and info.value.__cause__ is None
+
+
+@pytest.mark.parametrize("fn, data", [(changes_then_divides, "[a, 10 // k]"), (changes_in_a_try_with_a_finally, "{a, b, c}")])
+def test_changes_before_an_exception_the_data_decides_reach_the_caller(fn, data):
+    static = dy2st.to_static(fn)
+    for sign in (-1.0, 1.0, -1.0, -1.0):
+        state_eager, state_static = ([] if fn is changes_then_divides else {} for _ in range(2))
+        eager = _outcome(fn, sign * jnp.ones(2), state_eager)[0]
+        assert _outcome(static, sign * jnp.ones(2), state_static)[0] == eager
+        assert _plain(state_static) == _plain(state_eager), (data, state_static, state_eager)
+
+
+def _plain(tree):
+    return jax.tree_util.tree_map(lambda v: np.asarray(v).tolist(), tree)
+
+
+RUNS = 0
+
+
+def counts_then_asserts(x, log):
+    global RUNS
+    RUNS += 1  # a Python effect the trace makes too: once per call, traced or not
+    log.append(RUNS)
+    assert x.sum() > 0
+    return x
+
+
+def test_a_call_that_traces_and_then_fails_counts_once():
+    global RUNS
+    static = dy2st.to_static(counts_then_asserts)
+    for fn in (counts_then_asserts, static):
+        RUNS = 0
+        logs = []
+        for sign in (-1.0, 1.0, -1.0):
+            log = []
+            _outcome(fn, sign * jnp.ones(2), log)
+            logs.append(log)
+        assert RUNS == 3 and logs == [[1], [2], [3]], (fn, RUNS, logs)
+
+
+class Counter:
+    def __init__(self):
+        self.w = jnp.zeros(2)
+        self.calls = 0
+
+    def __call__(self, x):
+        self.w = self.w + x
+        self.calls += 1
+        if x.sum() < 0:
+            raise ValueError("negative input")
+        return self.w
+
+
+def test_a_models_changes_before_a_staged_raise_are_kept():
+    states = []
+    for make in (lambda m: m, dy2st.to_static):
+        model = Counter()
+        fn = make(model)
+        seen = []
+        for sign in (-1.0, 1.0, -1.0, -1.0):
+            seen.append((_outcome(fn, sign * jnp.ones(2))[0], np.asarray(model.w).tolist(), model.calls))
+        states.append(seen)
+    assert states[0] == states[1], states
+
+
+def grows_an_int(x, log):
+    log.append(0)
+    k = 1
+    if x.sum() > 0:
+        k = 2 ** 20
+    return x * (k * k), log  # eagerly 2**40; int32 wraps, so dy2st's own check refuses at run time
+
+
+def test_a_refusal_of_dy2sts_own_made_at_run_time_does_not_run_the_call_eagerly():
+    static = dy2st.to_static(grows_an_int)
+    with pytest.raises(dy2st.errors.IntOverflowError):
+        static(jnp.ones(2), [])
+    assert static.policy.eager_fallbacks == 0
+
+
+def prints_into_a_file_then_asserts(x, log, buf):
+    print("seen", x.sum(), file=buf)
+    log.append(len(log))
+    assert x.sum() > 0, "x must sum above 0"
+    print("passed", file=buf)
+    return x
+
+
+def test_what_a_failed_program_printed_into_a_file_is_there_once():
+    static = dy2st.to_static(prints_into_a_file_then_asserts)
+    for fn in (prints_into_a_file_then_asserts, static, static):
+        buf, log = io.StringIO(), []
+        buf.write("head\n")
+        for sign in (1.0, -1.0, -1.0):
+            _outcome(fn, sign * jnp.ones(2), log, buf)
+        jax.effects_barrier()
+        assert log == [0, 1, 2] and buf.getvalue() == "head\nseen 2.0\npassed\nseen -2.0\nseen -2.0\n", (fn, buf.getvalue())
