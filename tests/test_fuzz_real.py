@@ -38,7 +38,7 @@ from dy2st.testing.real_program_gen import PRELUDE, RealProgram, draw_program
 CAMPAIGN_SEEDS = (5038, 5042, 5093, 5151, 5301, 5353, 5376, 5540, 6220, 6434, 6451, 6828, 6896, 7085,
                   7110, 7813, 8120, 8154, 10065, 21100, 21276, 26617, 22829, 28426, 44501, 90460, 97426,
                   90041, 90633, 95669, 113, 196, 160050, 160076, 170325, 200109, 200157, 230149, 250318,
-                  280427, 68, 200)
+                  280427, 68, 200, 380)
 FAST_SEEDS = (*range(0, 60), *CAMPAIGN_SEEDS)
 SLOW_SEEDS = range(60, 400)
 # Seeds of a bug class still open, with the class as the reason (E: see below). Classes fixed so
@@ -49,12 +49,10 @@ SLOW_SEEDS = range(60, 400)
 # list reached as `_bag.__defaults__[0]` and returned (M), an UnboundLocalError after an effect (N).
 # An exception decided when the program runs (the numbers rule's ZeroDivisionError, a `finally`
 # returning on array data or not) lost the changes made before it (O, seeds 68, 200): the call
-# now runs eagerly after such a failure. Open since the runner compares what a call did before
-# eager's exception: L, where `next()` of a module iterator that ran out raises (a trace cannot
-# rewind an iterator that ran out, so the call cannot run again eagerly) and the changes made
-# before it (the caller's xs and obj) are lost.
-_L = "L: next(IT) of a module iterator that ran out: the changes made before it are lost"
-XFAIL: dict[int, str] = {380: _L, 6451: _L}
+# now runs eagerly after such a failure. `next()` of a module iterator that ran out while tracing
+# (L, seeds 380, 6451) lost them too: a trace given up could not rewind an iterator that ran out
+# (it drops its sequence), so the call could not run again eagerly; it now gives it back.
+XFAIL: dict[int, str] = {}
 
 
 def _params(seeds):

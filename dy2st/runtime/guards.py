@@ -40,7 +40,7 @@ import numpy as np
 from dy2st.errors import PythonEffectError, is_library_file
 from dy2st.runtime import writes
 from dy2st.runtime.trace_context import CONTEXT
-from dy2st.runtime.values import OPAQUE_MODULES, iterator_position, node_kind
+from dy2st.runtime.values import OPAQUE_MODULES, IteratorAt, iterator_at, iterator_position, node_kind, rewind
 from dy2st.user_code import is_library_module, is_users_class, is_users_object
 
 _MISSING = object()
@@ -485,9 +485,9 @@ def _contents_of(value) -> list:
     found = []
     for item, kind, _ in _held(value):
         if kind == "i":
-            state = _iterator_state(item)  # (a list's, a tuple's, a range's iterator: its index)
-            if state is not None:
-                found.append((item, state))
+            at = iterator_at(item)  # (a list's, a tuple's, a string's iterator: its index)
+            if at is not None:
+                found.append((item, at))
         elif type(item) in (list, dict):  # (a subclass: not refilled)
             found.append((item, type(item)(item)))
         elif kind == "o" and is_users_object(item):
@@ -499,20 +499,13 @@ def _refill(contents: list) -> None:
     """Put back what `_contents_of` copied, where it changed."""
     writes.restore_items((c, items) for c, items in contents if type(c) in (list, dict))
     for obj, saved in contents:
-        if type(saved) is int:  # an iterator's index (one that ran out has no sequence left: stays)
-            if _iterator_state(obj) != saved and len(obj.__reduce__()) > 2:
-                obj.__setstate__(saved)
+        if type(saved) is IteratorAt:
+            now = iterator_at(obj)
+            if now is None or now.index != saved.index or now.sequence is not saved.sequence:
+                rewind(obj, saved)
         elif type(obj) not in (list, dict) and vars(obj) != saved:
             vars(obj).clear()
             vars(obj).update(saved)
-
-
-def _iterator_state(iterator) -> int | None:
-    try:
-        state = iterator.__reduce__()
-    except Exception:
-        return None
-    return state[2] if len(state) > 2 and type(state[2]) is int and hasattr(iterator, "__setstate__") else None
 
 
 def _owned(reader: functools.partial, holder) -> functools.partial:

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import enum
 import functools
 import io
@@ -17,6 +18,7 @@ import itertools
 import sys
 import types
 import warnings
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -108,6 +110,54 @@ RETURNING_MUTATORS = frozenset({"pop", "popitem", "setdefault", "popleft"})
 _fresh_positions = itertools.count()
 
 
+class IteratorAt(NamedTuple):
+    """Where a builtin iterator over a list, tuple or string stood: its index, and the sequence,
+    which the iterator drops once it runs out (`rewind`)."""
+
+    index: int
+    sequence: object
+
+
+def iterator_at(iterator) -> IteratorAt | None:
+    """Where `iterator` stands, if it is a builtin one over a list, tuple or string that has not
+    run out (None otherwise)."""
+    try:
+        state = iterator.__reduce__()
+    except Exception:
+        return None
+    if len(state) > 2 and type(state[2]) is int and hasattr(iterator, "__setstate__") and len(state[1]) == 1:
+        return IteratorAt(state[2], state[1][0])
+    return None
+
+
+def rewind(iterator, at: IteratorAt) -> bool:
+    """Put `iterator` back at `at`, also where it ran out since (a trace given up took its last
+    item: `list(IT)`, a `for` over it). Whether it could be: an iterator that ran out has dropped
+    its sequence, which only CPython's own layout of list, tuple and string iterators (an index,
+    then the sequence, after the object header: checked once on a list's iterator) can give back."""
+    if iterator_at(iterator) is None:
+        if type(at.sequence) not in (list, tuple, str) or not _iterator_layout_known():
+            return False
+        slot = ctypes.c_void_p.from_address(id(iterator) + _SEQUENCE_OFFSET)
+        if slot.value is not None:
+            return False
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(at.sequence))  # the reference the iterator held
+        slot.value = id(at.sequence)
+    iterator.__setstate__(at.index)
+    return True
+
+
+_SEQUENCE_OFFSET = 3 * ctypes.sizeof(ctypes.c_void_p)  # reference count, type, index, then the sequence
+
+
+@functools.cache
+def _iterator_layout_known() -> bool:
+    probes = ([0], (0,), "probe")
+    return sys.implementation.name == "cpython" and all(
+        ctypes.c_void_p.from_address(id(iterator) + _SEQUENCE_OFFSET).value == id(probe)
+        for probe, iterator in [(p, iter(p)) for p in probes])
+
+
 def iterator_position(value):
     """Where an iterator without attributes of its own stands (None for other values): what a
     program's key and a guard's token compare, so that a call finding an iterator advanced
@@ -128,7 +178,7 @@ def iterator_position(value):
     if len(state) > 2 and type(state[2]) is int:  # (iter, (list,), index)
         return state[2]
     args = state[1] if len(state) > 1 and type(state[1]) is tuple else ()
-    if len(args) == 1 and type(args[0]) in (list, tuple):  # (iter, (items left,))
+    if len(args) == 1 and type(args[0]) in (list, tuple, str):  # (iter, (items left,)): a dict's, or one that ran out
         return "left", len(args[0])
     if args and all(type(a) in (int, float) for a in args):  # itertools.count(n)
         return args

@@ -430,3 +430,67 @@ def aliased_next_after_a_branch(x):
 def test_a_next_through_another_name_reads_the_held_position(x):
     for _ in range(2):
         check_equivalent(aliased_next_after_a_branch, x, grad_argnums=0)
+
+
+# -- a module's iterator a trace given up ran out of is put back --------------------------------
+
+def _calls(fn, make_iterator, sign=1.0, calls=4):
+    """What each call of `fn` gives (its outcome and the list it changed), for a module iterator
+    `IT` made afresh by `make_iterator`."""
+    globals()["IT"] = make_iterator()
+    seen = []
+    for _ in range(calls):
+        log = []
+        try:
+            fn(sign * jnp.ones(2), log)
+            outcome = "returned"
+        except Exception as error:
+            outcome = type(error).__name__
+        seen.append((outcome, [v.tolist() if isinstance(v, jax.Array) else v for v in log]))
+    return seen
+
+
+def takes_every_item(x, log):
+    log.append(list(IT))  # a list argument changed: its first trace is given up and made again
+    if not log[0]:
+        raise KeyError("no items left")
+    return x
+
+
+def loops_over_it_then_raises_by_data(x, log):
+    log.append(0)
+    for v in IT:
+        log.append(v)
+    if x.sum() > 0:
+        raise ValueError("raised when the program runs")
+    return x
+
+
+def takes_one_past_the_end(x, log):
+    log.append(len(log))
+    log.append(next(IT))
+    return x * 2
+
+
+@pytest.mark.parametrize("fn, make", [
+    (takes_every_item, lambda: iter([1, 2, 3])),
+    (loops_over_it_then_raises_by_data, lambda: iter((1, 2))),
+    (takes_one_past_the_end, lambda: iter("ab")),
+    (takes_one_past_the_end, lambda: iter(range(2))),
+])
+def test_an_iterator_a_given_up_trace_ran_out_of_is_put_back(fn, make):
+    eager = _calls(fn, make)
+    assert _calls(dy2st.to_static(fn), make) == eager, eager
+
+
+def test_rewind_gives_an_iterator_that_ran_out_its_sequence_back():
+    from dy2st.runtime.values import iterator_at, rewind
+
+    for sequence in ([1, 2, 3], (1, 2, 3), "abc"):
+        it = iter(sequence)
+        next(it)
+        at = iterator_at(it)
+        assert at.index == 1 and at.sequence is sequence
+        assert list(it) and iterator_at(it) is None  # ran out: its sequence dropped
+        assert rewind(it, at) and list(it) == list(sequence[1:])
+    assert iterator_at(iter({1: 2})) is None and iterator_at(x for x in ()) is None
