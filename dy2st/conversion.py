@@ -440,7 +440,7 @@ def convert_code(fn: types.FunctionType) -> ConvertedCode:
     code = _compile(node, fn, ctx.runtime, read.filename)
     if fn.__name__ == "<lambda>":
         code = code.replace(co_name="<lambda>", co_qualname=fn.__qualname__)
-    register_converted_code(code, ctx.namer.is_generated)
+    register_converted_code(code)
     runtime.calls.register_converted(code)  # calls to its nested functions need no conversion
     log(1, "dy2st: converted %s (%s:%d)", fn.__qualname__, read.filename, read.first_line)
     return ConvertedCode(code, ctx.runtime, functools.partial(_translate_again, _identity(fn), read))

@@ -40,24 +40,11 @@ if config.traceback_filtering:
 # Code objects of converted user functions. Generated helpers (branch and loop bodies) run
 # nested inside them; errors name the enclosing user function rather than `if_body`.
 _converted_codes: set = set()
-_generated_in: dict = {}  # code of a generated nested function -> the user's function holding it
 
 
-def register_converted_code(code: types.CodeType, is_generated=lambda name: False) -> None:
-    """Note a converted function's code; its generated nested functions (`if_body`, loop
-    bodies: `is_generated(name)`) are reported in the name of the function that holds them."""
+def register_converted_code(code: types.CodeType) -> None:
+    """Note a converted function's code (not those of the functions generated in it)."""
     _converted_codes.add(code)
-    _note_generated(code, code.co_name, is_generated)
-
-
-def _note_generated(code: types.CodeType, holder: str, is_generated) -> None:
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            if is_generated(const.co_name):
-                _generated_in[const] = holder
-                _note_generated(const, holder, is_generated)
-            else:
-                _note_generated(const, const.co_name, is_generated)
 
 
 def user_function_name(frame: types.FrameType) -> str:
@@ -85,15 +72,6 @@ class OriginInfo:
     @classmethod
     def from_frame(cls, frame: types.FrameType) -> "OriginInfo":
         return cls(frame.f_code.co_filename, frame.f_lineno, user_function_name(frame))
-
-    @classmethod
-    def from_code_frames(cls, frames: list) -> "OriginInfo | None":
-        """The innermost user frame of `(code, line)` frames (innermost first), named after
-        the user's function it runs in (not a generated branch or loop body)."""
-        for at, (code, line) in enumerate(frames):
-            if not is_library_file(code.co_filename):
-                return cls(code.co_filename, line, _generated_in.get(code, code.co_name))
-        return None
 
     @classmethod
     def of_caller(cls, depth: int = 1) -> "OriginInfo":

@@ -297,9 +297,6 @@ class ProgramCache:
             return self._run(key, args, kwargs)
         return self._run(key, arrays, {})
 
-    def call_general(self, args, kwargs):
-        return self(args, kwargs)
-
     @staticmethod
     def _ambiguous(args, kwargs, leaves, treedef) -> bool:
         """Whether the shared jit refuses this signature (`AmbiguousLeaf`); asked only once it

@@ -645,6 +645,23 @@ def _effects_difference(want: "_Call", got: "_Call", when: str = "") -> str | No
     return problem
 
 
+def _under_jit(load, inputs: RealInputs, convert):
+    """The numeric part of `convert(f)`'s result, called inside a `jax.jit` of the caller's on
+    a fresh module and state (stdout dropped)."""
+    module = load()
+    fn = convert(module.f)
+    xs, obj = inputs.fresh_xs(), module.State()
+    x, y, n = inputs.arrays()
+    keywords = inputs.keywords()
+    with contextlib.redirect_stdout(io.StringIO()):
+        if inputs.n_as_array:
+            got = _invoke(jax.jit(lambda x, y, n: _numeric_part(fn(x, y, n, xs, obj, **keywords))), x, y, n)
+        else:
+            got = _invoke(jax.jit(lambda x, y: _numeric_part(fn(x, y, n, xs, obj, **keywords))), x, y)
+        jax.effects_barrier()
+    return got
+
+
 def _numeric_part(tree):
     """`tree` with each leaf that is not a number or an array (a string, an object) made None:
     what a `jax.jit` of the caller's can return."""
@@ -691,22 +708,17 @@ def run_real(f, make_state, inputs: RealInputs, check_grad: bool = True, load=No
         return Result(RealOutcome.MATCH, "to_static", f"both raised {type(want[0].error).__name__}")
     expected = want[0].result
 
-    jit_module = load()
-    static = dy2st.to_static(jit_module.f)
-    xs_jit, obj_jit = inputs.fresh_xs(), jit_module.State()
-    x, y, n = inputs.arrays()
-    keywords = inputs.keywords()
     try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            if inputs.n_as_array:
-                got = _invoke(jax.jit(lambda x, y, n: _numeric_part(static(x, y, n, xs_jit, obj_jit, **keywords))),
-                              x, y, n)
-            else:
-                got = _invoke(jax.jit(lambda x, y: _numeric_part(static(x, y, n, xs_jit, obj_jit, **keywords))), x, y)
-            jax.effects_barrier()
+        got = _under_jit(load, inputs, dy2st.to_static)
     except (ProgramTimeout, KeyboardInterrupt):
         raise
     except Exception as e:  # noqa: BLE001 - every exception is classified
+        if not isinstance(e, dy2st.errors.Dy2StaticError):
+            try:
+                _under_jit(load, inputs, lambda f: f)
+            except Exception as eager_error:  # noqa: BLE001
+                if type(eager_error) is type(e):  # jax's own limit (a Python int beyond int32 returned)
+                    return Result(RealOutcome.MATCH, "jit", f"jax.jit of f raises {type(e).__name__} too")
         return _classify_error(e, "jit")
     # Under jit every output is an array: compare values, and dtypes where eager's are arrays.
     problem = tree_difference(want[0].numeric, got, "jit(to_static) result", under_jit=True)
