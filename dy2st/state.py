@@ -47,6 +47,7 @@ from dy2st import _jax_compat
 from dy2st.errors import InputSignatureError
 from dy2st.input_spec import user_origin
 from dy2st.runtime.values import ARRAY_TYPES, NODE_KINDS, is_nnx_object, node_kind
+from dy2st.runtime.writes import refill
 from dy2st.user_code import is_users_class
 
 _Tracer = jax.core.Tracer
@@ -354,12 +355,11 @@ def _is_node(x) -> bool:
 
 
 def _replace_contents(node, kind, contents) -> None:
-    if kind == "l":
-        node[:] = contents
+    if kind == "o":
+        vars(node).clear()
+        vars(node).update(contents)
     else:
-        d = node if kind == "d" else vars(node)
-        d.clear()
-        d.update(contents)
+        refill(node, contents)
 
 
 def _build(ref, leaves, nodes):

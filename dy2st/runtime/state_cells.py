@@ -211,8 +211,16 @@ def _unbound(name: str, frame) -> Undefined:
 
 def _follow(value, steps):
     for step in steps:
-        value = getattr(value, step) if type(step) is str else value[step[0]]
+        value = getattr(value, step) if type(step) is str else _item(value, step[0])
     return value
+
+
+def _item(container, key):
+    """`container[key]`, where it holds one: a dict's missing key is a KeyError, not what its
+    `__missing__` makes (a Counter's 0, a defaultdict's new item, which would stay)."""
+    if isinstance(container, dict) and key not in container:
+        raise KeyError(key)
+    return container[key]
 
 
 def _write_composite(holder, path: tuple, value) -> None:
@@ -245,7 +253,7 @@ def write_composite(parent, step, value) -> None:
 
 def _has_key(container, key) -> bool:
     try:
-        container[key]
+        _item(container, key)
     except (KeyError, IndexError, TypeError):
         return False
     return True

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import types
 import weakref
 from typing import NamedTuple
 
@@ -97,12 +98,27 @@ def _put_back(original: _Original, attr: str) -> None:
 
 
 def refill(container, contents) -> None:
-    """Put `contents` (a list's items, a dict's) into `container` in place."""
-    container.clear()
+    """Put `contents` (a list's items; a dict's, as a dict or `(key, value)` pairs) into
+    `container` in place, item by item with the type's own builtin methods: `update` of a
+    subclass may mean something else (a Counter's adds counts), and a user's override
+    (`__setitem__` that logs) ran as the function made the change, not again here."""
+    _builtin_method(container, "clear")(container)
     if isinstance(container, dict):
-        container.update(contents)
+        set_item = _builtin_method(container, "__setitem__")
+        for key, value in (contents.items() if isinstance(contents, dict) else contents):
+            set_item(container, key, value)
     else:
-        container.extend(contents)
+        _builtin_method(container, "extend")(container, contents)
+
+
+def _builtin_method(container, name: str):
+    """`name` of the nearest class in `container`'s type that does not define it in Python (an
+    OrderedDict's own, dict's for a Counter or a user's subclass)."""
+    for klass in type(container).__mro__:
+        method = klass.__dict__.get(name)
+        if method is not None and not isinstance(method, types.FunctionType):
+            return method
+    raise TypeError(f"{type(container).__name__} has no builtin {name}")
 
 
 def _current(obj, attr: str):
