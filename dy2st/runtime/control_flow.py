@@ -30,7 +30,7 @@ from dy2st import _jax_compat
 from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError, rebinding_hint
 from dy2st.runtime import events, key_order, reachable, state_cells, static_outputs, writes
 from dy2st.runtime.asserts import check_python_numbers
-from dy2st.runtime.staging import (grown_from, grown_here, grown_in_this_side, scalar_predicate, stage_cond, stage_value,
+from dy2st.runtime.staging import (EXPRESSION_SIDES, grown_from, grown_here, grown_in_this_side, scalar_predicate, stage_cond, stage_value,
                                    watch_here)
 from dy2st.runtime.values import is_nnx_object, is_traced
 from dy2st.runtime.undefined import Undefined
@@ -632,11 +632,22 @@ def convert_ifexp(pred, true_fn, false_fn, python_reason=None):
     if python_reason is not None:
         raise _python_effect_error(python_reason, OriginInfo.of_caller())
     origin = OriginInfo.of_caller()
-    value = stage_value(pred, true_fn, false_fn, "the conditional expression", "conditional expression", origin,
-                        ("true side", "false side"))
+    # a list or dict from before it that both sides give (`log if c else log`) is that object after
+    # it, as eagerly; one on one side only is refused by the merge, as for an `if` statement
+    roots = reachable.snapshot((true_fn, false_fn))
+    callers = _CallersContainers(roots, ())
+    value = stage_value(pred, _encoded(true_fn, callers), _encoded(false_fn, callers), "the conditional expression",
+                        "conditional expression", origin, EXPRESSION_SIDES)
+    value = value.decode(callers.objects) if type(value) is static_outputs.Identities else value
+    roots.release()
     if events.active():
         events.note(origin, "cond", "lax.cond (conditional expression)", _carries(("value",), (value,)))
     return value
+
+
+def _encoded(side, callers: "_CallersContainers"):
+    """`side`, its value's objects from before the expression encoded as such (`callers`)."""
+    return lambda: static_outputs.encode(side(), callers, aliases_only=True)
 
 
 def _python_effect_error(reason: str, origin: OriginInfo) -> PythonEffectError:

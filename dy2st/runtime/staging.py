@@ -540,6 +540,9 @@ class _Abandon(Exception):
         self.both = both
 
 
+EXPRESSION_SIDES = ("true side", "false side")  # the sides of a conditional expression, in messages
+
+
 def stage_value(pred, true_fn, false_fn, label: str, what: str, origin: OriginInfo, branch_names):
     """`true_fn() if pred else false_fn()` for a traced `pred`: one value, named `label` in
     errors, of a ternary or an `and`/`or` (`what`). Its sides carry no state, as an `if`
@@ -662,15 +665,17 @@ def _merge(t: _Branch, f: _Branch, labels, origin, branch_names, promote):
     merged = []
     for label, ts, fs, t_leaves, f_leaves in zip(labels, t.structures, f.structures, t.leaves, f.leaves):
         if ts != fs and (static_outputs.holds_callers(ts) or static_outputs.holds_callers(fs)):
+            expression = branch_names == EXPRESSION_SIDES
+            copy = "`dict(d) if c else new`" if expression else f"`{rebinding_hint(label, 'dict({})')}`"
             raise BranchOutputError(
-                f"'{label}' holds an object from before the `if` (a list or dict the caller gave, an NNX module, "
-                "a pytree object) in one branch, and another object in the other: which object it is afterwards "
-                "(what changing it in place changes, what returning it gives back) is decided by the data, and a "
-                "program gives back one.",
+                f"'{label}' holds an object from before the {'expression' if expression else '`if`'} (a list or dict "
+                "the caller gave, an NNX module, a pytree object) in one branch, and another object in the other: "
+                "which object it is afterwards (what changing it in place changes, what returning it gives back) is "
+                "decided by the data, and a program gives back one.",
                 origin,
-                advice=f"copy it on the side that keeps it (`{rebinding_hint(label, 'dict({})')}` for a dict, "
-                "`list(...)` for a list, `nnx.clone(...)` for a module), so that both sides make a new one; or make "
-                "both sides hold the same object; or decide the condition with a Python value.",
+                advice=f"copy it on the side that keeps it ({copy} for a dict, `list(...)` for a list, "
+                "`nnx.clone(...)` for a module), so that both sides make a new one; or make both sides hold the same "
+                "object; or decide the condition with a Python value.",
             )
         if ts != fs:
             raise BranchOutputError(

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import pytest
 
 import dy2st
-from dy2st.errors import ProgramOutputError
+from dy2st.errors import BranchOutputError, ProgramOutputError
 
 
 def _calls(fn, make_args, n=3):
@@ -587,3 +587,52 @@ def test_a_side_whose_other_side_raises_carries_what_it_changed(fn):
         assert out[1] == eager[1] == [99]
         with pytest.raises(ValueError, match="negative"):
             static(-jnp.ones(2))
+
+
+# -- a conditional expression over lists and dicts ---------------------------------------------------
+
+def appends_through_a_ternary(x, log):
+    r = log if x.sum() > 0 else log
+    r.append(len(r))
+    return x
+
+
+def returns_through_a_ternary(x, log, d):
+    return (log if x.sum() > 0 else log), {"d": d if x.sum() < 5 else d}
+
+
+def picks_one_of_two_lists(x, a, b):
+    r = a if x.sum() > 0 else b
+    r.append(len(r))
+    return r
+
+
+def picks_a_new_dict_or_the_argument(x, p):
+    return {"w": p["w"] * 2} if x.sum() > 0 else p
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_list_both_sides_of_a_ternary_give_is_that_list(sign):
+    static = dy2st.to_static(appends_through_a_ternary)
+    for fn in (appends_through_a_ternary, static):
+        log = [7]
+        for _ in range(3):
+            fn(sign * jnp.ones(2), log)
+        assert log == [7, 1, 2, 3], (fn, log)
+    static = dy2st.to_static(returns_through_a_ternary)
+    for _ in range(2):
+        log, d = [1], {"k": 1}
+        got, holder = static(sign * jnp.ones(2), log, d)
+        assert got is log and holder["d"] is d
+
+
+@pytest.mark.parametrize("fn, args", [
+    (picks_one_of_two_lists, lambda: ([0], [1])),
+    (picks_a_new_dict_or_the_argument, lambda: ({"w": jnp.ones(2)},)),
+])
+def test_a_ternary_whose_data_picks_which_object_is_refused_as_an_if_is(fn, args):
+    with pytest.raises(BranchOutputError) as info:
+        dy2st.to_static(fn)(jnp.ones(2), *args())
+    text = str(info.value)
+    assert text.startswith(f'File "{__file__}"') and "holds an object from before the expression" in text, text
+    assert "`dict(d) if c else new`" in text
