@@ -42,7 +42,7 @@ from dy2st.runtime.asserts import check_when_run
 from dy2st.runtime.calls import register_builtin
 from dy2st.runtime.ordering import convert_all, convert_any, convert_max, convert_min, convert_sorted
 from dy2st.runtime.iterables import SEQUENCE_ITERATORS
-from dy2st.runtime.formatting import bind_traced, convert_repr, convert_str, has_traced
+from dy2st.runtime.formatting import TracedString, bind_traced, convert_repr, convert_str, has_traced
 from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.values import is_traced, note_python_numbers
 
@@ -97,7 +97,7 @@ def convert_print(*values, sep=" ", end="\n", file=None, flush=False):
         if debug_effects_dropped():
             return None
         writes.note_staged_print(file)
-        jax.debug.callback(functools.partial(_write, text, file, flush), ordered=True)
+        jax.debug.callback(functools.partial(_write, text, _stream(file), flush), ordered=True)
         return None
     if debug_effects_dropped():  # dy2st.save(..., debug_effects="drop")
         return None
@@ -107,14 +107,52 @@ def convert_print(*values, sep=" ", end="\n", file=None, flush=False):
     traced, fill = bind_traced(values, {})
     top_level = [is_traced(v) for v in values]
     writes.note_staged_print(file)
+    stream = _stream(file)
 
     def callback(*arrays):
         printed, _ = fill(list(arrays))
         # a top-level array prints as str() does; inside a container it shows as jax's repr
         printed = [str(v) if top else v for v, top in zip(printed, top_level)]
-        builtins.print(*printed, sep=sep, end=end, file=file if file is not None else sys.stdout, flush=flush)
+        builtins.print(*printed, sep=sep, end=end, file=stream(), flush=flush)
 
     _when_run(callback, traced)
+    return None
+
+
+def convert_write(stream, text):
+    """`stream.write(text)` of a builtin file or stream (`sys.stdout.write`, a StringIO's, an
+    open file's): made now at the top level; while anything is traced, when the program runs,
+    on every run and in order with its prints, as `print(..., file=stream)` is. Gives what
+    eager's gives: the length written."""
+    if _jax_compat.at_top_level() or debug_effects_dropped():
+        return stream.write(text)
+    if not isinstance(text, (str, bytes, bytearray, TracedString)):
+        return stream.write(text)  # (its own TypeError, now)
+    writes.note_staged_print(stream)
+    target = _stream(stream)
+    if not isinstance(text, TracedString):
+        jax.debug.callback(functools.partial(_write, text, target, False), ordered=True)
+        return len(text)
+    traced, fill = bind_traced((text,), {})
+    _when_run(lambda *arrays: target().write(fill(list(arrays))[0][0]), traced)
+    return None  # (its length is only known when the program runs)
+
+
+def convert_writelines(stream, lines):
+    """`stream.writelines(lines)`, as `convert_write` of their concatenation."""
+    lines = list(lines)
+    if _jax_compat.at_top_level() or not all(isinstance(line, (str, bytes, bytearray)) for line in lines):
+        return stream.writelines(lines)
+    convert_write(stream, lines[0][:0].join(lines) if lines else "")
+    return None
+
+
+def convert_flush(stream):
+    """`stream.flush()`: when the program runs, after the writes staged before it."""
+    if _jax_compat.at_top_level() or debug_effects_dropped():
+        return stream.flush()
+    target = _stream(stream)
+    jax.debug.callback(lambda: target().flush(), ordered=True)
     return None
 
 
@@ -125,13 +163,23 @@ def _when_run(effect, traced: list) -> None:
     jax.debug.callback(effect, *traced, ordered=not any(_jax_compat.is_batch_tracer(t) for t in traced))
 
 
-def _write(text: str, file, flush: bool) -> None:
-    """A Python-valued print's text, written when the program runs (to `sys.stdout` as it is
-    then, as eager's print looks it up when called)."""
-    target = file if file is not None else sys.stdout
+def _write(text: str, stream, flush: bool) -> None:
+    """A Python-valued print's text, written when the program runs, to `stream()`."""
+    target = stream()
     target.write(text)
     if flush:
         target.flush()
+
+
+def _stream(file):
+    """Where a print into `file` writes when the program runs: `sys.stdout` (no file, or
+    `file=sys.stdout`) or `sys.stderr` as they are then, as eager's print and `sys.stdout`
+    look them up on each call (a caller may redirect them between calls); else that file."""
+    if file is None or file is sys.stdout:
+        return lambda: sys.stdout
+    if file is sys.stderr:
+        return lambda: sys.stderr
+    return lambda: file
 
 
 # -- logging -------------------------------------------------------------------------------------
@@ -510,6 +558,10 @@ for _builtin, _replacement in ((builtins.setattr, convert_setattr), (object.__se
     register_builtin(_builtin, _replacement)
 register_builtin(jax.core.Tracer.item, convert_item)  # (a traced array's bound method's function)
 register_builtin(warnings.warn, convert_warn)
+for _stream_type in (io.TextIOWrapper, io.StringIO, io.BytesIO, io.BufferedWriter, io.BufferedRandom, io.FileIO):
+    register_builtin(_stream_type.write, convert_write)
+    register_builtin(_stream_type.writelines, convert_writelines)
+    register_builtin(_stream_type.flush, convert_flush)
 for _name, _op in (("floor", jnp.floor), ("ceil", jnp.ceil), ("trunc", jnp.trunc)):
     register_builtin(getattr(math, _name), _rounding(_name, _op))
 for _method in _LOG_LEVELS:

@@ -210,6 +210,10 @@ def _call_target(fn):
         replacement = _replacements.get(getattr(type(fn.__self__), fn.__name__, None))
         if replacement is not None:
             return functools.partial(replacement, fn.__self__)
+    if type(fn) is types.BuiltinMethodType and not isinstance(fn.__self__, types.ModuleType):
+        replacement = _replacements.get(getattr(type(fn.__self__), fn.__name__, None))
+        if replacement is not None:  # `sys.stdout.write`: its type's method's replacement, given the object
+            return functools.partial(replacement, fn.__self__)
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, type)) or _is_static_function(fn):
         replacement = str_method_replacement(fn)  # 'v: {}'.format(x), ', '.join(...): made when the program runs
         if replacement is not None:

@@ -1,0 +1,98 @@
+"""Writes to a file or stream (`out.write(...)`, `sys.stdout.write(...)`, `f.flush()`) and
+prints into `sys.stdout`/`sys.stderr` named as `file=` happen as eagerly on every call: when the
+program runs, in order with its prints, into the stream as it is then (a caller may redirect
+`sys.stdout` between calls), and in a staged branch only where the data takes it."""
+
+import contextlib
+import io
+import sys
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import dy2st
+
+
+def writes_into_an_argument(x, out):
+    n = out.write("step\n")
+    if x.sum() > 0:
+        out.write(f"pos {x.sum()}\n")
+    out.writelines(["a", "b\n"])
+    return x + n
+
+
+def writes_to_stdout(x):
+    sys.stdout.write("w\n")
+    print("p", x.sum(), file=sys.stdout)
+    print("e", file=sys.stderr)
+    return x
+
+
+def _outputs(fn, make_out, calls=3):
+    seen = []
+    for i in range(calls):
+        out = make_out()
+        x = (1.0 if i % 2 else -1.0) * jnp.ones(2)
+        result = fn(x, out)
+        jax.effects_barrier()
+        seen.append((out.getvalue(), result.tolist()))
+    return seen
+
+
+def test_writes_into_a_file_happen_on_every_call_where_the_data_takes_them():
+    eager = _outputs(writes_into_an_argument, io.StringIO)
+    assert _outputs(dy2st.to_static(writes_into_an_argument), io.StringIO) == eager, eager
+    shared = io.StringIO()  # one file for every call
+    for fn in (writes_into_an_argument, dy2st.to_static(writes_into_an_argument)):
+        shared.seek(0)
+        shared.truncate()
+        _outputs(fn, lambda: shared)
+        if fn is writes_into_an_argument:
+            want = shared.getvalue()
+    assert shared.getvalue() == want
+
+
+def test_stdout_and_stderr_are_the_streams_of_each_call():
+    seen = {}
+    for name, fn in (("eager", writes_to_stdout), ("static", dy2st.to_static(writes_to_stdout))):
+        calls = []
+        for _ in range(3):
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                fn(jnp.ones(2))
+                jax.effects_barrier()
+            calls.append((out.getvalue(), err.getvalue()))
+        seen[name] = calls
+    assert seen["static"] == seen["eager"] == [("w\np 2.0\n", "e\n")] * 3, seen
+
+
+LOG = None
+
+
+def logs_and_flushes(x):
+    LOG.write("called\n")
+    LOG.flush()
+    return x + 1
+
+
+def test_a_module_file_written_and_flushed_on_every_call(tmp_path):
+    global LOG
+    texts = []
+    for fn in (logs_and_flushes, dy2st.to_static(logs_and_flushes)):
+        path = tmp_path / f"log{len(texts)}.txt"
+        with open(path, "w") as LOG:
+            for _ in range(3):
+                fn(jnp.ones(2))
+                jax.effects_barrier()
+                texts.append(path.read_text())  # flushed by the call
+    assert texts[3:] == texts[:3] == ["called\n", "called\ncalled\n", "called\ncalled\ncalled\n"], texts
+
+
+def test_reading_back_what_a_staged_write_wrote_is_refused():
+    def writes_then_reads(x, out):
+        out.write("a")
+        return x, out.getvalue()
+
+    with pytest.raises(dy2st.errors.PythonEffectError, match="reads back a file"):
+        dy2st.to_static(writes_then_reads)(jnp.ones(2), io.StringIO())
