@@ -742,7 +742,7 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
     """
     failure = runtime_failure_of(exc, forget=True) if isinstance(exc, jax.errors.JaxRuntimeError) else None
     if failure is not None:
-        failure.__cause__, failure.__suppress_context__ = None, True
+        failure.__suppress_context__ = True  # (its cause, if any, the user's: `raise ... from e`)
         failure = _as_unbound_local(_with_jax_arrays(failure))  # (a staged side's deferred error: eager's type)
         setattr(failure, _RUNTIME_FAILURE_ATTR, True)
         if filtering:

@@ -26,15 +26,18 @@ The choice, in order:
 from __future__ import annotations
 
 import collections
+import datetime
 import functools
 import inspect
 import io
+import random
 import sys
 import sysconfig
 import types
 import weakref
 
 import jax
+import numpy as np
 
 from dy2st.config import log
 from dy2st.errors import ConversionError, OriginInfo, PythonEffectError, UnsupportedSyntaxError, is_library_file
@@ -42,7 +45,7 @@ from dy2st.runtime.formatting import str_method_replacement
 from dy2st.runtime import events, guards, higher_order, writes
 from dy2st.runtime.staging import refused_in_place
 from dy2st.runtime.values import MUTATORS, RETURNING_MUTATORS
-from dy2st.user_code import LIBRARY_PACKAGES, NOT_OBJECTS, is_library_module, top_package
+from dy2st.user_code import LIBRARY_PACKAGES, NOT_OBJECTS, is_library_module, is_users_class, top_package
 
 NOT_TO_STATIC_ATTR = "__dy2st_not_to_static__"
 _UNCONVERTIBLE_FLAGS = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR  # (a generator: its calls only)
@@ -82,6 +85,10 @@ def convert_call(fn):
             _refuse_in_a_ternary(fn)
         elif fn.__name__ in _READS and isinstance(fn.__self__, io.IOBase):
             writes.refuse_read_back(fn)
+    if guards.recording_any():
+        fresh = _fresh_on_every_call(fn)
+        if fresh is not None:
+            guards.note_fresh(fresh, OriginInfo.of_caller(), _generator_state(getattr(fn, "__self__", None)))
     slots = higher_order.callable_slots(fn)
     if slots is not None:  # jax.grad(loss), lax.scan(body, ...): the callables they get, converted
         return functools.partial(_call_converting, fn, slots, OriginInfo.of_caller() if events.active() else None)
@@ -92,6 +99,41 @@ def convert_call(fn):
         return _noting_arguments(target, getattr(fn, "__qualname__", None) or type(fn).__qualname__)
     return target
 
+
+def _fresh_on_every_call(fn) -> str | None:
+    """`fn`'s name where each call of it gives another value, which a compiled program would
+    keep from its trace: a method of Python's or numpy's random number generators (`random.random`,
+    `np.random.randint`, `rng.normal`), a clock (`time.perf_counter`, `datetime.now`), the
+    system's randomness (`os.urandom`, `uuid.uuid4`, `secrets.token_hex`). None for others."""
+    owner = getattr(fn, "__self__", None)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "?")
+    if isinstance(owner, _GENERATORS):
+        return f"{type(owner).__name__}.{getattr(fn, '__name__', name)}()"
+    module = getattr(fn, "__module__", None)
+    if module in _FRESH_MODULES or (module, name) in _FRESH_FUNCTIONS:
+        return f"{module}.{name}()"
+    if isinstance(owner, type) and issubclass(owner, (datetime.date, datetime.time)) and fn.__name__ in _NOW:
+        return f"{owner.__name__}.{fn.__name__}()"
+    return None
+
+
+def _generator_state(generator):
+    """`(get, set)` of a random number generator's state, or None for what is not one."""
+    if isinstance(generator, random.Random):
+        return generator.getstate, generator.setstate
+    if isinstance(generator, np.random.RandomState):
+        return generator.get_state, generator.set_state
+    if isinstance(generator, np.random.Generator):
+        bits = generator.bit_generator
+        return functools.partial(getattr, bits, "state"), functools.partial(setattr, bits, "state")
+    return None
+
+
+_GENERATORS = (random.Random, np.random.RandomState, np.random.Generator)
+_FRESH_MODULES = frozenset({"time", "secrets"})
+_FRESH_FUNCTIONS = frozenset({("posix", "urandom"), ("nt", "urandom"), ("os", "urandom"), ("uuid", "uuid1"),
+                              ("uuid", "uuid4")})
+_NOW = frozenset({"now", "today", "utcnow"})
 
 _CONTAINERS = (list, dict, set, collections.deque, bytearray)
 _IN_PLACE = MUTATORS | RETURNING_MUTATORS
@@ -214,6 +256,8 @@ def _call_target(fn):
         replacement = _replacements.get(getattr(type(fn.__self__), fn.__name__, None))
         if replacement is not None:  # `sys.stdout.write`: its type's method's replacement, given the object
             return functools.partial(replacement, fn.__self__)
+    if isinstance(fn, type) and guards.recording_any() and is_users_class(fn):
+        _note_class_code(fn)  # `MyError(...)`: Python calls its `__init__` as it is
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType, type)) or _is_static_function(fn):
         replacement = str_method_replacement(fn)  # 'v: {}'.format(x), ', '.join(...): made when the program runs
         if replacement is not None:
@@ -350,18 +394,51 @@ def _convert_function(fn: types.FunctionType, receiver=None):
 
 
 def managed(manager):
-    """`with manager:` in converted code (`call_trees`): the manager itself. Python calls its
-    `__enter__` and `__exit__` (a `@contextmanager`'s generator) as they are, not through
-    `convert_call`, so while a program is traced they are noted here: what they change outside
-    the function (a log they append to, a counter) is guarded, and a later call that finds it
-    changed traces again, making the effect again, as eager does on every call."""
+    """`with manager:` in converted code (`call_trees`). Python calls the manager's `__enter__`
+    and `__exit__` itself, not through `convert_call`: a user's class's are converted here (its
+    prints are the program's, in order with the body's, on every call), through `_Managed`.
+    While a program is traced, what they (or a `@contextmanager`'s generator, run as it is)
+    read from outside is noted: what they change there (a log they append to, a counter) is
+    guarded, and a later call that finds it changed traces again, making the effect again, as
+    eager does on every call."""
+    kind = type(manager)
     if guards.recording_any():
-        kind = type(manager)
-        for method in (getattr(kind, "__enter__", None), getattr(kind, "__exit__", None),
-                       getattr(manager, "func", None) if kind.__module__ == "contextlib" else None):
-            if isinstance(method, types.FunctionType) and not _is_library_function(method):
-                guards.note(method, manager)
+        if kind.__module__ == "contextlib" and isinstance(getattr(manager, "func", None), types.FunctionType):
+            if not _is_library_function(manager.func):  # a `@contextmanager`'s generator function
+                guards.note(manager.func, manager)
+        elif is_users_class(kind):
+            _note_class_code(kind, manager)
+    if is_users_class(kind) and isinstance(getattr(kind, "__enter__", None), types.FunctionType):
+        return _Managed(manager)
     return manager
+
+
+class _Managed:
+    """A user's context manager whose `__enter__` and `__exit__` run converted."""
+
+    __slots__ = ("manager",)
+
+    def __init__(self, manager):
+        self.manager = manager
+
+    def __enter__(self):
+        return _call_target(self.manager.__enter__)()
+
+    def __exit__(self, *exc_info):
+        return _call_target(self.manager.__exit__)(*exc_info)
+
+
+def _note_class_code(cls, instance=None) -> None:
+    """While a program is traced: the methods of a user's class (and of its user bases) that
+    Python calls as they are, not through `convert_call` (`__init__` when the class is called,
+    `__enter__`/`__exit__`, operators' dunders) are noted, so that what they change outside the
+    function (a registry they append to, a counter) is guarded as converted code's is."""
+    for klass in cls.__mro__:
+        if not is_users_class(klass):
+            continue
+        for method in vars(klass).values():
+            if isinstance(method, types.FunctionType) and not _is_library_function(method):
+                guards.note(method, instance)
 
 
 def _decide(fn: types.FunctionType):

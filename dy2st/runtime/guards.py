@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import dis
 import functools
+import itertools
 import types
 from typing import NamedTuple
 
@@ -94,6 +95,18 @@ class GuardSet:
             holders = [k for k in kind.__mro__ if is_users_class(k)]
         self._guard([(("a", id(h), f"{getattr(h, '__qualname__', h.__name__)}.{name}"),
                       _owned(functools.partial(vars(h).get, name, _MISSING), h)) for h in holders])
+
+    def note_fresh(self, what: str, origin, state=None) -> None:
+        """The trace called `what` at `origin`, which gives another value on each call (a draw of
+        Python's or numpy's random numbers, a clock): a guard that never holds, so every later
+        call traces again and draws anew, as eagerly. It reads the generator's `state`
+        (`(get, set)`; a trace given up puts it back), or a new count each time: either way a
+        staged side or a code path eager may not run that draws is refused as a change."""
+        key = ("r", id(origin.filename), f"{what} (line {origin.lineno})")
+        if key not in self.entries:
+            reader = functools.partial(_read_state, *state) if state else itertools.count().__next__
+            self._guard([(key, reader)])
+            self.checks[key] = _never
 
     def _guard(self, readers) -> None:
         """Guard each `(key, reader)` not guarded yet, by its value now."""
@@ -250,7 +263,7 @@ def describe(key) -> str:
     `defaults step.__defaults__`."""
     kind, _, name = key
     return {"g": "global", "c": "closure variable", "d": "defaults", "a": "attribute",
-            "n": "attributes not there when traced:"}[kind] + f" {name}"
+            "n": "attributes not there when traced:", "r": "random draw or clock read anew on each call,"}[kind] + f" {name}"
 
 
 def recording_any() -> bool:
@@ -325,6 +338,14 @@ def note_lookup(obj, name) -> None:
     guards = writes.program_guards()
     if guards is not None and isinstance(name, str):
         guards.note_lookup(obj, name)
+
+
+def note_fresh(what: str, origin, state=None) -> None:
+    """`GuardSet.note_fresh` of the program being traced (not of an inline run: the user's own
+    jit has no later trace to make)."""
+    guards = writes.program_guards()
+    if guards is not None and writes.program_scratch() is not None:
+        guards.note_fresh(what, origin, state)
 
 
 def note(fn, receiver=None) -> None:
@@ -514,10 +535,19 @@ def _owned(reader: functools.partial, holder) -> functools.partial:
     return reader
 
 
+def _read_state(get, put):
+    """A generator's state (`get()`); `put` puts it back (`_rebind`)."""
+    return get()
+
+
 def _rebind(key, reader, value) -> None:
     """Give the name `key` guards the `value` it read before (`_MISSING`: unbound, absent):
     what `reader` reads, written back (`GuardSet.put_back`)."""
     kind = key[0]
+    if kind == "r":  # a generator's state, or a clock's count (nothing to put back)
+        if isinstance(reader, functools.partial):
+            reader.args[1](value)
+        return
     if kind == "n":  # names absent then: those the holder gained since are removed
         (absent,) = reader.args
         for gained in absent & set(vars(reader.holder)):

@@ -200,7 +200,7 @@ def _run_branch_noting(fn, branch_name: str, origin: OriginInfo):
     try:
         with guards.unchanged_by_side(origin, f"{branch_name} of the staged choice on this line"):
             return _run_branch(fn)
-    except Exception as err:
+    except BaseException as err:
         if deferrable(err):
             if not writes.in_program():
                 raise StagedBranchError.wrapping(err, branch_name, origin).with_traceback(err.__traceback__) from err
@@ -223,13 +223,14 @@ def _run_branch_noting(fn, branch_name: str, origin: OriginInfo):
 
 # Builtin exceptions that say something about tracing itself, not about the data: a side
 # recursing without end while traced (`_as_traced_recursion`), memory, the interpreter.
-_NOT_DEFERRED = (RecursionError, MemoryError, SystemError)
+_NOT_DEFERRED = (RecursionError, MemoryError, SystemError, KeyboardInterrupt, GeneratorExit)
 
 
-def deferrable(err: Exception) -> bool:
+def deferrable(err: BaseException) -> bool:
     """A Python exception of the side's own code: of a builtin class (exactly that class: jax's
     own errors subclass TypeError; any of them, `raise FloatingPointError(...)`, `raise
-    Exception(...)`), or of a class the user defined. Not dy2st's, not jax's."""
+    SystemExit(3)`), or of a class the user defined (a BaseException's too). Not dy2st's, not
+    jax's, not an interrupt."""
     tp = type(err)
     if tp.__module__ == "builtins":
         return not issubclass(tp, _NOT_DEFERRED)
@@ -251,10 +252,12 @@ def _raise_when_run(error: BaseException) -> None:
     if debug_effects_dropped():
         return
     traced, fill = bind_traced(list(error.args), {}, wrap=HostArray)
+    cause = error.__cause__  # `raise ... from e`: eager's error has it as its cause
 
     def fail(*values):
         if traced:
             error.args = tuple(fill(list(values))[0])
+        error.__cause__ = cause
         record_runtime_failure(error)
         raise error
 

@@ -1,0 +1,63 @@
+"""Calls whose value is new on every call (Python's and numpy's random numbers, clocks) give a
+new value on every call of a StaticFunction, as eagerly: the program that read one is traced
+again per call (a trace given up puts the generator's state back, so nothing is drawn twice);
+a draw in a staged branch, which eager makes only where the data takes it, is refused."""
+
+import random
+import time
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dy2st
+from dy2st.errors import PythonEffectError
+
+STATE = {}
+
+
+def draws(x, log):
+    log.append(STATE["numpy"].randint(100))  # a list argument: its first trace is given up and made again
+    log.append(STATE["python"].random())
+    return x + STATE["generator"].normal()
+
+
+def _fresh_generators():
+    STATE.update(numpy=np.random.RandomState(0), python=random.Random(1), generator=np.random.default_rng(2))
+
+
+def test_each_call_draws_anew_as_eagerly():
+    seen = []
+    for fn in (draws, dy2st.to_static(draws)):
+        _fresh_generators()
+        calls = []
+        for _ in range(3):
+            log = []
+            out = fn(jnp.ones(1), log)
+            calls.append((np.asarray(out).round(5).tolist(), [float(v) for v in log]))
+        seen.append(calls)
+    assert seen[1] == seen[0], seen
+    assert len({str(c) for c in seen[0]}) == 3
+
+
+def draws_in_a_branch(x):
+    if x.sum() > 0:
+        return x + random.random()
+    return x
+
+
+def test_a_draw_in_a_staged_branch_is_refused():
+    with pytest.raises(PythonEffectError) as info:
+        dy2st.to_static(draws_in_a_branch)(jnp.ones(1))
+    text = str(info.value)
+    assert text.startswith(f'File "{__file__}"') and "Random.random() (line" in text, text
+
+
+def reads_the_clock(x):
+    return x, time.perf_counter_ns()
+
+
+def test_a_clock_is_read_on_every_call():
+    static = dy2st.to_static(reads_the_clock)
+    stamps = [static(jnp.ones(1))[1] for _ in range(3)]
+    assert stamps == sorted(stamps) and len(set(stamps)) == 3, stamps
