@@ -565,3 +565,66 @@ def test_what_a_failed_program_printed_into_a_file_is_there_once():
             _outcome(fn, sign * jnp.ones(2), log, buf)
         jax.effects_barrier()
         assert log == [0, 1, 2] and buf.getvalue() == "head\nseen 2.0\npassed\nseen -2.0\nseen -2.0\n", (fn, buf.getvalue())
+
+
+# -- exceptions of every kind, and their causes -------------------------------------------------------
+
+class StopTraining(BaseException):
+    pass
+
+
+def exits_where_the_data_says(x, log):
+    log.append(1)
+    if x.sum() < 0:
+        raise SystemExit(3)
+    if x.sum() > 10:
+        raise StopTraining("enough")
+    return x
+
+
+def raises_from_a_cause(x):
+    if x.sum() < 0:
+        raise ValueError("bad") from KeyError("why")
+    return x
+
+
+def test_a_base_exception_in_a_staged_branch_is_raised_only_where_the_data_takes_it():
+    static = dy2st.to_static(exits_where_the_data_says)
+    for fn in (exits_where_the_data_says, static):
+        for value, raised in ((1.0, None), (-1.0, SystemExit), (20.0, StopTraining), (1.0, None)):
+            log = []
+            if raised is None:
+                np.testing.assert_array_equal(fn(value * jnp.ones(2), log), value * jnp.ones(2))
+            else:
+                with pytest.raises(raised):
+                    fn(value * jnp.ones(2), log)
+            assert log == [1]
+
+
+def test_a_staged_raise_from_keeps_its_cause():
+    static = dy2st.to_static(raises_from_a_cause)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="bad") as info:
+            static(-jnp.ones(2))
+        assert repr(info.value.__cause__) == "KeyError('why')"
+
+
+REGISTRY = []
+
+
+class RegisteredError(Exception):
+    def __init__(self, message):
+        REGISTRY.append(message)  # Python runs this as it is, when the class is called
+        super().__init__(message)
+
+
+def raises_a_registered_error(x):
+    if x.sum() < 0:
+        raise RegisteredError("negative")
+    return x
+
+
+def test_an_error_class_whose_init_changes_a_global_in_a_staged_branch_is_refused():
+    with pytest.raises(dy2st.errors.PythonEffectError, match="REGISTRY"):
+        dy2st.to_static(raises_a_registered_error)(jnp.ones(2))
+    assert REGISTRY == []

@@ -96,3 +96,39 @@ def test_reading_back_what_a_staged_write_wrote_is_refused():
 
     with pytest.raises(dy2st.errors.PythonEffectError, match="reads back a file"):
         dy2st.to_static(writes_then_reads)(jnp.ones(2), io.StringIO())
+
+
+class Announced:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        print("enter")
+        self.log.append("enter")
+        return self
+
+    def __exit__(self, *exc_info):
+        print("exit", exc_info[0])
+        return False
+
+
+def runs_in_a_context(x, log):
+    with Announced(log) as manager:
+        y = x * 2
+        print("body", y)
+    return y, manager is not None
+
+
+def test_a_context_managers_prints_come_in_order_on_every_call():
+    seen = {}
+    for name, fn in (("eager", runs_in_a_context), ("static", dy2st.to_static(runs_in_a_context))):
+        calls = []
+        for _ in range(3):
+            out, log = io.StringIO(), []
+            with contextlib.redirect_stdout(out):
+                fn(jnp.ones(2), log)
+                jax.effects_barrier()
+            calls.append((out.getvalue(), log))
+        seen[name] = calls
+    assert seen["static"] == seen["eager"], seen
+    assert seen["eager"][0] == ("enter\nbody [2. 2.]\nexit None\n", ["enter"])
