@@ -75,19 +75,23 @@ class ConvertedCode:
         return new
 
 
-_cache: dict[types.CodeType, ConvertedCode] = {}
+# Keyed by the code and its file: code objects compare equal across files (their file name is
+# not compared), and two modules holding the same function at the same line (a copied helper)
+# would otherwise share one converted code, which names the first one's file in every origin,
+# check and message, and reads its source.
+_cache: dict[tuple[types.CodeType, str], ConvertedCode] = {}
 _cache_lock = threading.Lock()
 
 
 def convert(fn: types.FunctionType) -> types.FunctionType:
     """The converted version of `fn`, sharing its globals and closure (cached per code)."""
-    code = fn.__code__
-    converted = _cache.get(code)
+    key = (fn.__code__, fn.__code__.co_filename)
+    converted = _cache.get(key)
     if converted is None:
         with _gc_paused():
             converted = convert_code(fn)
         with _cache_lock:
-            converted = _cache.setdefault(code, converted)
+            converted = _cache.setdefault(key, converted)
     return converted.instantiate(fn)
 
 

@@ -38,6 +38,9 @@ class _TraceContext(threading.local):
         self.held_positions: dict = {}
         self.new_iterators: dict = {}
         self.converted_runs: int = 0
+        # refusals made in the outermost converted run outside any program (a converted function
+        # inline in the user's jit), which user code may catch (`writes.note_refusal`)
+        self.inline_refusals: list = []
         # the `values.PythonNumbers` of the outermost converted run open now, or None
         self.python_numbers = None
         # the GuardSet of a converted function run inline outside any program (`guards.recorded_inline`)

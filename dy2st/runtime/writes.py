@@ -654,16 +654,21 @@ def converted_run():
     outermost = CONTEXT.converted_runs == 0
     if outermost:
         CONTEXT.python_numbers = PythonNumbers()
+        CONTEXT.inline_refusals = []
     CONTEXT.converted_runs += 1
     try:
         yield
         for key, record in list(records[0].items()):
             if key not in before[0]:
                 record.refuse_python_reads()
+        refused = swallowed_refusal() if outermost and _program_now() is None else None
+        if refused is not None:  # (a program's trace raises its own: `ProgramBody`)
+            raise refused
     finally:
         CONTEXT.converted_runs -= 1
         if outermost:
             CONTEXT.python_numbers = None
+            CONTEXT.inline_refusals = []
         for record, kept in zip(records, before):
             for key in [k for k in record if k not in kept]:
                 del record[key]
@@ -744,31 +749,40 @@ def printed_files() -> list | None:
     return files
 
 
-def note_refusal(error: BaseException) -> None:
-    """A refusal raised while a program is traced, where user code may catch it (`except
-    Exception`, `contextlib.suppress`): `swallowed_refusal` finds it if the trace went on."""
+def _refusals() -> list | None:
+    """The refusals of the program being traced, or of the converted run open inline in the
+    user's own trace (their jit), or None outside both."""
     program = _program_now()
     if program is not None:
-        program.refusals.append(error)
+        return program.refusals
+    return CONTEXT.inline_refusals if CONTEXT.converted_runs else None
+
+
+def note_refusal(error: BaseException) -> None:
+    """A refusal raised while a program is traced (or a converted function inline in the user's
+    jit), where user code may catch it (`except Exception`, `contextlib.suppress`, an `except
+    KeyError` around a staged side's deferred KeyError): `swallowed_refusal` finds it if the
+    trace went on."""
+    refusals = _refusals()
+    if refusals is not None:
+        refusals.append(error)
 
 
 def handled_refusal(error: BaseException) -> None:
     """dy2st caught `error` itself and does something else (a range loop unrolled instead of
     staged): it is no refusal `swallowed_refusal` should raise again."""
-    program = _program_now()
-    if program is not None:
-        program.refusals[:] = [r for r in program.refusals if r is not error]
+    refusals = _refusals()
+    if refusals is not None:
+        refusals[:] = [r for r in refusals if r is not error]
 
 
 def swallowed_refusal() -> BaseException | None:
-    """The first refusal of the program being traced that user code caught (the trace ended
-    normally after it), or None. A loop's refusal to stage (`LoopVariableError`) and a callee
-    without source (`ConversionError`) are dy2st's own to catch: it unrolls, or calls as is."""
-    program = _program_now()
-    if program is None:
-        return None
+    """The first refusal of the program being traced (or of the inline run) that user code
+    caught (the trace ended normally after it), or None. A loop's refusal to stage
+    (`LoopVariableError`) and a callee without source (`ConversionError`) are dy2st's own to
+    catch: it unrolls, or calls as is."""
     # (a refusal made but never raised, such as a run-time check's prepared error, has no traceback)
-    return next((r for r in program.refusals if r.__traceback__ is not None
+    return next((r for r in _refusals() or () if r.__traceback__ is not None
                  and type(r) not in (LoopVariableError, ConversionError)), None)
 
 

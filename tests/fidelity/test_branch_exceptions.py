@@ -628,3 +628,30 @@ def test_an_error_class_whose_init_changes_a_global_in_a_staged_branch_is_refuse
     with pytest.raises(dy2st.errors.PythonEffectError, match="REGISTRY"):
         dy2st.to_static(raises_a_registered_error)(jnp.ones(2))
     assert REGISTRY == []
+
+
+def catches_what_a_staged_side_raises(y, n):
+    a = y * 2
+    for i in range(n):
+        try:
+            if i >= 3:
+                raise KeyError("zk")
+        except (ValueError, KeyError):
+            a = a * 0.5
+        else:
+            a = a * 2
+    return a
+
+
+def test_a_staged_sides_error_a_users_handler_catches_inside_their_jit_is_not_swallowed():
+    """Inside the user's jit the loop is staged (its variable is traced), so the `if` on the
+    traced index is too: its side's KeyError, refused while tracing, was caught by the user's
+    `except KeyError`, which ran whatever the data said (a wrong value, silently)."""
+    static = dy2st.to_static(catches_what_a_staged_side_raises)
+    y = jnp.array([0.0, 4.0, 3.0])
+    np.testing.assert_array_equal(static(y, 4), catches_what_a_staged_side_raises(y, 4))
+    try:
+        got = jax.jit(lambda y: static(y, 4))(y)
+    except Dy2StaticError:
+        return  # refused: fine
+    np.testing.assert_array_equal(got, catches_what_a_staged_side_raises(y, 4))
