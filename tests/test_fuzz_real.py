@@ -225,6 +225,13 @@ CONSTRUCTS = {
     "a shift of an int the data decides": r"zn\d+ << \d\)",
     "a shift beyond int32 for some inputs": r"zn\d+ << (28|29|30)",
     "int() or round() of a float the data decides": r"(int|round)\((float\()?zf\d+\)",
+    "a write to a module file": r"WBUF\.write\(",
+    "a write in a branch": r"^\s+if .*:\n\s+WBUF\.write\(",
+    "a write to sys.stdout": r"sys\.stdout\.write\(",
+    "a class-based context manager that prints": r"with _Ctx\(log\)",
+    "a draw of Python's random numbers": r"RNGX\.(randint|random)\(",
+    "a conditional expression over one list": r"zr\d+ = (log|L|obj\.cache) if .* else (log|L|obj\.cache)$",
+    "a conditional expression over two lists": r"zr\d+ = log if .* else P$",
 }
 
 

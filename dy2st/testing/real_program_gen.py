@@ -99,7 +99,13 @@ on every call (and the module's objects must stay the module's). f then draws:
   the runner compares the exception, stdout, `xs` and the globals when both raise;
 * a Python int an `if` on array data changes (maybe in a loop of zero, one or several trips)
   shifted (`k << 3`, `k << 30`: beyond int32 for some inputs), and `int()`/`round()` of a float
-  the data decides (beyond 2**31 for some): eager's Python int, or dy2st's `IntOverflowError`.
+  the data decides (beyond 2**31 for some): eager's Python int, or dy2st's `IntOverflowError`;
+* Python effects of every call: writes to the module file `WBUF` (compared by its text; in a
+  staged branch too), `sys.stdout.write`, a print naming `sys.stdout`, a class-based context
+  manager `_Ctx` that prints in `__enter__`/`__exit__`, a draw of the module's `random.Random`
+  `RNGX` (refused in a staged branch);
+* a conditional expression whose sides give one list from before it (`log if c else log`, or
+  inside a tuple) changed through its result, or two lists (refused where the data decides).
 
 The stream names its variables from a counter of its own (`cnew`: `zc3`, `zl4`, ...) and never
 draws from the other streams: `draw_program(seed, calls_stream=False)` gives the program the seed
@@ -156,7 +162,7 @@ NUMBERS_P = 0.02
 # (`_OUTSIDE`); a class attribute `_change()` sets or deletes, read under `except AttributeError`
 # and by `getattr` of a name string; a Python-decided `raise` after prints and changes of `xs`;
 # Python ints the data decides shifted (`<<`) and `int()`/`round()` of a float the data decides.
-CALL_FEATURES = ("try_else", "defaults", "outside", "attr", "py_raise", "int_ops")
+CALL_FEATURES = ("try_else", "defaults", "outside", "attr", "py_raise", "int_ops", "streams", "ternary")
 CALLS_P = 1 / 3
 
 def _prelude() -> str:
@@ -1114,7 +1120,12 @@ class _Generator:
         before) and `_GLOBALS`."""
         f = self.call_features
         k, b = self.helper_defaults
-        lines = ["", "", f"TICK = {self.tick_start}", 'NAMES = ("gain", "base")', "", "",
+        lines = ["", "", "import io", "import random", "import sys", "", "",
+                 f"TICK = {self.tick_start}", 'NAMES = ("gain", "base")', "WBUF = io.StringIO()", "RNGX = random.Random(7)",
+                 "", "", "class _Ctx:", "    def __init__(self, log):", "        self.log = log", "        self.n = 0", "",
+                 "    def __enter__(self):", '        print("enter", len(self.log))', "        self.n = len(self.log)",
+                 "        return self", "", "    def __exit__(self, *exc):", '        print("exit", exc[0] is None)',
+                 "        return False", "", "",
                  f"def _helper(v, k={k}, *, b={b}):", "    return v * k + b", "", "",
                  "def _bag(v, seen=[]):", "    seen.append(v)", "    return seen", "", "",
                  "ITEMS = [1, 2]", 'REG = {"lst": [3], "d": {"a": 1}, "n": 0}', "", "",
@@ -1143,7 +1154,7 @@ class _Generator:
                       "drop": ['    if "gain" in vars(Knob):', "        del Knob.gain", "    else:",
                                "        Knob.gain = 5"]}[self.knob_change]
         names = ["TICK", "_helper.__defaults__", "_helper.__kwdefaults__", "_bag.__defaults__", "ITEMS", "REG",
-                 "Knob.gain"]
+                 "Knob.gain", "WBUF"]
         lines += ["", "", '_GLOBALS = globals().get("_GLOBALS", ()) + (' + ", ".join(f'"{n}"' for n in names) + ")",
                   # the objects outside f's arguments whose identity the runner compares (expressions)
                   """_OUTSIDE = ("ITEMS", "REG", 'REG["lst"]', 'REG["d"]', "_bag.__defaults__[0]")""", ""]
@@ -1173,6 +1184,41 @@ class _Generator:
         if "int_ops" in f and self.chance(p):
             self.call_shown.add("int_ops")
             self.int_ops(s, indent)
+        if "streams" in f and self.chance(p):
+            self.call_shown.add("streams")
+            self.stream_use(s, indent)
+        if "ternary" in f and self.chance(p):
+            self.call_shown.add("ternary")
+            self.container_ternary(s, indent)
+
+    def stream_use(self, s: _Scope, indent: int) -> None:
+        """Python effects a program makes on every call: writes to the module file `WBUF` (in a
+        staged branch too), to `sys.stdout`, a print naming `sys.stdout`, a class-based context
+        manager that prints, and a draw of the module's random numbers `RNGX` (refused in a
+        staged branch)."""
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        self.emit(indent, self.pick([
+            f'WBUF.write(f"w{{TICK}} ")', f'{k} = (WBUF.write("ww") + {k}) % {INT_MOD}',
+            f'if {self.cond(s)}:\n    WBUF.write("c{self.rng.randint(0, 9)} ")',
+            'sys.stdout.write("so\\n")', f'print("sp", {self.call_py_int(s)}, file=sys.stdout)',
+            f"with _Ctx(log):\n    {a} = clip({a} + 1)",
+            f"with _Ctx(log) as zc:\n    {a} = clip({a} * 2)\n    log.append(zc.n)",
+            f"{k} = ({k} + RNGX.randint(0, 9)) % {INT_MOD}", f"{a} = clip({a} + RNGX.random())"]))
+
+    def container_ternary(self, s: _Scope, indent: int) -> None:
+        """A conditional expression (on array data or Python's) whose sides give one list from
+        before it, or the same list inside a tuple, changed through the result; or two lists
+        (refused on array data: the data would pick which object)."""
+        a, b = self.pick(s.arrays), self.pick(s.arrays)
+        zr = self.cnew("r")
+        cond = self.cond(s)
+        options = [f"{zr} = log if {cond} else log\n{zr}.append({self.call_py_int(s)})",
+                   f"{zr} = (log, {a}) if {cond} else (log, {b})\n{zr}[0].append(len({zr}[0]))\n{a} = clip({zr}[1])",
+                   f"{zr} = obj.cache if {cond} else obj.cache\n{a} = clip({a} + len({zr}))",
+                   f"{zr} = log if {cond} else P\n{a} = clip({a} + len({zr}))"]
+        if "L" not in s.frozen:
+            options.append(f"{zr} = L if {cond} else L\n{a} = clip({a} + len({zr}))")
+        self.emit(indent, self.pick(options))
 
     def call_py_int(self, s: _Scope) -> str:
         """A Python int (never traced) for the calls stream."""
