@@ -253,10 +253,11 @@ def test_not_to_static_marks_function():
 def test_conversion_cached_per_code_object():
     from dy2st import conversion
 
+    key = (branchy.__code__, branchy.__code__.co_filename)
     dy2st.to_static(branchy)(POS)
-    before = conversion._cache[branchy.__code__]
+    before = conversion._cache[key]
     dy2st.to_static(branchy)(NEG)
-    assert conversion._cache[branchy.__code__] is before
+    assert conversion._cache[key] is before
 
 
 def test_no_writes_into_user_globals():
