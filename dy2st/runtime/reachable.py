@@ -139,8 +139,18 @@ def _function_roots(fn, seen: set, depth: int) -> list:
             value = fn.__globals__[name]
             roots.append(Root(name, value))
             roots += _named_attributes(name, value, names)
+            roots += _defaults(name, value)
             roots += _function_roots(value, seen, depth + 1)  # a helper closing over a cache
     return roots
+
+
+def _defaults(label: str, fn) -> list:
+    """A function's default values (`_bag.__defaults__[0]`, a list it appends to): reached as
+    `fn.__defaults__` where the code names the function (the walk does not enter functions)."""
+    if not isinstance(fn, types.FunctionType):
+        return []
+    return [Root(f"{label}.{attribute}", getattr(fn, attribute)) for attribute in ("__defaults__", "__kwdefaults__")
+            if getattr(fn, attribute)]
 
 
 def _named_attributes(label: str, holder, names: set) -> list:

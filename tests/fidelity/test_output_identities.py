@@ -636,3 +636,25 @@ def test_a_ternary_whose_data_picks_which_object_is_refused_as_an_if_is(fn, args
     text = str(info.value)
     assert text.startswith(f'File "{__file__}"') and "holds an object from before the expression" in text, text
     assert "`dict(d) if c else new`" in text
+
+
+def _bag(v, seen=[]):
+    seen.append(v)
+    return seen
+
+
+def returns_a_helpers_default_list_from_a_staged_if(y):
+    while True:  # (a jump-lifted loop: its `return`s are carried through a staged `if`)
+        if y.max() > -2:
+            return y * 2, _bag.__defaults__[0]
+        return y, _bag.__defaults__[0]
+
+
+def test_a_default_list_from_before_a_staged_if_is_that_list_after_it():
+    """Campaign seed 4,502,911: the list a helper keeps as its default, given by both sides of a
+    staged `if`, came back as a copy (the walk for what existed before the `if` did not enter
+    functions' defaults)."""
+    static = dy2st.to_static(returns_a_helpers_default_list_from_a_staged_if)
+    for sign in (1.0, -1.0, 1.0):
+        _, held = static(sign * jnp.ones(2))
+        assert held is _bag.__defaults__[0]
