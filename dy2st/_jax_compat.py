@@ -214,6 +214,11 @@ def trace_mark() -> int | None:
     return None if frame is None else len(frame.tracing_eqns)
 
 
+def tracing_frame():
+    """The jaxpr being traced now (an opaque token, compared by identity), or None."""
+    return _frame()
+
+
 class TracedOperation(NamedTuple):
     """One operation of the jaxpr being traced; `equation` for `equation_lines`."""
 

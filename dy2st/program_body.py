@@ -35,7 +35,7 @@ from dy2st.errors import (Dy2StaticError, OriginInfo, PythonEffectError, Runtime
                           note_failed_when_run, note_raised_while_tracing, runtime_failure_of)
 from dy2st.input_spec import user_origin
 from dy2st.runtime import guards, key_order, static_outputs, writes
-from dy2st.runtime.asserts import check_python_numbers_of
+from dy2st.runtime.asserts import numbers_checked_of
 from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.undefined import check_defined
 from dy2st.runtime.values import ARRAY_TYPES, is_nnx_object
@@ -279,10 +279,8 @@ class ProgramBody:
         # the arguments' objects: pytree ones (an Equinox module), and static ones of the user's classes
         objects, leaves = static_outputs.walk_arguments((args, kwargs))
         guards.note_program(fn, objects + [leaf for leaf in leaves if not isinstance(leaf, jax.Array)])
-        mark = _jax_compat.trace_mark()
-        with watcher.watching() if watcher is not None else contextlib.nullcontext():
-            out = fn(*args, **kwargs)
-        check_python_numbers_of(fn, mark)  # the numbers rule outside a staged `if` or loop too
+        with watcher.watching() if watcher is not None else contextlib.nullcontext(), numbers_checked_of(fn):
+            out = fn(*args, **kwargs)  # (the numbers rule outside a staged `if` or loop too)
         if watcher is not None and (watcher.observed or key_order.holds_watched(out)):
             self.policy.orders_observed = True  # this program would serve other orders: given up
             raise OrderObserved("the function observes a dict argument's key order")
@@ -336,9 +334,6 @@ def run_inline(fn, args, kwargs, user_function=None):
     vmap) rather than as a program: with what a converted run records (held iterators, Python
     numbers the data decides, what it reads from outside: `guards.recorded_inline`) and the
     numbers rule's checks at its own level, named after `user_function` (default `fn`)."""
-    mark = _jax_compat.trace_mark()
-    with writes.converted_run(), guards.recorded_inline():
+    with writes.converted_run(), guards.recorded_inline(), numbers_checked_of(user_function or fn):
         guards.note(fn)
-        result = check_defined(fn(*args, **kwargs))
-        check_python_numbers_of(user_function or fn, mark)
-        return result
+        return check_defined(fn(*args, **kwargs))

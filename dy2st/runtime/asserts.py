@@ -18,6 +18,7 @@ itself, so dy2st mirrors it: with `sys.flags.optimize` set, asserts are not conv
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 
 import jax
@@ -32,6 +33,7 @@ from dy2st.runtime import events, guards
 from dy2st.runtime.formatting import TracedString
 from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.staging import handler_around, scalar_predicate
+from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.values import is_traced, python_numbers
 
 
@@ -132,6 +134,7 @@ def call_on_failure(check, ok, *operands) -> None:
     called anyway and finds `ok` true. Ordered with the program's prints (as `print` is, where
     jax can order it: not under vmap), so that a failed check stops what comes after it, as
     eagerly: a print after a failed assert never shows."""
+    check_numbers_so_far()
     ordered = not any(_jax_compat.is_batch_tracer(v) for v in (ok, *operands))
     lax.cond(jnp.all(ok), lambda *values: None,
              lambda *values: jax.debug.callback(check, *values, ordered=ordered), ok, *operands)
@@ -181,12 +184,58 @@ def check_python_numbers(mark, origin: OriginInfo) -> None:
     divisions.check_when_run(_zero_division, "a Python number divides by no Python number that is 0")
 
 
-def check_python_numbers_of(fn, mark) -> None:
-    """`check_python_numbers` for what `fn` (a converted function run as a program, or inline
-    into an enclosing trace) computed at its own level, outside its staged `if`s and loops."""
+class _Level:
+    """A level of code being traced (a program's function, an inline run, a staged side, a loop
+    body): its jaxpr, what of it the numbers rule checked so far, and where it is."""
+
+    __slots__ = ("frame", "mark", "origin")
+
+    def __init__(self, origin: OriginInfo):
+        self.frame, self.mark, self.origin = _jax_compat.tracing_frame(), _jax_compat.trace_mark(), origin
+
+    def check(self) -> None:
+        """The numbers rule's checks of what this level computed since it last checked (not of
+        what staging those checks computes: they stage a run-time check themselves)."""
+        if self.frame is not _jax_compat.tracing_frame() or CONTEXT.checking_numbers:
+            return  # (an operation of another jaxpr: a scan's body the user wrote, say)
+        mark = self.mark
+        CONTEXT.checking_numbers = True
+        try:
+            check_python_numbers(mark, self.origin)
+        finally:
+            CONTEXT.checking_numbers = False
+            self.mark = _jax_compat.trace_mark()
+
+
+@contextlib.contextmanager
+def numbers_checked(origin: OriginInfo):
+    """Around a level of code being traced: the numbers rule's run-time checks of what it computes
+    (`check_python_numbers`), made before each ordered effect it stages (a print, a write, a
+    check: `check_numbers_so_far`) and at its end, so that a Python number divided by a 0 the
+    data decides stops what comes after it, as eagerly, not after a print that follows it."""
+    level = _Level(origin)
+    CONTEXT.number_levels.append(level)
+    try:
+        yield
+        level.check()
+    finally:
+        CONTEXT.number_levels.pop()
+
+
+def numbers_checked_of(fn):
+    """`numbers_checked` for `fn` (a converted function run as a program, or inline into an
+    enclosing trace) at its own level, outside its staged `if`s and loops."""
     code = getattr(inspect.unwrap(fn), "__code__", None)
-    if code is not None:
-        check_python_numbers(mark, OriginInfo(code.co_filename, code.co_firstlineno, code.co_name))
+    if code is None:
+        return contextlib.nullcontext()
+    return numbers_checked(OriginInfo(code.co_filename, code.co_firstlineno, code.co_name))
+
+
+def check_numbers_so_far() -> None:
+    """Before an ordered effect is staged: the numbers rule's checks of what the level being
+    traced computed before it (not while those checks are themselves being staged)."""
+    if CONTEXT.number_levels:
+        CONTEXT.number_levels[-1].check()
 
 
 class _FailedLines:

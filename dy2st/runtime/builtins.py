@@ -38,7 +38,7 @@ import numpy as np
 from dy2st import _jax_compat
 from dy2st.errors import BuiltinError, IntOverflowError, OriginInfo, record_runtime_failure
 from dy2st.runtime import events, guards, key_order, writes
-from dy2st.runtime.asserts import check_when_run
+from dy2st.runtime.asserts import check_numbers_so_far, check_when_run
 from dy2st.runtime.calls import register_builtin
 from dy2st.runtime.ordering import convert_all, convert_any, convert_max, convert_min, convert_sorted
 from dy2st.runtime.iterables import SEQUENCE_ITERATORS
@@ -97,7 +97,7 @@ def convert_print(*values, sep=" ", end="\n", file=None, flush=False):
         if debug_effects_dropped():
             return None
         writes.note_staged_print(file)
-        jax.debug.callback(functools.partial(_write, text, _stream(file), flush), ordered=True)
+        _when_run(functools.partial(_write, text, _stream(file), flush), [])
         return None
     if debug_effects_dropped():  # dy2st.save(..., debug_effects="drop")
         return None
@@ -131,7 +131,7 @@ def convert_write(stream, text):
     writes.note_staged_print(stream)
     target = _stream(stream)
     if not isinstance(text, TracedString):
-        jax.debug.callback(functools.partial(_write, text, target, False), ordered=True)
+        _when_run(functools.partial(_write, text, target, False), [])
         return len(text)
     traced, fill = bind_traced((text,), {})
     _when_run(lambda *arrays: target().write(fill(list(arrays))[0][0]), traced)
@@ -152,14 +152,16 @@ def convert_flush(stream):
     if _jax_compat.at_top_level() or debug_effects_dropped():
         return stream.flush()
     target = _stream(stream)
-    jax.debug.callback(lambda: target().flush(), ordered=True)
+    _when_run(lambda: target().flush(), [])
     return None
 
 
 def _when_run(effect, traced: list) -> None:
     """`effect(*run-time values of traced)` each time the program runs (a print, a log record,
     a warning). Ordered, so they come out in program order; jax cannot batch ordered effects, so
-    under vmap they are unordered (as jax.debug.print is by default)."""
+    under vmap they are unordered (as jax.debug.print is by default). After the numbers rule's
+    checks of what was computed before it (`asserts.check_numbers_so_far`)."""
+    check_numbers_so_far()
     jax.debug.callback(effect, *traced, ordered=not any(_jax_compat.is_batch_tracer(t) for t in traced))
 
 

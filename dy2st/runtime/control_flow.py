@@ -26,10 +26,9 @@ import sys
 
 import jax.numpy as jnp
 
-from dy2st import _jax_compat
 from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError, rebinding_hint
 from dy2st.runtime import events, key_order, reachable, state_cells, static_outputs, writes
-from dy2st.runtime.asserts import check_python_numbers
+from dy2st.runtime.asserts import numbers_checked
 from dy2st.runtime.staging import (EXPRESSION_SIDES, grown_from, grown_here, grown_in_this_side, scalar_predicate, stage_cond, stage_value,
                                    watch_here)
 from dy2st.runtime.values import is_nnx_object, is_traced
@@ -146,8 +145,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
         def run():
             if set_state is not None:
                 set_state(initial)
-            mark = _jax_compat.trace_mark()
-            with tracker:
+            with tracker, numbers_checked(origin):  # the numbers rule: what Python would raise computing on them
                 contents.watch(tracker)
                 if body is not None:
                     try:
@@ -159,7 +157,6 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
                         if sides_run[0] and not set(found) <= set(carried_writes):
                             raise _CarryMore() from None
                         raise
-            check_python_numbers(mark, origin)  # the numbers rule: what Python would raise computing on them
             state = get_state() if get_state is not None else ()
             side_states[body] = state
             # a list or dict a value holds twice (`return d, d`) stays one object after the cond,

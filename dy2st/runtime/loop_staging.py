@@ -33,7 +33,7 @@ from jax import lax
 from dy2st import _jax_compat
 from dy2st.errors import MissingAfterLoopError, UndefinedVariableError, LoopGradientError, LoopVariableError, OriginInfo
 from dy2st.runtime import ad_context, events, guards, key_order, loop_checks, reachable
-from dy2st.runtime.asserts import check_python_numbers, check_when_run
+from dy2st.runtime.asserts import check_when_run, numbers_checked
 from dy2st.runtime.staging import (cast_to, refuse_ints_beyond_int32, static_equal, weak_proxy, describe, scalar_predicate, staged_tracing,
                                    grown_from, note_grown, tracing_staged_code)
 from dy2st.runtime.values import is_traced
@@ -430,18 +430,17 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
         """One iteration inside the lax loop: `(new carry, appended items)`."""
         given = assemble(spec, carried)
         roots = reachable.snapshot((loop.body, loop.test), [v.name for v in spec], given)
-        mark = _jax_compat.trace_mark()
         with WriteTracker(roots, loop.facts.attributes) as tracker, staged_tracing(), \
                 guards.unchanged_by_side(origin, "body of this staged loop",  # a known trip count: unrolled instead
                                          Refused if loop.length is not None else None):
-            outs = loop.body(index, given)
+            with numbers_checked(origin):  # the numbers rule: what Python would raise computing on them
+                outs = loop.body(index, given)
             body_orders[:] = [key_order.orders_of(v) for v in outs]
             iteration = describe_outputs(spec, given, outs, origin)  # reads lists grown while tracing
         try:
             refuse_loop_writes(tracker, origin, trips_known=loop.length is not None and loop.test is None)
         finally:
             tracker.forget()  # (the body's function outlives the trace in jax's caches)
-        check_python_numbers(mark, origin)  # the numbers rule: what Python would raise computing on them
         new = join(spec, iteration, origin)
         if not settled(spec, new) or (loop.length is None and loop.bound() != bound):
             raise _Abandon(_Retype(new))

@@ -41,6 +41,10 @@ class _TraceContext(threading.local):
         # refusals made in the outermost converted run outside any program (a converted function
         # inline in the user's jit), which user code may catch (`writes.note_refusal`)
         self.inline_refusals: list = []
+        # the levels of code being traced whose numbers-rule checks are made before each ordered
+        # effect (`asserts.numbers_checked`), and whether those checks are being staged now
+        self.number_levels: list = []
+        self.checking_numbers: bool = False
         # the `values.PythonNumbers` of the outermost converted run open now, or None
         self.python_numbers = None
         # the GuardSet of a converted function run inline outside any program (`guards.recorded_inline`)

@@ -1198,7 +1198,7 @@ class _Generator:
         staged branch)."""
         a, k = self.pick(s.arrays), self.pick(s.ints)
         self.emit(indent, self.pick([
-            f'WBUF.write(f"w{{TICK}} ")', f'{k} = (WBUF.write("ww") + {k}) % {INT_MOD}',
+            'WBUF.write(f"w{TICK} ")', f'{k} = (WBUF.write("ww") + {k}) % {INT_MOD}',
             f'if {self.cond(s)}:\n    WBUF.write("c{self.rng.randint(0, 9)} ")',
             'sys.stdout.write("so\\n")', f'print("sp", {self.call_py_int(s)}, file=sys.stdout)',
             f"with _Ctx(log):\n    {a} = clip({a} + 1)",

@@ -817,3 +817,30 @@ def test_a_traced_number_met_by_a_strong_array_takes_its_dtype():
             got = static(x, jnp.int32(7))
             assert not jax.typeof(got).weak_type and got.dtype == jnp.int32
             assert int(got) == int(number_or_strong_array(x, jnp.int32(7)))
+
+
+def divides_then_prints(x, log):
+    acc = 0
+    if x.sum() > 0:
+        acc = 2
+    y = x + 7 / acc  # eagerly ZeroDivisionError here where the data leaves acc 0
+    print("after", y.max())
+    log.append(1)
+    assert y.sum() > -100, "never fails"
+    return y
+
+
+def test_what_comes_after_a_python_number_divided_by_a_zero_the_data_decides_is_not_done(capsys):
+    """Campaign seed 4,700,429: the numbers rule's check ran at the end of the function, after a
+    print that follows the division (eager raises before it)."""
+    static = dy2st.to_static(divides_then_prints)
+    for fn in (divides_then_prints, static, static):
+        for sign, raised in ((1.0, None), (-1.0, ZeroDivisionError)):
+            log = []
+            if raised is None:
+                fn(sign * jnp.ones(2), log)
+            else:
+                with pytest.raises(raised):
+                    fn(sign * jnp.ones(2), log)
+            jax.effects_barrier()
+            assert (capsys.readouterr().out, log) == (("after 4.5\n", [1]) if raised is None else ("", [])), fn
