@@ -118,14 +118,15 @@ def _fresh_on_every_call(fn) -> str | None:
 
 
 def _generator_state(generator):
-    """`(get, set)` of a random number generator's state, or None for what is not one."""
+    """`(the generator, get, set)` of a random number generator's state, or None for what is
+    not one."""
     if isinstance(generator, random.Random):
-        return generator.getstate, generator.setstate
+        return generator, generator.getstate, generator.setstate
     if isinstance(generator, np.random.RandomState):
-        return generator.get_state, generator.set_state
+        return generator, generator.get_state, generator.set_state
     if isinstance(generator, np.random.Generator):
         bits = generator.bit_generator
-        return functools.partial(getattr, bits, "state"), functools.partial(setattr, bits, "state")
+        return generator, functools.partial(getattr, bits, "state"), functools.partial(setattr, bits, "state")
     return None
 
 

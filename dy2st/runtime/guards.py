@@ -100,11 +100,16 @@ class GuardSet:
         """The trace called `what` at `origin`, which gives another value on each call (a draw of
         Python's or numpy's random numbers, a clock): a guard that never holds, so every later
         call traces again and draws anew, as eagerly. It reads the generator's `state`
-        (`(get, set)`; a trace given up puts it back), or a new count each time: either way a
+        (`(generator, get, set)`; a trace given up puts it back), or a new count each time: either way a
         staged side or a code path eager may not run that draws is refused as a change."""
-        key = ("r", id(origin.filename), f"{what} (line {origin.lineno})")
+        # One guard per generator (two draws of one read and put back its one state), or per
+        # line for a clock.
+        key = ("r", id(state[0]) if state else id(origin.filename),
+               f"{what} (line {origin.lineno})" if not state else f"{what} (first at line {origin.lineno})")
+        if state and any(k[:2] == key[:2] for k in self.entries):
+            return
         if key not in self.entries:
-            reader = functools.partial(_read_state, *state) if state else itertools.count().__next__
+            reader = functools.partial(_read_state, *state[1:]) if state else itertools.count().__next__
             self._guard([(key, reader)])
             self.checks[key] = _never
 
@@ -295,9 +300,10 @@ def unchanged_by_side(origin, what: str, unroll=None):
             "whatever the data says (and a loop body once for every iteration), where eager Python "
             "changes it only when the data takes that side (once per iteration).",
             origin,
-            advice=f"change {key[2]} outside the `if`/loop, from values the branch returns; or pass it "
-            "as an argument (dy2st writes changes to arguments back); or decide the condition with a "
-            "Python value.")
+            advice=(f"draw before the `if`/loop and use the value inside it, or draw with `jax.random` and a key "
+                    "argument (staged, new on every call)" if key[0] == "r" else
+                    f"change {key[2]} outside the `if`/loop, from values the branch returns; or pass it as an "
+                    "argument (dy2st writes changes to arguments back)") + "; or decide the condition with a Python value.")
 
 
 def note_deferred_raise(origin, check: bool = False) -> None:

@@ -50,7 +50,32 @@ def test_a_draw_in_a_staged_branch_is_refused():
     with pytest.raises(PythonEffectError) as info:
         dy2st.to_static(draws_in_a_branch)(jnp.ones(1))
     text = str(info.value)
-    assert text.startswith(f'File "{__file__}"') and "Random.random() (line" in text, text
+    assert text.startswith(f'File "{__file__}"') and "Random.random() (first at line" in text, text
+    assert "draw before the `if`/loop and use the value inside it" in text
+
+
+def draws_twice(x, log):
+    log.append(STATE["python"].randint(0, 9))  # two draws of one generator: one state to put back
+    log.append(STATE["python"].random())
+    if log[0] > 100:
+        raise ValueError("never")
+    return x
+
+
+def test_two_draws_of_one_generator_in_a_trace_given_up_are_put_back_together():
+    """Campaign seed 4,700,557: each draw's guard put the state back to its own first value, so the
+    second left the generator after the first draw, and the call could not run again eagerly."""
+    seen = []
+    for fn in (draws_twice, dy2st.to_static(draws_twice)):
+        _fresh_generators()
+        calls = []
+        for _ in range(3):
+            log = []
+            fn(jnp.ones(1), log)
+            calls.append([round(float(v), 6) for v in log])
+        seen.append(calls)
+    assert seen[1] == seen[0], seen
+
 
 
 def reads_the_clock(x):
