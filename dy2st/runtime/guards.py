@@ -300,7 +300,7 @@ def unchanged_by_side(origin, what: str, unroll=None):
             "whatever the data says (and a loop body once for every iteration), where eager Python "
             "changes it only when the data takes that side (once per iteration).",
             origin,
-            advice=(f"draw before the `if`/loop and use the value inside it, or draw with `jax.random` and a key "
+            advice=("draw before the `if`/loop and use the value inside it, or draw with `jax.random` and a key "
                     "argument (staged, new on every call)" if key[0] == "r" else
                     f"change {key[2]} outside the `if`/loop, from values the branch returns; or pass it as an "
                     "argument (dy2st writes changes to arguments back)") + "; or decide the condition with a Python value.")
