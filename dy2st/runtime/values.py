@@ -120,11 +120,13 @@ class IteratorAt(NamedTuple):
 
 def iterator_at(iterator) -> IteratorAt | None:
     """Where `iterator` stands, if it is a builtin one over a list, tuple or string that has not
-    run out (None otherwise)."""
+    run out, or an `itertools.count` (its next value; None otherwise)."""
     try:
         state = iterator.__reduce__()
     except Exception:
         return None
+    if type(iterator) is itertools.count:
+        return IteratorAt(state[1][0], itertools.count) if type(state[1][0]) is int else None
     if len(state) > 2 and type(state[2]) is int and hasattr(iterator, "__setstate__") and len(state[1]) == 1:
         return IteratorAt(state[2], state[1][0])
     return None
@@ -134,7 +136,10 @@ def rewind(iterator, at: IteratorAt) -> bool:
     """Put `iterator` back at `at`, also where it ran out since (a trace given up took its last
     item: `list(IT)`, a `for` over it). Whether it could be: an iterator that ran out has dropped
     its sequence, which only CPython's own layout of list, tuple and string iterators (an index,
-    then the sequence, after the object header: checked once on a list's iterator) can give back."""
+    then the sequence, after the object header: checked once on a probe of each) can give back;
+    an `itertools.count` has no way to be set but through that layout either (`_set_count`)."""
+    if at.sequence is itertools.count:
+        return _set_count(iterator, at.index)
     if iterator_at(iterator) is None:
         if type(at.sequence) not in (list, tuple, str) or not _iterator_layout_known():
             return False
@@ -148,6 +153,34 @@ def rewind(iterator, at: IteratorAt) -> bool:
 
 
 _SEQUENCE_OFFSET = 3 * ctypes.sizeof(ctypes.c_void_p)  # reference count, type, index, then the sequence
+_COUNT_OFFSET = 2 * ctypes.sizeof(ctypes.c_void_p)  # an itertools.count's: its next value, then its big-int form
+
+
+def _set_count(counter, value: int) -> bool:
+    """Give an `itertools.count` the next value `value`, in CPython's layout: a machine integer,
+    or (another step than 1, or past its range) a Python int it holds instead (checked once on a
+    probe)."""
+    if not _count_layout_known():
+        return False
+    big = ctypes.c_void_p.from_address(id(counter) + _COUNT_OFFSET + ctypes.sizeof(ctypes.c_void_p))
+    if big.value is None:  # counting in a machine integer
+        if not -(2 ** 62) < value < 2 ** 62:
+            return False
+        ctypes.c_ssize_t.from_address(id(counter) + _COUNT_OFFSET).value = value
+    else:  # counting in Python ints: the one it holds replaced, its reference moved over
+        old = ctypes.cast(big.value, ctypes.py_object).value
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(value))
+        big.value = id(value)
+        ctypes.pythonapi.Py_DecRef(ctypes.py_object(old))
+    return counter.__reduce__()[1][0] == value
+
+
+@functools.cache
+def _count_layout_known() -> bool:
+    probe = itertools.count(123457)
+    return (sys.implementation.name == "cpython"
+            and ctypes.c_ssize_t.from_address(id(probe) + _COUNT_OFFSET).value == 123457
+            and ctypes.c_void_p.from_address(id(probe) + _COUNT_OFFSET + ctypes.sizeof(ctypes.c_void_p)).value is None)
 
 
 @functools.cache

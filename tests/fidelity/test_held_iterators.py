@@ -8,6 +8,8 @@ Any other use of the iterator (list(it), an alias, a closure, a staged `if` arou
 refused at the user's line.
 """
 
+import itertools
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -472,11 +474,21 @@ def takes_one_past_the_end(x, log):
     return x * 2
 
 
+def counts_then_raises(x, log):
+    log.append(len(log))
+    log.append(next(IT))  # an itertools.count: advanced by the trace, which the raise gives up
+    if log[-1] in (4, 3):
+        raise ValueError("raised by Python on the second call")
+    return x
+
+
 @pytest.mark.parametrize("fn, make", [
     (takes_every_item, lambda: iter([1, 2, 3])),
     (loops_over_it_then_raises_by_data, lambda: iter((1, 2))),
     (takes_one_past_the_end, lambda: iter("ab")),
     (takes_one_past_the_end, lambda: iter(range(2))),
+    (counts_then_raises, lambda: itertools.count(3)),
+    (counts_then_raises, lambda: itertools.count(5, -1)),
 ])
 def test_an_iterator_a_given_up_trace_ran_out_of_is_put_back(fn, make):
     eager = _calls(fn, make)
@@ -494,3 +506,8 @@ def test_rewind_gives_an_iterator_that_ran_out_its_sequence_back():
         assert list(it) and iterator_at(it) is None  # ran out: its sequence dropped
         assert rewind(it, at) and list(it) == list(sequence[1:])
     assert iterator_at(iter({1: 2})) is None and iterator_at(x for x in ()) is None
+    for counter in (itertools.count(3), itertools.count(5, -1), itertools.count(2 ** 70)):
+        at = iterator_at(counter)
+        first = next(counter)
+        next(counter)
+        assert rewind(counter, at) and next(counter) == first
