@@ -464,6 +464,7 @@ def at_eager_boundary(exc: BaseException, filtering: bool) -> None:
     origin = innermost_user_frame(exc.__traceback__)
     if origin is not None and not getattr(exc, _NOTED_ATTR, False):
         exc.add_note(f"(dy2st) raised by the function run eagerly (its trace raised it too):\n  {origin.as_header()}")
+    mark_noted(exc)  # (a boundary around this one, the front's, adds no note of its own)
     if filtering:
         exc.__traceback__ = filter_traceback(exc.__traceback__)
 
@@ -670,12 +671,22 @@ def _as_unbound_local(exc: BaseException) -> BaseException:
     return error
 
 
+def _text(exc: BaseException) -> str:
+    """`str(exc)`, or "" where its message cannot be made now (the user's own error raised
+    while tracing with a message formatted from traced values: the call runs eagerly after it,
+    which makes eager's)."""
+    try:
+        return str(exc)
+    except Exception:
+        return ""
+
+
 def _as_undefined_use(exc: BaseException) -> BaseException:
     """A variable unbound on the path taken holds dy2st's `Undefined` marker in converted code;
     library code given it (`jnp.where(c, x, marker)`) fails with its own TypeError, where eager
     Python raised UnboundLocalError reading the variable. Found in a frame of the user's, the
     marker's own error is raised instead (an UndefinedVariableError, an UnboundLocalError)."""
-    if isinstance(exc, Dy2StaticError) or not isinstance(exc, (TypeError, ValueError)) or "Undefined" not in str(exc):
+    if isinstance(exc, Dy2StaticError) or not isinstance(exc, (TypeError, ValueError)) or "Undefined" not in _text(exc):
         return exc  # only errors about the marker itself ("got <class '...Undefined'>")
     for entry in reversed(list(_walk(exc.__traceback__))):
         frame = entry.tb_frame
@@ -749,8 +760,8 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
             failure.__traceback__ = filter_traceback(failure.__traceback__)
         return failure
     exc = _as_traced_recursion(_as_undefined_use(_as_unbound_local(exc)))
-    traced_slice = isinstance(exc, IndexError) and str(exc).startswith(_TRACED_SLICE)
-    traced_key = type(exc) is TypeError and str(exc).startswith("unhashable type:") and "Tracer" in str(exc)
+    traced_slice = isinstance(exc, IndexError) and _text(exc).startswith(_TRACED_SLICE)
+    traced_key = type(exc) is TypeError and _text(exc).startswith("unhashable type:") and "Tracer" in _text(exc)
     if isinstance(exc, _NEEDS_CONCRETE) or traced_slice or traced_key:
         origin = innermost_user_frame(exc.__traceback__)
         if origin is not None:

@@ -655,3 +655,23 @@ def test_a_staged_sides_error_a_users_handler_catches_inside_their_jit_is_not_sw
     except Dy2StaticError:
         return  # refused: fine
     np.testing.assert_array_equal(got, catches_what_a_staged_side_raises(y, 4))
+
+
+def raises_with_a_message_of_traced_values(x, log, k):
+    log.append(k)
+    if k < 0:  # Python decides: raised while tracing, with a message only the program can make
+        raise ValueError(f"bad {x.sum()} for {k}")
+    return x
+
+
+def test_a_python_raise_whose_message_formats_traced_values_gives_eagers_error():
+    """Campaign seed 4,701,653: the boundary read the message of the error the trace raised,
+    which is text only when the program runs, and refused (BuiltinError) where the call runs
+    eagerly instead."""
+    static = dy2st.to_static(raises_with_a_message_of_traced_values)
+    for fn in (raises_with_a_message_of_traced_values, static, static):
+        log = []
+        with pytest.raises(ValueError, match=r"^bad 2\.0 for -1(\n|$)") as info:
+            fn(jnp.ones(2), log, -1)
+        assert log == [-1]
+        assert len(getattr(info.value, "__notes__", ())) == (0 if fn is raises_with_a_message_of_traced_values else 1)
