@@ -32,7 +32,7 @@ import jax
 from dy2st import _jax_compat
 from dy2st.call_policy import CallPolicy, ContainerEffect, OrderObserved
 from dy2st.errors import (Dy2StaticError, OriginInfo, PythonEffectError, RuntimeChecks, StagedBranchError, is_library_file,
-                          note_failed_when_run, note_raised_while_tracing, runtime_failure_of)
+                          note_failed_when_run, note_raised_while_tracing, rerun_eagerly, runtime_failure_of)
 from dy2st.input_spec import user_origin
 from dy2st.runtime import guards, key_order, static_outputs, writes
 from dy2st.runtime.asserts import numbers_checked_of
@@ -245,9 +245,12 @@ class ProgramBody:
                 # global counter it bumped would count twice)
                 writes.put_back_traced(changed)
                 restored = outside_before is None or self.guards.put_back(outside_before)
+                note_raised_while_tracing(error, restored)
                 raised_before = guards.deferred_raise_origin()
                 if (raised_before is not None and type(error) in StagedBranchError.KEPT_TYPES + (StopIteration,)
-                        and not isinstance(error, Dy2StaticError)):
+                        and not isinstance(error, Dy2StaticError) and not rerun_eagerly(error, error)):
+                    # a staged raise before it may come first on some data: eager decides (when
+                    # the call can run eagerly instead), else refused there
                     raise StagedBranchError.wrapping_after_raise(error, raised_before).with_traceback(
                         error.__traceback__) from error
                 if watcher is not None and isinstance(error, Exception) and not isinstance(error, (OrderObserved, ContainerEffect)):
@@ -255,7 +258,6 @@ class ProgramBody:
                     # their order), where the function's own error, if it is one, comes again
                     self.policy.orders_observed = True
                     raise OrderObserved("a trace with watched dict arguments failed") from error
-                note_raised_while_tracing(error, restored)
                 raise
         _refuse_leaked(changed, out, (args, kwargs))
         CONTEXT.programs_traced += 1

@@ -38,7 +38,7 @@ from dy2st.testing.real_program_gen import PRELUDE, RealProgram, draw_program
 CAMPAIGN_SEEDS = (5038, 5042, 5093, 5151, 5301, 5353, 5376, 5540, 6220, 6434, 6451, 6828, 6896, 7085,
                   7110, 7813, 8120, 8154, 10065, 21100, 21276, 26617, 22829, 28426, 44501, 90460, 97426,
                   90041, 90633, 95669, 113, 196, 160050, 160076, 170325, 200109, 200157, 230149, 250318,
-                  280427, 68, 200, 380, 4502911, 4700429, 4700557, 4501890, 4701653)
+                  280427, 68, 200, 380, 4502911, 4700429, 4700557, 4501890, 4701653, 4702852)
 FAST_SEEDS = (*range(0, 60), *CAMPAIGN_SEEDS)
 SLOW_SEEDS = range(60, 400)
 # Seeds of a bug class still open, with the class as the reason (E: see below). Classes fixed so
