@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import dis
 import functools
+import inspect
 import itertools
 import types
 from typing import NamedTuple
@@ -294,6 +295,16 @@ def unchanged_by_side(origin, what: str, unroll=None):
         guards.put_back(before)
         if unroll is not None:
             raise unroll(f"the body changes the {describe(key)}, a Python value from outside the function")
+        if inspect.isgenerator(guards.entries[key][0]()):
+            raise PythonEffectError(
+                f"the function reads the generator {key[2]} (from outside its arguments), whose position dy2st "
+                f"cannot read, so it cannot tell whether the {what} advances it: the condition is traced, so the "
+                "side is traced whatever the data says, where eager Python advances it only when the data takes "
+                "that side.",
+                origin,
+                advice=f"take the items you need from {key[2]} into a list before the call (or before the `if`), or "
+                "iterate a list, a tuple or `iter()` of one, whose position dy2st reads; or decide the condition "
+                "with a Python value.")
         raise PythonEffectError(
             f"the {what} changes the {describe(key)} (a Python value from outside the function's "
             "arguments) while it is traced: the condition is a traced value, so the side is traced "

@@ -827,3 +827,24 @@ def test_a_deque_argument_is_refused_with_a_list_as_the_fix():
         dy2st.to_static(averages_a_buffer)(collections.deque(maxlen=3), jnp.ones(2))
     text = str(info.value)
     assert "must be hashable" in text and "pass a list or dict instead of the deque" in text
+
+
+GENERATED = (i for i in range(100))
+
+
+def reads_a_module_generator_then_branches(x):
+    v = next(GENERATED)
+    if x.sum() < 0:
+        x = -x
+    return x + v
+
+
+def test_a_module_generator_read_before_a_staged_if_is_refused_saying_why():
+    """The generator's position cannot be read (a new token each read), so any staged side after
+    it counts as changing it; the message said the side "changes the global", which it does not."""
+    with pytest.raises(dy2st.errors.PythonEffectError) as info:
+        dy2st.to_static(reads_a_module_generator_then_branches)(jnp.ones(2))
+    text = str(info.value)
+    assert text.startswith(f'File "{__file__}"') and "\n    if x.sum() < 0:\n" in text, text
+    assert "reads the generator GENERATED" in text and "whose position dy2st cannot read" in text
+    assert "To fix: take the items you need from GENERATED into a list" in text
