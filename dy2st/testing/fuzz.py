@@ -614,7 +614,12 @@ def _compare_call(index: int, want: "_Call", got: "_Call", varies: bool) -> Resu
                     and not _float_by_numbers_rule(e, want.error)):
                 return Result(RealOutcome.MISMATCH, stage,
                               f"{type(e).__name__}: message {str(e)!r}, eager {str(want.error)!r}")
-            if same and not isinstance(e, dy2st.errors.Dy2StaticError):
+            if isinstance(e, dy2st.errors.Dy2StaticError):
+                # a refusal that is also eager's exception's type (a StagedBranchError is an
+                # IndexError): what the call changed was put back, so later calls start from
+                # another state than eager's: the program is refused here
+                return _classify_error(e, stage)
+            if same:
                 # eager's exception: what the call did before it raised must be eager's too
                 problem = _effects_difference(want, got, f" (both raised {type(e).__name__})")
                 if problem is not None:
