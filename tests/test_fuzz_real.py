@@ -539,12 +539,9 @@ RAISES_FROM_CALL_2 = """\
 """
 
 
-def test_runner_compares_exception_messages_class_attributes_and_files(monkeypatch):
-    program = _boundary_program(RAISES_FROM_CALL_2, header=EFFECTS_HEADER)
-    result = fuzz.run_real_program(program)
-    # every call of to_static agrees (under a jax.jit of the caller's, the raise is refused)
-    assert result.outcome == RealOutcome.MATCH or (result.outcome, result.stage) == (RealOutcome.REFUSAL, "jit"), result
-
+def _on_value_error(monkeypatch, handle):
+    """Make `fuzz.dy2st.to_static` give functions that call `handle(error, args)` where the
+    real StaticFunction raises a ValueError: a to_static the runner must tell apart from eager."""
     real = fuzz.dy2st.to_static
 
     def to_static(f):
@@ -554,10 +551,22 @@ def test_runner_compares_exception_messages_class_attributes_and_files(monkeypat
             try:
                 return static(*args, **kwargs)
             except ValueError as e:
-                raise ValueError(str(e) + "!") from e
+                handle(e, args)
         return call
 
-    monkeypatch.setattr(fuzz.dy2st, "to_static", to_static)  # the same class, another message
+    monkeypatch.setattr(fuzz.dy2st, "to_static", to_static)
+
+
+def test_runner_compares_exception_messages_class_attributes_and_files(monkeypatch):
+    program = _boundary_program(RAISES_FROM_CALL_2, header=EFFECTS_HEADER)
+    result = fuzz.run_real_program(program)
+    # every call of to_static agrees (under a jax.jit of the caller's, the raise is refused)
+    assert result.outcome == RealOutcome.MATCH or (result.outcome, result.stage) == (RealOutcome.REFUSAL, "jit"), result
+
+    def another_message(error, args):
+        raise ValueError(str(error) + "!") from error
+
+    _on_value_error(monkeypatch, another_message)  # the same class, another message
     result = fuzz.run_real_program(program)
     assert result.outcome == RealOutcome.MISMATCH and result.stage == "to_static, call 2", result
     assert "message 'bad 6.0 at 1.0!', eager 'bad 6.0 at 1.0'" in result.detail, result
@@ -622,20 +631,11 @@ def test_runner_compares_identity_of_returned_module_objects(monkeypatch):
 
 def test_runner_compares_what_a_call_did_before_eagers_exception(monkeypatch):
     program = _boundary_program(RETURNS_OUTSIDE, header=CALLS_HEADER)
-    real = fuzz.dy2st.to_static
+    def loses_the_append(error, args):
+        args[3].pop()  # the caller's xs without the item eager appended before raising
+        raise error
 
-    def to_static(f):
-        static = real(f)
-
-        def call(*args, **kwargs):
-            try:
-                return static(*args, **kwargs)
-            except ValueError:
-                args[3].pop()  # the caller's xs without the item eager appended before raising
-                raise
-        return call
-
-    monkeypatch.setattr(fuzz.dy2st, "to_static", to_static)
+    _on_value_error(monkeypatch, loses_the_append)
     result = fuzz.run_real_program(program)
     assert result.outcome == RealOutcome.MISMATCH and result.stage == "to_static, call 2", result
     assert result.detail.startswith("side effect (both raised ValueError)"), result

@@ -88,7 +88,7 @@ def convert_call(fn):
     if guards.recording_any():
         fresh = _fresh_on_every_call(fn)
         if fresh is not None:
-            guards.note_fresh(fresh, OriginInfo.of_caller(), _generator_state(getattr(fn, "__self__", None)))
+            guards.note_fresh(*fresh, OriginInfo.of_caller())
     slots = higher_order.callable_slots(fn)
     if slots is not None:  # jax.grad(loss), lax.scan(body, ...): the callables they get, converted
         return functools.partial(_call_converting, fn, slots, OriginInfo.of_caller() if events.active() else None)
@@ -100,37 +100,38 @@ def convert_call(fn):
     return target
 
 
-def _fresh_on_every_call(fn) -> str | None:
-    """`fn`'s name where each call of it gives another value, which a compiled program would
-    keep from its trace: a method of Python's or numpy's random number generators (`random.random`,
-    `np.random.randint`, `rng.normal`), a clock (`time.perf_counter`, `datetime.now`), the
-    system's randomness (`os.urandom`, `uuid.uuid4`, `secrets.token_hex`). None for others."""
+def _fresh_on_every_call(fn) -> tuple | None:
+    """`(fn's name, its generator's `GeneratorState` or None)` where each call of `fn` gives
+    another value, which a compiled program would keep from its trace: a method of Python's or
+    numpy's random number generators (`random.random`, `np.random.randint`, `rng.normal`), a
+    clock (`time.perf_counter`, `datetime.now`), the system's randomness (`os.urandom`,
+    `uuid.uuid4`, `secrets.token_hex`). None for others."""
     owner = getattr(fn, "__self__", None)
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "?")
-    if isinstance(owner, _GENERATORS):
-        return f"{type(owner).__name__}.{getattr(fn, '__name__', name)}()"
+    state = _generator_state(owner)
+    if state is not None:
+        return f"{type(owner).__name__}.{getattr(fn, '__name__', name)}()", state
     module = getattr(fn, "__module__", None)
     if module in _FRESH_MODULES or (module, name) in _FRESH_FUNCTIONS:
-        return f"{module}.{name}()"
+        return f"{module}.{name}()", None
     if isinstance(owner, type) and issubclass(owner, (datetime.date, datetime.time)) and fn.__name__ in _NOW:
-        return f"{owner.__name__}.{fn.__name__}()"
+        return f"{owner.__name__}.{fn.__name__}()", None
     return None
 
 
-def _generator_state(generator):
-    """`(the generator, get, set)` of a random number generator's state, or None for what is
-    not one."""
+def _generator_state(generator) -> guards.GeneratorState | None:
+    """How to read and set a random number generator's state, or None for what is not one."""
     if isinstance(generator, random.Random):
-        return generator, generator.getstate, generator.setstate
+        return guards.GeneratorState(generator, generator.getstate, generator.setstate)
     if isinstance(generator, np.random.RandomState):
-        return generator, generator.get_state, generator.set_state
+        return guards.GeneratorState(generator, generator.get_state, generator.set_state)
     if isinstance(generator, np.random.Generator):
         bits = generator.bit_generator
-        return generator, functools.partial(getattr, bits, "state"), functools.partial(setattr, bits, "state")
+        return guards.GeneratorState(generator, functools.partial(getattr, bits, "state"),
+                                     functools.partial(setattr, bits, "state"))
     return None
 
 
-_GENERATORS = (random.Random, np.random.RandomState, np.random.Generator)
 _FRESH_MODULES = frozenset({"time", "secrets"})
 _FRESH_FUNCTIONS = frozenset({("posix", "urandom"), ("nt", "urandom"), ("os", "urandom"), ("uuid", "uuid1"),
                               ("uuid", "uuid4")})

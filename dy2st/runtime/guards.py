@@ -34,7 +34,7 @@ import functools
 import inspect
 import itertools
 import types
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import numpy as np
@@ -52,6 +52,14 @@ _SCALARS = frozenset({int, bool, str, bytes, type(None), complex})
 _DATA = _SCALARS | {float}
 _WALK_LIMIT = 10_000  # container items and attributes one value's token walks at most
 _NUMPY_LIMIT = 1 << 16  # elements of a numpy array compared by contents; larger: by identity
+
+
+class GeneratorState(NamedTuple):
+    """A random number generator (`owner`) and how to read and set its state."""
+
+    owner: object
+    get: Callable
+    set: Callable
 
 
 class GuardSet:
@@ -97,20 +105,20 @@ class GuardSet:
         self._guard([(("a", id(h), f"{getattr(h, '__qualname__', h.__name__)}.{name}"),
                       _owned(functools.partial(vars(h).get, name, _MISSING), h)) for h in holders])
 
-    def note_fresh(self, what: str, origin, state=None) -> None:
+    def note_fresh(self, what: str, state, origin) -> None:
         """The trace called `what` at `origin`, which gives another value on each call (a draw of
         Python's or numpy's random numbers, a clock): a guard that never holds, so every later
         call traces again and draws anew, as eagerly. It reads the generator's `state`
-        (`(generator, get, set)`; a trace given up puts it back), or a new count each time: either way a
+        (`GeneratorState`; a trace given up puts it back), or a new count each time: either way a
         staged side or a code path eager may not run that draws is refused as a change."""
         # One guard per generator (two draws of one read and put back its one state), or per
         # line for a clock.
-        key = ("r", id(state[0]) if state else id(origin.filename),
+        key = ("r", id(state.owner) if state else id(origin.filename),
                f"{what} (line {origin.lineno})" if not state else f"{what} (first at line {origin.lineno})")
         if state and any(k[:2] == key[:2] for k in self.entries):
             return
         if key not in self.entries:
-            reader = functools.partial(_read_state, *state[1:]) if state else itertools.count().__next__
+            reader = functools.partial(_read_state, state.get, state.set) if state else itertools.count().__next__
             self._guard([(key, reader)])
             self.checks[key] = _never
 
@@ -357,12 +365,12 @@ def note_lookup(obj, name) -> None:
         guards.note_lookup(obj, name)
 
 
-def note_fresh(what: str, origin, state=None) -> None:
+def note_fresh(what: str, state, origin) -> None:
     """`GuardSet.note_fresh` of the program being traced (not of an inline run: the user's own
     jit has no later trace to make)."""
     guards = writes.program_guards()
     if guards is not None and writes.program_scratch() is not None:
-        guards.note_fresh(what, origin, state)
+        guards.note_fresh(what, state, origin)
 
 
 def note(fn, receiver=None) -> None:

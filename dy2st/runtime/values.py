@@ -141,7 +141,7 @@ def rewind(iterator, at: IteratorAt) -> bool:
     if at.sequence is itertools.count:
         return _set_count(iterator, at.index)
     if iterator_at(iterator) is None:
-        if type(at.sequence) not in (list, tuple, str) or not _iterator_layout_known():
+        if type(at.sequence) not in (list, tuple, str) or not _layout_known():
             return False
         slot = ctypes.c_void_p.from_address(id(iterator) + _SEQUENCE_OFFSET)
         if slot.value is not None:
@@ -160,7 +160,7 @@ def _set_count(counter, value: int) -> bool:
     """Give an `itertools.count` the next value `value`, in CPython's layout: a machine integer,
     or (another step than 1, or past its range) a Python int it holds instead (checked once on a
     probe)."""
-    if not _count_layout_known():
+    if not _layout_known():
         return False
     big = ctypes.c_void_p.from_address(id(counter) + _COUNT_OFFSET + ctypes.sizeof(ctypes.c_void_p))
     if big.value is None:  # counting in a machine integer
@@ -176,19 +176,18 @@ def _set_count(counter, value: int) -> bool:
 
 
 @functools.cache
-def _count_layout_known() -> bool:
-    probe = itertools.count(123457)
-    return (sys.implementation.name == "cpython"
-            and ctypes.c_ssize_t.from_address(id(probe) + _COUNT_OFFSET).value == 123457
-            and ctypes.c_void_p.from_address(id(probe) + _COUNT_OFFSET + ctypes.sizeof(ctypes.c_void_p)).value is None)
-
-
-@functools.cache
-def _iterator_layout_known() -> bool:
+def _layout_known() -> bool:
+    """Whether CPython lays out list, tuple and string iterators (their sequence after the
+    index) and `itertools.count` (its machine integer, then its unused big-int form) as
+    `rewind` writes them: checked once, on probes."""
+    if sys.implementation.name != "cpython":
+        return False
     probes = ([0], (0,), "probe")
-    return sys.implementation.name == "cpython" and all(
-        ctypes.c_void_p.from_address(id(iterator) + _SEQUENCE_OFFSET).value == id(probe)
-        for probe, iterator in [(p, iter(p)) for p in probes])
+    counter = itertools.count(123457)
+    return (all(ctypes.c_void_p.from_address(id(iterator) + _SEQUENCE_OFFSET).value == id(probe)
+                for probe, iterator in [(p, iter(p)) for p in probes])
+            and ctypes.c_ssize_t.from_address(id(counter) + _COUNT_OFFSET).value == 123457
+            and ctypes.c_void_p.from_address(id(counter) + _COUNT_OFFSET + ctypes.sizeof(ctypes.c_void_p)).value is None)
 
 
 def iterator_position(value):

@@ -26,18 +26,25 @@ def _fresh_generators():
     STATE.update(numpy=np.random.RandomState(0), python=random.Random(1), generator=np.random.default_rng(2))
 
 
-def test_each_call_draws_anew_as_eagerly():
+def _three_calls(fn) -> tuple[list, list]:
+    """`(eager's, to_static's)` results and drawn values of three calls of `fn(x, log)`, each
+    from freshly seeded generators."""
     seen = []
-    for fn in (draws, dy2st.to_static(draws)):
+    for run in (fn, dy2st.to_static(fn)):
         _fresh_generators()
         calls = []
         for _ in range(3):
             log = []
-            out = fn(jnp.ones(1), log)
-            calls.append((np.asarray(out).round(5).tolist(), [float(v) for v in log]))
+            out = run(jnp.ones(1), log)
+            calls.append((np.asarray(out).round(5).tolist(), [round(float(v), 6) for v in log]))
         seen.append(calls)
-    assert seen[1] == seen[0], seen
-    assert len({str(c) for c in seen[0]}) == 3
+    return seen[0], seen[1]
+
+
+def test_each_call_draws_anew_as_eagerly():
+    eager, static = _three_calls(draws)
+    assert static == eager, (static, eager)
+    assert len({str(c) for c in eager}) == 3
 
 
 def draws_in_a_branch(x):
@@ -65,16 +72,8 @@ def draws_twice(x, log):
 def test_two_draws_of_one_generator_in_a_trace_given_up_are_put_back_together():
     """Campaign seed 4,700,557: each draw's guard put the state back to its own first value, so the
     second left the generator after the first draw, and the call could not run again eagerly."""
-    seen = []
-    for fn in (draws_twice, dy2st.to_static(draws_twice)):
-        _fresh_generators()
-        calls = []
-        for _ in range(3):
-            log = []
-            fn(jnp.ones(1), log)
-            calls.append([round(float(v), 6) for v in log])
-        seen.append(calls)
-    assert seen[1] == seen[0], seen
+    eager, static = _three_calls(draws_twice)
+    assert static == eager, (static, eager)
 
 
 
