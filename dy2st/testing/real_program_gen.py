@@ -1166,30 +1166,15 @@ class _Generator:
         f = self.call_features if only is None else {only}
         p = 0.12 if only is None else 1.0
         top = indent == 1
-        if "try_else" in f and self.chance(p):
-            self.call_shown.add("try_else")
-            self.try_else(s, indent)
-        if "defaults" in f and self.chance(p):
-            self.call_shown.add("defaults")
-            self.default_call(s, indent)
-        if "outside" in f and self.chance(p):
-            self.call_shown.add("outside")
-            self.outside_use(s, indent)
-        if "attr" in f and self.chance(p):
-            self.call_shown.add("attr")
-            self.attr_read(s, indent)
-        if "py_raise" in f and top and "xs" not in s.frozen and self.chance(p):
-            self.call_shown.add("py_raise")
-            self.python_raise(s, indent)
-        if "int_ops" in f and self.chance(p):
-            self.call_shown.add("int_ops")
-            self.int_ops(s, indent)
-        if "streams" in f and self.chance(p):
-            self.call_shown.add("streams")
-            self.stream_use(s, indent)
-        if "ternary" in f and self.chance(p):
-            self.call_shown.add("ternary")
-            self.container_ternary(s, indent)
+        emitters = {"try_else": self.try_else, "defaults": self.default_call, "outside": self.outside_use,
+                    "attr": self.attr_read, "py_raise": self.python_raise, "int_ops": self.int_ops,
+                    "streams": self.stream_use, "ternary": self.container_ternary}
+        for name in CALL_FEATURES:  # (in this order: each draws from the stream)
+            if name == "py_raise" and (not top or "xs" in s.frozen):
+                continue  # (a raise at f's level only, while the caller's xs may change)
+            if name in f and self.chance(p):
+                self.call_shown.add(name)
+                emitters[name](s, indent)
 
     def stream_use(self, s: _Scope, indent: int) -> None:
         """Python effects a program makes on every call: writes to the module file `WBUF` (in a
