@@ -18,9 +18,9 @@ from dy2st import _jax_compat, callables, conversion, input_spec, stateful
 from dy2st.config import _switch_listeners, config, logger
 from dy2st.errors import (RuntimeChecks, at_boundary, at_eager_boundary, failed_when_run, innermost_user_frame, mark_noted,
                           output_muted, rerun_eagerly)
-from dy2st.call_policy import AmbiguousLeaf, CallPolicy, ContainerEffect, Declined
+from dy2st.call_policy import ARRAY_IMPL, AmbiguousLeaf, CallPolicy, ContainerEffect, Declined, Route
 from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
-from dy2st.program_body import ARRAY_IMPL, LIFTED_ROOTS, changes_lost_with, plain_python, run_inline
+from dy2st.program_body import changes_lost_with, run_inline
 from dy2st.sharding import Shardings
 from dy2st.runtime import guards, static_outputs, writes
 from dy2st.runtime.trace_context import CONTEXT
@@ -347,34 +347,21 @@ class StaticFunction(functools.partial):
 
     # -- calling ------------------------------------------------------------------------
     def _call_general(self, args, kwargs):
-        """Every call the dispatcher does not send straight to the shared jit."""
+        """Every call the dispatcher does not send straight to the shared jit: the route the
+        policy gives it (`CallPolicy.route`), then what the policy says every call must do
+        after (decode outputs, wait for run-time checks), and the hit path armed once nothing
+        unusual was seen."""
         if self._guards and not self._guards.holds():
             self._guards_changed()
         policy = self._policy
-        if policy.staged_nothing and plain_python((args, dict(kwargs))) and config.enable_to_static:
-            # A trace of Python values only staged nothing: a program per value would compile
-            # and keep an executable of no work. Such calls run the function as it is (eager's
-            # meaning, by definition); a call with arrays traces as ever.
+        route = policy.route(args, kwargs)
+        if route is Route.AS_IS:
             return self._fn(*args, **kwargs)
-        if self._fast is not None and not kwargs:  # armed (nothing unusual seen): pytrees of
-            containers = False  # arrays or static values, with as few steps as it takes (each shows)
-            for a in args:
-                if type(a) is not ARRAY_IMPL and stateful.is_stateful(a):
-                    if type(a) not in LIFTED_ROOTS or policy.lists_lifted:
-                        break
-                    containers = True
-            else:
-                try:
-                    out = self._cache(args, None, self._inline, containers=containers)
-                except ContainerEffect:
-                    self._lift_containers()  # from now on, and for this call: the stateful path below
-                else:
-                    return out if self._fast is not None else _finish_after_change(out, args)
         if self._input_spec is not None:
             (self._checker or self._spec_checker).check(args, kwargs)
         checks_before, traced_before = RuntimeChecks.traced, CONTEXT.programs_traced
         try:
-            out = self._run(args, kwargs)
+            out = self._run(route, args, kwargs)
             if policy.decodes_outputs:
                 out = static_outputs.decode_result(out, static_outputs.ArgumentObjects(args, kwargs))
             if policy.checks or RuntimeChecks.traced != checks_before:
@@ -392,6 +379,15 @@ class StaticFunction(functools.partial):
               and config.enable_to_static and not policy.decodes_outputs):
             self._set_fast(self._cache.shared)  # arm the hit path (None once the cache retired it)
         return out
+
+    def _run(self, route: Route, args, kwargs):
+        """The call on its route: a program of the table, or of the stateful table."""
+        if route is not Route.STATEFUL:
+            try:
+                return self._cache(args, kwargs, self._inline, containers=route is Route.PROGRAM_WITH_CONTAINERS)
+            except ContainerEffect:
+                self._lift_containers()  # lifted and written back from now on, and for this call
+        return self._stateful_programs.call(args, kwargs, stateful.root_positions(args, kwargs))
 
     def _front_call(self, jitted, args, pytree: bool):
         """The front's miss for a call the hit path takes (positional arrays, or the pytree
@@ -530,21 +526,6 @@ class StaticFunction(functools.partial):
                 getattr(getattr(self._fn, "__code__", None), "co_firstlineno", "?"))
         self._guards.clear()
         self.clear_cache()
-
-    def _run(self, args, kwargs):
-        if not config.enable_to_static or self._policy.eager_only:
-            return self._fn(*args, **kwargs)
-        positions = stateful.root_positions(args, kwargs)
-        if positions:
-            if not self._policy.lists_lifted and stateful.plain_containers(args, kwargs, positions):
-                # list/dict arguments as plain pytree inputs (jit's own flattening, no state
-                # walk), until a trace shows the function changes or keeps one
-                try:
-                    return self._cache(args, kwargs, self._inline, containers=True)
-                except ContainerEffect:
-                    self._lift_containers()  # lifted and written back from now on
-            return self._stateful_programs.call(args, kwargs, positions)
-        return self._cache(args, kwargs, self._inline)
 
     @property
     def _spec_checker(self) -> input_spec.ArgumentChecker:

@@ -13,14 +13,44 @@ A call goes one of these ways (`api.StaticFunction`):
   nothing.
 
 Everything that moves calls from one way to another is a field of `CallPolicy`, set once and
-read where the route is chosen. A trace that finds the route it runs on wrong leaves with a
-`RouteChange`; where it is caught, the policy records what it showed, and the call takes the
-route the policy now gives.
+read where the route is chosen: the hit paths (the front, the dispatcher's jit and pytree
+route: `api._dispatcher`, armed and disarmed by the StaticFunction from these fields) and
+`CallPolicy.route`, which says where every other call goes. A trace that finds the route it
+runs on wrong leaves with a `RouteChange`; where it is caught, the policy records what it
+showed, and the call takes the route the policy now gives.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
+
+import jax
+
+from dy2st import _jax_compat
+from dy2st.config import config
+from dy2st.state import is_stateful
+
+ARRAY_IMPL = _jax_compat.array_type()
+LIFTED_ROOTS = (list, dict)  # argument types tried as plain inputs before being lifted as state
+PLAIN_STATICS = frozenset({int, bool, str, bytes, type(None)})
+
+
+def plain_python(tree) -> bool:
+    """Whether every leaf of `tree` is a Python number, string, bytes or None (no array, no
+    object that may hold one)."""
+    return PLAIN_STATICS.issuperset(map(type, jax.tree_util.tree_leaves(tree)))
+
+
+class Route(enum.Enum):
+    """Where a call the hit path did not take goes (`CallPolicy.route`)."""
+
+    AS_IS = "the function as it is"
+    PROGRAM = "a program of the table"
+    # list and dict arguments as plain inputs, watched: a trace that changes or keeps one
+    # leaves with ContainerEffect, and the call goes STATEFUL (the policy lifts them from then on)
+    PROGRAM_WITH_CONTAINERS = "a program of the table, list and dict arguments as plain inputs"
+    STATEFUL = "a stateful program: objects (and lifted lists and dicts) lifted as state, written back"
 
 
 @dataclasses.dataclass
@@ -46,6 +76,23 @@ class CallPolicy:
     orders_observed: bool = False
     # calls whose trace raised where the eager run that replaced it did not (`errors.rerun_eagerly`)
     eager_fallbacks: int = 0
+
+    def route(self, args, kwargs) -> Route:
+        """Where this call goes (one pass over the arguments: the common case shows each step)."""
+        if not config.enable_to_static or self.eager_only:
+            return Route.AS_IS
+        if self.staged_nothing and plain_python((args, dict(kwargs))):
+            # A trace of Python values only staged nothing: a program per value would compile
+            # and keep an executable of no work. Such calls run the function as it is (eager's
+            # meaning, by definition); a call with arrays traces as ever.
+            return Route.AS_IS
+        containers = False
+        for a in (*args, *kwargs.values()) if kwargs else args:
+            if type(a) is not ARRAY_IMPL and is_stateful(a):
+                if type(a) not in LIFTED_ROOTS or self.lists_lifted:
+                    return Route.STATEFUL
+                containers = True
+        return Route.PROGRAM_WITH_CONTAINERS if containers else Route.PROGRAM
 
     def reasons(self) -> list[str]:
         """What this policy holds, as sentences (for `explain`)."""

@@ -29,8 +29,7 @@ from typing import Callable
 
 import jax
 
-from dy2st import _jax_compat
-from dy2st.call_policy import CallPolicy, ContainerEffect, OrderObserved
+from dy2st.call_policy import ARRAY_IMPL, LIFTED_ROOTS, CallPolicy, ContainerEffect, OrderObserved, plain_python
 from dy2st.errors import (Dy2StaticError, OriginInfo, PythonEffectError, RuntimeChecks, StagedBranchError, is_library_file,
                           note_failed_when_run, note_raised_while_tracing, rerun_eagerly, runtime_failure_of)
 from dy2st.input_spec import user_origin
@@ -40,16 +39,7 @@ from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.undefined import check_defined
 from dy2st.runtime.values import ARRAY_TYPES, is_nnx_object
 
-ARRAY_IMPL = _jax_compat.array_type()
-LIFTED_ROOTS = (list, dict)  # argument types tried as plain inputs before being lifted as state
-_PLAIN_STATICS = frozenset({int, bool, str, bytes, type(None)})
 _flatten = jax.tree_util.tree_flatten
-
-
-def plain_python(tree) -> bool:
-    """Whether every leaf of `tree` is a Python number, string, bytes or None (no array, no
-    object that may hold one)."""
-    return _PLAIN_STATICS.issuperset(map(type, jax.tree_util.tree_leaves(tree)))
 
 
 def _mutables(tree) -> tuple[list, list]:

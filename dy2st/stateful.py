@@ -19,7 +19,8 @@ import jax
 
 from dy2st.config import config, logger
 from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, ProgramCache
-from dy2st.program_body import LIFTED_ROOTS, ContainerWatch, object_changed_error, run_inline
+from dy2st.call_policy import LIFTED_ROOTS
+from dy2st.program_body import ContainerWatch, object_changed_error, run_inline
 from dy2st.runtime import guards as guard_reads
 from dy2st.runtime import static_outputs, writes
 from dy2st.errors import PythonEffectError
