@@ -17,13 +17,14 @@ import jax
 from dy2st import _jax_compat, callables, conversion, input_spec, stateful
 from dy2st.config import _switch_listeners, config, logger
 from dy2st.errors import (RuntimeChecks, at_boundary, at_eager_boundary, failed_when_run, innermost_user_frame, mark_noted,
-                          output_muted, rerun_eagerly)
+                          output_replayed, rerun_eagerly, written_before_failing)
 from dy2st.call_policy import ARRAY_IMPL, AmbiguousLeaf, CallPolicy, ContainerEffect, Declined, Route
 from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
 from dy2st.program_body import changes_lost_with, run_inline
 from dy2st.sharding import Shardings
-from dy2st.runtime import guards, static_outputs, writes
+from dy2st.runtime import guards, static_outputs
 from dy2st.runtime.trace_context import CONTEXT
+from dy2st.runtime.writes import WRITTEN
 from dy2st.runtime.calls import NOT_TO_STATIC_ATTR, python_function_of, runs_eagerly, top_level_target
 
 def not_to_static(fn):
@@ -359,7 +360,7 @@ class StaticFunction(functools.partial):
             return self._fn(*args, **kwargs)
         if self._input_spec is not None:
             (self._checker or self._spec_checker).check(args, kwargs)
-        checks_before, traced_before = RuntimeChecks.traced, CONTEXT.programs_traced
+        checks_before, traced_before, written_before = RuntimeChecks.traced, CONTEXT.programs_traced, WRITTEN.count
         try:
             out = self._run(route, args, kwargs)
             if policy.decodes_outputs:
@@ -369,7 +370,7 @@ class StaticFunction(functools.partial):
                 self._set_fast(None)
                 _wait_for(out)  # a failed check raises here, inside this call
         except jax.errors.JaxRuntimeError as exc:
-            changes_lost_with(exc, (args, kwargs, getattr(self._fn, "__self__", None)), traced_before)
+            changes_lost_with(exc, traced_before, written_before)
             raise
         if policy.checks:
             return out
@@ -485,7 +486,7 @@ class StaticFunction(functools.partial):
         if not ran:
             out = self._fn(*args, **kwargs)
         else:
-            with output_muted(writes.printed_files() or ()):
+            with output_replayed(written_before_failing(failed)):
                 try:
                     out = self._fn(*args, **kwargs)
                 except Exception as eager_error:

@@ -431,6 +431,7 @@ _LIBRARY_DIRS = tuple(
      if (p := sysconfig.get_paths().get(key))}
 )
 _NOTED_ATTR = "__dy2st_noted__"
+_WRITTEN_ATTR = "_dy2st_written"  # a run-time failure: what its program wrote before it
 _EAGER_ATTR = "__dy2st_run_eagerly__"
 
 
@@ -557,12 +558,19 @@ def runtime_failure_of(wrapper: BaseException, forget: bool = False) -> BaseExce
     return next((f for f in reversed(failures) if str(f) in text), None)
 
 
-def note_failed_when_run(wrapper: BaseException) -> None:
-    """A program failed a run-time check that raises eager's own exception, in a call whose
-    changes made before the check (to its arguments' lists, dicts and objects) the program
-    loses with it: the call runs the function eagerly instead (`rerun_eagerly`), from the
-    state before the call, its output muted (`output_muted`), for eager's changes and error."""
+def note_failed_when_run(wrapper: BaseException, failure: BaseException, written: dict) -> None:
+    """A program raised `wrapper` (XLA's error) for `failure`, a failed run-time check that
+    raises eager's own exception, after writing `written` (`output_replayed`): what the call did
+    before the check (changes to its arguments, globals, a `finally`'s print after it) is lost
+    with the program's outputs, so the call runs the function eagerly instead (`rerun_eagerly`),
+    from the state before the call, dropping from its output what the program printed already."""
     setattr(wrapper, _EAGER_ATTR, True)
+    setattr(failure, _WRITTEN_ATTR, written)
+
+
+def written_before_failing(failure: BaseException) -> dict:
+    """What the program that failed with `failure` had written (`note_failed_when_run`)."""
+    return getattr(failure, _WRITTEN_ATTR, {})
 
 
 def failed_when_run(error: BaseException) -> bool:
@@ -571,14 +579,19 @@ def failed_when_run(error: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def output_muted(files=()):
-    """Nothing printed while inside, to stdout, stderr or `files` (rewound to where they were):
-    a failed program printed what came before its failure already, and an eager run after it
-    prints the same again. The streams are the process's (an eager run's nested programs print
-    from jax's threads): other threads' prints meanwhile are lost too, on this rare path."""
+def output_replayed(written: dict):
+    """While inside, the first text written into each stream is dropped where it is what
+    `written` says the failed program wrote into it already (`writes.WrittenLog.since`): the
+    eager run that replaces its call writes the same again first, then what the program did
+    not reach (a `finally`'s print, an `__exit__`'s). `sys.stdout`/`sys.stderr` drop it as it
+    comes; a file is rewound by it, for the eager run to write it again. The streams are the
+    process's: another thread's print meanwhile may be dropped instead, on this rare path."""
     stdout, stderr = sys.stdout, sys.stderr
-    positions = [(f, f.tell()) for f in files]
-    sys.stdout = sys.stderr = io.StringIO()
+    for file, text in written.items():
+        if file is not stdout and file is not stderr:
+            _rewind(file, text)
+    sys.stdout = _Dropping(stdout, written.get(stdout))
+    sys.stderr = _Dropping(stderr, written.get(stderr)) if stderr is not stdout else sys.stdout
     try:
         yield
     finally:
@@ -586,9 +599,41 @@ def output_muted(files=()):
             jax.effects_barrier()  # the eager run's programs' prints, made before the streams return
         finally:
             sys.stdout, sys.stderr = stdout, stderr
-            for file, position in positions:
-                file.seek(position)
-                file.truncate()
+
+
+def can_rewind(file) -> bool:
+    """Whether `output_replayed` can take back text written into `file` (a seekable file's)."""
+    try:
+        return not file.closed and file.seekable()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _rewind(file, text) -> None:
+    """Take back the `text` last written into `file`, which `can_rewind` (as a string's
+    characters in a StringIO, its encoded bytes in a text file, as it is in a binary one)."""
+    if isinstance(file, io.TextIOBase) and not isinstance(file, io.StringIO):
+        file.flush()
+        text = text.encode(file.encoding or "utf-8")
+    file.seek(file.tell() - len(text))
+    file.truncate()
+
+
+class _Dropping:
+    """A stream that drops the first `len(text)` characters written into it (`output_replayed`)."""
+
+    def __init__(self, stream, text):
+        self._stream, self._left = stream, len(text or "")
+
+    def write(self, text):
+        dropped = min(self._left, len(text))
+        self._left -= dropped
+        if dropped < len(text):
+            self._stream.write(text[dropped:])
+        return len(text)
+
+    def __getattr__(self, name):  # flush, encoding, isatty, fileno, ...: the stream's own
+        return getattr(self._stream, name)
 
 
 class RuntimeChecks:

@@ -30,7 +30,7 @@ from typing import Callable
 import jax
 
 from dy2st.call_policy import ARRAY_IMPL, LIFTED_ROOTS, CallPolicy, ContainerEffect, OrderObserved, plain_python
-from dy2st.errors import (Dy2StaticError, OriginInfo, PythonEffectError, RuntimeChecks, StagedBranchError, is_library_file,
+from dy2st.errors import (Dy2StaticError, can_rewind, OriginInfo, PythonEffectError, RuntimeChecks, StagedBranchError, is_library_file,
                           note_failed_when_run, note_raised_while_tracing, rerun_eagerly, runtime_failure_of)
 from dy2st.input_spec import user_origin
 from dy2st.runtime import guards, key_order, static_outputs, writes
@@ -292,20 +292,26 @@ class ProgramBody:
         return out, encoded
 
 
-def changes_lost_with(wrapper: BaseException, arguments, traced_before: int) -> None:
+def changes_lost_with(wrapper: BaseException, traced_before: int, written_before: int) -> None:
     """A program raised `wrapper` when it ran: where that is a failed run-time check of eager's
-    own exception (an assert, a Python number divided by 0) and `arguments` (the call's, with a
-    bound method's object) hold lists, dicts or objects, what the call changed in them before
-    the check is lost with the program's outputs. The call then runs eagerly
+    own exception (an assert, a Python number divided by 0), what the call did before the check
+    and after it (its changes to lists, dicts, objects and globals, a `finally`'s or `__exit__`'s
+    print) is lost with the program's outputs. The call then runs eagerly
     (`errors.note_failed_when_run`), from the state before it: a trace made by this call (since
-    `traced_before`, `CONTEXT.programs_traced`) has what it changed outside the call put back."""
+    `traced_before`, `CONTEXT.programs_traced`) has what it changed outside the call put back,
+    and what the program wrote (since `written_before`, `writes.WRITTEN.count`) is dropped from
+    the eager run's output. Not where that text cannot be taken back (a pipe written into, or
+    more writes than the log keeps): the program's error stands."""
     failure = runtime_failure_of(wrapper)
-    if (failure is None or isinstance(failure, Dy2StaticError) or _mutables(arguments) == ([], [])
-            or writes.printed_files() is None):  # (its prints could not be muted)
+    if failure is None or isinstance(failure, Dy2StaticError):
+        return
+    jax.effects_barrier()  # (the prints before the failure logged)
+    written = writes.WRITTEN.since(written_before)
+    if written is None or not all(can_rewind(f) for f in written if f is not sys.stdout and f is not sys.stderr):
         return
     if CONTEXT.programs_traced != traced_before and CONTEXT.put_back_last_trace is not None:
         CONTEXT.put_back_last_trace()
-    note_failed_when_run(wrapper)
+    note_failed_when_run(wrapper, failure, written)
 
 
 def _return_line(fn):

@@ -113,7 +113,9 @@ def convert_print(*values, sep=" ", end="\n", file=None, flush=False):
         printed, _ = fill(list(arrays))
         # a top-level array prints as str() does; inside a container it shows as jax's repr
         printed = [str(v) if top else v for v, top in zip(printed, top_level)]
-        builtins.print(*printed, sep=sep, end=end, file=stream(), flush=flush)
+        text = io.StringIO()
+        builtins.print(*printed, sep=sep, end=end, file=text)
+        _write(text.getvalue(), stream, flush)
 
     _when_run(callback, traced)
     return None
@@ -134,7 +136,7 @@ def convert_write(stream, text):
         _when_run(functools.partial(_write, text, target, False), [])
         return len(text)
     traced, fill = bind_traced((text,), {})
-    _when_run(lambda *arrays: target().write(fill(list(arrays))[0][0]), traced)
+    _when_run(lambda *arrays: _write(fill(list(arrays))[0][0], target, False), traced)
     return None  # (its length is only known when the program runs)
 
 
@@ -166,9 +168,11 @@ def _when_run(effect, traced: list) -> None:
 
 
 def _write(text: str, stream, flush: bool) -> None:
-    """A Python-valued print's text, written when the program runs, to `stream()`."""
+    """A staged print's or write's text, written when the program runs, to `stream()` (and
+    logged: `writes.WrittenLog`)."""
     target = stream()
     target.write(text)
+    writes.WRITTEN.note(target, text)
     if flush:
         target.flush()
 

@@ -20,10 +20,11 @@ attribute `ITSELF` of itself).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import sys
+import threading
 import types
-import weakref
 from typing import NamedTuple
 
 import jax
@@ -699,19 +700,12 @@ def _open(side) -> bool:
 
 
 _prints = [0]  # prints staged (host callbacks) so far, by any program
-_printed_files: weakref.WeakSet = weakref.WeakSet()  # the files, besides stdout, they print to
-_unknown_file_printed = [False]  # one of them could not be noted (no weak reference to it)
 
 
 def note_staged_print(file=None) -> None:
     """A print staged to run with the program, into `file` (None: stdout): what the program
     being traced reads back from that file now would miss it (`refuse_read_back`)."""
     _prints[0] += 1
-    if file is not None:
-        try:
-            _printed_files.add(file)
-        except TypeError:
-            _unknown_file_printed[0] = True
     program = _program_now()
     if file is not None and program is not None:
         program.scratch.setdefault(_PRINTED_FILES, set()).add(id(file))
@@ -739,14 +733,39 @@ def staged_prints() -> int:
     return _prints[0]
 
 
-def printed_files() -> list | None:
-    """The open files other than `sys.stdout`/`sys.stderr` that staged prints have written to,
-    which an eager run of a call whose program printed into them before failing writes to
-    again (`errors.output_muted` rewinds them); None where one cannot be rewound (a pipe)."""
-    files = [f for f in list(_printed_files) if f is not sys.stdout and f is not sys.stderr and not f.closed]
-    if _unknown_file_printed[0] or not all(f.seekable() for f in files):
-        return None
-    return files
+class WrittenLog:
+    """What staged prints and writes put into each stream as programs ran (the last
+    `WrittenLog.SIZE` writes, with a running count): a program that failed a run-time check
+    printed up to its failure, and the eager run that replaces its call writes the same text
+    again first (`errors.output_replayed` drops exactly that much). Written from jax's callback
+    threads; the count is read once per call, on the general path."""
+
+    SIZE = 4096
+
+    def __init__(self):
+        self.count = 0
+        self._entries: collections.deque = collections.deque(maxlen=self.SIZE)  # (number, stream, text)
+        self._lock = threading.Lock()
+
+    def note(self, stream, text) -> None:
+        with self._lock:
+            self._entries.append((self.count, stream, text))
+            self.count += 1
+
+    def since(self, mark: int) -> dict | None:
+        """`{stream: the text written into it}` by the writes numbered `mark` and after, in order;
+        None where some of them left the log already."""
+        with self._lock:
+            entries = [e for e in self._entries if e[0] >= mark]
+            if self.count - mark != len(entries):
+                return None
+        written: dict = {}
+        for _, stream, text in entries:
+            written[stream] = written[stream] + text if stream in written else text
+        return written
+
+
+WRITTEN = WrittenLog()
 
 
 def _refusals() -> list | None:

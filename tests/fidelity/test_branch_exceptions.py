@@ -593,6 +593,50 @@ def test_what_a_failed_program_printed_into_a_file_is_there_once():
         assert log == [0, 1, 2] and buf.getvalue() == "head\nseen 2.0\npassed\nseen -2.0\nseen -2.0\n", (fn, buf.getvalue())
 
 
+class Announced:
+    """A context manager whose `__exit__` prints, as eager runs it when the body fails."""
+
+    def __init__(self, buf):
+        self.buf = buf
+
+    def __enter__(self):
+        print("enter", file=self.buf)
+        return self
+
+    def __exit__(self, *exc):
+        print("exit", exc[0] is not None, file=self.buf)
+        return False
+
+
+def checks_in_a_try_and_a_with(x, buf):
+    print("start", x.sum())
+    try:
+        with Announced(buf):
+            assert x.sum() > 0, "x must sum above 0"
+            print("checked")
+    finally:
+        print("finally", x.sum())
+        print("finally", file=buf)
+    return x + 1
+
+
+def test_a_finally_and_an_exit_after_a_failed_check_run_as_eagerly(capsys):
+    """A run-time check fails inside a `with` inside a `try`: the program stops at the check,
+    eager runs `__exit__` and `finally` (their prints and changes) before raising. The call runs
+    eagerly from the state before it, and what the program printed already is not printed twice,
+    to stdout or into a file."""
+    static = dy2st.to_static(checks_in_a_try_and_a_with)
+    seen = []
+    for fn in (checks_in_a_try_and_a_with, static, static):
+        buf = io.StringIO()
+        outcomes = [_outcome(fn, sign * jnp.ones(2), buf)[0] for sign in (1.0, -1.0, -1.0, 1.0)]
+        jax.effects_barrier()
+        seen.append((outcomes, capsys.readouterr().out, buf.getvalue()))
+    assert seen[1] == seen[0] and seen[2] == seen[0], seen
+    assert seen[0][0] == ["returned", "AssertionError", "AssertionError", "returned"]
+    assert seen[0][1].count("finally -2.0") == 2 and seen[0][2].count("exit True") == 2
+
+
 # -- exceptions of every kind, and their causes -------------------------------------------------------
 
 class StopTraining(BaseException):
