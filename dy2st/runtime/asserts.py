@@ -19,6 +19,7 @@ itself, so dy2st mirrors it: with `sys.flags.optimize` set, asserts are not conv
 from __future__ import annotations
 
 import contextlib
+import dis
 import inspect
 
 import jax
@@ -28,13 +29,13 @@ from jax import lax
 
 from dy2st import _jax_compat
 
-from dy2st.errors import IntOverflowError, OriginInfo, RuntimeChecks, StagedInTryError, record_runtime_failure
+from dy2st.errors import BuiltinError, IntOverflowError, is_library_file, OriginInfo, RuntimeChecks, StagedInTryError, record_runtime_failure
 from dy2st.runtime import events, guards
 from dy2st.runtime.formatting import TracedString
 from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.staging import handler_around, scalar_predicate
 from dy2st.runtime.trace_context import CONTEXT
-from dy2st.runtime.values import is_traced, python_numbers
+from dy2st.runtime.values import PythonNumbers, is_traced, python_numbers
 
 
 def _raise_from_check(error: BaseException):
@@ -171,9 +172,13 @@ def check_python_numbers(mark, origin: OriginInfo) -> None:
         outputs = operation.outputs
         if len(outputs) == 1 and _is_python_int(outputs[0]):
             overflows.add(_overflow(operation), operation)
-        zero = numbers.zero_divisor(operation) if numbers is not None else None
+        if numbers is None:
+            continue
+        zero = numbers.zero_divisor(operation)
         if zero is not None:
             divisions.add(zero[0], operation, zero[1])
+        if operation.name in _BOOLS_AS_INTS:
+            _refuse_bool_arithmetic(numbers, operation, origin)
     overflows.check_when_run(lambda line, detail: IntOverflowError(
         "a Python int this line computes left int32's range when the program ran: eagerly it would "
         "grow, the compiled program's (a weakly typed int32) would wrap.",
@@ -182,6 +187,52 @@ def check_python_numbers(mark, origin: OriginInfo) -> None:
         "trip count a Python value so it runs in Python.",
     ), "a Python int computed on stays within int32")
     divisions.check_when_run(_zero_division, "a Python number divides by no Python number that is 0")
+
+
+# jnp's operations on bools that a Python operator on bools makes, where Python's operator
+# computes on them as ints (`True + True == 2`, `True * True == 1`, `~True == -2`)
+_BOOLS_AS_INTS = {"or": {"+", "+="}, "and": {"*", "*="}, "not": {"~"}}
+
+
+def _refuse_bool_arithmetic(numbers: PythonNumbers, operation, origin: OriginInfo) -> None:
+    """Refuse `b + c`, `b * c` or `~b` on a Python bool the data decides (a 0-d bool array
+    that `numbers` says stands for one): jnp computes them as `or`, `and` and `not` on bools,
+    eager Python as ints. (`b | c`, `b & c`, `not b` make the same operations, and mean them.)"""
+    if not any(value.dtype == np.bool_ and numbers.holds(value) for value in operation.inputs):
+        return
+    for code, offset in _jax_compat.equation_code_offsets(operation.equation):
+        if is_library_file(code.co_filename):
+            continue
+        operator = _operator_at(code, offset)
+        if operator in _BOOLS_AS_INTS[operation.name]:
+            line = next((l for f, l in _jax_compat.equation_lines(operation.equation) if f == code.co_filename),
+                        origin.lineno)
+            raise BuiltinError(
+                f"`{operator}` on a Python bool the data decides: eagerly Python computes it on the bools as "
+                f"ints (`True + True == 2`, `~True == -2`); the compiled program's bools (0-d bool arrays) "
+                f"would give a bool.",
+                OriginInfo(code.co_filename, line, code.co_name),
+                advice="convert first: `int(flag) + int(other)`, or use `|`, `&`, `not` where a bool is meant.")
+        return
+
+
+_OPERATORS: dict = {}  # code -> {bytecode offset: the operator of the instruction there}
+
+
+def _operator_at(code, offset: int) -> str | None:
+    """The Python operator of `code`'s instruction at `offset` (`+` for `a + b`, `~` for `~a`),
+    or None for another instruction (a call)."""
+    operators = _OPERATORS.get(code)
+    if operators is None:
+        if len(_OPERATORS) > 1024:
+            _OPERATORS.clear()
+        operators = _OPERATORS[code] = {
+            i.offset: i.argrepr if i.opname == "BINARY_OP" else _UNARY.get(i.opname)
+            for i in dis.get_instructions(code) if i.opname == "BINARY_OP" or i.opname in _UNARY}
+    return operators.get(offset)
+
+
+_UNARY = {"UNARY_INVERT": "~", "UNARY_NEGATIVE": "-", "UNARY_NOT": "not"}
 
 
 class _Level:

@@ -27,7 +27,7 @@ import jax
 import numpy as np
 
 from dy2st.errors import BuiltinError, OriginInfo
-from dy2st.runtime.values import is_traced
+from dy2st.runtime.values import is_traced, python_numbers
 
 _ADVICE = ("print it (print and f-strings in print run when the program runs), use "
            "jax.debug.print, or format the value after the converted function returns.")
@@ -157,7 +157,7 @@ def bind_traced(args, kwargs, wrap=None):
     TracedStrings become text."""
     wrap = wrap or _ArrayText
     leaves, treedef = jax.tree_util.tree_flatten(_viewed((args, kwargs)), is_leaf=lambda v: isinstance(v, TracedString))
-    arrays, counts, ints = [], [], set()
+    arrays, counts, numbers = [], [], {}
     for i, leaf in enumerate(leaves):
         if isinstance(leaf, TracedString):
             arrays += leaf.arrays
@@ -165,8 +165,9 @@ def bind_traced(args, kwargs, wrap=None):
         elif is_traced(leaf):
             arrays.append(leaf)
             counts.append(1)
-            if _stands_for_python_int(leaf):
-                ints.add(i)
+            kind = _python_kind(leaf)
+            if kind is not None:
+                numbers[i] = kind
         else:
             counts.append(0)
 
@@ -176,8 +177,8 @@ def bind_traced(args, kwargs, wrap=None):
             mine = [next(values) for _ in range(count)]
             if isinstance(leaf, TracedString):
                 filled.append(leaf.render(mine))
-            elif i in ints:  # the numbers rule: eager holds a Python int here, and shows it so
-                filled.append(np.asarray(mine[0]).item())
+            elif i in numbers:  # the numbers rule: eager holds a Python number here, and shows it so
+                filled.append(_as_python(mine[0], numbers[i]))
             elif count:
                 filled.append(wrap(mine[0]))
             else:
@@ -187,10 +188,25 @@ def bind_traced(args, kwargs, wrap=None):
     return arrays, fill
 
 
-def _stands_for_python_int(leaf) -> bool:
-    """A weakly typed 0-d int or bool: what a Python int the data decides is (the numbers rule)."""
+def _python_kind(leaf) -> str | None:
+    """"i" for a weakly typed 0-d int or bool (what a Python int the data decides is: the numbers
+    rule), "f" for a 0-d float the numbers rule says stands for a Python float (a weakly typed
+    float may be an array: `jnp.asarray(0.5)`), else None."""
     aval = jax.typeof(leaf)
-    return aval.weak_type and aval.shape == () and np.dtype(aval.dtype).kind in "iub"
+    if not aval.weak_type or aval.shape != ():
+        return None
+    kind = np.dtype(aval.dtype).kind
+    if kind in "iub":
+        return "i"
+    numbers = python_numbers()
+    return "f" if kind == "f" and numbers is not None and numbers.holds(leaf) else None
+
+
+def _as_python(value, kind: str):
+    """The Python number a run-time value of `_python_kind` stands for, shown as eager shows it: a
+    float by the shortest text that gives its value back (`0.1`, not float32's 0.10000000149...)."""
+    value = np.asarray(value)
+    return value.item() if kind == "i" else float(str(value))
 
 
 def _deferred(format_fn, args, kwargs, origin: OriginInfo) -> TracedString:

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 from dy2st.errors import OriginInfo, TracedValueError
 from dy2st.runtime import events, writes
 from dy2st.runtime.staging import scalar_predicate, stage_value
-from dy2st.runtime.values import is_traced
+from dy2st.runtime.values import is_traced, python_numbers
 
 
 def convert_and(left_fn, right_fn, as_test: bool = False, pure: bool = False):
@@ -82,6 +82,26 @@ def convert_not(value):
     if not is_traced(value):
         return not value
     return jnp.logical_not(scalar_predicate(value, OriginInfo.of_caller()))
+
+
+def convert_is(value, constant: bool, negated: bool = False):
+    """`value is constant` (`is not` where `negated`), `constant` True or False. An array is
+    never either; a Python bool the data decides (a 0-d bool array standing for one) is compared
+    by value, staged, as eagerly it is one of the two. A Python number the data decides that is
+    not a bool may have been a bool on the path taken (`flag = True` on one side, `flag = 1` on
+    the other): refused."""
+    if not is_traced(value):
+        return (value is not constant) if negated else (value is constant)
+    numbers = python_numbers()
+    if numbers is None or jnp.shape(value) != () or not numbers.holds(value):
+        return negated
+    if value.dtype != jnp.bool_:
+        raise TracedValueError(
+            f"`is {constant}` of a Python number the data decides: the path taken may have made it a bool "
+            "or an int, which the compiled program's value (a 0-d array) does not tell apart.",
+            OriginInfo.of_caller(),
+            advice=f"compare by value (`== {constant}`), or give the variable bools on every path.")
+    return value != constant if negated else value == constant
 
 
 def convert_compare_chain(first_fn, *links):

@@ -313,6 +313,8 @@ class PythonNumbers:
     def zero_divisor(self, operation):
         """For a division of a Python number by one (or by the constant 0): `(a traced bool, whether
         the divisor is 0; the text of Python's ZeroDivisionError)`, else None."""
+        if operation.name in ("integer_pow", "pow"):
+            return self._zero_to_a_negative_power(operation)
         division = _division_kind(operation)
         if division is None or len(operation.inputs) != 2:
             return None
@@ -326,6 +328,22 @@ class PythonNumbers:
         floats = "f" in kinds if division == "div" else _kind(operation.outputs[0].dtype) == "f"
         return divisor == 0, _ZERO_DIVISION[division, floats]
 
+    def _zero_to_a_negative_power(self, operation):
+        """`zero_divisor` of a power of a Python number: Python raises where the base is 0 and
+        the exponent negative (`k ** -1`), XLA gives inf."""
+        base = operation.inputs[0]
+        if not self.holds(base):
+            return None
+        if operation.name == "integer_pow":
+            negative = bool(operation.params["y"] < 0)
+        else:
+            exponent = operation.inputs[1]
+            constant = _jax_compat.literal_value(exponent)
+            negative = bool(constant < 0) if constant is not None else (exponent < 0 if self.holds(exponent) else None)
+        if negative is None or negative is False:
+            return None
+        return (base == 0) & negative, "0.0 cannot be raised to a negative power"
+
     def _walk(self, value) -> None:
         frame = _jax_compat.frame_of(value)
         if frame is None:
@@ -338,7 +356,8 @@ class PythonNumbers:
         self.kept.append(frame)
         for operation in operations:
             out = operation.outputs
-            if len(out) != 1 or out[0].shape != () or not out[0].weak_type:
+            # (a bool of Python numbers is one too: `k > 0`, a stand-in made a strong bool for `or`)
+            if len(out) != 1 or out[0].shape != () or not (out[0].weak_type or out[0].dtype == np.bool_):
                 continue
             kinds = [self.kind(i) for i in operation.inputs]
             if None in kinds or all(_jax_compat.literal_value(i) is not None for i in operation.inputs):

@@ -1,10 +1,12 @@
-"""Rewrites `and`, `or`, `not` and chained comparisons into runtime operators.
+"""Rewrites `and`, `or`, `not`, chained comparisons and `is True`/`is False` into runtime operators.
 
 Before::
 
     if x is not None and x.sum() > 0 and not done:
         ...
     ok = 0 < i < n
+    if flag is True:
+        ...
 
 After::
 
@@ -14,6 +16,11 @@ After::
         ...
     ok = jst.convert_compare_chain(lambda: 0, (lambda l, r: l < r, lambda: i),
                                    (lambda l, r: l < r, lambda: n))
+    if jst.convert_is(flag, True, False):   # `if flag is True:`
+        ...
+
+`x is True` (`is not`, `False`) becomes `jst.convert_is`: a Python bool the data decides is a
+0-d array, never `True` itself; it is compared by value.
 
 Operands become thunks so the runtime can keep Python's short-circuit: a Python left operand
 decides in Python and the right one is evaluated only when needed; a traced left operand is
@@ -104,6 +111,11 @@ class LogicalTransformer(Transformer):
 
     def visit_Compare(self, node):
         self.generic_visit(node)
+        identity = _identity_with_a_bool(node)
+        if identity is not None:
+            value, constant, negated = identity
+            return templates.replace_as_expression(
+                f"jst.convert_is(value, {constant}, {negated})", jst=self.ctx.runtime, value=value)
         if len(node.ops) == 1 or ast_util.binds_a_name(node):  # Python's own chain keeps a `:=` the function's
             return node
         call = templates.replace_as_expression(
@@ -116,6 +128,18 @@ class LogicalTransformer(Transformer):
             operator = templates.thunk(compare, params=("l", "r"))
             call.args.append(ast.Tuple(elts=[operator, templates.thunk(comparator)], ctx=ast.Load()))
         return call
+
+
+def _identity_with_a_bool(node: ast.Compare):
+    """`(the other operand, True or False, negated)` for `x is True`, `x is not False`, `True is
+    x`: a Python bool the data decides is a 0-d array, which is never `True` itself."""
+    if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.Is, ast.IsNot)):
+        return None
+    left, right = node.left, node.comparators[0]
+    for constant, other in ((right, left), (left, right)):
+        if isinstance(constant, ast.Constant) and type(constant.value) is bool:
+            return other, constant.value, isinstance(node.ops[0], ast.IsNot)
+    return None
 
 
 def transform(tree, ctx):

@@ -844,3 +844,97 @@ def test_what_comes_after_a_python_number_divided_by_a_zero_the_data_decides_is_
                     fn(sign * jnp.ones(2), log)
             jax.effects_barrier()
             assert (capsys.readouterr().out, log) == (("after 4.5\n", [1]) if raised is None else ("", [])), fn
+
+
+# -- Python bools the data decides, powers of 0, and their text (found porting peers' tests) --------
+def _flag(x):
+    flag = False
+    if x.sum() > 0:
+        flag = True
+    return flag
+
+
+def bool_operators_meant_as_bools(x):
+    b, n = _flag(x), 3 if x.sum() > 1 else 0
+    return b | b, b & (n > 1), not b, b ^ True, n + b, b * 2, (n > 1) | b, int(b) + int(b)
+
+
+def identity_with_true(x):
+    flag = _flag(x)
+    if flag is True:
+        return 1.0, flag is not False, True is flag
+    return 0.0, flag is not False, True is flag
+
+
+def identity_of_an_array_with_true(x):
+    return (x.sum() > 0) is True, x is not False
+
+
+def zero_to_a_negative_power(x):
+    k = 0
+    for v in x:
+        if v > 0:
+            k += 1
+    return k ** -1
+
+
+def float_to_a_negative_power(x):
+    f = 0.0
+    if x.sum() > 0:
+        f = 2.0
+    return f ** -2
+
+
+def shown_by_repr(x):
+    v, k = 0.5, 1
+    if x.sum() > 0:
+        v, k = 1.25, 2
+    print(repr(v), v, f"{v!r} {repr(k)} {str(v)} {v:.3f}")
+    return v
+
+
+@pytest.mark.parametrize("fn", [bool_operators_meant_as_bools, identity_with_true, identity_of_an_array_with_true])
+def test_a_python_bool_the_data_decides_keeps_pythons_meaning(fn):
+    _check(fn)
+
+
+@pytest.mark.parametrize("fn", [zero_to_a_negative_power, float_to_a_negative_power])
+def test_zero_to_a_negative_power_raises_as_eagerly(fn):
+    static = dy2st.to_static(fn)
+    assert np.isclose(static(POS), fn(POS))
+    for _ in range(2):
+        with pytest.raises(ZeroDivisionError, match="0.0 cannot be raised to a negative power"):
+            fn(NEG)
+        with pytest.raises(ZeroDivisionError, match="0.0 cannot be raised to a negative power"):
+            static(NEG)
+
+
+def test_a_python_float_the_data_decides_is_shown_as_eager_shows_it(capsys):
+    static = dy2st.to_static(shown_by_repr)
+    for x in (POS, NEG, POS):
+        shown_by_repr(x)
+        printed = capsys.readouterr().out
+        for _ in range(2):
+            static(x)
+            jax.effects_barrier()
+            assert capsys.readouterr().out == printed
+
+
+def bool_arithmetic(x):
+    flag = _flag(x)
+    return flag + flag
+
+
+def bool_inverted(x):
+    n = 3 if x.sum() > 1 else 0
+    return ~(n > 1)
+
+
+@pytest.mark.parametrize("fn, line", [(bool_arithmetic, "return flag + flag"), (bool_inverted, "return ~(n > 1)")])
+def test_arithmetic_on_a_python_bool_the_data_decides_is_refused_at_its_line(fn, line):
+    """Eagerly `True + True == 2` and `~True == -2`; jnp's bools give `or` and `not`."""
+    with pytest.raises(dy2st.errors.BuiltinError) as info:
+        dy2st.to_static(fn)(POS)
+    text = str(info.value)
+    assert text.startswith(f'File "{__file__}"') and f"\n    {line}" in text, text
+    assert "on a Python bool the data decides" in text and "To fix: convert first: `int(flag)" in text
