@@ -237,13 +237,19 @@ class StagedBranchError(Dy2StaticError):
     _classes: dict = {}
 
     @classmethod
-    def wrapping(cls, error: BaseException, branch_name: str, origin: "OriginInfo") -> "StagedBranchError":
+    def wrapping(cls, error: BaseException, branch_name: str, origin: "OriginInfo",
+                 inline: bool = False) -> "StagedBranchError":
+        """`inline`: the side was traced inside the caller's own `jax.jit` (or grad, vmap), where
+        dy2st's program does not run, so the raise cannot wait for the data."""
         return cls._as(type(error),
             f"tracing the {branch_name} of this staged `if` raised {type(error).__name__}: {_first_line(error)} The "
             "condition is a traced array, so both sides are traced whichever one the data picks; eager Python "
-            "raises this only when the data takes that side.",
+            "raises this only when the data takes that side." + (
+                " Inside your own `jax.jit` (or grad, vmap) of the converted function the raise cannot wait for "
+                "the data, as it does when dy2st compiles the function itself." if inline else ""),
             origin,
-            advice=_UNBOUND_IN_BRANCH if issubclass(type(error), NameError) else _INVALID_BRANCH,
+            advice=_UNBOUND_IN_BRANCH if issubclass(type(error), NameError) else
+            _INVALID_BRANCH + (" Or call the converted function outside `jax.jit`." if inline else ""),
         )
 
     @classmethod

@@ -203,7 +203,7 @@ def _run_branch_noting(fn, branch_name: str, origin: OriginInfo):
     except BaseException as err:
         if deferrable(err):
             if not writes.in_program():
-                raise StagedBranchError.wrapping(err, branch_name, origin).with_traceback(err.__traceback__) from err
+                raise StagedBranchError.wrapping(err, branch_name, origin, inline=True).with_traceback(err.__traceback__) from err
             if not handler_around():
                 guards.note_deferred_raise(origin)
                 return _Failed(err), []

@@ -228,7 +228,13 @@ def _write_composite(holder, path: tuple, value) -> None:
         base = holder.cell_contents
     except ValueError:
         raise NameError(f"cannot access variable {path[0]!r} where it is not associated with a value") from None
-    write_composite(_follow(base, path[1:-1]), path[-1], value)
+    try:
+        parent = _follow(base, path[1:-1])
+    except (KeyError, IndexError, AttributeError, TypeError):
+        if isinstance(value, Undefined):
+            return  # unbound, and so is what would hold it (`d["b"]["c"]` where `d` has no "b"): nothing to remove
+        raise
+    write_composite(parent, path[-1], value)
 
 
 def write_composite(parent, step, value) -> None:

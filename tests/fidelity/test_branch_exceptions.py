@@ -160,8 +160,25 @@ def test_a_finally_or_a_plain_with_does_not_catch():
 
 
 def test_under_jit_of_the_converted_function_it_stays_a_clear_error():
-    with pytest.raises(Dy2StaticError):
+    with pytest.raises(Dy2StaticError) as info:
         jax.jit(dy2st.to_static(raises_when_big))(SMALL)
+    text = str(info.value)
+    assert "Inside your own `jax.jit` (or grad, vmap) of the converted function the raise cannot wait" in text
+    assert text.endswith("Or call the converted function outside `jax.jit`."), text
+
+
+def writes_an_item_of_a_missing_item(x):
+    d = {"a": x}
+    if x.sum() > 0:
+        d["b"]["c"] = 1
+    return d
+
+
+def test_an_item_write_under_a_missing_item_in_a_side_is_a_clear_error_under_jit():
+    """Putting the state back after the side failed must not fail itself on the item that was
+    never there (it raised jax's KeyError, not the refusal)."""
+    with pytest.raises(dy2st.errors.StagedBranchError, match="raised KeyError: 'b'"):
+        jax.jit(dy2st.to_static(writes_an_item_of_a_missing_item))(-jnp.ones(2))
 
 
 def test_an_exception_class_of_a_module_loaded_by_path_is_raised_when_the_data_takes_the_branch(tmp_path):
