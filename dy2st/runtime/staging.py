@@ -34,6 +34,7 @@ from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.formatting import bind_traced
 from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.undefined import Undefined, UndefinedReturn
+from dy2st.user_code import is_users_object
 from dy2st.runtime.values import (describe, flatten_state, is_array, is_python_number, note_python_numbers,
                                   python_numbers, stands_for_python_number)
 
@@ -415,6 +416,13 @@ def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: boo
     if not _is_aval(a) and not _is_aval(b):
         if type(a) is type(b) and static_equal(a, b):
             return _Merged(static=a)
+        if type(a) is type(b) and is_users_object(a):
+            raise mismatch(
+                f"each side gives its own {type(a).__name__} object, and the data decides which one: a program "
+                "gives back one Python object per trace.",
+                f"change the object's attributes in place in the branch (`obj.n = obj.n + 1`) instead of making a "
+                f"new one, or register {type(a).__name__} as a pytree (`jax.tree_util.register_dataclass`, "
+                "`flax.struct.dataclass`) so that its fields are carried.")
         if not (is_python_number(a) and is_python_number(b)):
             raise mismatch(f"the values differ ({_short(a)} and {_short(b)}) and are not numbers: a program "
                            "gives back one Python value per trace, and the data decides between these.",

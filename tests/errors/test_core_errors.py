@@ -1,6 +1,7 @@
 """Error text of the core: each message starts at the user's file and line, shows the line,
 names what is wrong and says what to do."""
 
+import dataclasses
 import inspect
 
 import jax
@@ -99,6 +100,19 @@ def vector_and(x):
     return (x > 0) and (x < 5)  # MARK-and
 
 
+@dataclasses.dataclass
+class Running:  # a plain dataclass: not a pytree
+    total: object
+    count: int = 0
+
+
+def a_new_object_on_one_side(x):
+    state = Running(x)
+    if x.sum() > 0:  # MARK-object
+        state = dataclasses.replace(state, total=state.total * 2, count=state.count + 1)
+    return state.total
+
+
 @pytest.mark.parametrize(
     "fn, marker, error, keywords",
     [
@@ -110,6 +124,9 @@ def vector_and(x):
         (structure_mismatch, "MARK-struct", BranchOutputError, ["'y'", "structure"]),
         (ternary_shapes, "MARK-ternary", BranchOutputError, ["conditional expression", "float32[1]", "shapes differ"]),
         (vector_and, "MARK-and", PredicateError, ["ambiguous", ".all()"]),
+        (a_new_object_on_one_side, "MARK-object", BranchOutputError,
+         ["'state'", "each side gives its own Running object", "change the object's attributes in place",
+          "jax.tree_util.register_dataclass"]),
         (vector_assert, "MARK-assert", PredicateError, ["asserted condition", "shape (3,)", "ambiguous", "assert (x > 0).all()"]),
     ],
 )
