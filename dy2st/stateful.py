@@ -19,7 +19,6 @@ import jax
 
 from dy2st.config import config, logger
 from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, ProgramCache
-from dy2st.call_policy import LIFTED_ROOTS
 from dy2st.program_body import ContainerWatch, object_changed_error, run_inline
 from dy2st.runtime import guards as guard_reads
 from dy2st.runtime import static_outputs, writes
@@ -69,15 +68,6 @@ def root_positions(args, kwargs) -> tuple:
     if kwargs:
         positions += tuple(k for k, v in kwargs.items() if type(v) not in _FAST_TYPES and is_stateful(v))
     return positions
-
-
-def plain_containers(args, kwargs, positions) -> bool:
-    """Whether every stateful argument is a list or dict (no object, no NNX module): such
-    calls first try the plain program path (`call_policy.ContainerEffect`)."""
-    for p in positions:
-        if type(kwargs[p] if type(p) is str else args[p]) not in LIFTED_ROOTS:
-            return False
-    return True
 
 
 def _split(args, kwargs, positions):

@@ -65,9 +65,3 @@ def getanno(node, key: Fact, default: Any = _MISSING) -> Any:
 
 def hasanno(node, key: Fact) -> bool:
     return key in (getattr(node, _FIELD, None) or {})
-
-
-def copy_annos(src, dst) -> None:
-    annos = getattr(src, _FIELD, None)
-    if annos:
-        setattr(dst, _FIELD, dict(annos))

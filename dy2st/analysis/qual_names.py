@@ -30,11 +30,6 @@ class QualifiedName(NamedTuple):
     def parent(self) -> "QualifiedName | None":
         return QualifiedName(self.base, self.path[:-1]) if self.path else None
 
-    @property
-    def support_set(self) -> frozenset:
-        """The plain name this symbol depends on."""
-        return frozenset({QualifiedName(self.base)})
-
     def __str__(self) -> str:
         text = self.base
         for step in self.path:

@@ -140,10 +140,6 @@ class Transformer(ast_util.NodeTransformer):
         self._used = True
         return self.visit(tree)
 
-    def rt(self, attr: str) -> str:
-        """Dotted reference to a runtime operator, for use inside templates."""
-        return f"{self.ctx.runtime}.{attr}"
-
 
 class StatementTransformer(Transformer):
     """A Transformer for steps whose rewrites are all of statements: its generic visit walks
