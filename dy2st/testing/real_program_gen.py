@@ -111,6 +111,13 @@ The stream names its variables from a counter of its own (`cnew`: `zc3`, `zl4`, 
 draws from the other streams: `draw_program(seed, calls_stream=False)` gives the program the seed
 drew before the stream was added, and so does `draw_program(seed)` where the stream is not drawn.
 
+A `flags-<seed>` stream (`FLAGS_P` per statement) uses Python values the data decides as Python
+uses them: a bool flag an `if` on array data sets, tested with `is True`, `is not False` (compared
+by value) and counted with `int()`; a float picked by data shown with `repr` and `!r`; and, at f's
+top level, a `try`/`finally` whose body raises in a staged branch (a check that fails when the
+program runs) and whose `finally` prints (done as eagerly: the call runs eagerly). Its names come
+from a counter of its own (`fnew`: `zg3`, ...), so the other streams' programs stay as they were.
+
 The generator uses `random.Random(seed)` (and its named streams) only, so a seed names a program
 on every machine.
 """
@@ -154,6 +161,7 @@ THRESHOLD_EXPRS = {
 # How often a simple statement is followed by one of `numbers_statement` (a number the data
 # decides; each of its three shapes lands in about one program in twenty).
 NUMBERS_P = 0.02
+FLAGS_P = 0.02  # a statement of the `flags-<seed>` stream
 # What the `calls-<seed>` stream may add to a program (drawn for about a third of them; each class
 # for about half of those): `try`/`except`/`else` (and `finally`) whose body returns, breaks or
 # continues (on array data or Python's) and whose `else` has effects; module helpers with
@@ -218,7 +226,8 @@ class _Generator:
     def __init__(self, rng: random.Random, extra: random.Random, later: random.Random, mangled: random.Random,
                  classes: random.Random, boundary: random.Random | None = None,
                  numbers: random.Random | None = None, effects: random.Random | None = None,
-                 items: random.Random | None = None, calls: random.Random | None = None):
+                 items: random.Random | None = None, calls: random.Random | None = None,
+                 flags: random.Random | None = None):
         self.rng = rng
         # Draw the statements added after the campaigns' seeds were pinned (`extra_statement`),
         # so each seed keeps the statements `rng` (and `extra`, `later`) drew for it before.
@@ -238,6 +247,10 @@ class _Generator:
         self.items = items or random.Random(0)
         # Calls and their boundary (`CALL_FEATURES`), drawn from `calls` only; names from `cnew`.
         self.calls = calls or random.Random(0)
+        # Python values the data decides used as Python uses them (`flags_statement`), drawn from
+        # `flags` only; names from `fnew`.
+        self.flags = flags or random.Random(0)
+        self.ffresh = 0
         self.call_features: frozenset = frozenset()
         self.call_shown: set = set()
         self.cfresh = 0
@@ -543,6 +556,9 @@ class _Generator:
             if self.numbers.random() < NUMBERS_P:
                 self.rng = self.numbers
                 self.numbers_statement(s, indent)
+            if self.flags.random() < FLAGS_P:
+                self.rng = self.flags
+                self.flags_statement(s, indent)
             if self.features:
                 self.rng = self.boundary
                 self.boundary_statement(s, indent)
@@ -1077,6 +1093,28 @@ class _Generator:
                               f"    {k} = ({k} + 2) % {INT_MOD}")
 
     # -- calls and their boundary (the `calls-<seed>` stream) ---------------------------------------
+    def fnew(self, root: str) -> str:
+        """A name for the flags stream (`z` + root + its own counter)."""
+        self.ffresh += 1
+        return f"z{root}{self.ffresh}"
+
+    def flags_statement(self, s: _Scope, indent: int) -> None:
+        """Python values the data decides, used as Python uses them (see the module docstring)."""
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        shape = self.rng.randint(0, 2 if indent == 1 else 1)
+        if shape == 0:
+            zg = self.fnew("g")
+            test = self.pick([f"{zg} is True", f"{zg} is not False", f"True is {zg}", f"{zg} is False"])
+            self.emit(indent, f"{zg} = False\nif {self.cond(s)}:\n    {zg} = True\nif {test}:\n    {a} = clip({a} + 1)\n"
+                              f"{k} = ({k} + int({zg}) + int({zg}) * 2) % {INT_MOD}")
+        elif shape == 1:
+            zg = self.fnew("v")
+            self.emit(indent, f"{zg} = 0.5\nif {self.cond(s)}:\n    {zg} = {self.pick(['1.25', '0.1', '-2.0'])}\n"
+                              f"print('zr', repr({zg}), f'{{{zg}!r}}')")
+        else:
+            self.emit(indent, f"try:\n    if {self.cond(s)}:\n        raise ValueError('zfail')\n    {a} = clip({a} * 2)\n"
+                              f"finally:\n    print('zfin', {self.arr(s)}.sum())")
+
     def cnew(self, root: str) -> str:
         """A name for the calls stream (`z` + root + its own counter)."""
         self.cfresh += 1
@@ -1641,7 +1679,8 @@ def draw_program(seed: int, calls_stream: bool = True) -> RealProgram:
     calls = random.Random(f"calls-{seed}")
     g = _Generator(rng, random.Random(f"extra-{seed}"), random.Random(f"later-{seed}"),
                    random.Random(f"mangled-{seed}"), random.Random(f"classes-{seed}"), boundary,
-                   random.Random(f"numbers-{seed}"), effects, random.Random(f"items-{seed}"), calls)
+                   random.Random(f"numbers-{seed}"), effects, random.Random(f"items-{seed}"), calls,
+                   random.Random(f"flags-{seed}"))
     g.draw_features()
     g.draw_effects()
     if calls_stream:
