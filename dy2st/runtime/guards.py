@@ -366,10 +366,12 @@ def note_lookup(obj, name) -> None:
 
 
 def note_fresh(what: str, state, origin) -> None:
-    """`GuardSet.note_fresh` of the program being traced (not of an inline run: the user's own
-    jit has no later trace to make)."""
+    """`GuardSet.note_fresh` of the program being traced, or of the converted function run
+    inline into the user's own jit (`recorded_inline`: no later trace there to make, but a staged
+    loop whose body draws unrolls, drawing once per iteration as eagerly, and a staged side that
+    draws is refused)."""
     guards = writes.program_guards()
-    if guards is not None and writes.program_scratch() is not None:
+    if guards is not None:
         guards.note_fresh(what, state, origin)
 
 

@@ -6,6 +6,7 @@ a draw in a staged branch, which eager makes only where the data takes it, is re
 import random
 import time
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -59,6 +60,29 @@ def test_a_draw_in_a_staged_branch_is_refused():
     text = str(info.value)
     assert text.startswith(f'File "{__file__}"') and "Random.random() (first at line" in text, text
     assert "draw before the `if`/loop and use the value inside it" in text
+
+
+def draws_in_a_loop(x):
+    k = 0
+    for _ in range(3):
+        if x.sum() > 0:
+            x = x + 1
+        k = (k + STATE["python"].randint(0, 9)) % 97
+    return x, k
+
+
+def test_under_the_callers_jit_a_loop_that_draws_unrolls_and_a_branch_that_draws_is_refused():
+    """Campaign seed 5,100,477: inside the caller's jax.jit the loop over range(3) was staged, so
+    its body drew once where eager draws three times. The draws are recorded there too: the loop
+    unrolls (three draws at jit's trace, as eager code under jit makes them), a staged side that
+    draws is refused."""
+    _fresh_generators()
+    expected = draws_in_a_loop(jnp.ones(1))
+    _fresh_generators()
+    got = jax.jit(dy2st.to_static(draws_in_a_loop))(jnp.ones(1))
+    assert [np.asarray(v).tolist() for v in got] == [np.asarray(v).tolist() for v in expected]
+    with pytest.raises(PythonEffectError, match=r"Random\.random\(\)"):
+        jax.jit(dy2st.to_static(draws_in_a_branch))(jnp.ones(1))
 
 
 def draws_twice(x, log):
