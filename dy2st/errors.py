@@ -500,6 +500,10 @@ _TRACED_SLICE_ADVICE = (
 _TRACED_KEY_ADVICE = (
     "count or index with arrays (`jnp.bincount(preds, length=n)`, `counts.at[k].add(1)`), or fetch "
     "the values first (`jax.device_get`) and build the dict outside the converted function.")
+_TRACED_MASK_ADVICE = (
+    "keep the shape and mask the values instead: `jnp.where(mask, x, 0)` for `x[mask] = 0` or "
+    "`x.at[mask].set(0)`, `jnp.mean(d ** 2, where=mask)` or `jnp.sum(jnp.where(mask, d, 0))` for a "
+    "reduction of `d[mask]`; or index with `jnp.nonzero(mask, size=n, fill_value=...)`, of a fixed size.")
 _NEEDS_CONCRETE = (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
                    jax.errors.TracerArrayConversionError)
 
@@ -813,7 +817,8 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
     exc = _as_traced_recursion(_as_undefined_use(_as_unbound_local(exc)))
     traced_slice = isinstance(exc, IndexError) and _text(exc).startswith(_TRACED_SLICE)
     traced_key = type(exc) is TypeError and _text(exc).startswith("unhashable type:") and "Tracer" in _text(exc)
-    if isinstance(exc, _NEEDS_CONCRETE) or traced_slice or traced_key:
+    traced_mask = isinstance(exc, jax.errors.NonConcreteBooleanIndexError)
+    if isinstance(exc, _NEEDS_CONCRETE) or traced_slice or traced_key or traced_mask:
         origin = innermost_user_frame(exc.__traceback__)
         if origin is not None:
             error = TracedValueError(
@@ -821,10 +826,12 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
                  "The slice's size is the result's shape, which XLA fixes when it compiles." if traced_slice else
                  "a traced value is a dict key or a set item here (a number the data decides): the keys of a "
                  "Python dict are known while tracing, and eagerly these would depend on the data." if traced_key
-                 else f"Python needs a concrete value of a traced array here, in code dy2st runs as it is: "
+                 else "a boolean mask of traced values indexes an array here (`x[mask]`, `x.at[mask]`): the "
+                 "result's shape would be how many items the data selects, and XLA fixes shapes when it compiles."
+                 if traced_mask else f"Python needs a concrete value of a traced array here, in code dy2st runs as it is: "
                  f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"),
                 origin, advice=(_TRACED_SLICE_ADVICE if traced_slice else _TRACED_KEY_ADVICE if traced_key
-                                else _TRACED_AS_PYTHON))
+                                else _TRACED_MASK_ADVICE if traced_mask else _TRACED_AS_PYTHON))
             error.__cause__, error.__traceback__ = exc, exc.__traceback__
             exc = error  # filtered below, as every error leaving a StaticFunction
     if not isinstance(exc, Dy2StaticError) and not getattr(exc, _NOTED_ATTR, False):

@@ -471,6 +471,25 @@ def test_python_needing_a_concrete_traced_value_is_a_traced_value_error(fn, wher
     assert_points_at(info.value, where, marker, "concrete value of a traced array", *words)
 
 
+def masked_mean(x):
+    d = x - 1.0
+    return jnp.mean(d[x > 0] ** 2)  # E:mask
+
+
+def zeroes_by_mask(x):
+    return x.at[x < 0].set(0.0)  # E:at_mask
+
+
+@pytest.mark.parametrize("fn, marker", [(masked_mean, "E:mask"), (zeroes_by_mask, "E:at_mask")])
+def test_a_boolean_mask_of_traced_values_is_a_traced_value_error_saying_how_to_mask(fn, marker):
+    """As under jax.jit: the result's shape would be the data's; the advice keeps the shape."""
+    with pytest.raises(dy2st.errors.TracedValueError) as info:
+        dy2st.to_static(fn)(POS)
+    assert isinstance(info.value.__cause__, jax.errors.NonConcreteBooleanIndexError)
+    assert_points_at(info.value, fn, marker, "a boolean mask of traced values indexes an array here",
+                     "jnp.where(mask, x, 0)", "where=mask")
+
+
 def test_dy2st_frames_are_hidden_from_tracebacks():
     with pytest.raises(TypeError) as info:
         dy2st.to_static(add_string)(POS)
