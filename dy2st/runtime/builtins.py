@@ -167,6 +167,27 @@ def _when_run(effect, traced: list) -> None:
     jax.debug.callback(effect, *traced, ordered=not any(_jax_compat.is_batch_tracer(t) for t in traced))
 
 
+def convert_debug_print(fmt, *args, ordered=None, **kwargs):
+    """`jax.debug.print(...)`: ordered, so that it prints in program order with the program's
+    prints (eagerly it prints where it stands; jax's default leaves the order to XLA), unless
+    under vmap (jax cannot batch ordered effects) or the call says otherwise."""
+    return _debug_effect(jax.debug.print, (fmt, *args), kwargs, ordered)
+
+
+def convert_debug_callback(callback, *args, ordered=None, **kwargs):
+    """`jax.debug.callback(...)`, ordered as `convert_debug_print` is."""
+    return _debug_effect(jax.debug.callback, (callback, *args), kwargs, ordered)
+
+
+def _debug_effect(effect, args, kwargs, ordered):
+    if ordered is None:
+        leaves = jax.tree_util.tree_leaves((args[1:], kwargs))
+        ordered = not any(_jax_compat.is_batch_tracer(leaf) for leaf in leaves)
+    if ordered:
+        check_numbers_so_far()  # (a failed number check stops the program before it prints)
+    return effect(*args, ordered=ordered, **kwargs)
+
+
 def _write(text: str, stream, flush: bool) -> None:
     """A staged print's or write's text, written when the program runs, to `stream()` (and
     logged: `writes.WrittenLog`)."""
@@ -564,6 +585,8 @@ for _builtin, _replacement in ((builtins.setattr, convert_setattr), (object.__se
     register_builtin(_builtin, _replacement)
 register_builtin(jax.core.Tracer.item, convert_item)  # (a traced array's bound method's function)
 register_builtin(warnings.warn, convert_warn)
+register_builtin(jax.debug.print, convert_debug_print)
+register_builtin(jax.debug.callback, convert_debug_callback)
 for _stream_type in (io.TextIOWrapper, io.StringIO, io.BytesIO, io.BufferedWriter, io.BufferedRandom, io.FileIO):
     register_builtin(_stream_type.write, convert_write)
     register_builtin(_stream_type.writelines, convert_writelines)

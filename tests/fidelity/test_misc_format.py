@@ -115,3 +115,21 @@ def prints_objects_holding_traced_arrays(x):
 def test_an_object_holding_traced_arrays_prints_its_values_when_the_program_runs():
     """Its text was made while tracing: `Box(w=JitTracer(float32[2]))` on every call."""
     check_prints(prints_objects_holding_traced_arrays, jnp.array([1.0, 2.0]))
+
+
+def debug_prints_beside_prints(w):
+    for step in range(3):
+        w = w * 0.5
+        jax.debug.print("debug step {} w {}", step, w.sum())
+        print("print step", step)
+        if w.sum() > 0.6:
+            jax.debug.callback(lambda v: print("callback", v), w.sum())
+    jax.debug.print("done")
+    return w
+
+
+def test_jax_debug_print_and_callback_keep_eagers_order_among_prints():
+    """Found by a model-code probe: jax's debug effects are unordered by default, so they came
+    out before the prints beside them, in any order; eagerly each prints where it stands."""
+    printed = check_prints(debug_prints_beside_prints, jnp.ones(2), calls=3)
+    assert printed.count("callback") == 1 and printed.endswith("print step 2\ndone\n"), printed
