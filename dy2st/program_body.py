@@ -176,6 +176,25 @@ def _refuse_leaked(changed: dict, out, inputs) -> None:
     )
 
 
+def _refuse_traced_outside(guards_of_program, before, inputs) -> None:
+    """A list, dict or object the function reaches outside its arguments (a global, a
+    closure's, a class's, a default) given a traced value (`CFG["w"] = ...`, `trainer.w = ...`,
+    not through a tracked method: `_refuse_leaked`) would keep a value of the trace: put back,
+    and refused."""
+    path = guards_of_program.holding_traced(inputs)
+    if path is None:
+        return
+    guards_of_program.put_back(before)
+    raise PythonEffectError(
+        f"the call sets {path} to a traced value, in a list, dict or object the function reaches outside its "
+        "arguments (a global, a closure's or a class's): a compiled program cannot write it back, so it "
+        "would keep a value of the trace.",
+        origin=user_origin(),
+        advice=f"pass {path.split('.')[0].split('[')[0]} to the function as an argument (dy2st writes changes "
+        "to arguments back), or return the new value and set it after the call.",
+    )
+
+
 def object_changed_error(obj, is_argument: bool) -> PythonEffectError:
     name = type(obj).__name__
     where = f"an argument of type {name}" if is_argument else f"a {name} inside an argument"
@@ -250,6 +269,8 @@ class ProgramBody:
                     raise OrderObserved("a trace with watched dict arguments failed") from error
                 raise
         _refuse_leaked(changed, out, (args, kwargs))
+        if self.guards is not None:
+            _refuse_traced_outside(self.guards, outside_before, (args, kwargs))
         CONTEXT.programs_traced += 1
         CONTEXT.put_back_last_trace = (functools.partial(self.guards.put_back, outside_before)
                                        if outside_before is not None else None)

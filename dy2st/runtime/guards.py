@@ -156,6 +156,26 @@ class GuardSet:
                     found.setdefault(id(item), (reader, path))
         return found
 
+    def holding_traced(self, inputs) -> str | None:
+        """How the code names the first item or attribute of a list, dict or object of the
+        user's the guarded values hold (`CFG["w"]`, `trainer.w`) that holds a traced value once a
+        trace ended: the function assigned it there, out of the program's reach. None where
+        there is none; what the arguments `inputs` hold is the caller's, written back (not looked in)."""
+        inputs = {id(item) for item, _, _ in _held(inputs)}
+        for key, (reader, _) in list(self.entries.items()):
+            if key[0] not in ("g", "c", "d", "a"):
+                continue
+            for item, kind, path in _held(reader()):
+                if kind == "i" or id(item) in inputs:
+                    continue
+                pairs = (enumerate(item) if kind == "l" else item.items() if kind == "d"
+                         else vars(item).items() if kind == "o" else ())
+                for name, value in list(pairs):
+                    if _traced_here(value):
+                        step = ("a", name) if kind == "o" else ("k" if kind == "d" else "i", name)
+                        return key[2] + "".join(_step_text(s) for s in (*path, step))
+        return None
+
     def state_now(self) -> "GuardedState":
         """What the guarded values are now (`put_back` restores it)."""
         values = {key: reader() for key, (reader, _) in self.entries.items()}
@@ -525,6 +545,20 @@ def _held(value):
             stack.append((v, (*path, (step, key))))
 
 
+def _traced_here(value) -> bool:
+    """Whether `value`, an item or attribute, is a traced value or a tuple holding one (the lists,
+    dicts and objects it holds are walked on their own: `_held`)."""
+    if isinstance(value, tuple):
+        return any(_traced_here(v) for v in value)
+    return isinstance(value, jax.core.Tracer)
+
+
+def _step_text(step) -> str:
+    """A `_held` path step as code: `.name`, `["key"]`, `[0]`."""
+    kind, name = step
+    return f".{name}" if kind == "a" else f"[{name!r}]"
+
+
 def _contents_of(value) -> list:
     """`(list, dict or object of the user's, a copy of its items or attributes)` and `(builtin
     iterator, its index)` for each one `value` is or holds (`_held`): what `GuardSet.put_back`
@@ -551,9 +585,15 @@ def _refill(contents: list) -> None:
             now = iterator_at(obj)
             if now is None or now.index != saved.index or now.sequence is not saved.sequence:
                 rewind(obj, saved)
-        elif type(obj) not in (list, dict) and vars(obj) != saved:
+        elif type(obj) not in (list, dict) and _changed_attributes(vars(obj), saved):
             vars(obj).clear()
             vars(obj).update(saved)
+
+
+def _changed_attributes(now: dict, saved: dict) -> bool:
+    """Whether an object's attributes are other than `saved`, by identity (`!=` of two dicts
+    would compare arrays by value)."""
+    return now.keys() != saved.keys() or any(now[k] is not v for k, v in saved.items())
 
 
 def _owned(reader: functools.partial, holder) -> functools.partial:

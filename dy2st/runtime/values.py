@@ -295,7 +295,7 @@ class PythonNumbers:
             return None
         constant = _jax_compat.literal_value(value)
         if constant is not None:
-            return "i" if float(constant) == int(constant) else "f"
+            return "i" if np.isfinite(constant) and float(constant) == int(constant) else "f"
         key = _jax_compat.value_key(value)
         if key is None:
             return None
