@@ -158,3 +158,34 @@ def test_an_updated_mlp_is_returned():
         assert got_model.activation is want_model.activation is jax.nn.relu
         _assert_tree_close(eqx.filter(want_model, eqx.is_array), eqx.filter(got_model, eqx.is_array), "model")
         _assert_tree_close(want, got, "loss")
+
+
+class AutoEncoder(eqx.Module):
+    enc: eqx.nn.Linear
+    dec: eqx.nn.Linear
+
+    def __init__(self, seed=0):
+        k1, k2 = jax.random.split(jax.random.PRNGKey(seed))
+        self.enc = eqx.nn.Linear(4, 2, key=k1)
+        self.dec = eqx.nn.Linear(2, 4, key=k2)
+
+    def encode(self, x):
+        z = self.enc(x)
+        if jnp.linalg.norm(z) > 1.0:  # an `if` on data in a helper method the forward calls
+            z = z / jnp.linalg.norm(z)
+        return z
+
+    def __call__(self, x):
+        return self.dec(self.encode(x))
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.01])
+def test_a_helper_method_of_an_equinox_module_is_converted(scale):
+    """Equinox binds a module's methods as its own `BoundMethod` (a pytree, not Python's bound
+    method): it was run as library code, so its `if` on data was refused (found by a probe)."""
+    model = AutoEncoder()
+    x = jnp.arange(4.0) * scale
+    static = dy2st.to_static(model)
+    for _ in range(2):
+        _assert_tree_close(run_eagerly(model, x), static(x), "output")
+    _assert_tree_close(run_eagerly(model, x), jax.jit(dy2st.to_static(lambda m, x: m(x)))(model, x), "jit")
