@@ -12,6 +12,7 @@ builtin's own result, and the loop stays Python.
 from __future__ import annotations
 
 import abc
+import collections.abc
 import builtins
 
 import jax
@@ -21,6 +22,7 @@ from jax import lax
 
 from dy2st import _jax_compat
 from dy2st.errors import OriginInfo
+from dy2st.user_code import is_users_object
 from dy2st.runtime.asserts import check_when_run
 from dy2st.runtime.calls import convert_call
 from dy2st.runtime.values import is_traced
@@ -205,7 +207,7 @@ def loop_iter(fn, *args, **kwargs):
     if fn in _LOOP_BUILTINS:
         items = fn(*args, **kwargs)
         sources = args[:1] if fn is builtins.enumerate else args
-        if fn is not builtins.range and all(type(a) in _PLAIN_SEQUENCES for a in sources):
+        if fn is not builtins.range and all(_plain_sequence(a) for a in sources):
             return HeaderItems(items)
         return items
     return convert_call(fn)(*args, **kwargs)  # any other header call, converted as call_trees would
@@ -218,6 +220,13 @@ SEQUENCE_ITERATORS = frozenset(map(type, (iter([]), iter(()), iter(range(0)), it
                                           iter({}), iter({}.values()), iter({}.items()))))
 _LOOP_BUILTINS = (builtins.range, builtins.enumerate, builtins.zip, builtins.reversed)
 _PLAIN_SEQUENCES = (list, tuple, range, str)
+
+
+def _plain_sequence(value) -> bool:
+    """A list, tuple, range or string, or a library's sequence (`nnx.List`): taking its items
+    runs nothing of the user's."""
+    return type(value) in _PLAIN_SEQUENCES or (isinstance(value, collections.abc.Sequence)
+                                               and not is_users_object(value))
 
 
 class HeaderItems:

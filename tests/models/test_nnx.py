@@ -525,3 +525,29 @@ def test_one_model_given_twice_then_two_models_are_two_programs():
         (want, want_same), (got, got_same) = _two_models(a, b, x), static(a, b, x)
         assert got_same is want_same
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+class EarlyExit(nnx.Module):
+    def __init__(self, rngs):
+        self.layers = nnx.List([nnx.Linear(4, 4, rngs=rngs) for _ in range(3)])
+
+    def __call__(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if x.mean() > 0:
+                return x, i
+        return x, -1
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_an_early_exit_over_an_nnx_list_in_enumerate(seed):
+    """`enumerate(self.layers)` in the loop header over an `nnx.List` (a library's sequence, not a
+    list) was refused as an iterator the code holds (found by a model-code probe)."""
+    x = jax.random.normal(jax.random.PRNGKey(seed), (8, 4))
+    model = EarlyExit(nnx.Rngs(0))
+    static = dy2st.to_static(model)
+    expected = run_eagerly(model, x)
+    for _ in range(2):
+        got = static(x)
+        np.testing.assert_allclose(got[0], expected[0], rtol=1e-5, atol=1e-6)
+        assert int(got[1]) == expected[1]
