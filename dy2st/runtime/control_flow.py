@@ -341,12 +341,19 @@ def _in_key_order(outputs, key_orders: dict, labels, origin: OriginInfo) -> list
     if_orders, else_orders = orders[0], orders[-1]
     for label, if_order, else_order in zip(labels, if_orders, else_orders):
         if if_order != else_order:
+            sorted_on_one_side = (if_order is None) != (else_order is None)
             raise BranchOutputError(
                 f"'{label}' holds a dict whose keys are in one order after the if branch and in another "
                 "after the else branch: eagerly its order (what `list(d)` or a loop over `d.items()` "
-                "sees) depends on the branch taken.",
+                "sees) depends on the branch taken." + (
+                    " One side gives its keys sorted, as `jax.tree_util.tree_map` and the updates of optax "
+                    "(`optax.apply_updates`) and flax (`state.apply_gradients`) rebuild dicts." if sorted_on_one_side
+                    else ""),
                 origin,
-                advice="add the keys in the same order in both branches (or set them all before the `if`).",
+                advice=("give the other side the sorted order too (`params = jax.tree_util.tree_map(lambda v: v, "
+                        "params)` there), or build the dict with its keys sorted to begin with; or add the keys "
+                        "in the same order in both branches." if sorted_on_one_side else
+                        "add the keys in the same order in both branches (or set them all before the `if`)."),
             )
     return [key_order.restore(value, order) for value, order in zip(outputs, if_orders)]
 

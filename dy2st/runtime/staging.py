@@ -684,9 +684,10 @@ def _merge(t: _Branch, f: _Branch, labels, origin, branch_names, promote):
                 "which object it is afterwards (what changing it in place changes, what returning it gives back) is "
                 "decided by the data, and a program gives back one.",
                 origin,
-                advice=f"copy it on the side that keeps it ({copy} for a dict, `list(...)` for a list, "
-                "`nnx.clone(...)` for a module), so that both sides make a new one; or make both sides hold the same "
-                "object; or decide the condition with a Python value.",
+                advice=f"copy it on the side that keeps it ({copy} for a dict; `jax.tree_util.tree_map(lambda v: v, "
+                "...)` where the other side's comes from `optax.apply_updates` or a `tree_map`, which sort its keys; "
+                "`list(...)` for a list, `nnx.clone(...)` for a module), so that both sides make a new one; or make "
+                "both sides hold the same object; or decide the condition with a Python value.",
             )
         if ts != fs:
             raise BranchOutputError(

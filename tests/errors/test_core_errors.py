@@ -228,3 +228,34 @@ def test_nonlocal_written_under_python_condition_works():
     f, get = make()
     dy2st.to_static(f)(X, True)
     assert get() == 1
+
+
+def skips_a_non_finite_update(params, x):
+    loss = jnp.sum((x * params["w"] + params["b"]) ** 2)
+    if jnp.isfinite(loss):  # MARK-sorted
+        params = jax.tree_util.tree_map(lambda p: p - 0.1, params)  # (optax's updates too) sorted keys
+    else:
+        params = dict(params)
+    return params
+
+
+def skips_it_with_the_advised_fix(params, x):
+    loss = jnp.sum((x * params["w"] + params["b"]) ** 2)
+    if jnp.isfinite(loss):
+        params = jax.tree_util.tree_map(lambda p: p - 0.1, params)
+    else:
+        params = jax.tree_util.tree_map(lambda v: v, params)
+    return params
+
+
+def test_a_dict_sorted_on_one_side_only_says_where_sorted_keys_come_from():
+    """Found by a model-code probe: skipping an update on a non-finite loss, with parameters in
+    insertion order {w, b}; the update's dict comes back sorted."""
+    params = {"w": jnp.ones(3), "b": jnp.zeros(3)}
+    with pytest.raises(BranchOutputError) as info:
+        dy2st.to_static(skips_a_non_finite_update)(params, X)
+    assert_points_at(info.value, skips_a_non_finite_update, "MARK-sorted", "One side gives its keys sorted",
+                     "optax.apply_updates", "jax.tree_util.tree_map(lambda v: v, params)")
+    expected = skips_it_with_the_advised_fix(params, X)
+    got = dy2st.to_static(skips_it_with_the_advised_fix)(params, X)
+    assert list(got) == list(expected) == ["b", "w"]
