@@ -690,12 +690,19 @@ def _merge(t: _Branch, f: _Branch, labels, origin, branch_names, promote):
                 "both sides hold the same object; or decide the condition with a Python value.",
             )
         if ts != fs:
+            # a list a loop grows per iteration, in its rest staged where a traced `break` may end it
+            loop = branch_names[0] == "iteration" and all(str(t).startswith("PyTreeDef([") for t in (ts, fs))
             raise BranchOutputError(
                 f"'{label}' is {_describe_var(ts, t_leaves)} in the {branch_names[0]} but "
-                f"{_describe_var(fs, f_leaves)} in the {branch_names[1]}: XLA needs the same structure on both sides.",
+                f"{_describe_var(fs, f_leaves)} in the {branch_names[1]}: XLA needs the same structure on both sides."
+                + (" The data decides how many iterations run, so a list grown per iteration would end with as "
+                   "many items as the data says." if loop else ""),
                 origin,
-                advice=f"give '{label}' the same structure (same containers, None in the same places) in both "
-                "branches; a function must return the same structure on every path.",
+                advice=(f"preallocate an array and write each iteration's value at its index "
+                        f"(`{label} = jnp.zeros(n)` before the loop, `{label} = {label}.at[i].set(v)` in it) and count "
+                        "the iterations; or make the `break` condition a Python value." if loop else
+                        f"give '{label}' the same structure (same containers, None in the same places) in both "
+                        "branches; a function must return the same structure on every path."),
             )
         name = f"'{label}'" if len(t_leaves) == 1 else f"a part of '{label}'"
         i = len(merged)

@@ -259,3 +259,21 @@ def test_a_dict_sorted_on_one_side_only_says_where_sorted_keys_come_from():
     expected = skips_it_with_the_advised_fix(params, X)
     got = dy2st.to_static(skips_it_with_the_advised_fix)(params, X)
     assert list(got) == list(expected) == ["b", "w"]
+
+
+def stops_early(x, epochs):
+    losses = []
+    for epoch in range(epochs):  # MARK-early
+        x = x * 0.5
+        losses.append(jnp.sum(x ** 2))
+        if losses[-1] < 0.1:
+            break
+    return losses
+
+
+def test_a_list_grown_in_a_loop_a_traced_break_may_end_says_to_preallocate():
+    """Found by a model-code probe: the message spoke of branches and a function's returns."""
+    with pytest.raises(BranchOutputError) as info:
+        dy2st.to_static(stops_early)(X, 10)
+    assert_points_at(info.value, stops_early, "MARK-early", "'losses'", "a list grown per iteration",
+                     "`losses = jnp.zeros(n)` before the loop, `losses = losses.at[i].set(v)`")
