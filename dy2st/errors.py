@@ -504,6 +504,10 @@ _TRACED_MASK_ADVICE = (
     "keep the shape and mask the values instead: `jnp.where(mask, x, 0)` for `x[mask] = 0` or "
     "`x.at[mask].set(0)`, `jnp.mean(d ** 2, where=mask)` or `jnp.sum(jnp.where(mask, d, 0))` for a "
     "reduction of `d[mask]`; or index with `jnp.nonzero(mask, size=n, fill_value=...)`, of a fixed size.")
+_TRACED_INDEX_ADVICE = (
+    "index an array instead: `jnp.stack(items)[i]` for arrays of one shape, "
+    "`jax.tree_util.tree_map(lambda *v: jnp.stack(v)[i], *items)` for pytrees, or `lax.switch(i, "
+    "[lambda: f(a), lambda: f(b)])`; or keep the position a Python value.")
 _NEEDS_CONCRETE = (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
                    jax.errors.TracerArrayConversionError)
 
@@ -818,6 +822,7 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
     traced_slice = isinstance(exc, IndexError) and _text(exc).startswith(_TRACED_SLICE)
     traced_key = type(exc) is TypeError and _text(exc).startswith("unhashable type:") and "Tracer" in _text(exc)
     traced_mask = isinstance(exc, jax.errors.NonConcreteBooleanIndexError)
+    traced_index = isinstance(exc, jax.errors.TracerIntegerConversionError) and "__index__()" in _text(exc)
     if isinstance(exc, _NEEDS_CONCRETE) or traced_slice or traced_key or traced_mask:
         origin = innermost_user_frame(exc.__traceback__)
         if origin is not None:
@@ -828,10 +833,13 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
                  "Python dict are known while tracing, and eagerly these would depend on the data." if traced_key
                  else "a boolean mask of traced values indexes an array here (`x[mask]`, `x.at[mask]`): the "
                  "result's shape would be how many items the data selects, and XLA fixes shapes when it compiles."
-                 if traced_mask else f"Python needs a concrete value of a traced array here, in code dy2st runs as it is: "
+                 if traced_mask else "a traced value is used as a Python index here (a number the data decides, "
+                 "such as a position a staged `if` or loop picked: the numbers rule makes it a 0-d array): a Python "
+                 "list or tuple needs a concrete int to pick an item." if traced_index else f"Python needs a concrete value of a traced array here, in code dy2st runs as it is: "
                  f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"),
                 origin, advice=(_TRACED_SLICE_ADVICE if traced_slice else _TRACED_KEY_ADVICE if traced_key
-                                else _TRACED_MASK_ADVICE if traced_mask else _TRACED_AS_PYTHON))
+                                else _TRACED_MASK_ADVICE if traced_mask else _TRACED_INDEX_ADVICE if traced_index
+                                else _TRACED_AS_PYTHON))
             error.__cause__, error.__traceback__ = exc, exc.__traceback__
             exc = error  # filtered below, as every error leaving a StaticFunction
     if not isinstance(exc, Dy2StaticError) and not getattr(exc, _NOTED_ATTR, False):

@@ -490,6 +490,22 @@ def test_a_boolean_mask_of_traced_values_is_a_traced_value_error_saying_how_to_m
                      "jnp.where(mask, x, 0)", "where=mask")
 
 
+def picks_the_best(cands):
+    best, best_i = jnp.inf, 0
+    for i, c in enumerate(cands):
+        if jnp.sum(c ** 2) < best:
+            best, best_i = jnp.sum(c ** 2), i
+    return cands[best_i]  # E:index
+
+
+def test_a_list_indexed_by_a_position_the_data_decides_says_to_index_an_array():
+    """Found by a model-code probe: the message blamed code dy2st runs as it is."""
+    with pytest.raises(dy2st.errors.TracedValueError) as info:
+        dy2st.to_static(picks_the_best)([POS, -POS, POS * 2])
+    assert_points_at(info.value, picks_the_best, "E:index", "used as a Python index here",
+                     "the numbers rule makes it a 0-d array", "jnp.stack(items)[i]")
+
+
 def test_dy2st_frames_are_hidden_from_tracebacks():
     with pytest.raises(TypeError) as info:
         dy2st.to_static(add_string)(POS)
