@@ -40,7 +40,8 @@ from dy2st.errors import BuiltinError, IntOverflowError, OriginInfo, record_runt
 from dy2st.runtime import events, guards, key_order, writes
 from dy2st.runtime.asserts import check_numbers_so_far, check_when_run
 from dy2st.runtime.calls import register_builtin
-from dy2st.runtime.ordering import convert_all, convert_any, convert_max, convert_min, convert_sorted
+from dy2st.runtime.ordering import (convert_all, convert_any, convert_list_sort, convert_max, convert_min,
+                                    convert_sorted)
 from dy2st.runtime.iterables import SEQUENCE_ITERATORS
 from dy2st.runtime.formatting import TracedString, bind_traced, convert_repr, convert_str, has_traced
 from dy2st.runtime.debug_effects import debug_effects_dropped
@@ -585,6 +586,7 @@ for _builtin, _replacement in ((builtins.setattr, convert_setattr), (object.__se
     register_builtin(_builtin, _replacement)
 register_builtin(jax.core.Tracer.item, convert_item)  # (a traced array's bound method's function)
 register_builtin(warnings.warn, convert_warn)
+register_builtin(list.sort, convert_list_sort)
 register_builtin(jax.debug.print, convert_debug_print)
 register_builtin(jax.debug.callback, convert_debug_callback)
 for _stream_type in (io.TextIOWrapper, io.StringIO, io.BytesIO, io.BufferedWriter, io.BufferedRandom, io.FileIO):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import builtins
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -165,6 +166,8 @@ def convert_sorted(iterable, *, key=None, reverse=False):
             order = builtins.sorted(range(len(originals)), key=(keys or originals).__getitem__, reverse=reverse)
             return [originals[i] for i in order]
         origin = OriginInfo.of_caller()
+        if keys is not None and originals and not any(is_traced(i) or isinstance(i, np.ndarray) for i in originals):
+            return _sorted_pytrees(originals, _sort_keys(keys, origin), reverse, origin)
         shapes = {np.shape(i) for i in originals}
         if len(shapes) != 1 or (key is None and int(np.prod(next(iter(shapes)))) != 1):
             raise BuiltinError(
@@ -180,6 +183,39 @@ def convert_sorted(iterable, *, key=None, reverse=False):
     if originals is not None:  # eager's list holds the items themselves: Python numbers, say
         result = [as_number_where_chosen(r, originals) for r in result]
     return result
+
+
+def convert_list_sort(items: list, *, key=None, reverse=False) -> None:
+    """`items.sort(...)`: in place, as `convert_sorted` orders them (a list of Python values only
+    sorts as Python's does)."""
+    items[:] = convert_sorted(items, key=key, reverse=reverse)
+
+
+def _sorted_pytrees(items: list, keys, reverse: bool, origin: OriginInfo) -> list:
+    """`sorted(items, key=...)` of items of one pytree structure (`(index, score)` tuples) whose
+    leaves at each place are arrays of one shape or Python numbers: each place stacked and put
+    in the order the traced keys give (a Python number the data now places is a 0-d array: the
+    numbers rule)."""
+    flat = [jax.tree_util.tree_flatten(item) for item in items]
+    treedef = flat[0][1]
+    columns = list(zip(*(leaves for leaves, _ in flat))) if treedef.num_leaves else []
+    if (any(d != treedef for _, d in flat) or not columns
+            or any(len({np.shape(v) for v in column}) != 1 or not all(_sortable_leaf(v) for v in column)
+                   for column in columns)):
+        raise BuiltinError(
+            "sorted() with key= of items that are not all one structure of arrays of one shape (or numbers) "
+            "in each place.",
+            origin, advice="give the items one structure (tuples of one length, arrays of one shape in each "
+            "place), or stack the keys and use jnp.argsort.")
+    order = jnp.argsort(keys, stable=True, descending=bool(reverse))
+    stacked = [jnp.stack([jnp.asarray(v) for v in column])[order] for column in columns]
+    return [jax.tree_util.tree_unflatten(
+        treedef, [as_number_where_chosen(s[k], column) for s, column in zip(stacked, columns)])
+        for k in range(len(items))]
+
+
+def _sortable_leaf(value) -> bool:
+    return is_traced(value) or isinstance(value, (jax.Array, np.ndarray, bool, int, float))
 
 
 def _sort_keys(keys: list, origin: OriginInfo):

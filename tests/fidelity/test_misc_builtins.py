@@ -323,3 +323,39 @@ def test_pow_of_an_array_with_a_modulus_is_a_type_error_as_eagerly():
     with pytest.raises(TypeError) as static:
         dy2st.to_static(f)(jnp.arange(3.0))
     assert str(static.value) == str(eager.value)
+
+
+def best_first(scores):
+    cands = [(i, scores[i] * 2) for i in range(3)]  # (index, score) pairs, as a beam search keeps them
+    return sorted(cands, key=lambda c: c[1], reverse=True)
+
+
+def best_first_in_place(scores, cands):
+    cands = [(i, scores[i], name) for i, name in cands]
+    cands.sort(key=lambda c: c[1])
+    return [(i, s) for i, s, _ in cands]
+
+
+@pytest.mark.parametrize("scores", [[1.0, 3.0, 2.0], [3.0, 3.0, -1.0], [-2.0, 0.0, 5.0]])
+def test_sorted_and_list_sort_with_a_key_over_tuples_of_numbers_and_arrays(scores):
+    """Found by a model-code probe (refused with jax's __array__ error): each place of the items
+    is stacked and put in the keys' order; an index the data now places is a 0-d array (the
+    numbers rule)."""
+    x = jnp.array(scores)
+    for _ in range(2):
+        check_equivalent(best_first, x)
+    with pytest.raises(BuiltinError, match="not all one structure"):
+        dy2st.to_static(best_first_in_place)(x, [(0, "a"), (1, "b"), (2, "c")])  # a string in each item
+    plain = [(2, 0.5), (0, 2.0), (1, 1.0)]
+    assert dy2st.to_static(lambda v: sorted(plain, key=lambda c: c[1]))(x) == sorted(plain, key=lambda c: c[1])
+
+
+def sorts_in_place(x):
+    cands = [(0, x[0]), (1, x[1]), (2, x[2])]
+    cands.sort(key=lambda c: -c[1])
+    return cands
+
+
+def test_list_sort_with_a_traced_key_sorts_in_place_as_eagerly():
+    for scores in ([1.0, 3.0, 2.0], [0.0, -1.0, 4.0]):
+        check_equivalent(sorts_in_place, jnp.array(scores))
