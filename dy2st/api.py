@@ -261,6 +261,11 @@ def _finish_after_change(out, args=(), kwargs=None):
     return static_outputs.decode_result(out, static_outputs.ArgumentObjects(args, kwargs or {}))
 
 
+# Flax NNX's error for a module the trace reaches outside its arguments and changes
+_OUTSIDE_MODULE_HINT = (
+    " An NNX module (or optimizer) the function reaches outside its arguments (a closure's, a "
+    "global) cannot be changed inside a compiled program: pass it as an argument, and dy2st lifts "
+    "its state and writes the changes back.")
 _LIVE: weakref.WeakSet = weakref.WeakSet()  # every StaticFunction, for the global switch
 
 
@@ -501,10 +506,11 @@ class StaticFunction(functools.partial):
             origin = innermost_user_frame(failed.__traceback__)
             logger.warning(
                 "dy2st: %s ran eagerly: %s %s: %s%s, where eager code raises nothing. "
-                "Calls like this one run eagerly, not compiled (see dy2st.explain).",
+                "Calls like this one run eagerly, not compiled (see dy2st.explain).%s",
                 getattr(self._fn, "__qualname__", self._fn), "its program raised" if ran else "tracing it raised",
                 type(failed).__name__, str(failed).splitlines()[0] if str(failed) else "",
-                f" ({origin.filename}, line {origin.lineno})" if origin is not None else "")
+                f" ({origin.filename}, line {origin.lineno})" if origin is not None else "",
+                _OUTSIDE_MODULE_HINT if "different trace level" in str(failed) else "")
         return out
 
     def _guarded(self):

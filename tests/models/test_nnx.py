@@ -551,3 +551,25 @@ def test_an_early_exit_over_an_nnx_list_in_enumerate(seed):
         got = static(x)
         np.testing.assert_allclose(got[0], expected[0], rtol=1e-5, atol=1e-6)
         assert int(got[1]) == expected[1]
+
+
+def test_a_module_changed_from_a_closure_runs_eagerly_and_the_warning_says_to_pass_it(caplog):
+    """An NNX model and optimizer captured by the step's closure: NNX refuses to change them inside
+    a trace, so each call runs eagerly (eager's results); the one warning says what to change
+    (found by a model-code probe: it showed only NNX's trace-level error)."""
+    def make_step(model, optimizer):
+        def step(x):
+            loss, grads = nnx.value_and_grad(lambda m: jnp.mean(m(x) ** 2))(model)
+            optimizer.update(model, grads)
+            return loss
+        return step
+
+    models = [nnx.Linear(4, 2, rngs=nnx.Rngs(0)) for _ in range(2)]
+    steps = [make_step(m, nnx.Optimizer(m, optax.sgd(0.1), wrt=nnx.Param)) for m in models]
+    static = dy2st.to_static(steps[1])
+    x = jnp.ones((2, 4))
+    with caplog.at_level("WARNING", logger="dy2st"):
+        for _ in range(2):
+            np.testing.assert_allclose(static(x), steps[0](x), rtol=1e-5)
+    assert_same_state(models[0], models[1])
+    assert "pass it as an argument, and dy2st lifts its state" in caplog.text
