@@ -78,6 +78,25 @@ def _arrays_key(args, kwargs, leaves=None, treedef=None) -> tuple:
     return (treedef, *avals)
 
 
+_STATIC_SCALARS = frozenset({int, float, bool, str})
+
+
+def _statics_key(args) -> tuple | None:
+    """What `ProgramCache._key` keys positional arguments by where each is a concrete array or a
+    Python int, float, bool or string (its aval, or its type and value: `_static_token`), built
+    at a fraction of the cost; None for any other argument (a None is a pytree node, not a leaf)."""
+    key = []
+    for a in args:
+        kind = type(a)
+        if kind is ARRAY_IMPL:
+            key.append(a.aval)
+        elif kind in _STATIC_SCALARS:
+            key.append(_static_token(a))
+        else:
+            return None
+    return tuple(key)
+
+
 def _aval(leaf):
     """`jax.typeof(leaf)`, read off a concrete array directly (a twentieth of the cost)."""
     return leaf.aval if type(leaf) is ARRAY_IMPL else jax.typeof(leaf)
@@ -264,6 +283,9 @@ class ProgramCache:
         self.body = ProgramBody(self.policy, guards, encode=shardings is None, watch_containers=watch_containers)
         self.body.on_policy_change = self._policy_changed
         self._shared_keys: set = set()  # keys of the programs that live in `shared`
+        # `_statics_key` of positional arrays and Python scalars -> (the table's key, its program):
+        # such calls find their program without building the table's key (`program_for_statics`)
+        self._by_statics: dict = {}
         self.on_shared_change: Callable[[], None] | None = None  # told when `shared` changes role
         self._local = threading.local()  # traces of the shared jit begun by this thread
         self.shared = self._new_shared()
@@ -299,7 +321,29 @@ class ProgramCache:
             return self._run(key, args, kwargs)
         if containers and not PLAIN_STATICS.issuperset(map(type, statics)):
             raise ContainerEffect("a list or dict holds an object")
-        return self._run(key, arrays, {})
+        out = self._run(key, arrays, {})
+        if not kwargs:
+            fast = _statics_key(args)
+            if fast is not None and fast not in self._by_statics:
+                program = self.table.get(key)
+                if program is not None:
+                    self._by_statics[fast] = (key, program)
+        return out
+
+    def program_for_statics(self, args):
+        """The program of positional arguments that are concrete arrays and Python ints, floats,
+        bools or strings, where a call with the same types, values and shapes built it: a call
+        of it with the arrays is a call of the table's (kept recently used). None otherwise."""
+        key = _statics_key(args)
+        found = self._by_statics.get(key) if key is not None else None
+        if found is None:
+            return None
+        try:
+            self.table.move_to_end(found[0])
+        except KeyError:  # evicted meanwhile
+            self._by_statics.pop(key, None)
+            return None
+        return found[1]
 
     @staticmethod
     def _ambiguous(args, kwargs, leaves, treedef) -> bool:
@@ -475,6 +519,7 @@ class ProgramCache:
         if len(self._programs) > self.max_programs and self.shared is not None:
             self._retire_shared()
         while len(self.table) > self.max_programs:
+            self._by_statics.clear()  # (it may hold the evicted program)
             old, _ = self.table.popitem(last=False)
             evicted = self._programs.pop(old, None)
             log(1, "dy2st: %s: evicted the least recently used program (%s)", self._name,
@@ -579,6 +624,7 @@ class ProgramCache:
         arrays share one jit again."""
         with self._lock:
             self.table.clear()
+            self._by_statics.clear()
             self._programs.clear()
             self._shared_keys.clear()
             self.shared = self._new_shared()

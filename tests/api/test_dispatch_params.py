@@ -44,3 +44,27 @@ def test_a_keyword_call_shares_the_positional_program():
     static(X, y=X)
     assert len(static.programs) == 1
     assert jax.jit(static)(X, X).shape == (3,)
+
+
+def scaled(x, n, name="a"):
+    return x * n, n, name + "!"
+
+
+@pytest.mark.parametrize("max_programs", [2, 64])
+def test_python_scalar_arguments_find_their_program_by_type_and_value(max_programs):
+    """Calls of arrays and Python scalars seen before go to their program without the table's
+    key (`ProgramCache.program_for_statics`): 1, 1.0 and True, 0.0 and -0.0, a NaN, strings and
+    shapes each keep their own program, across evictions (a bound of 2) and clear_cache."""
+    static = dy2st.to_static(scaled, max_programs=max_programs)
+    calls = [(X, 1), (X, 1.0), (X, True), (X, 0.0), (X, -0.0), (X, float("nan")), (X, 2, "b"),
+             (jnp.ones(2), 1), (X, 1), (X, True)]
+    for round_ in range(3):
+        for args in calls:
+            want, got = scaled(*args), static(*args)
+            np.testing.assert_array_equal(got[0], want[0])
+            assert type(got[1]) is type(want[1]) and got[2] == want[2], (args, got, want)
+            if isinstance(want[1], float):
+                assert str(got[1]) == str(want[1])  # -0.0 and nan kept
+        if round_ == 1:
+            static.clear_cache()
+    assert len(static.programs) <= max_programs
