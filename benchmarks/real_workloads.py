@@ -9,6 +9,8 @@ W12 an Equinox MLP's forward, `to_static(model)(x)`, against `eqx.filter_jit` of
 W13 a conjugate-gradient solver with a Python `while` returning its iteration count (a Python
     int the data decides: the numbers rule's 0-d array, with no host round trip per call),
     against `jax.jit` of the same algorithm written with `lax.while_loop`.
+W14 an MLP step given Python scalars, as training code passes them (a number of inner steps, a
+    `train` flag, a learning rate), against `jax.jit` with those arguments static.
 """
 
 from __future__ import annotations
@@ -126,3 +128,17 @@ def cg_solve_lax(a, b, tol):
 def cg_args():
     m = jax.random.normal(jax.random.PRNGKey(12), (32, 32))
     return m @ m.T + 32 * jnp.eye(32), jax.random.normal(jax.random.PRNGKey(13), (32,)), jnp.float32(1e-4)
+
+
+def scalar_step(w, x, steps, train, lr):
+    for _ in range(steps):  # a Python int: unrolled
+        h = jnp.tanh(x @ w)
+        if train:  # a Python bool
+            h = h * 0.9
+        w = w - lr * (x.T @ h) / x.shape[0]
+    return w
+
+
+def scalar_args():
+    k1, k2 = jax.random.split(jax.random.PRNGKey(21))
+    return jax.random.normal(k1, (64, 64)) / 8, jax.random.normal(k2, (32, 64)), 2, True, 0.05

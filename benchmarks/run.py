@@ -58,6 +58,7 @@ TARGETS = [
     ("W11 masked attention, to_static / jax.jit", "W11", "ts_over_hand", 1.05, "max"),
     ("W12 Equinox forward, to_static(model) / eqx.filter_jit", "W12", "ts_over_hand", 1.05, "max"),
     ("W13 CG solver returning its count, to_static / jax.jit of lax.while_loop", "W13", "ts_over_hand", 1.05, "max"),
+    ("W14 Python scalar arguments, to_static / jax.jit with them static", "W14", "ts_over_hand", 1.05, "max"),
     ("W5 conversion alone, W3 (ms)", "W3", "conversion_ms", 2.0, "max"),
     ("W5 conversion alone, W4 (ms)", "W4", "conversion_ms", 5.0, "max"),
     ("W5 conversion alone, W4n (ms)", "W4n", "conversion_ms", 5.0, "max"),
@@ -322,7 +323,7 @@ def table(result: dict) -> str:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: few rounds, short batches")
-    parser.add_argument("--only", nargs="*", help="workload names to run (W1 W2 W3 W4 W4n W6 W7 W8 W9 W10 W11 W12 W13 fresh; none for none)")
+    parser.add_argument("--only", nargs="*", help="workload names to run (W1 W2 W3 W4 W4n W6 W7 W8 W9 W10 W11 W12 W13 W14 fresh; none for none)")
     parser.add_argument("--scaling", action="store_true",
                         help="also time conversion against function length and a 1,000-step loop's compile")
     parser.add_argument("--check", action="store_true",

@@ -171,6 +171,9 @@ def real_workloads() -> list[Workload]:
                  lambda: jax.jit(lambda *a: rw.attention(*a))),
         Workload("W13", "CG solver, Python while + counter", rw.cg_solve, jax.jit(rw.cg_solve_lax), rw.cg_args,
                  lambda: jax.jit(lambda *a: rw.cg_solve_lax(*a))),
+        Workload("W14", "MLP step, Python scalars (steps, flag, lr)", rw.scalar_step,
+                 jax.jit(rw.scalar_step, static_argnums=(2, 3, 4)), rw.scalar_args,
+                 lambda: jax.jit(lambda *a: rw.scalar_step(*a), static_argnums=(2, 3, 4))),
     ]
     if rw.eqx is not None:
         model, forward, forward_args, fresh_forward = rw.equinox_parts()
