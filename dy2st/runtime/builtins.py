@@ -412,11 +412,27 @@ def convert_round(number, ndigits=None):
     jax's own `round` of an array gives a strong int32 array."""
     if not _stands_for_number(number):
         return builtins.round(number, ndigits)
+    if is_traced(ndigits):
+        raise BuiltinError("round() with a number of digits the data decides: the rounding is made when the "
+                           "program is traced.", OriginInfo.of_caller(),
+                           advice="pass the number of digits as a Python int.")
     if not jnp.issubdtype(number.dtype, jnp.inexact):
-        return number  # Python's round of an int is the int (ndigits >= 0)
+        if ndigits is None or ndigits >= 0:
+            return number  # Python's round of an int is the int (ndigits >= 0)
+        return _round_int_to(number, 10 ** -ndigits)
     if ndigits is None:
         return _python_scalar(jnp.round(number), int)  # half to even, as Python rounds
     return _python_scalar(jnp.round(number, ndigits), float)
+
+
+def _round_int_to(number, multiple: int):
+    """Python's `round(n, -k)` of an int the data decides: the nearest multiple of `multiple`
+    (10**k), a tie to the even multiple."""
+    if multiple > 2 ** 31:  # every int32 is nearer 0 than half of it
+        return number * 0
+    quotient, remainder = jnp.divmod(number, multiple)
+    up = (2 * remainder > multiple) | ((2 * remainder == multiple) & (quotient % 2 == 1))
+    return (quotient + up.astype(quotient.dtype)) * multiple
 
 
 def convert_bool(x=False):

@@ -938,3 +938,27 @@ def test_arithmetic_on_a_python_bool_the_data_decides_is_refused_at_its_line(fn,
     text = str(info.value)
     assert text.startswith(f'File "{__file__}"') and f"\n    {line}" in text, text
     assert "on a Python bool the data decides" in text and "To fix: convert first: `int(flag)" in text
+
+
+def rounds_to_tens(x, k):
+    n = -7
+    if x.sum() > 0:
+        n = int(x[0])
+    return round(n, k)
+
+
+@pytest.mark.parametrize("first", [15.0, 25.0, -15.0, 149.0])
+@pytest.mark.parametrize("k", [-1, -2, 0, -12])
+def test_round_of_an_int_the_data_decides_to_negative_digits_is_pythons(first, k):
+    """Found by a stdlib probe: `round(n, -1)` gave `n` back (the int case ignored ndigits)."""
+    static = dy2st.to_static(rounds_to_tens)
+    for x in (jnp.array([first, 1.0, 1.0]), jnp.array([first, -9.0, 0.0])):
+        expected = rounds_to_tens(x, k)
+        for run in (static, jax.jit(static, static_argnums=1)):
+            for _ in range(2):
+                assert tree_difference(expected, run(x, k), "to_static", under_jit=run is not static) is None
+
+
+def test_round_to_a_number_of_digits_the_data_decides_is_refused():
+    with pytest.raises(dy2st.errors.BuiltinError, match="number of digits the data decides"):
+        jax.jit(dy2st.to_static(rounds_to_tens))(POS, -1)
