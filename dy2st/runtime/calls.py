@@ -95,8 +95,12 @@ def convert_call(fn):
     target = _call_target(fn)
     if events.active():
         _note_call(fn, target, OriginInfo.of_caller())
-    if writes.tracking() and _is_users(fn, target):
-        return _noting_arguments(target, getattr(fn, "__qualname__", None) or type(fn).__qualname__)
+    if writes.tracking():
+        name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+        if _is_users(fn, target):
+            return _noting_arguments(target, name)
+        if _may_change_its_arguments(fn):
+            return _noting_containers(target, fn, name)
     return target
 
 
@@ -368,6 +372,43 @@ def _noting_arguments(fn, name: str):
         if isinstance(fn, type) and isinstance(result, fn):
             writes.note_born(result)
         return result
+
+    return call
+
+
+def _may_change_its_arguments(fn) -> bool:
+    """Whether a library's callable may change a list or dict it is given or bound to: not
+    Python's builtins (`len`, `sorted`, `zip`), nor jax's or numpy's, nor a list's or dict's
+    method that does not change it (`d.get`)."""
+    receiver = getattr(fn, "__self__", None)
+    if type(receiver) in (list, dict):
+        return getattr(fn, "__name__", None) in _IN_PLACE
+    if fn is map or fn is filter:  # they call what they are given: `map(xs.append, vs)`
+        return True
+    module = getattr(fn, "__module__", None) or type(fn).__module__
+    return module != "builtins" and top_package(module or "") not in _PURE_PACKAGES
+
+
+_PURE_PACKAGES = frozenset({"jax", "jaxlib", "numpy", "math", "dy2st"})
+
+
+def _noting_containers(target, fn, name: str):
+    """A library's or builtin callable called while a staged side is traced, which may change a
+    list or dict it is given or bound to (`heapq.heappush(h, v)`, `bisect.insort(xs, v)`,
+    `getattr(xs, "append")(v)`, `operator.iadd(xs, ys)`, `map(xs.append, vs)`): each is handed
+    to `writes.in_place` first, as `xs.extend(v)` written out is, so that the change is carried
+    and written back (tracing runs both sides' changes otherwise)."""
+    receiver = getattr(fn, "__self__", None)
+    if type(receiver) in (list, dict):
+        writes.in_place(receiver, f"{name}()")
+
+    def call(*args, **kwargs):
+        for value in (*args, *kwargs.values()):
+            if type(value) in (list, dict):
+                writes.in_place(value, f"{name}()")
+            elif type(getattr(value, "__self__", None)) in (list, dict):  # `xs.append` given as a value
+                writes.in_place(value.__self__, f"{name}()")
+        return target(*args, **kwargs)
 
     return call
 

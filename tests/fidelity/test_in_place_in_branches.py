@@ -359,3 +359,69 @@ def test_a_library_containers_append_in_a_staged_branch_is_refused_at_its_line()
         dy2st.to_static(appends_to_a_user_list)(XS[0], _collections.UserList())
     assert "ul.append(x)" in str(err.value).splitlines()[1]
     assert "UserList in place (ul.append())" in str(err.value)
+
+
+import bisect as _bisect  # noqa: E402
+import heapq as _heapq  # noqa: E402
+
+
+def by_heappush(x, h):
+    if x.sum() > 0:
+        _heapq.heappush(h, 0)
+    else:
+        _heapq.heappush(h, 99)
+    return h
+
+
+def by_insort(x, xs):
+    if x.sum() > 0:
+        _bisect.insort(xs, 2)
+    else:
+        _bisect.insort(xs, 7)
+    return xs
+
+
+def by_a_bound_method_value(x, xs):
+    add = xs.append
+    if x.sum() > 0:
+        getattr(xs, "append")(1)
+    else:
+        add(2)
+    return xs
+
+
+def by_map_of_a_bound_method(x, xs):
+    if x.sum() > 0:
+        list(map(xs.append, [3, 4]))
+    else:
+        _operator.iadd(xs, [5, 6])
+    return xs
+
+
+def by_setdefault_then_append(x, d):
+    if x.sum() > 0:
+        d.setdefault("k", []).append(1)
+    else:
+        d.setdefault("k", []).append(2)
+    return d
+
+
+@pytest.mark.parametrize("x", XS[:2])
+@pytest.mark.parametrize("fn", [by_heappush, by_insort, by_a_bound_method_value, by_map_of_a_bound_method])
+def test_a_list_changed_by_a_library_call_in_a_staged_branch_is_carried(fn, x):
+    """Found by a stdlib probe: a library function given a list (`heapq.heappush`,
+    `bisect.insort`, `operator.iadd`, `map(xs.append, ...)`) or a list's method reached as a value
+    changed it while each side was traced: the list got both sides' items, silently."""
+    static = dy2st.to_static(fn)
+    for _ in range(2):
+        eager_arg, static_arg = [1, 5], [1, 5]
+        expected, got = fn(x, eager_arg), static(x, static_arg)
+        assert [int(v) for v in got] == expected and [int(v) for v in static_arg] == eager_arg, (got, static_arg)
+
+
+@pytest.mark.parametrize("x", XS[:2])
+def test_a_dict_items_list_made_by_setdefault_and_appended_to_is_carried(x):
+    static = dy2st.to_static(by_setdefault_then_append)
+    for _ in range(2):
+        expected, got = by_setdefault_then_append(x, {}), static(x, {})
+        assert {k: [int(v) for v in vs] for k, vs in got.items()} == expected
