@@ -14,7 +14,7 @@ from dy2st.runtime.formatting import convert_format, convert_percent
 from dy2st.runtime.iterables import loop_iter
 from dy2st.runtime.lists import list_append
 from dy2st.runtime.writes import in_place
-from dy2st.runtime.logical import convert_and, convert_compare_chain, convert_is, convert_not, convert_or, python_operand
+from dy2st.runtime.logical import convert_and, convert_compare_chain, convert_is, convert_not, convert_unary, convert_or, python_operand
 from dy2st.runtime.loops import convert_for, convert_while, set_loop_options
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.undefined import UNDEFINED_RETURN, Undefined, UndefinedReturn, ldu_dead
@@ -30,6 +30,7 @@ __all__ = [
     "convert_and",
     "convert_compare_chain",
     "convert_is",
+    "convert_unary",
     "convert_for",
     "convert_format",
     "convert_percent",

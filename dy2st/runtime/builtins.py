@@ -43,7 +43,8 @@ from dy2st.runtime.calls import register_builtin
 from dy2st.runtime.ordering import (convert_all, convert_any, convert_list_sort, convert_max, convert_min,
                                     convert_sorted)
 from dy2st.runtime.iterables import SEQUENCE_ITERATORS
-from dy2st.runtime.formatting import TracedString, bind_traced, convert_repr, convert_str, has_traced
+from dy2st.runtime.formatting import (TracedString, bind_traced, convert_ascii, convert_format_builtin, convert_repr,
+                                      convert_str, has_traced)
 from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.values import is_traced, note_python_numbers
 
@@ -435,6 +436,13 @@ def _round_int_to(number, multiple: int):
     return (quotient + up.astype(quotient.dtype)) * multiple
 
 
+def convert_abs(x):
+    """`abs(x)`; of a Python bool the data decides, an int as Python's (jnp keeps a bool)."""
+    if is_traced(x) and x.dtype == jnp.bool_ and _stands_for_number(x):
+        return _jax_compat.convert_element_type(x, np.dtype(np.int32), True)  # (weak, as the numbers rule's ints)
+    return builtins.abs(x)
+
+
 def convert_bool(x=False):
     """`bool(x)`; a traced one-element array becomes `x != 0`."""
     if not is_traced(x):
@@ -593,6 +601,9 @@ for _builtin, _replacement in (
     (builtins.next, convert_next),
     (builtins.str, convert_str),
     (builtins.repr, convert_repr),
+    (builtins.ascii, convert_ascii),
+    (builtins.format, convert_format_builtin),
+    (builtins.abs, convert_abs),
 ):
     register_builtin(_builtin, _replacement)
 for _builtin, _replacement in ((builtins.setattr, convert_setattr), (object.__setattr__, convert_setattr),

@@ -253,6 +253,20 @@ def convert_repr(value):
     return repr(value)
 
 
+def convert_ascii(value):
+    """`ascii(x)`; a traced `x` gives its text at run time."""
+    if _has_traced(value):
+        return _deferred(ascii, (value,), {}, OriginInfo.of_caller())
+    return ascii(value)
+
+
+def convert_format_builtin(value, format_spec=""):
+    """`format(x, spec)`; a traced `x` (or spec) gives its text at run time."""
+    if _has_traced((value, format_spec)):
+        return _deferred(format, (value, format_spec), {}, OriginInfo.of_caller())
+    return format(value, format_spec)
+
+
 def str_method_replacement(fn):
     """`convert_format` / `convert_join` bound to the string, for `fn` a string's `format` or
     `join` (`", ".join(f"{v:.2f}" for v in x)`), else None."""

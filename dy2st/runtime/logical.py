@@ -7,7 +7,12 @@ true, else `a`), staged lazily with `lax.cond` so `b` runs only on the path that
 
 from __future__ import annotations
 
+import operator
+
 import jax.numpy as jnp
+import numpy as np
+
+from dy2st import _jax_compat
 
 from dy2st.errors import OriginInfo, TracedValueError
 from dy2st.runtime import events, writes
@@ -102,6 +107,20 @@ def convert_is(value, constant: bool, negated: bool = False):
             OriginInfo.of_caller(),
             advice=f"compare by value (`== {constant}`), or give the variable bools on every path.")
     return value != constant if negated else value == constant
+
+
+_UNARY = {"+": operator.pos, "-": operator.neg, "~": operator.invert}
+
+
+def convert_unary(sign: str, value):
+    """`+value`, `-value`, `~value`. A Python bool the data decides (a 0-d bool array standing
+    for one) is an int to these, as in Python (`-True == -1`, `~True == -2`), where jnp keeps a
+    bool (`+`), computes `not` (`~`) or refuses (`-`)."""
+    if is_traced(value) and value.dtype == jnp.bool_ and jnp.shape(value) == ():
+        numbers = python_numbers()
+        if numbers is not None and numbers.holds(value):
+            value = _jax_compat.convert_element_type(value, np.dtype(np.int32), True)
+    return _UNARY[sign](value)
 
 
 def convert_compare_chain(first_fn, *links):

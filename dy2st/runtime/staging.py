@@ -484,8 +484,13 @@ def _short(value) -> str:
 
 
 def static_equal(a, b) -> bool:
+    """Whether two Python values a program would give back as one constant: equal, and floats
+    by their bits too (`0.0` and `-0.0` are equal but print, divide and copysign differently; a
+    NaN equals another NaN here)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a.hex() == b.hex()
     try:
-        return bool(a == b) if not isinstance(a, float) or a == a else b != b
+        return bool(a == b)
     except Exception:  # objects whose == is not a plain truth value compare by identity
         return a is b
 

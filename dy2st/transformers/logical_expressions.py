@@ -20,7 +20,8 @@ After::
         ...
 
 `x is True` (`is not`, `False`) becomes `jst.convert_is`: a Python bool the data decides is a
-0-d array, never `True` itself; it is compared by value.
+0-d array, never `True` itself; it is compared by value. `-x`, `+x` and `~x` become
+`jst.convert_unary`: on such a bool Python computes with an int (`-True == -1`, `~True == -2`).
 
 Operands become thunks so the runtime can keep Python's short-circuit: a Python left operand
 decides in Python and the right one is evaluated only when needed; a traced left operand is
@@ -106,7 +107,10 @@ class LogicalTransformer(Transformer):
             self._mark_tested(node.operand)
         self.generic_visit(node)
         if not isinstance(node.op, ast.Not):
-            return node
+            if isinstance(node.operand, ast.Constant):  # `-1`: a constant, as Python folds it
+                return node
+            sign = {ast.UAdd: "+", ast.USub: "-", ast.Invert: "~"}[type(node.op)]
+            return templates.replace_as_expression(f"jst.convert_unary('{sign}', x)", jst=self.ctx.runtime, x=node.operand)
         return templates.replace_as_expression("jst.convert_not(x)", jst=self.ctx.runtime, x=node.operand)
 
     def visit_Compare(self, node):

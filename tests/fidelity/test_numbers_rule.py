@@ -889,8 +889,26 @@ def shown_by_repr(x):
     v, k = 0.5, 1
     if x.sum() > 0:
         v, k = 1.25, 2
-    print(repr(v), v, f"{v!r} {repr(k)} {str(v)} {v:.3f}")
+    print(repr(v), v, f"{v!r} {repr(k)} {str(v)} {v:.3f}", ascii(v), format(v, ".2f"), format(k, "03d"))
     return v
+
+
+def zero_of_either_sign(x):
+    v = 0.0
+    if x.sum() > 0:
+        v = -0.0
+    return v, x * v  # (the sign shows in the product too: -0.0 * 1 is -0.0)
+
+
+def test_a_choice_between_zero_and_minus_zero_keeps_the_sign():
+    """`0.0 == -0.0`, so the merge took one constant for both sides (found by a stdlib probe)."""
+    static = dy2st.to_static(zero_of_either_sign)
+    for x in (POS, NEG, POS):
+        expected = zero_of_either_sign(x)
+        for _ in range(2):
+            got = static(x)
+            assert np.copysign(1.0, float(got[0])) == np.copysign(1.0, expected[0])
+            np.testing.assert_array_equal(np.copysign(1.0, got[1]), np.copysign(1.0, expected[1]))
 
 
 @pytest.mark.parametrize("fn", [bool_operators_meant_as_bools, identity_with_true, identity_of_an_array_with_true])
@@ -930,9 +948,21 @@ def bool_inverted(x):
     return ~(n > 1)
 
 
-@pytest.mark.parametrize("fn, line", [(bool_arithmetic, "return flag + flag"), (bool_inverted, "return ~(n > 1)")])
+def bool_signs(x):
+    flag = _flag(x)
+    return -flag, +flag, ~flag, abs(flag), ~(x > 0)  # (the last: an array, jnp's meaning)
+
+
+@pytest.mark.parametrize("fn", [bool_inverted, bool_signs])
+def test_signs_and_abs_of_a_python_bool_the_data_decides_are_pythons_ints(fn):
+    """Eagerly `~True == -2`, `-True == -1`, `+True == 1` and `abs(True) == 1`; jnp's bools give
+    `not`, a bool, or refuse `neg` (found by a stdlib probe)."""
+    _check(fn)
+
+
+@pytest.mark.parametrize("fn, line", [(bool_arithmetic, "return flag + flag")])
 def test_arithmetic_on_a_python_bool_the_data_decides_is_refused_at_its_line(fn, line):
-    """Eagerly `True + True == 2` and `~True == -2`; jnp's bools give `or` and `not`."""
+    """Eagerly `True + True == 2`; jnp's bools give `or`."""
     with pytest.raises(dy2st.errors.BuiltinError) as info:
         dy2st.to_static(fn)(POS)
     text = str(info.value)
