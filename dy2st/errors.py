@@ -505,9 +505,10 @@ _TRACED_MASK_ADVICE = (
     "`x.at[mask].set(0)`, `jnp.mean(d ** 2, where=mask)` or `jnp.sum(jnp.where(mask, d, 0))` for a "
     "reduction of `d[mask]`; or index with `jnp.nonzero(mask, size=n, fill_value=...)`, of a fixed size.")
 _TRACED_INDEX_ADVICE = (
-    "index an array instead: `jnp.stack(items)[i]` for arrays of one shape, "
+    "to pick an item, index an array instead: `jnp.stack(items)[i]` for arrays of one shape, "
     "`jax.tree_util.tree_map(lambda *v: jnp.stack(v)[i], *items)` for pytrees, or `lax.switch(i, "
-    "[lambda: f(a), lambda: f(b)])`; or keep the position a Python value.")
+    "[lambda: f(a), lambda: f(b)])`; otherwise keep the value a Python value (decide it with a Python "
+    "condition).")
 _NEEDS_CONCRETE = (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
                    jax.errors.TracerArrayConversionError)
 
@@ -833,9 +834,9 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
                  "Python dict are known while tracing, and eagerly these would depend on the data." if traced_key
                  else "a boolean mask of traced values indexes an array here (`x[mask]`, `x.at[mask]`): the "
                  "result's shape would be how many items the data selects, and XLA fixes shapes when it compiles."
-                 if traced_mask else "a traced value is used as a Python index here (a number the data decides, "
-                 "such as a position a staged `if` or loop picked: the numbers rule makes it a 0-d array): a Python "
-                 "list or tuple needs a concrete int to pick an item." if traced_index else f"Python needs a concrete value of a traced array here, in code dy2st runs as it is: "
+                 if traced_mask else "a traced value is used where Python needs a concrete int (a list's or "
+                 "tuple's index, `chr()`, `hex()`, `'ab' * k`): a number the data decides, such as a position a "
+                 "staged `if` or loop picked, is a 0-d array (the numbers rule)." if traced_index else f"Python needs a concrete value of a traced array here, in code dy2st runs as it is: "
                  f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"),
                 origin, advice=(_TRACED_SLICE_ADVICE if traced_slice else _TRACED_KEY_ADVICE if traced_key
                                 else _TRACED_MASK_ADVICE if traced_mask else _TRACED_INDEX_ADVICE if traced_index

@@ -155,8 +155,13 @@ def convert_min(*args, **kwargs):
 def convert_sorted(iterable, *, key=None, reverse=False):
     """`sorted(...)`: a stable sort, giving a list as Python does (`key=` called once per item)."""
     originals = None  # the items of a list, which eager's result holds as they are
+    if is_traced(reverse):
+        raise BuiltinError("sorted() with `reverse=` the data decides: which order the list has would be "
+                           "decided when the program runs.", OriginInfo.of_user_code(),
+                           advice="decide `reverse` with a Python value, or sort both ways and pick with "
+                           "`jnp.where` (arrays of one shape: `jnp.sort`, then `x[::-1]`).")
     if is_traced(iterable):
-        origin = OriginInfo.of_caller()
+        origin = OriginInfo.of_user_code()  # (the user's line: `xs.sort()` calls this from `convert_list_sort`)
         items = _rows_of(iterable, "sorted", origin)
         keys = None if key is None else [key(items[i]) for i in range(items.shape[0])]
     else:
@@ -165,7 +170,7 @@ def convert_sorted(iterable, *, key=None, reverse=False):
         if not _any_traced(originals) and not _any_traced(keys or ()):
             order = builtins.sorted(range(len(originals)), key=(keys or originals).__getitem__, reverse=reverse)
             return [originals[i] for i in order]
-        origin = OriginInfo.of_caller()
+        origin = OriginInfo.of_user_code()
         if keys is not None and originals and not any(is_traced(i) or isinstance(i, np.ndarray) for i in originals):
             return _sorted_pytrees(originals, _sort_keys(keys, origin), reverse, origin)
         shapes = {np.shape(i) for i in originals}

@@ -376,8 +376,8 @@ _PLAIN_CONTAINERS = (list, dict, collections.defaultdict)  # rebuilt as they are
 def _kind(value, aliases_only: bool) -> str | None:
     """'l', 'd', 'o' (a plain object), 's' (a set), or None: a value the walk leaves to jit
     (with `aliases_only`, anything but a list or dict)."""
-    if isinstance(value, jax.Array) or type(value) in _CONSTANT_TYPES:
-        return None
+    if isinstance(value, (jax.Array, enum.Enum)) or type(value) in _CONSTANT_TYPES:
+        return None  # (an enum's member, a Flag's combination too, is a constant the program gives back)
     kind = "s" if isinstance(value, set) else node_kind(value)
     return None if aliases_only and kind not in ("l", "d") else kind
 

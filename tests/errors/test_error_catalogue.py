@@ -502,8 +502,8 @@ def test_a_list_indexed_by_a_position_the_data_decides_says_to_index_an_array():
     """Found by a model-code probe: the message blamed code dy2st runs as it is."""
     with pytest.raises(dy2st.errors.TracedValueError) as info:
         dy2st.to_static(picks_the_best)([POS, -POS, POS * 2])
-    assert_points_at(info.value, picks_the_best, "E:index", "used as a Python index here",
-                     "the numbers rule makes it a 0-d array", "jnp.stack(items)[i]")
+    assert_points_at(info.value, picks_the_best, "E:index", "used where Python needs a concrete int",
+                     "is a 0-d array (the numbers rule)", "jnp.stack(items)[i]")
 
 
 def test_dy2st_frames_are_hidden_from_tracebacks():

@@ -359,3 +359,18 @@ def sorts_in_place(x):
 def test_list_sort_with_a_traced_key_sorts_in_place_as_eagerly():
     for scores in ([1.0, 3.0, 2.0], [0.0, -1.0, 4.0]):
         check_equivalent(sorts_in_place, jnp.array(scores))
+
+
+def sorted_by_a_flag_the_data_decides(x):
+    rev = False
+    if x.sum() > 0:
+        rev = True
+    return sorted([3, 1, 2], reverse=rev)  # E:reverse
+
+
+def test_sorted_reverse_the_data_decides_is_refused_at_the_line():
+    """It was jax's raw TypeError under jit, and ran eagerly otherwise (found by a stdlib probe)."""
+    for run in (dy2st.to_static(sorted_by_a_flag_the_data_decides), jax.jit(dy2st.to_static(sorted_by_a_flag_the_data_decides))):
+        with pytest.raises(BuiltinError) as info:
+            run(jnp.ones(2))
+        assert str(info.value).startswith(f'File "{__file__}"') and "reverse=rev" in str(info.value)

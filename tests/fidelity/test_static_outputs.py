@@ -3,6 +3,7 @@ numpy constant) come back as eager gives them, on every call; values a program c
 back the same each call are a ProgramOutputError at the call (found in issue 17's work: jit
 made the number an array and refused the string with its own error)."""
 
+import enum
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -114,3 +115,21 @@ def test_values_made_once_per_trace_are_refused(fn, kind):
         dy2st.to_static(f)(X)
     assert info.value.origin.filename == __file__
     assert info.value.origin.source_line.strip() == "return fn(x)"  # the function's return, not the call
+
+
+class Perm(enum.Flag):
+    R = 4
+    W = 2
+
+
+def returns_a_flag_combination(x):
+    return x + 1, Perm.R | Perm.W, Perm.R
+
+
+def test_an_enum_flags_combination_is_returned_as_eager_returns_it():
+    """`Perm.R | Perm.W` is a member Python makes once and keeps in the class (found by a stdlib
+    probe: refused as an object something outside the call holds)."""
+    static = dy2st.to_static(returns_a_flag_combination)
+    for _ in range(2):
+        got = static(jnp.ones(2))
+        assert got[1] is Perm.R | Perm.W and got[2] is Perm.R
