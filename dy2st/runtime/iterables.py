@@ -14,6 +14,7 @@ from __future__ import annotations
 import abc
 import collections.abc
 import builtins
+import itertools
 
 import jax
 import jax.numpy as jnp
@@ -210,6 +211,10 @@ def loop_iter(fn, *args, **kwargs):
         if fn is not builtins.range and all(_plain_sequence(a) for a in sources):
             return HeaderItems(items)
         return items
+    if fn in _FRESH_ITERATORS and all(_plain_sequence(a) or type(a) in (int, float, bool) for a in args) \
+            and all(type(v) in (int, float, bool) or v is None for v in kwargs.values()):
+        # `for p in itertools.product(xs, ys):`, which nothing else holds
+        return HeaderItems(fn(*args, **kwargs), endless=fn in (itertools.count, itertools.cycle))
     return convert_call(fn)(*args, **kwargs)  # any other header call, converted as call_trees would
 
 
@@ -220,6 +225,10 @@ SEQUENCE_ITERATORS = frozenset(map(type, (iter([]), iter(()), iter(range(0)), it
                                           iter({}), iter({}.values()), iter({}.items()))))
 _LOOP_BUILTINS = (builtins.range, builtins.enumerate, builtins.zip, builtins.reversed)
 _PLAIN_SEQUENCES = (list, tuple, range, str)
+# itertools' iterators over numbers and plain sequences: made in a `for` header, only the loop holds one
+_FRESH_ITERATORS = frozenset({itertools.count, itertools.cycle, itertools.chain, itertools.islice, itertools.product,
+                              itertools.permutations, itertools.combinations, itertools.pairwise,
+                              itertools.combinations_with_replacement, itertools.zip_longest})
 
 
 def _plain_sequence(value) -> bool:
@@ -237,10 +246,11 @@ class HeaderItems:
     elsewhere, `it = iter(xs)`, is refused there instead: later reads would see another
     position)."""
 
-    __slots__ = ("_items",)
+    __slots__ = ("_items", "endless")
 
-    def __init__(self, items):
+    def __init__(self, items, endless: bool = False):
         self._items = items
+        self.endless = endless  # `itertools.count()`, `cycle()`: no item left to stage is the last
 
     def __iter__(self):
         return self._items

@@ -339,6 +339,8 @@ def _py_for(iterable, body, get_state, set_state, names, extra_test, origin, fac
                 raise _iterator_break_error(origin)
             if refuse_staged:
                 raise _python_body_error(python_reason, "a traced `break` decides where it stops", origin)
+            if getattr(iterable, "endless", False):
+                raise _endless_break_error(origin)
             item = next(items, _END)
             if item is _END:
                 break
@@ -358,6 +360,15 @@ def _py_for(iterable, body, get_state, set_state, names, extra_test, origin, fac
 
 
 _END = object()  # no item left
+
+
+def _endless_break_error(origin: OriginInfo) -> LoopVariableError:
+    return LoopVariableError(
+        "this loop's iterator never ends (`itertools.count()`, `cycle()`) and a traced `break` decides where "
+        "it stops: its items would be staged one by one without end.",
+        origin,
+        advice="write it as a `while` loop with a counter (`i = 0`, `while not done: ...; i += 1`), which "
+        "dy2st stages as one loop; or bound it (`for i in range(n):`).")
 
 
 def _iterator_break_error(origin: OriginInfo) -> PythonEffectError:

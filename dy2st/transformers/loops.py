@@ -149,15 +149,17 @@ class LoopTransformer(StateTransformer):
 
     def _iterable(self, expr):
         """`range(a, b)` -> `jst.loop_iter(range, a, b)`, likewise any call of a plain name (it may
-        be `range` by another name, `rng = range`), and the calls in the arguments of `enumerate`,
-        `zip` and `reversed` (`reversed(range(n))`); else as is."""
+        be `range` by another name, `rng = range`) or of an itertools name (`itertools.count()`),
+        and the calls in the arguments of `enumerate`, `zip` and `reversed` (`reversed(range(n))`);
+        else as is."""
         if (
             isinstance(expr, ast.Call)
-            and isinstance(expr.func, ast.Name)
+            and (isinstance(expr.func, ast.Name)
+                 or isinstance(expr.func, ast.Attribute) and expr.func.attr in _ITERTOOLS_NAMES)
             and not any(isinstance(a, ast.Starred) for a in expr.args)
         ):
             call = templates.replace_as_expression("jst.loop_iter(fn)", jst=self.ctx.runtime, fn=expr.func)
-            wraps = expr.func.id in _ITERABLE_WRAPPERS
+            wraps = isinstance(expr.func, ast.Name) and expr.func.id in _ITERABLE_WRAPPERS
             call.args.extend(self._iterable(a) if wraps else a for a in expr.args)
             call.keywords = list(expr.keywords)
             return call
@@ -166,6 +168,9 @@ class LoopTransformer(StateTransformer):
 
 # Builtins of a `for` header that take iterables `loop_iter` may stage (a traced `range`).
 _ITERABLE_WRAPPERS = frozenset({"enumerate", "zip", "reversed"})
+# `itertools.<name>(...)` in a `for` header: `loop_iter` knows a new one only the loop holds
+_ITERTOOLS_NAMES = frozenset({"count", "cycle", "chain", "islice", "product", "permutations", "combinations",
+                              "combinations_with_replacement", "pairwise", "zip_longest"})
 
 
 def transform(tree, ctx):

@@ -4,6 +4,7 @@ back the same each call are a ProgramOutputError at the call (found in issue 17'
 made the number an array and refused the string with its own error)."""
 
 import enum
+
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -1,6 +1,7 @@
 """Differential tests of while/for/break/continue/return-in-loop/loop-else/list append:
 eager == to_static == jit(to_static), gradients where defined, trip counts 0, 1 and many."""
 
+import itertools
 import logging
 
 import jax
@@ -682,3 +683,30 @@ def test_a_lambda_made_and_used_in_a_staged_iteration_is_not_carried(n):
     static = dy2st.to_static(_applies_a_lambda_made_per_iteration)
     for _ in range(2):
         np.testing.assert_array_equal(static(jnp.ones(2), jnp.array(n)), _applies_a_lambda_made_per_iteration(jnp.ones(2), n))
+
+
+def breaks_in_a_product(x):
+    acc = x
+    for a, b in itertools.product([1, 2], [3, 4]):
+        if acc.sum() > a * b:
+            break
+        acc = acc + a
+    return acc
+
+
+def breaks_in_a_count(x):
+    acc = x
+    for i in itertools.count():
+        if acc.sum() > 20 or i > 5:
+            break
+        acc = acc + 1
+    return acc
+
+
+@pytest.mark.parametrize("scale", [0.0, 1.0, 3.0])
+def test_a_traced_break_in_a_loop_over_an_itertools_iterator_made_in_its_header(scale):
+    """Found by a stdlib probe: refused as an iterator other code may read, though only the loop
+    holds one made in its header. An endless one (`count()`) is refused saying to write a while."""
+    check_equivalent(breaks_in_a_product, jnp.ones(3) * scale)
+    with pytest.raises(dy2st.errors.LoopVariableError, match="never ends"):
+        dy2st.to_static(breaks_in_a_count)(jnp.ones(3) * scale)
