@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import dis
+import enum
 import functools
 import reprlib
 import sys
@@ -416,6 +417,12 @@ def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: boo
     if not _is_aval(a) and not _is_aval(b):
         if type(a) is type(b) and static_equal(a, b):
             return _Merged(static=a)
+        if type(a) is type(b) and isinstance(a, enum.Enum):
+            raise mismatch(
+                f"each side gives another member of {type(a).__name__}, and the data decides which: a program "
+                "gives back one Python value per trace.",
+                f"pick the member's value instead (`{type(a).__name__}.X.value`, a number the program can carry) "
+                f"and look the member up after the call (`{type(a).__name__}(v)`); or decide with a Python value.")
         if type(a) is type(b) and is_users_object(a):
             raise mismatch(
                 f"each side gives its own {type(a).__name__} object, and the data decides which one: a program "

@@ -2,6 +2,7 @@
 names what is wrong and says what to do."""
 
 import dataclasses
+import enum
 import inspect
 
 import jax
@@ -106,6 +107,18 @@ class Running:  # a plain dataclass: not a pytree
     count: int = 0
 
 
+class Color(enum.Enum):
+    RED = 1
+    GREEN = 2
+
+
+def an_enum_member_by_data(x):
+    color = Color.RED
+    if x.sum() > 0:  # MARK-enum
+        color = Color.GREEN
+    return x, color
+
+
 def a_new_object_on_one_side(x):
     state = Running(x)
     if x.sum() > 0:  # MARK-object
@@ -124,6 +137,8 @@ def a_new_object_on_one_side(x):
         (structure_mismatch, "MARK-struct", BranchOutputError, ["'y'", "structure"]),
         (ternary_shapes, "MARK-ternary", BranchOutputError, ["conditional expression", "float32[1]", "shapes differ"]),
         (vector_and, "MARK-and", PredicateError, ["ambiguous", ".all()"]),
+        (an_enum_member_by_data, "MARK-enum", BranchOutputError,
+         ["'color'", "another member of Color", "`Color.X.value`", "`Color(v)`"]),
         (a_new_object_on_one_side, "MARK-object", BranchOutputError,
          ["'state'", "each side gives its own Running object", "change the object's attributes in place",
           "jax.tree_util.register_dataclass"]),
