@@ -937,6 +937,12 @@ def in_place(receiver, what: str, by_item: bool = False):
         return receiver
     if is_users_object(receiver) and not by_item:
         return receiver
+    if isinstance(receiver, type) and receiver in (list, dict):  # `list.append(xs, v)`: its object is an argument
+        raise PythonEffectError(
+            f"this line calls a {receiver.__name__} method through the class ({what}) while a staged branch or "
+            "loop body is traced: dy2st records the object a change is made to from `obj.method(...)`.",
+            OriginInfo.of_user_code(),
+            advice=f"call it on the object: `xs.{what.rsplit('.', 1)[-1].rstrip('()')}(...)`, which dy2st carries.")
     kind = type(receiver).__name__
     raise PythonEffectError(
         f"this line changes {'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind} in place ({what}) while a "

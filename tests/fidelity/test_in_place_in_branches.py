@@ -425,3 +425,17 @@ def test_a_dict_items_list_made_by_setdefault_and_appended_to_is_carried(x):
     for _ in range(2):
         expected, got = by_setdefault_then_append(x, {}), static(x, {})
         assert {k: [int(v) for v in vs] for k, vs in got.items()} == expected
+
+
+def appends_through_the_class(x, xs):
+    if x.sum() > 0:
+        list.append(xs, 1)
+    return xs
+
+
+def test_a_list_method_called_through_the_class_in_a_staged_branch_is_refused_saying_so():
+    """It said the line "changes a type in place" (found by a stdlib probe)."""
+    with pytest.raises(PythonEffectError) as err:
+        dy2st.to_static(appends_through_the_class)(XS[0], [])
+    text = str(err.value)
+    assert "list.append(xs, 1)" in text.splitlines()[1] and "calls a list method through the class" in text
