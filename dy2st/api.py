@@ -57,7 +57,7 @@ def _dispatcher(fn=None):
     parameters instead (`_positional_dispatch`). The StaticFunction (a partial) calls whichever
     of the two `use_jit` chose.
     """
-    owner = shared = pytrees = holds = None
+    owner = shared = pytrees = holds = statics_lookup = None
     pytree_roots = _PYTREE_ROOTS  # the argument types the pytree route takes now
 
     def dispatch(*args, **kwargs):
@@ -115,7 +115,7 @@ def _dispatcher(fn=None):
                             return _jax_compat.front_result(*result)
                 if not front_off:
                     front_off = True  # static values, keywords, state: the dispatcher's checks cost less
-                    use_jit(shared, pytrees, roots=pytree_roots)
+                    use_jit(shared, pytrees, roots=pytree_roots, statics=statics_lookup)
             return _jax_compat.front_result(entry(*args, **kwargs), None)
         except Exception as exc:  # as in `dispatch`: the front calls this with no frame between
             __tracebackhide__ = True  # noqa: F841
@@ -139,14 +139,17 @@ def _dispatcher(fn=None):
             namespace["_dy2st_owner"] = static_function
         front = _jax_compat.jit_front(str(getattr(fn, "__name__", "dispatch")), entry, miss)
 
-    def use_jit(jitted, pytree_route=None, guards_hold=None, roots=_PYTREE_ROOTS):
+    def use_jit(jitted, pytree_route=None, guards_hold=None, roots=_PYTREE_ROOTS, statics=None):
         """Arm (or, with None, disarm) the hit path, and the pytree route beside it for
         arguments of the `roots` types; while armed, calls go to the front (unless it was
         handed back), which starts empty. With `guards_hold` (runtime/guards.py) the hit path
-        first checks the guards, in the dispatcher: the front, which runs no Python, is not used."""
-        nonlocal shared, pytrees, holds, pytree_roots
-        shared, pytrees, holds, pytree_roots = jitted, pytree_route, guards_hold, roots
+        first checks the guards, in the dispatcher: the front, which runs no Python, is not used.
+        `statics`: the generated dispatcher's lookup of arrays and Python scalars seen before
+        (`ProgramCache.program_for_statics`)."""
+        nonlocal shared, pytrees, holds, pytree_roots, statics_lookup
+        shared, pytrees, holds, pytree_roots, statics_lookup = jitted, pytree_route, guards_hold, roots, statics
         if namespace is not None:
+            namespace["_dy2st_statics"] = statics  # (the generated dispatcher's: arrays and Python scalars)
             namespace["_dy2st_shared"] = jitted
             namespace["_dy2st_pytrees"] = pytree_route
             namespace["_dy2st_holds"] = guards_hold
@@ -213,6 +216,10 @@ def _positional_dispatch(fn):
         f"                return _dy2st_pytrees(({values},))\n"
         f"            except _dy2st_Declined:\n"
         f"                pass\n"
+        f"        if _dy2st_statics is not None and (_dy2st_holds is None or _dy2st_holds()):\n"
+        f"            _dy2st_program = _dy2st_statics(({values},))\n"
+        f"            if _dy2st_program is not None:\n"
+        f"                return _dy2st_program(*[_dy2st_v for _dy2st_v in ({values},) if _dy2st_type(_dy2st_v) is _dy2st_ARRAY])\n"
         f"        if {' or '.join(f'{n} is _dy2st_MISSING' for n in names)}:\n"
         f"            return _dy2st_owner._call_general(*_dy2st_passed(({values},), _dy2st_names))\n"
         f"        return _dy2st_owner._call_general(({values},), _dy2st_NO_KWARGS)\n"
@@ -232,6 +239,7 @@ def _positional_dispatch(fn):
         f"        raise\n"
     )
     namespace = {"_dy2st_shared": None, "_dy2st_owner": None, "_dy2st_ARRAY": ARRAY_IMPL, "_dy2st_holds": None,
+                 "_dy2st_statics": None,
                  "_dy2st_pytrees": None, "_dy2st_PYTREE_ROOTS": _PYTREE_ROOTS, "_dy2st_Declined": Declined,
                  "_dy2st_type": type, "_dy2st_Exception": Exception,
                  "_dy2st_MISSING": _MISSING, "_dy2st_finish": _finish_after_change, "_dy2st_boundary": at_boundary,
@@ -470,7 +478,8 @@ class StaticFunction(functools.partial):
         policy = self._policy
         self._use_jit(jitted, self._call_pytrees if jitted is not None and policy.pytree_route else None,
                       self._guards.holds if self._guards else None,
-                      _PYTREE_ROOTS_LIFTED if policy.lists_lifted else _PYTREE_ROOTS)  # (lifted: the stateful path)
+                      _PYTREE_ROOTS_LIFTED if policy.lists_lifted else _PYTREE_ROOTS,  # (lifted: the stateful path)
+                      self._cache.program_for_statics if jitted is not None else None)
 
     def _drop_fast(self):
         """The cache replaced or retired its shared jit, or it traced a run-time check (the
