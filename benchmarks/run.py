@@ -151,6 +151,9 @@ def breakdown(static, args, rounds: int) -> dict:
         parts = {"key_s": lambda: None}
     elif all(type(a) is _ARRAY for a in args):
         parts = {"key_s": lambda: [type(a) is _ARRAY for a in args]}  # the hit path's only check
+    elif all(type(a) is _ARRAY or type(a) in (int, float, bool, str) for a in args):
+        # arrays and Python scalars: the generated dispatcher's lookup of the program
+        parts = {"key_s": lambda: static._cache.program_for_statics(args)}
     elif static.policy.pytree_route and static._stateful is None and {type(a) for a in args} <= {_ARRAY, tuple, list, dict}:
         # pytrees of arrays: the pytree route's checks (argument types, no transformation
         # tracing the call), then the shared jit flattens them itself
