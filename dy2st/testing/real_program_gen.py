@@ -118,6 +118,11 @@ top level, a `try`/`finally` whose body raises in a staged branch (a check that 
 program runs) and whose `finally` prints (done as eagerly: the call runs eagerly). Its names come
 from a counter of its own (`fnew`: `zg3`, ...), so the other streams' programs stay as they were.
 
+A `libs-<seed>` stream (`LIBS_P` per statement) changes a list made in f through library calls in
+the two sides of an `if` on array data (`heapq.heappush`, `bisect.insort`, `operator.iadd`, a
+list's `append` reached as a value): each side's change is the only one eager makes. Its names
+come from `fnew` too; its module imports `bisect`, `heapq` and `operator` where it drew.
+
 The generator uses `random.Random(seed)` (and its named streams) only, so a seed names a program
 on every machine.
 """
@@ -162,6 +167,7 @@ THRESHOLD_EXPRS = {
 # decides; each of its three shapes lands in about one program in twenty).
 NUMBERS_P = 0.02
 FLAGS_P = 0.02  # a statement of the `flags-<seed>` stream
+LIBS_P = 0.015  # a statement of the `libs-<seed>` stream
 # What the `calls-<seed>` stream may add to a program (drawn for about a third of them; each class
 # for about half of those): `try`/`except`/`else` (and `finally`) whose body returns, breaks or
 # continues (on array data or Python's) and whose `else` has effects; module helpers with
@@ -227,7 +233,7 @@ class _Generator:
                  classes: random.Random, boundary: random.Random | None = None,
                  numbers: random.Random | None = None, effects: random.Random | None = None,
                  items: random.Random | None = None, calls: random.Random | None = None,
-                 flags: random.Random | None = None):
+                 flags: random.Random | None = None, libs: random.Random | None = None):
         self.rng = rng
         # Draw the statements added after the campaigns' seeds were pinned (`extra_statement`),
         # so each seed keeps the statements `rng` (and `extra`, `later`) drew for it before.
@@ -251,6 +257,9 @@ class _Generator:
         # `flags` only; names from `fnew`.
         self.flags = flags or random.Random(0)
         self.ffresh = 0
+        # Lists changed through library calls in staged sides (`libs_statement`), drawn from `libs` only.
+        self.libs = libs or random.Random(0)
+        self.libs_drawn = False
         self.call_features: frozenset = frozenset()
         self.call_shown: set = set()
         self.cfresh = 0
@@ -559,6 +568,9 @@ class _Generator:
             if self.flags.random() < FLAGS_P:
                 self.rng = self.flags
                 self.flags_statement(s, indent)
+            if self.libs.random() < LIBS_P:
+                self.rng = self.libs
+                self.libs_statement(s, indent)
             if self.features:
                 self.rng = self.boundary
                 self.boundary_statement(s, indent)
@@ -687,7 +699,8 @@ class _Generator:
         """Module-level code before `f`: globals, a closure, `_change()` (the runner calls it
         before each call after the first), `_GLOBALS` (the names whose values it compares)."""
         return (self.boundary_header() + (self.effects_header() if self.effect_features else "")
-                + (self.calls_header() if self.call_features else ""))
+                + (self.calls_header() if self.call_features else "")
+                + ("\nimport bisect\nimport heapq\nimport operator\n" if self.libs_drawn else ""))
 
     def boundary_header(self) -> str:
         """The boundary stream's module-level code (see `module_header`)."""
@@ -1114,6 +1127,18 @@ class _Generator:
         else:
             self.emit(indent, f"try:\n    if {self.cond(s)}:\n        raise ValueError('zfail')\n    {a} = clip({a} * 2)\n"
                               f"finally:\n    print('zfin', {self.arr(s)}.sum())")
+
+    def libs_statement(self, s: _Scope, indent: int) -> None:
+        """A list made here, changed through a library call on each side of an `if` on array
+        data, then read (see the module docstring)."""
+        self.libs_drawn = True
+        zl, k = self.fnew("h"), self.pick(s.ints)
+        first, second = self.rng.sample([f"heapq.heappush({zl}, {self.rng.randint(0, 9)})",
+                                         f"bisect.insort({zl}, {self.rng.randint(0, 9)})",
+                                         f"operator.iadd({zl}, [{self.rng.randint(0, 9)}])",
+                                         f"getattr({zl}, 'append')({self.rng.randint(0, 9)})"], 2)
+        self.emit(indent, f"{zl} = [{self.rng.randint(0, 4)}, 5]\nif {self.cond(s)}:\n    {first}\nelse:\n    {second}\n"
+                          f"{k} = ({k} + len({zl}) + {zl}[0]) % {INT_MOD}")
 
     def cnew(self, root: str) -> str:
         """A name for the calls stream (`z` + root + its own counter)."""
@@ -1680,7 +1705,7 @@ def draw_program(seed: int, calls_stream: bool = True) -> RealProgram:
     g = _Generator(rng, random.Random(f"extra-{seed}"), random.Random(f"later-{seed}"),
                    random.Random(f"mangled-{seed}"), random.Random(f"classes-{seed}"), boundary,
                    random.Random(f"numbers-{seed}"), effects, random.Random(f"items-{seed}"), calls,
-                   random.Random(f"flags-{seed}"))
+                   random.Random(f"flags-{seed}"), random.Random(f"libs-{seed}"))
     g.draw_features()
     g.draw_effects()
     if calls_stream:
