@@ -431,7 +431,7 @@ def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: boo
                 f"new one, or register {type(a).__name__} as a pytree (`jax.tree_util.register_dataclass`, "
                 "`flax.struct.dataclass`) so that its fields are carried.")
         if not (is_python_number(a) and is_python_number(b)):
-            raise mismatch(f"the values differ ({_short(a)} and {_short(b)}) and are not numbers: a program "
+            raise mismatch(f"the values differ ({_differing(a, b)}) and are not numbers: a program "
                            "gives back one Python value per trace, and the data decides between these.",
                            "make both branches give the same Python value, or make it an array.")
     if not _is_aval(a) and not is_python_number(a) or not _is_aval(b) and not is_python_number(b):
@@ -488,6 +488,21 @@ def _short(value) -> str:
         return reprlib.repr(value)
     except Exception:  # a repr of the user's that fails
         return f"a {type(value).__name__}"
+
+
+def _differing(a, b) -> str:
+    """`a` and `b` as an error message shows two values that differ: cut short, or, where the cut
+    texts are the same, around where their full texts first differ."""
+    short_a, short_b = _short(a), _short(b)
+    if short_a != short_b:
+        return f"{short_a} and {short_b}"
+    try:
+        full_a, full_b = repr(a), repr(b)
+    except Exception:  # a repr of the user's that fails
+        return f"{short_a} and {short_b}"
+    at = next((i for i, (x, y) in enumerate(zip(full_a, full_b)) if x != y), min(len(full_a), len(full_b)))
+    start = max(0, at - 20)
+    return f"...{full_a[start:at + 20]}... and ...{full_b[start:at + 20]}..."
 
 
 def static_equal(a, b) -> bool:

@@ -292,3 +292,18 @@ def test_a_list_grown_in_a_loop_a_traced_break_may_end_says_to_preallocate():
         dy2st.to_static(stops_early)(X, 10)
     assert_points_at(info.value, stops_early, "MARK-early", "'losses'", "a list grown per iteration",
                      "`losses = jnp.zeros(n)` before the loop, `losses = losses.at[i].set(v)`")
+
+
+def a_long_name_by_data(x):
+    name = "layer_" + "x" * 30 + "_weights_" + "y" * 30
+    if x.sum() > 0:  # MARK-long
+        name = "layer_" + "x" * 30 + "_biases__" + "y" * 30
+    return x, name
+
+
+def test_two_values_that_look_the_same_cut_short_are_shown_where_they_differ():
+    """Both texts cut short read the same (found by a stdlib probe): they are shown around
+    where they first differ."""
+    with pytest.raises(BranchOutputError) as info:
+        dy2st.to_static(a_long_name_by_data)(X)
+    assert_points_at(info.value, a_long_name_by_data, "MARK-long", "_biases__", "_weights_")
