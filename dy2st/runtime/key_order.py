@@ -147,12 +147,15 @@ class Watcher:
             scratch.pop("order_watcher", None)
 
 
-def observe_all() -> None:
-    """Code about to take the dicts apart (a staged side's state, whose machinery reads them
-    as plain dicts) counts as observing their order: the trace's program is then keyed by it."""
+def observe_if_held(tree) -> None:
+    """A staged side's or loop body's state `tree`, which dy2st's machinery takes apart as
+    plain dicts: where it holds a watched dict, that counts as observing its order (the trace's
+    program is then keyed by it). A side whose state holds none (`l` of `if l > 10:` in a loss
+    given the parameters dict) leaves the order unobserved; its code's own reads of a dict
+    note themselves."""
     scratch = writes.program_scratch()
     watcher = scratch.get("order_watcher") if scratch is not None else None
-    if watcher is not None and watcher.active:
+    if watcher is not None and watcher.active and not watcher.observed and holds_watched(tree):
         watcher.observed = True
 
 

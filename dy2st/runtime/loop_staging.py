@@ -429,12 +429,14 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
     def body(index, carried):
         """One iteration inside the lax loop: `(new carry, appended items)`."""
         given = assemble(spec, carried)
+        key_order.observe_if_held(given)  # (the state machinery takes its dicts as plain ones)
         roots = reachable.snapshot((loop.body, loop.test), [v.name for v in spec], given)
         with WriteTracker(roots, loop.facts.attributes) as tracker, staged_tracing(), \
                 guards.unchanged_by_side(origin, "body of this staged loop",  # a known trip count: unrolled instead
                                          Refused if loop.length is not None else None):
             with numbers_checked(origin):  # the numbers rule: what Python would raise computing on them
                 outs = loop.body(index, given)
+            key_order.observe_if_held(outs)
             body_orders[:] = [key_order.orders_of(v) for v in outs]
             iteration = describe_outputs(spec, given, outs, origin)  # reads lists grown while tracing
         try:

@@ -76,7 +76,6 @@ def tracing_staged_code() -> bool:
 @contextlib.contextmanager
 def staged_tracing():
     """Trace a staged branch or loop body inside this (see `tracing_staged_code`)."""
-    key_order.observe_all()  # the side's state machinery takes dicts as plain ones
     CONTEXT.sides.append(object())
     try:
         yield
@@ -164,6 +163,7 @@ def _run_branch(fn: Callable[[], Sequence]):
     structures, leaves, arrays, numbers = [], [], [], python_numbers()
     with staged_tracing():
         values = fn()
+    key_order.observe_if_held(values)  # (the state machinery takes its dicts as plain ones)
     stand_ins = set()
     for i, value in enumerate(values):
         var_leaves, structure = flatten_state(value)
