@@ -77,6 +77,10 @@ def _dispatcher(fn=None):
                         return pytrees(args)
                     except Declined:
                         pass
+                if statics_lookup is not None:  # arrays and Python scalars seen before
+                    program = statics_lookup(args)
+                    if program is not None:
+                        return program(*[a for a in args if type(a) is ARRAY_IMPL])
             return owner._call_general(args, kwargs)
         except Exception as exc:
             # Inline (not a helper): a bare `raise` here adds no frame of ours to the traceback.
@@ -367,10 +371,6 @@ class StaticFunction(functools.partial):
         unusual was seen."""
         if self._guards and not self._guards.holds():
             self._guards_changed()
-        if self._fast is not None and not kwargs:  # armed: nothing to decode or wait for after the program
-            program = self._cache.program_for_statics(args)  # (arrays and Python scalars, seen before)
-            if program is not None:
-                return program(*[a for a in args if type(a) is ARRAY_IMPL])
         policy = self._policy
         route = policy.route(args, kwargs)
         if route is Route.AS_IS:

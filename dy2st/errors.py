@@ -805,6 +805,31 @@ def _binds(code: types.CodeType, name: str) -> bool:
     return any(_binds(c, name) for c in code.co_consts if isinstance(c, types.CodeType))
 
 
+def _concrete_value_needed(exc: BaseException) -> tuple[str, str] | None:
+    """`(message, advice)` of the TracedValueError that JAX's `exc` stands for, where Python code
+    needed a concrete value of a traced array (a slice bound, a dict key, a boolean mask, an
+    int); None for any other error."""
+    text = _text(exc)
+    if isinstance(exc, IndexError) and text.startswith(_TRACED_SLICE):
+        return (f"a slice bound here is a traced value (a number the data decides): {text.splitlines()[0]} The "
+                "slice's size is the result's shape, which XLA fixes when it compiles.", _TRACED_SLICE_ADVICE)
+    if type(exc) is TypeError and text.startswith("unhashable type:") and "Tracer" in text:
+        return ("a traced value is a dict key or a set item here (a number the data decides): the keys of a "
+                "Python dict are known while tracing, and eagerly these would depend on the data.", _TRACED_KEY_ADVICE)
+    if isinstance(exc, jax.errors.NonConcreteBooleanIndexError):
+        return ("a boolean mask of traced values indexes an array here (`x[mask]`, `x.at[mask]`): the result's "
+                "shape would be how many items the data selects, and XLA fixes shapes when it compiles.",
+                _TRACED_MASK_ADVICE)
+    if not isinstance(exc, _NEEDS_CONCRETE):
+        return None
+    if isinstance(exc, jax.errors.TracerIntegerConversionError) and "__index__()" in text:
+        return ("a traced value is used where Python needs a concrete int (a list's or tuple's index, `chr()`, "
+                "`hex()`, `'ab' * k`): a number the data decides, such as a position a staged `if` or loop "
+                "picked, is a 0-d array (the numbers rule).", _TRACED_INDEX_ADVICE)
+    return (f"Python needs a concrete value of a traced array here, in code dy2st runs as it is: "
+            f"{text.splitlines()[0] if text else type(exc).__name__}", _TRACED_AS_PYTHON)
+
+
 def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
     """Prepare `exc` to leave a StaticFunction: the user's line as a note, our frames hidden.
 
@@ -820,27 +845,11 @@ def at_boundary(exc: BaseException, filtering: bool) -> BaseException:
             failure.__traceback__ = filter_traceback(failure.__traceback__)
         return failure
     exc = _as_traced_recursion(_as_undefined_use(_as_unbound_local(exc)))
-    traced_slice = isinstance(exc, IndexError) and _text(exc).startswith(_TRACED_SLICE)
-    traced_key = type(exc) is TypeError and _text(exc).startswith("unhashable type:") and "Tracer" in _text(exc)
-    traced_mask = isinstance(exc, jax.errors.NonConcreteBooleanIndexError)
-    traced_index = isinstance(exc, jax.errors.TracerIntegerConversionError) and "__index__()" in _text(exc)
-    if isinstance(exc, _NEEDS_CONCRETE) or traced_slice or traced_key or traced_mask:
+    needed = _concrete_value_needed(exc)
+    if needed is not None:
         origin = innermost_user_frame(exc.__traceback__)
         if origin is not None:
-            error = TracedValueError(
-                (f"a slice bound here is a traced value (a number the data decides): {str(exc).splitlines()[0]} "
-                 "The slice's size is the result's shape, which XLA fixes when it compiles." if traced_slice else
-                 "a traced value is a dict key or a set item here (a number the data decides): the keys of a "
-                 "Python dict are known while tracing, and eagerly these would depend on the data." if traced_key
-                 else "a boolean mask of traced values indexes an array here (`x[mask]`, `x.at[mask]`): the "
-                 "result's shape would be how many items the data selects, and XLA fixes shapes when it compiles."
-                 if traced_mask else "a traced value is used where Python needs a concrete int (a list's or "
-                 "tuple's index, `chr()`, `hex()`, `'ab' * k`): a number the data decides, such as a position a "
-                 "staged `if` or loop picked, is a 0-d array (the numbers rule)." if traced_index else f"Python needs a concrete value of a traced array here, in code dy2st runs as it is: "
-                 f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"),
-                origin, advice=(_TRACED_SLICE_ADVICE if traced_slice else _TRACED_KEY_ADVICE if traced_key
-                                else _TRACED_MASK_ADVICE if traced_mask else _TRACED_INDEX_ADVICE if traced_index
-                                else _TRACED_AS_PYTHON))
+            error = TracedValueError(needed[0], origin, advice=needed[1])
             error.__cause__, error.__traceback__ = exc, exc.__traceback__
             exc = error  # filtered below, as every error leaving a StaticFunction
     if not isinstance(exc, Dy2StaticError) and not getattr(exc, _NOTED_ATTR, False):

@@ -78,19 +78,19 @@ def _arrays_key(args, kwargs, leaves=None, treedef=None) -> tuple:
     return (treedef, *avals)
 
 
-_STATIC_SCALARS = frozenset({int, float, bool, str})
-
-
 def _statics_key(args) -> tuple | None:
     """What `ProgramCache._key` keys positional arguments by where each is a concrete array or a
     Python int, float, bool or string (its aval, or its type and value: `_static_token`), built
-    at a fraction of the cost; None for any other argument (a None is a pytree node, not a leaf)."""
+    at a fraction of the cost; None for any other argument (a None is a pytree node, not a leaf).
+    On the hit path of such calls (`ProgramCache.program_for_statics`): each step inline."""
     key = []
     for a in args:
         kind = type(a)
         if kind is ARRAY_IMPL:
             key.append(a.aval)
-        elif kind in _STATIC_SCALARS:
+        elif kind is int or kind is bool or kind is str:
+            key.append((kind, a))  # (`_static_token`'s, without the call)
+        elif kind is float:
             key.append(_static_token(a))
         else:
             return None
@@ -333,26 +333,15 @@ class ProgramCache:
     def program_for_statics(self, args):
         """The program of positional arguments that are concrete arrays and Python ints, floats,
         bools or strings, where a call with the same types, values and shapes built it: a call
-        of it with the arrays is a call of the table's (kept recently used). None otherwise.
-        (`_statics_key`, inline: this is the hit path of such calls.)"""
-        key = []
-        for a in args:
-            kind = type(a)
-            if kind is ARRAY_IMPL:
-                key.append(a.aval)
-            elif kind is int or kind is bool or kind is str:
-                key.append((kind, a))
-            elif kind is float:
-                key.append(_static_token(a))
-            else:
-                return None
-        found = self._by_statics.get(tuple(key))
+        of it with the arrays is a call of the table's (kept recently used). None otherwise."""
+        key = _statics_key(args)
+        found = self._by_statics.get(key) if key is not None else None
         if found is None:
             return None
         try:
             self.table.move_to_end(found[0])
         except KeyError:  # evicted meanwhile
-            self._by_statics.pop(tuple(key), None)
+            self._by_statics.pop(key, None)
             return None
         return found[1]
 

@@ -232,7 +232,7 @@ def _operator_at(code, offset: int) -> str | None:
     return operators.get(offset)
 
 
-_UNARY = {"UNARY_INVERT": "~", "UNARY_NEGATIVE": "-", "UNARY_NOT": "not"}
+_UNARY = {"UNARY_INVERT": "~"}  # (the unary operator jnp computes as `not` on bools)
 
 
 class _Level:

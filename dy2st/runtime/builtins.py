@@ -46,7 +46,7 @@ from dy2st.runtime.iterables import SEQUENCE_ITERATORS
 from dy2st.runtime.formatting import (TracedString, bind_traced, convert_ascii, convert_format_builtin, convert_repr,
                                       convert_str, has_traced)
 from dy2st.runtime.debug_effects import debug_effects_dropped
-from dy2st.runtime.values import is_traced, note_python_numbers
+from dy2st.runtime.values import bool_as_python_int, is_traced, note_python_numbers
 
 
 def _default(kind):
@@ -438,9 +438,7 @@ def _round_int_to(number, multiple: int):
 
 def convert_abs(x):
     """`abs(x)`; of a Python bool the data decides, an int as Python's (jnp keeps a bool)."""
-    if is_traced(x) and x.dtype == jnp.bool_ and _stands_for_number(x):
-        return _jax_compat.convert_element_type(x, np.dtype(np.int32), True)  # (weak, as the numbers rule's ints)
-    return builtins.abs(x)
+    return builtins.abs(bool_as_python_int(x))
 
 
 def convert_bool(x=False):

@@ -246,18 +246,21 @@ def convert_str(*args, **kwargs):
     return str(*args, **kwargs)
 
 
-def convert_repr(value):
-    """`repr(x)`; a traced `x` gives its text at run time."""
-    if _has_traced(value):
-        return _deferred(repr, (value,), {}, OriginInfo.of_caller())
-    return repr(value)
+def _text_when_run(text_of):
+    """The replacement of the builtin `text_of` (`repr`, `ascii`): of a traced `x`, its text
+    at run time."""
+
+    def convert(value):
+        if _has_traced(value):
+            return _deferred(text_of, (value,), {}, OriginInfo.of_caller())
+        return text_of(value)
+
+    convert.__name__ = convert.__qualname__ = f"convert_{text_of.__name__}"
+    return convert
 
 
-def convert_ascii(value):
-    """`ascii(x)`; a traced `x` gives its text at run time."""
-    if _has_traced(value):
-        return _deferred(ascii, (value,), {}, OriginInfo.of_caller())
-    return ascii(value)
+convert_repr = _text_when_run(repr)
+convert_ascii = _text_when_run(ascii)
 
 
 def convert_format_builtin(value, format_spec=""):

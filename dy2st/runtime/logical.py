@@ -10,14 +10,12 @@ from __future__ import annotations
 import operator
 
 import jax.numpy as jnp
-import numpy as np
 
-from dy2st import _jax_compat
 
 from dy2st.errors import OriginInfo, TracedValueError
 from dy2st.runtime import events, writes
 from dy2st.runtime.staging import scalar_predicate, stage_value
-from dy2st.runtime.values import is_traced, python_numbers
+from dy2st.runtime.values import bool_as_python_int, is_traced, python_numbers
 
 
 def convert_and(left_fn, right_fn, as_test: bool = False, pure: bool = False):
@@ -116,11 +114,7 @@ def convert_unary(sign: str, value):
     """`+value`, `-value`, `~value`. A Python bool the data decides (a 0-d bool array standing
     for one) is an int to these, as in Python (`-True == -1`, `~True == -2`), where jnp keeps a
     bool (`+`), computes `not` (`~`) or refuses (`-`)."""
-    if is_traced(value) and value.dtype == jnp.bool_ and jnp.shape(value) == ():
-        numbers = python_numbers()
-        if numbers is not None and numbers.holds(value):
-            value = _jax_compat.convert_element_type(value, np.dtype(np.int32), True)
-    return _UNARY[sign](value)
+    return _UNARY[sign](bool_as_python_int(value))
 
 
 def convert_compare_chain(first_fn, *links):

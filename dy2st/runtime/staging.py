@@ -490,6 +490,12 @@ def _short(value) -> str:
         return f"a {type(value).__name__}"
 
 
+def _is_list_node(treedef) -> bool:
+    """Whether a variable's structure is a list at its top."""
+    data = treedef.node_data()
+    return data is not None and data[0] is list
+
+
 def _differing(a, b) -> str:
     """`a` and `b` as an error message shows two values that differ: cut short, or, where the cut
     texts are the same, around where their full texts first differ."""
@@ -718,7 +724,7 @@ def _merge(t: _Branch, f: _Branch, labels, origin, branch_names, promote):
             )
         if ts != fs:
             # a list a loop grows per iteration, in its rest staged where a traced `break` may end it
-            loop = branch_names[0] == "iteration" and all(str(t).startswith("PyTreeDef([") for t in (ts, fs))
+            loop = branch_names[0] == "iteration" and all(_is_list_node(t) for t in (ts, fs))
             raise BranchOutputError(
                 f"'{label}' is {_describe_var(ts, t_leaves)} in the {branch_names[0]} but "
                 f"{_describe_var(fs, f_leaves)} in the {branch_names[1]}: XLA needs the same structure on both sides."

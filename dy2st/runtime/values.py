@@ -259,6 +259,17 @@ def python_numbers() -> PythonNumbers | None:
     return CONTEXT.python_numbers
 
 
+def bool_as_python_int(value):
+    """`value`, or where it is a Python bool the data decides (a 0-d bool array `PythonNumbers`
+    says stands for one) the int Python computes with for `-b`, `~b`, `abs(b)`: jnp keeps a bool,
+    computes `not`, or refuses `neg`. Weakly typed, as the numbers rule's ints are."""
+    if is_traced(value) and value.dtype == np.bool_ and np.shape(value) == ():
+        numbers = python_numbers()
+        if numbers is not None and numbers.holds(value):
+            return _jax_compat.convert_element_type(value, np.dtype(np.int32), True)
+    return value
+
+
 def note_python_numbers(values) -> None:
     """`values` (traced) stand for Python numbers the data decides: a staged `if` picked them,
     or a staged loop carried them, where eagerly each is an int or a float."""
