@@ -58,7 +58,9 @@ _NO_KWARGS: dict = {}  # never written: `(args, {})`'s structure without a new d
 
 
 def _ambiguous(avals) -> bool:
-    return any(a.weak_type or (a.dtype == bool and not a.shape) for a in avals)
+    """Whether a leaf has the jit signature of a Python scalar (a weak-typed or bool 0-d
+    array); a weak-typed array with dims (`jnp.where(c, 2.0, 0.0)`) has not."""
+    return any(not a.shape and (a.weak_type or a.dtype == bool) for a in avals)
 
 
 

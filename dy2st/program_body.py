@@ -294,9 +294,11 @@ class ProgramBody:
         guards.note_program(fn, objects + [leaf for leaf in leaves if not isinstance(leaf, jax.Array)])
         with watcher.watching() if watcher is not None else contextlib.nullcontext(), numbers_checked_of(fn):
             out = fn(*args, **kwargs)  # (the numbers rule outside a staged `if` or loop too)
-        if watcher is not None and (watcher.observed or key_order.holds_watched(out)):
-            self.policy.orders_observed = True  # this program would serve other orders: given up
-            raise OrderObserved("the function observes a dict argument's key order")
+        if watcher is not None:
+            if watcher.observed or key_order.holds_watched(out):
+                self.policy.orders_observed = True  # this program would serve other orders: given up
+                raise OrderObserved("the function observes a dict argument's key order")
+            out = key_order.plain(out)
         refused = writes.swallowed_refusal()
         if refused is not None:  # the user's own handler caught it while tracing
             raise refused

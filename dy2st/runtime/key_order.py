@@ -122,6 +122,11 @@ def _rebuild(tree, orders):
 # While the shared jit traces, the arguments' dicts are `WatchedDict`s noting any such use
 # (`watched`); a trace that observed one is given up, and the function's dict arguments are
 # keyed by their order from then on (the table).
+#
+# JAX compares the node types of trees given together (`tree_map(f, params, updates)`, a
+# scan's carry), so every dict made from a watched one's structure is a WatchedDict too: JAX
+# rebuilds them in sorted key order, as eagerly, so they watch nothing (`derived`), and the
+# trace's outputs hold them as plain dicts again (`plain`).
 
 
 class Watcher:
@@ -173,13 +178,13 @@ def _observing(name: str):
 
 class WatchedDict(dict):
     """A dict argument of a trace: reading its order notes it on its watcher. JAX flattens it
-    as a dict (sorted keys, no note) and rebuilds a plain dict."""
+    as a dict (sorted keys, no note) and rebuilds a `derived` one, whose watcher is None."""
 
     __slots__ = ("_dy2st_watcher",)
 
     def _observed(self):
         watcher = self._dy2st_watcher
-        if watcher.active:
+        if watcher is not None and watcher.active:
             watcher.observed = True
 
     __iter__ = _observing("__iter__")
@@ -221,27 +226,52 @@ def _flatten_watched_with_keys(d):
     return [(jax.tree_util.DictKey(k), v) for k, v in zip(keys, values)], keys
 
 
+def derived(items) -> WatchedDict:
+    """A dict JAX rebuilt from a watched one's structure: in sorted key order, as eagerly."""
+    d = WatchedDict(items)
+    d._dy2st_watcher = None
+    return d
+
+
 jax.tree_util.register_pytree_with_keys(
-    WatchedDict, _flatten_watched_with_keys, lambda keys, values: dict(zip(keys, values)), _flatten_watched)
+    WatchedDict, _flatten_watched_with_keys, lambda keys, values: derived(zip(keys, values)), _flatten_watched)
+
+
+def _is_plain_dict(value) -> bool:
+    return type(value) is dict
 
 
 def watched(tree, watcher: Watcher):
-    """`tree` with each plain dict in it (at any depth of tuples, lists and dicts) a WatchedDict
-    of `watcher`, in the same order."""
-    kind = type(tree)
-    if kind is dict:
-        d = WatchedDict((k, watched(v, watcher)) for k, v in tree.items())
+    """`tree` with each plain dict in it (at any depth of any pytree) a WatchedDict of
+    `watcher`, in the same order."""
+    def watch(node):
+        if type(node) is not dict:
+            return node
+        d = WatchedDict((k, watched(v, watcher)) for k, v in node.items())
         d._dy2st_watcher = watcher
         return d
-    if kind is list:
-        return [watched(v, watcher) for v in tree]
-    if kind is tuple:
-        return tuple(watched(v, watcher) for v in tree)
-    return tree
+
+    return jax.tree_util.tree_map(watch, tree, is_leaf=_is_plain_dict)
+
+
+def _is_derived(value) -> bool:
+    return type(value) is WatchedDict and value._dy2st_watcher is None
+
+
+def plain(tree):
+    """`tree` with each `derived` dict in it a plain dict (an argument's stays watched)."""
+    def unwatch(node):
+        if not _is_derived(node):
+            return node
+        return {k: plain(v) for k, v in dict.items(node)}
+
+    return jax.tree_util.tree_map(unwatch, tree, is_leaf=_is_derived)
 
 
 def holds_watched(tree) -> bool:
-    """Whether a WatchedDict is among `tree`'s nodes (returned as it is, its order would show)."""
+    """Whether a dict argument's WatchedDict is among `tree`'s nodes (returned as it is, its
+    order would show)."""
     found = []
-    jax.tree_util.tree_flatten(tree, is_leaf=lambda x: type(x) is WatchedDict and not found.append(x))
+    jax.tree_util.tree_flatten(
+        tree, is_leaf=lambda x: type(x) is WatchedDict and x._dy2st_watcher is not None and not found.append(x))
     return bool(found)

@@ -74,3 +74,68 @@ def test_a_type_test_sees_a_dict():
     static = dy2st.to_static(checks_its_type)
     for d in orders():
         np.testing.assert_array_equal(static(d, A), checks_its_type(d, A))
+
+
+# -- trees JAX builds from a dict argument's structure ---------------------------------------
+# JAX compares node types of trees given together, so what it rebuilds from a watched dict is
+# watched too (in sorted order, as eagerly: it watches nothing) and leaves the trace as a dict.
+
+
+class State(tuple):  # a namedtuple-like state holding dicts (optax's ScaleByAdamState)
+    pass
+
+
+def sgd_like_step(p, s, x):
+    g = jax.grad(lambda q: jnp.sum((x * q["a"] + q["b"]) ** 2))(p)
+    mu = jax.tree.map(lambda m, t: 0.9 * m + t, s["mu"], g)       # a dict inside an argument
+    new = jax.tree.map(lambda w, m: w - 0.1 * m, p, mu)             # an argument with a rebuilt tree
+    if x.sum() > 0:                                                 # a staged if on derived dicts
+        new = jax.tree.map(lambda w: w * 2, new)
+    return new, {"mu": mu}, list(new), type(new) is dict
+
+
+def scans_a_dict_carry(p, x):
+    def body(c, _):
+        return jax.tree.map(lambda v: v + x, c), None
+    return jax.lax.scan(body, p, None, length=3)[0]
+
+
+def mixes_a_literal(p, x):
+    return jax.tree.map(lambda a, b: a + b, p, {"b": x, "a": x})   # a plain dict beside an argument's
+
+
+@pytest.mark.parametrize("fn, state", [(sgd_like_step, True), (scans_a_dict_carry, False)])
+def test_trees_rebuilt_from_dict_arguments_keep_the_front(fn, state):
+    static = dy2st.to_static(fn)
+    for d in orders():
+        for x in (A, -A):
+            args = (d, {"mu": {"b": B, "a": A}}, x) if state else (d, x)
+            eager, got = fn(*args), static(*args)
+            assert jax.tree.structure(eager) == jax.tree.structure(got)
+            for e, g in zip(jax.tree.leaves(eager), jax.tree.leaves(got)):
+                assert type(e) is type(g)
+                np.testing.assert_allclose(e, g, rtol=1e-6) if isinstance(e, jax.Array) else assert_equal(e, g)
+            outs = got if isinstance(got, tuple) else (got,)
+            for e, g in zip(eager if isinstance(eager, tuple) else (eager,), outs):
+                if isinstance(e, dict):
+                    assert type(g) is dict and list(g) == list(e)
+    assert not static.policy.orders_observed
+    assert len(static.programs) == 1  # one program for both orders (outputs decoded: not the front)
+    arrays_of = (lambda out: out[:2]) if state else (lambda out: out)  # (no str under jit)
+    jitted = jax.jit(lambda *args: arrays_of(static(*args)))
+    args = (orders()[1], {"mu": {"a": A, "b": B}}, A) if state else (orders()[1], A)
+    for e, g in zip(jax.tree.leaves(arrays_of(fn(*args))), jax.tree.leaves(jitted(*args))):
+        np.testing.assert_allclose(e, g, rtol=1e-6) if isinstance(e, jax.Array) else assert_equal(e, g)
+
+
+def assert_equal(e, g):
+    assert e == g
+
+
+def test_a_literal_beside_a_dict_argument_gives_eagers_result():
+    static = dy2st.to_static(mixes_a_literal)
+    for d in orders():
+        eager, got = mixes_a_literal(d, A), static(d, A)
+        assert list(got) == list(eager) and type(got) is dict
+        for k in eager:
+            np.testing.assert_array_equal(eager[k], got[k])

@@ -67,6 +67,17 @@ def test_a_python_number_where_a_same_signature_array_was(order, number, array):
             assert type(got[1]) is type(expected[1]) or isinstance(expected[1], jax.Array)
 
 
+def test_a_weak_typed_array_with_dims_keeps_the_shared_jit():
+    # no Python number has its signature (`jnp.where(c, 2.0, 0.0)`, weak float32[3]): one
+    # program, traced once, for a pytree holding it
+    weak = jnp.where(X > 0, 2.0, 0.0)
+    assert weak.weak_type and weak.shape
+    static = dy2st.to_static(pick)
+    for _ in range(3):
+        _same(static((X, weak), X), pick((X, weak), X))
+    assert len(static.programs) == 1 and not static.policy.ambiguous_seen
+
+
 def test_a_string_in_a_dict_is_static():
     def f(config, x):
         return x * 2 if config["act"] == "double" else x + 1
