@@ -3,6 +3,20 @@
 Facts attached: `Fact.LIVE_IN` and `Fact.LIVE_OUT` on every statement, `Fact.BODY_LIVE_IN` on
 loops. Each function is analysed on its own; a composite symbol (`self.w`) written anywhere
 escapes the function, so transformers treat composite writes as live regardless.
+
+Any statement inside a `try` body or a `with` body may raise, and the exception leads to what
+the handlers, the `finally` or the code after a `with` (whose `__exit__` may suppress it) read:
+those are live before each such statement too. So in
+
+    try:
+        if x.sum() > 0:
+            y = x * 2
+        raise ValueError
+    except ValueError:
+        pass
+    return y
+
+`y` is live after the `if` (its staged form gives it as an output).
 """
 
 from __future__ import annotations
@@ -25,6 +39,8 @@ class _Liveness:
         self.loops: list[_LoopContext] = []
         # Declared globals/nonlocals outlive the function: live at every exit.
         self.escaping = escaping
+        # What is live where an exception raised here leads (innermost `try` or `with` last)
+        self.raised_to: list[frozenset] = []
 
     def block(self, stmts, live_after):
         live = live_after
@@ -39,6 +55,8 @@ class _Liveness:
         if handler is None:
             handler = _HANDLERS[kind] = getattr(_Liveness, f"_{kind.__name__}", _Liveness._simple)
         live_in = frozenset(handler(self, node, live_after))
+        if self.raised_to:
+            live_in |= self.raised_to[-1]
         setanno(node, Fact.LIVE_IN, live_in)
         return live_in
 
@@ -106,16 +124,31 @@ class _Liveness:
 
         targets = activity_of([i.optional_vars for i in node.items if i.optional_vars is not None])
         items = self._reads(*[i.context_expr for i in node.items])
-        return items | (self.block(node.body, live_after) - targets.kills) | targets.reads
+        body = self._raising_to(live_after | self._outer_raise(), node.body, live_after)
+        return items | (body - targets.kills) | targets.reads
+
+    def _outer_raise(self) -> frozenset:
+        return self.raised_to[-1] if self.raised_to else self.escaping
+
+    def _raising_to(self, live, stmts, live_after) -> frozenset:
+        """`block(stmts, live_after)` where an exception leads to `live`."""
+        self.raised_to.append(frozenset(live))
+        try:
+            return self.block(stmts, live_after)
+        finally:
+            self.raised_to.pop()
 
     def _Try(self, node, live_after):
-        after_final = self.block(node.finalbody, live_after)
+        # the `finally` runs on the way out of a return, break or exception too
+        after_final = self.block(node.finalbody, live_after | self._outer_raise() if node.finalbody else live_after)
+        unhandled = after_final if node.finalbody else self._outer_raise()
         handlers = _EMPTY
         for handler in node.handlers:
             names = {QualifiedName(handler.name)} if handler.name is not None else set()
-            handlers |= (self.block(handler.body, after_final) - names) | self._reads(handler.type)
-        after_body = self.block(node.orelse, after_final) | handlers
-        return self.block(node.body, after_body) | handlers | after_final
+            body = self._raising_to(unhandled, handler.body, after_final)
+            handlers |= (body - names) | self._reads(handler.type)
+        after_body = self._raising_to(unhandled, node.orelse, after_final) | handlers
+        return self._raising_to(handlers | unhandled, node.body, after_body) | handlers | after_final
 
     _TryStar = _Try
 

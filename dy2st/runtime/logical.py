@@ -18,24 +18,24 @@ from dy2st.runtime.staging import scalar_predicate, stage_value
 from dy2st.runtime.values import bool_as_python_int, is_traced, python_numbers
 
 
-def convert_and(left_fn, right_fn, as_test: bool = False, pure: bool = False):
+def convert_and(left_fn, right_fn, as_test: bool = False, pure: bool = False, origin: OriginInfo | None = None):
     """`left and right` with `left` and `right` given as thunks.
 
     With `as_test` (the value is only tested for truth, e.g. an `if` test) a traced `left`
     gives a scalar bool: the truth of `right` where `left` is true, else False. With `pure`
     (`right` is names and constants under comparisons and arithmetic, see the transformer) that
-    is `logical_and` of both truths, with no cond.
+    is `logical_and` of both truths, with no cond. `origin`: the user's line (default: the caller's).
     """
     left = left_fn()
     if not is_traced(left):
         return right_fn() if left else left
+    origin = origin or OriginInfo.of_caller()
     if as_test:
-        origin = OriginInfo.of_caller()
         both = _both_truths(left, right_fn, origin) if pure else None
         if both is not None:
             return jnp.logical_and(*both)
-        return _lax_choose(_truth(left, origin), lambda: _truth(right_fn(), origin), lambda: False, "`and`")
-    return _lax_choose(left, right_fn, lambda: left, "`and`")
+        return _lax_choose(_truth(left, origin), lambda: _truth(right_fn(), origin), lambda: False, "`and`", origin)
+    return _lax_choose(left, right_fn, lambda: left, "`and`", origin)
 
 
 def convert_or(left_fn, right_fn, as_test: bool = False, pure: bool = False):
@@ -43,13 +43,13 @@ def convert_or(left_fn, right_fn, as_test: bool = False, pure: bool = False):
     left = left_fn()
     if not is_traced(left):
         return left if left else right_fn()
+    origin = OriginInfo.of_caller()
     if as_test:
-        origin = OriginInfo.of_caller()
         both = _both_truths(left, right_fn, origin) if pure else None
         if both is not None:
             return jnp.logical_or(*both)
-        return _lax_choose(_truth(left, origin), lambda: True, lambda: _truth(right_fn(), origin), "`or`")
-    return _lax_choose(left, lambda: left, right_fn, "`or`")
+        return _lax_choose(_truth(left, origin), lambda: True, lambda: _truth(right_fn(), origin), "`or`", origin)
+    return _lax_choose(left, lambda: left, right_fn, "`or`", origin)
 
 
 def _both_truths(left, right_fn, origin: OriginInfo):
@@ -70,8 +70,7 @@ def _truth(value, origin: OriginInfo):
     return bool(value)
 
 
-def _lax_choose(pred, true_fn, false_fn, what: str):
-    origin = OriginInfo.of_caller(2)
+def _lax_choose(pred, true_fn, false_fn, what: str, origin: OriginInfo):
     value = stage_value(pred, true_fn, false_fn, f"the value of {what}", what, origin,
                         ("left-true case", "left-false case"))
     if events.active():
@@ -125,6 +124,7 @@ def convert_compare_chain(first_fn, *links):
       links: pairs `(compare, operand_fn)`, `compare(left, right)` applying one operator.
     """
     left = first_fn()
+    origin = OriginInfo.of_caller()
 
     def rest(left, links):
         compare, operand_fn = links[0]
@@ -132,7 +132,7 @@ def convert_compare_chain(first_fn, *links):
         result = compare(left, right)
         if len(links) == 1:
             return result
-        return convert_and(lambda: result, lambda: rest(right, links[1:]))
+        return convert_and(lambda: result, lambda: rest(right, links[1:]), origin=origin)
 
     return rest(left, links)
 

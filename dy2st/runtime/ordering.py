@@ -16,13 +16,15 @@ result. `sorted(..., key=)` sorts by the keys (one-element each), stably.
 from __future__ import annotations
 
 import builtins
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from dy2st.errors import BuiltinError, OriginInfo
-from dy2st.runtime.staging import scalar_predicate
+from dy2st.runtime import reachable
+from dy2st.runtime.staging import run_whatever_the_data, scalar_predicate
 from dy2st.runtime.values import as_number_where_chosen, is_traced
 
 
@@ -251,13 +253,21 @@ def _any_all(builtin, name: str, iterable, origin: OriginInfo):
         return jnp.any(truths) if name == "any" else jnp.all(truths)
     found = builtin is builtins.any
     result = not found
-    for item in iterable:  # lazily, as Python: a deciding Python item stops the scan
+    items = iter(iterable)
+    for item in items:  # lazily, as Python: a deciding Python item stops the scan
         if not is_traced(item):
             if bool(item) == found:
                 return found
             continue
         truth = scalar_predicate(item, origin, what=f"An item of {name}()")
         result = truth if isinstance(result, bool) else (result | truth if found else result & truth)
+        if items is iterable:  # a generator: eager may stop here, so what the rest runs must not show
+            roots = reachable.snapshot(()).with_locals(sys._getframe(2))
+            with run_whatever_the_data(origin, f"rest of the iterable of {name}() after a traced item", roots,
+                                       "keep effects out of the items (print or log them before the call, "
+                                       "`items = [...]`): the program checks every item."):
+                rest = _any_all(builtin, name, items, origin)
+            return rest if isinstance(rest, bool) and rest == found else (result | rest if found else result & rest)
     return result
 
 

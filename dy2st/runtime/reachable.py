@@ -131,7 +131,8 @@ def _function_roots(fn, seen: set, depth: int) -> list:
         except ValueError:  # a variable not yet assigned
             continue
         roots.append(Root(name, value))
-        roots += _function_roots(value, seen, depth + 1)  # a loop's body, a helper closing over a list
+        for held in _functions_in(value):  # a loop's body, a helper closing over a list
+            roots += _function_roots(held, seen, depth + 1)
     names: set = set()
     _global_names(fn.__code__, names)
     for name in sorted(names):
@@ -142,6 +143,16 @@ def _function_roots(fn, seen: set, depth: int) -> list:
             roots += _defaults(name, value)
             roots += _function_roots(value, seen, depth + 1)  # a helper closing over a cache
     return roots
+
+
+def _functions_in(value, depth: int = 2):
+    """`value` where it is a function, or the functions in it where it is a tuple (the
+    operands' thunks of a comparison chain, `((compare, operand), ...)`)."""
+    if isinstance(value, (types.FunctionType, types.MethodType)):
+        yield value
+    elif type(value) is tuple and depth:
+        for item in value:
+            yield from _functions_in(item, depth - 1)
 
 
 def _defaults(label: str, fn) -> list:

@@ -30,7 +30,7 @@ from dy2st import _jax_compat
 from dy2st.errors import (BranchOutputError, Dy2StaticError, OriginInfo, PredicateError, PythonEffectError, RuntimeChecks,
                           StagedBranchError, StagedInTryError, HostArray, IntOverflowError, is_library_file, rebinding_hint,
                           record_runtime_failure)
-from dy2st.runtime import events, guards, key_order, static_outputs, writes
+from dy2st.runtime import events, guards, key_order, reachable, static_outputs, writes
 from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.formatting import bind_traced
 from dy2st.runtime.trace_context import CONTEXT
@@ -590,17 +590,58 @@ EXPRESSION_SIDES = ("true side", "false side")  # the sides of a conditional exp
 def stage_value(pred, true_fn, false_fn, label: str, what: str, origin: OriginInfo, branch_names):
     """`true_fn() if pred else false_fn()` for a traced `pred`: one value, named `label` in
     errors, of a ternary or an `and`/`or` (`what`). Its sides carry no state, as an `if`
-    statement's do, so a list, dict or set they change in place is refused (`refusing_in_place`)."""
+    statement's do, so a list, dict or set they change in place is refused, by a method called
+    there (`refusing_in_place`) or in code they call (`helper(log)`, a method setting an
+    attribute: `_refuse_side_writes`)."""
+    roots = reachable.snapshot((true_fn, false_fn))
 
     def side(fn):
         def run():
-            with refusing_in_place(origin, what):
-                return (fn(),)
+            with refusing_in_place(origin, what), writes.WriteTracker(roots) as tracker:
+                value = fn()
+            try:
+                _refuse_side_writes(tracker, origin, f"side of this staged {what}")
+            finally:
+                tracker.forget()
+            return (value,)
         return run
 
     (value,) = stage_cond(pred, side(true_fn), side(false_fn), (label,), origin, branch_names=branch_names,
                           promote=True)
     return value
+
+
+@contextlib.contextmanager
+def run_whatever_the_data(origin: OriginInfo, what: str, roots: "reachable.Roots", advice: str):
+    """Around code that runs while traced whatever the data says, where eager Python runs it
+    only on some data (the items of a generator after a traced one that `all()` may stop at):
+    it must change nothing the caller could see, nor print (`roots`: what it could reach
+    before). Refused at `origin` otherwise, the changes put back."""
+    prints = writes.staged_prints()
+    with writes.WriteTracker(roots) as tracker, guards.unchanged_by_side(origin, what):
+        yield
+    try:
+        _refuse_side_writes(tracker, origin, what, advice)
+    finally:
+        tracker.forget()
+    if writes.staged_prints() != prints:
+        raise PythonEffectError(
+            f"the {what} prints: it runs whatever the data says, where eager Python may not run it.",
+            origin, advice=advice)
+
+
+_AS_AN_IF = ("write it as an `if` statement, whose branches carry what they change (`if c: ok = check(log)`), "
+             "or make the change before the expression.")
+
+
+def _refuse_side_writes(tracker: writes.WriteTracker, origin: OriginInfo, what: str, advice: str = _AS_AN_IF) -> None:
+    changes = writes.changes_from_before(tracker)  # (put back)
+    if changes:
+        raise PythonEffectError(
+            f"code run in the {what} changes {writes.changed_names(tracker, changes)} in place: it runs "
+            "whatever the data says, where eager Python runs it only on some data (a traced condition's "
+            "sides are both traced).",
+            origin, advice=advice)
 
 
 def stage_cond(

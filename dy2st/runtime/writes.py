@@ -987,13 +987,23 @@ def note_container(container, callee: str) -> None:
         tracker.see_container(container, callee)
 
 
+def changes_from_before(tracker: WriteTracker) -> dict:
+    """What a traced side changed (`WriteTracker.take`, which puts it back) among what existed
+    before it: attributes, and lists and dicts it did not make."""
+    return {k: v for k, v in tracker.take().items()
+            if k.attr != ITSELF or tracker.existed_before(tracker.originals[k].obj)}
+
+
+def changed_names(tracker: WriteTracker, changes: dict) -> str:
+    return ", ".join(sorted(tracker.label(k).split(" (")[0] for k in changes))
+
+
 def refuse_loop_writes(tracker: WriteTracker, origin: OriginInfo, trips_known: bool) -> None:
     """After tracing a staged loop body: methods it called must not have changed attributes
     (the loop carries what the body assigns itself, not what callees change), nor may it have
     appended to a list from before the loop through a name it binds (`trips_known`: a scan,
     which can stack a variable's appended items)."""
-    changes = {k: v for k, v in tracker.take().items()
-               if k.attr != ITSELF or tracker.existed_before(tracker.originals[k].obj)}  # not one it made
+    changes = changes_from_before(tracker)
     if not changes:
         return
     appended = [tracker.appended[k.object_id] for k in changes if k.attr == ITSELF and k.object_id in tracker.appended]
@@ -1010,7 +1020,7 @@ def refuse_loop_writes(tracker: WriteTracker, origin: OriginInfo, trips_known: b
             origin,
             advice=advice,
         )
-    names = ", ".join(sorted(tracker.label(k).split(" (")[0] for k in changes))
+    names = changed_names(tracker, changes)
     raise LoopVariableError(
         f"code run in this staged loop (a method, a property, an in-place operator) changes {names}; dy2st "
         "carries the attributes a loop body assigns itself, not those changed inside the code it calls.",

@@ -52,6 +52,16 @@ class BreakTransformer(JumpFlagTransformer):
     def visit_Break(self, node):
         return self._jump(node)
 
+    def visit_Continue(self, node):
+        """A `continue` in a `finally` discards a `break` of the `try` in flight, as Python does:
+        the flag is cleared (`for ...: try: break / finally: continue` runs every item)."""
+        loop = self._loops[-1] if self._loops else None
+        if loop is None or not loop.in_finally or loop.flag is None:
+            return node
+        clear = templates.replace("flag = False", flag=loop.flag)
+        copy_location_recursive(clear, node)
+        return clear + [node]
+
     # -- loops ---------------------------------------------------------------------------
     def _visit_loop(self, node):
         orelse = self._block(node.orelse)  # an `else` belongs to the enclosing loop's body

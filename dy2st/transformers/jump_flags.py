@@ -39,6 +39,7 @@ class LoopState:
     def __init__(self):
         self.flag = None
         self.jumps = 0
+        self.in_finally = 0  # depth of `finally` blocks of this body being visited
 
 
 class JumpFlagTransformer(Transformer):
@@ -116,11 +117,18 @@ class JumpFlagTransformer(Transformer):
 
     def generic_visit(self, node):
         if isinstance(node, ast.stmt):
-            for field in ("body", "orelse", "finalbody"):
+            for field in ("body", "orelse"):
                 if getattr(node, field, None):
                     setattr(node, field, self._block(getattr(node, field)))
             for part in getattr(node, "handlers", []) + getattr(node, "cases", []):
                 part.body = self._block(part.body)
+            if getattr(node, "finalbody", None):
+                loop = self._loops[-1] if self._loops else None
+                if loop is not None:
+                    loop.in_finally += 1
+                node.finalbody = self._block(node.finalbody)
+                if loop is not None:
+                    loop.in_finally -= 1
             return node
         return super().generic_visit(node)
 

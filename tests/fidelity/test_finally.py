@@ -198,3 +198,85 @@ def test_an_exception_in_else_is_not_caught_by_the_try():
         with pytest.raises(ZeroDivisionError):
             static(jnp.ones(2), k)
     np.testing.assert_array_equal(static(jnp.ones(2), 1), raises_in_else(jnp.ones(2), 1))
+
+
+# -- a `continue` in `finally` discards the `try`'s `break`; a `raise` in a `try` leads to its
+# handlers (liveness), as Python has them
+
+
+def continue_in_finally_cancels_break(x, k):
+    out = []
+    for i in range(k):
+        try:
+            if i == 1:
+                break
+            out.append(i)
+        finally:
+            continue
+    return out, x
+
+
+def continue_in_finally_cancels_a_traced_break(x):
+    i = 0
+    while i < 3:
+        i += 1
+        try:
+            if x.sum() > i:
+                break
+        finally:
+            continue
+    return x * i
+
+
+def assigned_before_a_caught_raise(x):
+    y = x
+    try:
+        if x.sum() > 0:  # staged: `y` leaves the cond though the next line raises
+            y = x * 2
+        raise ValueError
+    except ValueError:
+        pass
+    return y
+
+
+class Suppress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return True
+
+
+def assigned_before_a_suppressed_raise(x):
+    y = x
+    with Suppress():
+        if x.sum() > 0:
+            y = x * 2
+        raise RuntimeError("suppressed")
+    return y
+
+
+def read_by_finally_after_a_return(x):
+    y = x
+    try:
+        if x.sum() > 0:
+            y = x * 3
+        return x
+    finally:
+        x = y + 1  # (eager returns x as it was: the finally's assignment comes after)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (continue_in_finally_cancels_break, (jnp.ones(2), 0)), (continue_in_finally_cancels_break, (jnp.ones(2), 3)),
+    (continue_in_finally_cancels_a_traced_break, (jnp.ones(2),)),
+    (continue_in_finally_cancels_a_traced_break, (-jnp.ones(2),)),
+    (assigned_before_a_caught_raise, (jnp.ones(2),)), (assigned_before_a_caught_raise, (-jnp.ones(2),)),
+    (assigned_before_a_suppressed_raise, (jnp.ones(2),)), (assigned_before_a_suppressed_raise, (-jnp.ones(2),)),
+    (read_by_finally_after_a_return, (jnp.ones(2),)), (read_by_finally_after_a_return, (-jnp.ones(2),)),
+])
+def test_jumps_and_raises_in_try_as_python(fn, args):
+    static = dy2st.to_static(fn)
+    for _ in range(2):
+        jax.tree_util.tree_map(np.testing.assert_array_equal, static(*args), fn(*args))
+    if len(args) == 1:
+        jax.tree_util.tree_map(np.testing.assert_array_equal, jax.jit(static)(*args), fn(*args))

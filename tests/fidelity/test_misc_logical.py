@@ -199,3 +199,76 @@ def test_a_list_changed_in_a_staged_operand_is_refused_also_inside_a_users_jit()
     for fn in (dy2st.to_static(_appends_in_a_lazy_operand), jax.jit(dy2st.to_static(_appends_in_a_lazy_operand))):
         with pytest.raises(PythonEffectError, match=r"(?s)calls.append\(v\).*in a side of a staged `and`"):
             fn(jnp.array(3))
+
+
+# -- effects in lazy operands: the right side of a staged `and`/`or`, a chain's later operand,
+# a ternary's sides and the items of a generator after a traced one run whatever the data says
+# while traced, where eager Python runs them only on some data: refused at the line, what
+# they changed put back
+
+
+def appends_to(log):
+    log.append("called")
+    return 10.0
+
+
+def chain_with_an_effect(x, log):
+    if 0 < x.sum() < appends_to(log):
+        return x + 1
+    return x - 1
+
+
+def and_with_an_effect(x, log):
+    ok = x.sum() > 0 and appends_to(log) > 5
+    return jnp.where(ok, x, -x)
+
+
+def bumps(d):
+    d["n"] += 1
+    return True
+
+
+def and_bumping_a_counter(x, d):
+    return jnp.where(x.sum() > 0 and bumps(d), x, -x)
+
+
+class Marker:
+    last = None
+
+    def mark(self, tag, value):
+        self.last = tag
+        return value
+
+
+def ternary_setting_an_attribute(x, log):
+    m = Marker()
+    log.append(m)
+    return m.mark("p", x) if x.sum() > 0 else m.mark("n", -x)
+
+
+def all_over_a_generator_with_effects(x, log):
+    return jnp.where(all(log.append(i) or v > 0 for i, v in enumerate(x)), x, -x)
+
+
+@pytest.mark.parametrize("fn", [chain_with_an_effect, and_with_an_effect, and_bumping_a_counter,
+                                ternary_setting_an_attribute, all_over_a_generator_with_effects])
+def test_an_effect_in_a_lazy_operand_is_refused_at_its_line(fn):
+    import inspect
+
+    from dy2st.errors import PythonEffectError
+
+    arg = {"n": 0} if fn is and_bumping_a_counter else []
+    with pytest.raises(PythonEffectError, match=r"(?s)whatever the data says.*To fix") as info:
+        dy2st.to_static(fn)(jnp.array([-1.0, 2.0]), arg)
+    lines, first = inspect.getsourcelines(fn)
+    assert info.value.origin.lineno == first + next(i for i, l in enumerate(lines) if "x.sum()" in l or "all(" in l)
+    assert arg in ({"n": 0}, []) or all(type(m) is Marker and m.last is None for m in arg)  # put back
+
+
+def all_of_plain_items(x):
+    return jnp.where(all(v > 0 for v in x), x, -x), any(v > 1 for v in x)
+
+
+@pytest.mark.parametrize("x", [jnp.array([1.0, 2.0]), jnp.array([-1.0, 2.0]), jnp.zeros(0)])
+def test_all_and_any_over_a_generator_without_effects(x):
+    check_equivalent(all_of_plain_items, x)
