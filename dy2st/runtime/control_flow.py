@@ -122,7 +122,7 @@ def stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origi
     converted function's, whose other locals may hold what the sides' values hold
     (`_refuse_sharing_by_data`)."""
     initial = get_state() if get_state is not None else ()
-    tracker = WriteTracker(reachable.snapshot((if_body, else_body), names, initial), attributes, items)
+    tracker = WriteTracker(reachable.snapshot((if_body, else_body), names, initial), attributes, items, origin)
     try:
         final = _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, origin, branch_names,
                            initial, tracker, frame)

@@ -18,6 +18,7 @@ released with it (`release`).
 from __future__ import annotations
 
 import types
+import collections
 from collections import deque
 from typing import Iterable, NamedTuple
 
@@ -67,6 +68,11 @@ class Roots:
             snapshot.clear()
         return Roots(self._roots + extra, self._before)
 
+    def dicts_adding_missing_keys(self) -> list:
+        """`(dict, path)` of the reachable dicts whose reads add a missing key (a defaultdict)."""
+        self._walk()
+        return self._adding
+
     def path_to(self, target) -> str | None:
         """How the side's code reaches the list or dict `target` from a root (`d['k']`), or
         None if it cannot."""
@@ -99,10 +105,11 @@ class Roots:
         (which hold this) alive, where `writes.leaked` counts the references to a list."""
         self._roots, self._before = [], {}
         self._paths = self._objects = None
+        self._adding = []
 
     def _walk(self) -> None:
         if self._paths is None:
-            self._paths, self._objects = _reachable(self._roots, self._before)
+            self._paths, self._objects, self._adding = _reachable(self._roots, self._before)
 
 
 def snapshot(functions, state_names=(), state_values=()) -> Roots:
@@ -183,11 +190,13 @@ def _is_leaf(value) -> bool:
     return isinstance(value, _LEAVES) or isinstance(value, (jax.Array, types.FunctionType))
 
 
-def _reachable(roots: list, before: dict) -> tuple[dict, dict]:
+def _reachable(roots: list, before: dict) -> tuple[dict, dict, list]:
     """`id -> (list or dict, path)` of the lists and dicts reachable from `roots`, breadth first
-    (shortest paths), and `id -> object` of the objects with attributes among what they reach."""
+    (shortest paths), `id -> object` of the objects with attributes among what they reach, and
+    `(dict, path)` of the defaultdicts among them (`Roots.dicts_adding_missing_keys`)."""
     found: dict = {}
     objects: dict = {}
+    adding: list = []
     classes: dict = {}  # class -> its containers (`_class_containers`), for this walk
     seen = {id(r.value) for r in roots}
     queue = deque((r.value, r.label) for r in roots)
@@ -195,6 +204,8 @@ def _reachable(roots: list, before: dict) -> tuple[dict, dict]:
         value, path = queue.popleft()
         if type(value) in (list, dict):
             found.setdefault(id(value), (value, path))
+        elif type(value) is collections.defaultdict and value.default_factory is not None:
+            adding.append((value, path))
         elif type(getattr(value, "__dict__", None)) is dict and not isinstance(value, type):
             attributes = value.__dict__  # an object's attributes, changed as a dict (`o.__dict__[k] = v`)
             found.setdefault(id(attributes), (attributes, f"{path}.__dict__"))
@@ -204,7 +215,7 @@ def _reachable(roots: list, before: dict) -> tuple[dict, dict]:
             if id(child) not in seen and not _is_leaf(child):
                 seen.add(id(child))
                 queue.append((child, child_path))
-    return found, objects
+    return found, objects, adding
 
 
 def _children(value, path: str, classes: dict):

@@ -597,7 +597,7 @@ def stage_value(pred, true_fn, false_fn, label: str, what: str, origin: OriginIn
 
     def side(fn):
         def run():
-            with refusing_in_place(origin, what), writes.WriteTracker(roots) as tracker:
+            with refusing_in_place(origin, what), writes.WriteTracker(roots, origin=origin) as tracker:
                 value = fn()
             try:
                 _refuse_side_writes(tracker, origin, f"side of this staged {what}")
@@ -618,7 +618,7 @@ def run_whatever_the_data(origin: OriginInfo, what: str, roots: "reachable.Roots
     it must change nothing the caller could see, nor print (`roots`: what it could reach
     before). Refused at `origin` otherwise, the changes put back."""
     prints = writes.staged_prints()
-    with writes.WriteTracker(roots) as tracker, guards.unchanged_by_side(origin, what):
+    with writes.WriteTracker(roots, origin=origin) as tracker, guards.unchanged_by_side(origin, what):
         yield
     try:
         _refuse_side_writes(tracker, origin, what, advice)

@@ -130,8 +130,10 @@ def _current(obj, attr: str):
 class WriteTracker:
     """Records objects whose methods run while one staged side is traced; see the module docstring."""
 
-    def __init__(self, roots: "reachable.Roots", owned: frozenset = frozenset(), items: dict | None = None):
+    def __init__(self, roots: "reachable.Roots", owned: frozenset = frozenset(), items: dict | None = None,
+                 origin: OriginInfo | None = None):
         self.roots = roots  # what the side could read when it began: lists it did not make
+        self.origin = origin  # the statement's or expression's line, for refusals
         self.owned = owned  # AttributeKeys the statement carries as its own variables (`self.h`)
         # the items the statement carries (`xs[-1]`: `StateAccess.items`), and their values when
         # a side begins: a container recorded later in the side holds the side's value there
@@ -156,6 +158,8 @@ class WriteTracker:
         self._seen = {}
         self._containers = {}
         self._born = {}
+        # dicts whose reads add missing keys (a defaultdict), and their keys as the side begins
+        self._keys = [(d, set(dict.keys(d)), path) for d, path in self.roots.dicts_adding_missing_keys()]
         for obj in self.roots.users_objects():  # what code run as it is may change unannounced
             self.see(obj)
         for (container_id, key), container in self._items.items():
@@ -236,6 +240,7 @@ class WriteTracker:
     def take(self) -> dict:
         """The attributes this side changed (AttributeKey -> new value, lists as their contents),
         with every seen object put back as it was before the side."""
+        self._refuse_added_keys()
         changes = {}
         for obj_id, obj in self._seen.items():
             current = vars(obj)
@@ -260,6 +265,24 @@ class WriteTracker:
                 changes[key] = _contents(container)
         self.restore()
         return changes
+
+    def _refuse_added_keys(self) -> None:
+        """A key a read added to a defaultdict (`dd[k].append(x)`, `n = dd[k]`) in this side,
+        which is traced whatever the data says: eager adds it only where the data takes the
+        side. (One the statement carries as an item of its own, `dd[k] += 1`, is its.)"""
+        for d, keys, path in self._keys:
+            added = [k for k in dict.keys(d) if k not in keys and (id(d), k) not in self._items]
+            if not added:
+                continue
+            for key in added:
+                dict.pop(d, key)
+            raise PythonEffectError(
+                f"reading {path}[{added[0]!r}] in a staged side adds the key ({type(d).__name__} fills in a "
+                "missing key when it is read): the condition is traced, so every side is traced and "
+                "would add it, where eager Python adds it only on the side the data takes.",
+                self.origin,
+                advice=f"add the key before the condition (`{path}.setdefault({added[0]!r}, ...)`), or read "
+                "it with `.get()`, which adds nothing.")
 
     def restore(self) -> None:
         """Put every object seen on any side back as it was before the first side (touching

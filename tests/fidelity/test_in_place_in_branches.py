@@ -439,3 +439,53 @@ def test_a_list_method_called_through_the_class_in_a_staged_branch_is_refused_sa
         dy2st.to_static(appends_through_the_class)(XS[0], [])
     text = str(err.value)
     assert "list.append(xs, 1)" in text.splitlines()[1] and "calls a list method through the class" in text
+
+
+# -- a defaultdict fills in a missing key when it is read: a staged side that reads one would
+# add it whatever the data says (eager adds it only on the side the data takes)
+
+
+def appends_through_a_missing_key(x, dd):
+    if x.sum() > 0:
+        dd["p"].append(x)
+    else:
+        dd["n"].append(x)
+    return dd
+
+
+def reads_a_missing_key(x, dd):
+    n = 0
+    if x.sum() > 0:
+        n = len(dd["p"])
+    return x + n
+
+
+@pytest.mark.parametrize("fn", [appends_through_a_missing_key, reads_a_missing_key])
+def test_a_missing_key_read_in_a_staged_side_is_refused(fn):
+    import collections
+
+    from dy2st.errors import PythonEffectError
+
+    dd = collections.defaultdict(list)
+    with pytest.raises(PythonEffectError, match=r"(?s)adds the key.*To fix: add the key before") as info:
+        dy2st.to_static(fn)(jnp.ones(2), dd)
+    assert info.value.origin.lineno == fn.__code__.co_firstlineno + (1 if fn is appends_through_a_missing_key else 2)
+    assert dict(dd) == {}  # put back
+
+
+def counts_by_sign(x, counts):
+    if x.sum() > 0:
+        counts["pos"] += 1
+    else:
+        counts["pos"] += 0
+    return counts
+
+
+def test_a_defaultdict_key_present_before_the_if_is_carried():
+    import collections
+
+    for x in (jnp.ones(2), -jnp.ones(2)):
+        eager, got = collections.defaultdict(int, pos=1), collections.defaultdict(int, pos=1)
+        out = dy2st.to_static(counts_by_sign)(x, got)
+        counts_by_sign(x, eager)
+        assert out is got and dict(got) == dict(eager)
