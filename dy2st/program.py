@@ -33,12 +33,14 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import decimal
 import functools
 import inspect
 import threading
 from typing import Callable
 
 import jax
+import numpy as np
 
 from dy2st.call_policy import ARRAY_IMPL, PLAIN_STATICS, AmbiguousLeaf, CallPolicy, ContainerEffect, OrderObserved
 from dy2st.config import config, log, logger
@@ -137,7 +139,8 @@ def _ordered(key, args, kwargs):
 def _static_token(value):
     """What a static leaf is keyed by: its type and value (`1`, `1.0` and `True` are equal in
     Python but three programs: eager's results differ in type), a float by its bits (`0.0`
-    and `-0.0` are equal, a NaN equals nothing, not even itself)."""
+    and `-0.0` are equal, a NaN equals nothing, not even itself), and so the items of a tuple
+    or frozenset and the fields of a frozen dataclass; a Decimal by its text (`2` and `2.0`)."""
     kind = type(value)
     if kind in PLAIN_STATICS:  # the common case, on the per-call path: no iterator test
         return kind, value
@@ -145,6 +148,10 @@ def _static_token(value):
         return kind, value.hex()
     if kind is complex:
         return kind, value.real.hex(), value.imag.hex()
+    if kind in (tuple, frozenset) or kind is decimal.Decimal:  # (`Decimal("2") == Decimal("2.0")`)
+        return kind, (str(value) if kind is decimal.Decimal else kind(map(_static_token, value)))
+    if dataclasses.is_dataclass(kind) and kind.__hash__ is not None:  # a frozen config: by its fields
+        return kind, tuple(_static_token(getattr(value, f.name)) for f in dataclasses.fields(value))
     position = iterator_position(value)  # an iterator the last call advanced: another program
     return (kind, value) if position is None else (kind, value, position)
 
@@ -170,7 +177,12 @@ class StaticKey:
 
 
 def is_array_leaf(leaf) -> bool:
-    return isinstance(leaf, ARRAY_TYPES)
+    """A leaf the program takes as an array: not a numpy string or bytes scalar (`np.str_`),
+    which jit refuses and eager code uses as the string it is: a static leaf."""
+    return isinstance(leaf, ARRAY_TYPES) and not isinstance(leaf, _TEXT_SCALARS)
+
+
+_TEXT_SCALARS = (np.str_, np.bytes_, np.void)
 
 
 def _is_spec_leaf(leaf) -> bool:

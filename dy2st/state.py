@@ -55,6 +55,14 @@ _ArrayImpl = _jax_compat.array_type()
 _SCALARS = frozenset({int, float, bool, complex, str, bytes, type(None)})
 
 
+def _same_static(a, b) -> bool:
+    """Whether eager code could not tell two static values apart: equal, and a float by its
+    bits (`0.0 == -0.0`, a NaN equals nothing)."""
+    if type(a) is float and type(b) is float:
+        return a.hex() == b.hex()
+    return a is b or a == b
+
+
 # -- refs: where the value of one slot comes from ---------------------------------------------------
 # Slotted dataclasses: equal only to a ref of the same class (ArrayRef(1) != NodeRef(1)), and
 # hashable, since layout keys made of them key the program cache.
@@ -68,10 +76,16 @@ class InputRef:
     index: int  # an input array the call left unchanged
 
 
-@dataclasses.dataclass(slots=True, unsafe_hash=True)
+@dataclasses.dataclass(slots=True, eq=False)
 class StaticRef:
     value: object  # hashable, or wrapped in _ById
     type: type | None  # the value's type for Python scalars (so 1 and 1.0 and True differ), else None
+
+    def __eq__(self, other):
+        return type(other) is StaticRef and self.type is other.type and _same_static(self.value, other.value)
+
+    def __hash__(self):
+        return hash((self.type, self.value))
 
     @property
     def python_value(self):
@@ -304,7 +318,7 @@ def _matches(v, ref, nodes, leaves, arrays_seen: set) -> bool:
         value = ref.value
         if type(value) is _ById:
             return v is value.value
-        return v is value or (type(v) is type(value) and v == value)
+        return v is value or (type(v) is type(value) and _same_static(v, value))
     if kind is NodeRef:
         return v is nodes[ref.index]
     sub, treedef = jax.tree_util.tree_flatten(v, is_leaf=_is_node)

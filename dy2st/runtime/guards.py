@@ -33,6 +33,7 @@ import dis
 import functools
 import inspect
 import itertools
+import sys
 import types
 from typing import Callable, NamedTuple
 
@@ -98,7 +99,7 @@ class GuardSet:
         one gains or loses it (a method or constant set on the class between calls) traces again;
         for a module of the user's, the module (`getattr(config, "DEBUG", False)`)."""
         if isinstance(obj, types.ModuleType):
-            holders = [] if is_library_file(getattr(obj, "__file__", None) or "<builtin>") else [obj]
+            holders = [obj] if _users_module(obj) else []
         else:
             kind = obj if isinstance(obj, type) else type(obj)
             holders = [k for k in kind.__mro__ if is_users_class(k)]
@@ -413,7 +414,7 @@ def note_program(fn, objects) -> None:
     guards.note(fn)
     classes = set()
     for obj in objects:
-        kind = type(obj)
+        kind = obj if isinstance(obj, type) else type(obj)  # (a class given as an argument: its own)
         if kind not in classes and is_users_class(kind):
             classes.add(kind)
             guards.note(fn, obj)
@@ -467,6 +468,9 @@ def _readers(fn: types.FunctionType, receiver=None):
     for name, cell in zip(cell_names, fn.__closure__ or ()):
         if name != "__class__" and not name.startswith("dy2st_"):
             yield ("c", id(cell), name), functools.partial(_cell_value, cell)
+            value = _cell_value(cell)
+            if isinstance(value, (types.ModuleType, types.FunctionType, type)):  # (`cfg.K` of a closure's module)
+                yield from _attribute_readers(name, value, global_names)
     # a converted copy's defaults are a copy of its original's: `f.__defaults__ = ...` sets the
     # original's, which the next trace's copy takes (the tuple as a whole: one that grows or
     # shrinks moves which parameter each value is the default of)
@@ -484,7 +488,13 @@ def _attribute_readers(label: str, holder, names: tuple):
     names: an attribute the code never reads through this holder is guarded needlessly, which
     costs a check, never a wrong answer.) A library's module or class is machinery: not read."""
     if isinstance(holder, types.ModuleType):
-        if is_library_file(getattr(holder, "__file__", None) or "<builtin>"):
+        if not _users_module(holder):
+            return
+        holders = [holder]
+    elif isinstance(holder, types.FunctionType) and _users_code(holder):
+        # a function's own attributes (`f.scale`, `helper.calls += 1`): read where it holds them
+        # (one gaining a name is not looked for: every helper named would be guarded)
+        if not holder.__dict__:
             return
         holders = [holder]
     elif isinstance(holder, type) and is_users_class(holder):
@@ -502,7 +512,9 @@ def _attribute_readers(label: str, holder, names: tuple):
     found = [n for n in names if any(n in vars(h) for h in holders)]
     # the names it does not hold: one it gains between calls is read where the trace found
     # none (`try: s = cfg.scale` / `except AttributeError: s = 1.0`); one test per holder
-    absent = frozenset(names).difference(found)
+    absent = frozenset(names).difference(found) if not isinstance(holder, types.FunctionType) else ()
+    if isinstance(holder, types.FunctionType) and not found:
+        return
     for klass in holders:
         attributes = vars(klass)
         shown = klass.__qualname__ if klass is not holder else label
@@ -511,6 +523,15 @@ def _attribute_readers(label: str, holder, names: tuple):
         if absent:
             yield ("n", id(klass), f"{shown}.{{{', '.join(sorted(absent))}}}"), \
                 _owned(functools.partial(attributes.keys().isdisjoint, absent), klass)
+
+
+def _users_module(module: types.ModuleType) -> bool:
+    """A module of the user's: from a file of theirs, or made at run time (`types.ModuleType("cfg")`,
+    no file) under a name no library has."""
+    filename = getattr(module, "__file__", None)
+    if filename is not None:
+        return not is_library_file(filename)
+    return not is_library_module(getattr(module, "__name__", None)) and module.__name__ not in sys.builtin_module_names
 
 
 def _held(value):
@@ -682,7 +703,7 @@ def _is_code(value) -> bool:
     if isinstance(value, _CODE):
         return True
     tp = type(value)
-    if tp in _DATA or isinstance(value, (jax.Array, np.ndarray, list, dict, tuple, set, frozenset)):
+    if tp in _DATA or isinstance(value, (jax.Array, np.ndarray, np.generic, list, dict, tuple, set, frozenset)):
         return False
     return _package(tp) in OPAQUE_MODULES or (callable(value) and not hasattr(value, "__dict__"))
 
@@ -745,6 +766,8 @@ def _token(value, kept, budget, visiting):
     if isinstance(value, jax.Array):
         kept.append(value)
         return "array", id(value)
+    if isinstance(value, np.generic):  # a numpy scalar (`LR = np.float32(1e-3)`): by type and bits
+        return tp, value.tobytes() if value.dtype != object else id(value)
     if isinstance(value, np.ndarray):
         kept.append(value)
         if value.size <= _NUMPY_LIMIT and value.dtype != object:

@@ -68,6 +68,10 @@ class Roots:
             snapshot.clear()
         return Roots(self._roots + extra, self._before)
 
+    def is_state(self, display: str) -> bool:
+        """Whether the statement carries `display` (`d['k']`) as a variable of its own."""
+        return display in self._before
+
     def dicts_adding_missing_keys(self) -> list:
         """`(dict, path)` of the reachable dicts whose reads add a missing key (a defaultdict)."""
         self._walk()

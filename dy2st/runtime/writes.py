@@ -269,9 +269,10 @@ class WriteTracker:
     def _refuse_added_keys(self) -> None:
         """A key a read added to a defaultdict (`dd[k].append(x)`, `n = dd[k]`) in this side,
         which is traced whatever the data says: eager adds it only where the data takes the
-        side. (One the statement carries as an item of its own, `dd[k] += 1`, is its.)"""
+        side. (One the statement carries as a variable or item of its own, `dd[k] += 1`, is its.)"""
         for d, keys, path in self._keys:
-            added = [k for k in dict.keys(d) if k not in keys and (id(d), k) not in self._items]
+            added = [k for k in dict.keys(d) if k not in keys and (id(d), k) not in self._items
+                     and not self.roots.is_state(f"{path}[{k!r}]")]
             if not added:
                 continue
             for key in added:

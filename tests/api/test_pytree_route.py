@@ -144,3 +144,43 @@ def test_transformations_of_pytree_calls_match_eager():
     _same(jax.jit(static)(params, state, x), layers(params, state, x))
     xs = jnp.stack([x, x + 1])
     _same(jax.vmap(lambda v: static(params, state, v))(xs), jax.vmap(lambda v: layers(params, state, v))(xs))
+
+
+@pytest.mark.parametrize("values", [
+    [__import__("decimal").Decimal("2"), __import__("decimal").Decimal("2.0")],
+    [frozenset({1}), frozenset({1.0}), frozenset({True})],
+    [(0.0,), (-0.0,)],
+], ids=["decimal", "frozenset", "tuple"])
+def test_static_arguments_equal_but_told_apart_by_eager_code_are_two_programs(values):
+    def f(x, k):
+        return x * 2, repr(k)
+
+    static = dy2st.to_static(f)
+    for value in values * 2:
+        assert static(X, value)[1] == repr(value)
+
+
+def test_a_frozen_dataclass_of_a_negative_zero():
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Cfg:
+        v: float
+
+    def f(x, c):
+        return x * c.v, repr(c.v)
+
+    static = dy2st.to_static(f)
+    for v in (-0.0, 0.0, -0.0):
+        assert static(X, Cfg(v))[1] == repr(v)
+
+
+def test_a_numpy_string_scalar_is_a_static_argument():
+    def f(x, name):
+        return x * 2 if name == "double" else x, str(name)
+
+    static = dy2st.to_static(f)
+    for name in (np.str_("double"), np.str_("same"), np.str_("double")):
+        got, want = static(X, name), f(X, name)
+        np.testing.assert_array_equal(got[0], want[0])
+        assert got[1] == want[1]

@@ -956,3 +956,72 @@ def test_a_trace_given_up_for_another_route_does_not_repeat_outside_effects():
     for n in range(1, 4):
         static(X, [])
         assert TRACES_COUNTED == n
+
+
+# -- more places a Python value lives outside the arguments (found by a probe): a function's
+# own attributes, a module made at run time, a numpy scalar, a class given as an argument
+
+LR = np.float32(1.0)
+
+
+def scaled_by_its_attribute(x):
+    scaled_by_its_attribute.calls += 1  # a call counter kept on the function
+    return x * scaled_by_its_attribute.scale + LR
+
+
+scaled_by_its_attribute.calls, scaled_by_its_attribute.scale = 0, 1.0
+
+
+def test_function_attributes_and_numpy_scalars_are_read_on_every_call():
+    global LR
+    fn = scaled_by_its_attribute
+    static = dy2st.to_static(fn)
+    got, want = [], []
+    try:
+        for step in range(3):
+            fn.scale, LR = 1.0 + step, np.float32(step)
+            fn.calls = 0
+            want.append((np.asarray(fn(X)), fn.calls))
+            fn.calls = 0
+            got.append((np.asarray(static(X)), fn.calls))
+        for (g, gc), (w, wc) in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+            assert gc == wc == 1
+    finally:
+        LR, fn.calls, fn.scale = np.float32(1.0), 0, 1.0
+
+
+def test_a_module_made_at_run_time_is_read_on_every_call():
+    import types
+
+    cfg = types.ModuleType("dy2st_test_cfg")
+    cfg.K, cfg.COUNT = 1.0, 0
+
+    def f(x):
+        cfg.COUNT += 1
+        return x * cfg.K
+
+    static = dy2st.to_static(f)
+    for k in (1.0, 2.0, 3.0):
+        cfg.K = k
+        np.testing.assert_array_equal(static(X), X * k)
+    assert cfg.COUNT == 3
+
+
+class Counted:
+    k = 1.0
+
+
+def bumps_its_class(x, cls):
+    r = x * cls.k
+    cls.k += 1
+    return r
+
+
+def test_a_class_given_as_an_argument_is_read_and_changed_on_every_call():
+    static = dy2st.to_static(bumps_its_class)
+    try:
+        outs = [np.asarray(static(X, Counted))[1] for _ in range(3)]
+        assert outs == [1.0, 2.0, 3.0] and Counted.k == 4.0
+    finally:
+        Counted.k = 1.0
