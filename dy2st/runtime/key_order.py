@@ -115,6 +115,50 @@ def _rebuild(tree, orders):
     return jax.tree_util.tree_unflatten(treedef, rebuilt)
 
 
+class Restorer:
+    """`restore(tree, orders)` for trees of one structure, called per call (a program's outputs):
+    the first tree gives a plan, the dicts that are out of sorted order (or hold such) at their
+    positions in the structure, and each call rebuilds only those, its other nodes taken and put
+    back by jax's own flatten and unflatten."""
+
+    __slots__ = ("orders", "_plan")
+
+    def __init__(self, orders: tuple):
+        self.orders = orders
+        self._plan = None
+
+    def __call__(self, tree):
+        if self._plan is None:
+            self._plan = _plan(tree, iter(self.orders)) or ()
+        return _apply(tree, self._plan) if self._plan else tree
+
+
+def _plan(tree, orders):
+    """`(treedef up to the dicts, ((position, order, {key: plan of its value}), ...))` for the
+    dicts of `tree` to rebuild, in `orders_of`'s walk, or None where none needs it."""
+    leaves, treedef = jax.tree_util.tree_flatten(tree, is_leaf=_is_dict)
+    steps = []
+    for position, node in enumerate(leaves):
+        if type(node) not in _DICTS:
+            continue
+        order, by_key = next(orders), _sorted_keys(node)
+        inner = {key: _plan(node[key], orders) for key in by_key}
+        inner = {key: plan for key, plan in inner.items() if plan is not None}
+        if list(order) != by_key or inner:
+            steps.append((position, order, inner))
+    return (treedef, tuple(steps)) if steps else None
+
+
+def _apply(tree, plan):
+    treedef, steps = plan
+    leaves = treedef.flatten_up_to(tree)
+    for position, order, inner in steps:
+        node = leaves[position]
+        items = ((key, _apply(node[key], inner[key]) if key in inner else node[key]) for key in order)
+        leaves[position] = dict(items) if type(node) is dict else collections.defaultdict(node.default_factory, items)
+    return treedef.unflatten(leaves)
+
+
 # -- dicts whose order a trace may not observe -------------------------------------------------
 # A program traced for dict arguments in one key order serves every order jit's dispatch gives
 # it (its key sorts the keys), which is right exactly when the function never observes the
@@ -258,14 +302,28 @@ def _is_derived(value) -> bool:
     return type(value) is WatchedDict and value._dy2st_watcher is None
 
 
-def plain(tree):
-    """`tree` with each `derived` dict in it a plain dict (an argument's stays watched)."""
-    def unwatch(node):
-        if not _is_derived(node):
-            return node
-        return {k: plain(v) for k, v in dict.items(node)}
+def _is_derived_or_dict(value) -> bool:
+    return type(value) in _DICTS or _is_derived(value)
 
-    return jax.tree_util.tree_map(unwatch, tree, is_leaf=_is_derived)
+
+def plain(tree):
+    """`tree` with each `derived` dict in it a plain dict (an argument's stays watched), every
+    other dict in its own order (jax would rebuild them sorted: they are not rebuilt by jax)."""
+    leaves, treedef = jax.tree_util.tree_flatten(tree, is_leaf=_is_derived_or_dict)
+    if not any(_is_derived_or_dict(leaf) for leaf in leaves):
+        return tree
+    rebuilt = []
+    for leaf in leaves:
+        if _is_derived(leaf):
+            leaf = {k: plain(v) for k, v in dict.items(leaf)}
+        elif type(leaf) in _DICTS:
+            items = [(k, plain(v)) for k, v in leaf.items()]
+            if any(new is not old for (_, new), old in zip(items, leaf.values())):
+                leaf = dict(items) if type(leaf) is dict else collections.defaultdict(leaf.default_factory, items)
+        rebuilt.append(leaf)
+    if all(new is old for new, old in zip(rebuilt, leaves)):
+        return tree
+    return jax.tree_util.tree_unflatten(treedef, rebuilt)
 
 
 def holds_watched(tree) -> bool:

@@ -288,7 +288,9 @@ def _element_body(iterable, body, get_state, set_state):
     return run_body
 
 
-def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin, facts):
+def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin, facts, break_traced: bool = False):
+    """`break_traced`: the iterations left after the `break` flag turned traced (`_stage_rest`),
+    where what the body changes is decided by the data already (where the loop stops)."""
     length = iterable.static_length
     if length == 0:  # nothing to trace: eagerly the body never runs
         return get_state()
@@ -299,7 +301,7 @@ def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin, fa
         attempt = events.Attempt()
         try:
             return _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length, facts,
-                              check=lambda spec: _python_values_needed(spec, init))
+                              check=lambda spec: _python_values_needed(spec, init, break_traced))
         except (LoopVariableError, loop_staging.Refused) as why:
             set_state(init)
             attempt.discard()
@@ -434,7 +436,7 @@ def _stage_rest(iterable, position, item, items, body, get_state, set_state, nam
                         f"Python ran the first {_iterations(position)}; the traced `break` decides the "
                         f"last {len(rest)}, staged")
         return _lax_for(StagedRange(rest.start, rest.stop, rest.step), body, get_state, set_state, names, extra_test, origin,
-                        facts)
+                        facts, break_traced=True)
     _stage_items([item, *items], body, get_state, set_state, names, extra_test, origin, facts)
     return get_state()
 
@@ -522,12 +524,17 @@ def _try_stage_range(rng, body, get_state, set_state, names, extra_test, origin,
 _NEEDS_PYTHON_VALUES = (TypeError, IndexError, KeyError, ValueError, Dy2StaticError)
 
 
-def _python_values_needed(spec, init):
-    """Why staging would change what eager code gives (a Python number becoming an array)."""
+def _python_values_needed(spec, init, break_traced: bool = False):
+    """Why staging would change what eager code gives (a Python number becoming an array). Not
+    where a traced `break` decides how many iterations run (`break_traced`): then a number the
+    body changes is one the data decides, a 0-d array by the numbers rule, staged one way or
+    the other."""
     for var, value in zip(spec, init):
         if var.is_list:
             if any(aval.weak_type for aval in var.items or ()):  # `xs.append(i)`, `xs.append(2 * i)`
                 return f"'{var.name}' gets values appended that would be Python numbers eagerly"
+            continue
+        if break_traced:
             continue
         starts = jax.tree_util.tree_leaves(value, is_leaf=lambda x: isinstance(x, Undefined))
         if isinstance(value, Undefined):

@@ -48,12 +48,17 @@ class _Where:
     and the key orders of its dicts (`key_order`; None: all sorted). Compared by identity (jax
     keeps it in the output's tree structure; values need no hash)."""
 
-    __slots__ = ("treedef", "statics", "orders")
+    __slots__ = ("treedef", "statics", "orders", "restore")
 
     def __init__(self, treedef, statics, orders=None):
         self.treedef = treedef
         self.statics = statics
         self.orders = orders
+        self.restore = key_order.Restorer(orders) if orders is not None else _as_it_is
+
+
+def _as_it_is(tree):
+    return tree
 
 
 class StaticOutputs:
@@ -70,7 +75,7 @@ class StaticOutputs:
         leaves = list(self.arrays)
         for position, value in self.where.statics:
             leaves.insert(position, value.copy() if type(value) is np.ndarray else value)
-        return key_order.restore(jax.tree_util.tree_unflatten(self.where.treedef, leaves), self.where.orders)
+        return self.where.restore(jax.tree_util.tree_unflatten(self.where.treedef, leaves))
 
 
 jax.tree_util.register_pytree_node(

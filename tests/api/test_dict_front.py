@@ -139,3 +139,20 @@ def test_a_literal_beside_a_dict_argument_gives_eagers_result():
         assert list(got) == list(eager) and type(got) is dict
         for k in eager:
             np.testing.assert_array_equal(eager[k], got[k])
+
+
+def returns_metrics_beside_rebuilt_trees(d, x):
+    g = jax.grad(lambda q: jnp.sum(x * q["a"] * q["b"]))(d)
+    new = jax.tree.map(lambda w, t: w - 0.1 * t, d, g)
+    return new, {"loss": jnp.sum(x), "grads": g, "acc": x[0]}  # a dict of its own order
+
+
+def test_the_functions_own_dicts_keep_their_order_beside_rebuilt_ones():
+    static = dy2st.to_static(returns_metrics_beside_rebuilt_trees)
+    for d in orders():
+        eager, got = returns_metrics_beside_rebuilt_trees(d, A), static(d, A)
+        assert list(got[1]) == list(eager[1]) == ["loss", "grads", "acc"]
+        assert type(got[1]["grads"]) is dict and list(got[1]["grads"]) == list(eager[1]["grads"])
+        for e, g in zip(jax.tree.leaves(eager), jax.tree.leaves(got)):
+            np.testing.assert_allclose(e, g, rtol=1e-6)
+    assert not static.policy.orders_observed

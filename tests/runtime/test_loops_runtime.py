@@ -7,6 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import dy2st
+
 from dy2st import runtime
 from dy2st.errors import LoopVariableError
 from dy2st.runtime import convert_for, convert_while, list_append, loop_iter, set_loop_options
@@ -279,3 +281,37 @@ def test_staged_range_with_a_python_step(args):
         length, elements = jax.jit(f, static_argnums=[0] if type(bounds[0]) is int else [])(*bounds)
         assert int(length) == len(expected)
         np.testing.assert_array_equal(np.asarray(elements)[: len(expected)], expected)
+
+
+def fits_until_converged(w, x, y, lr=0.1, tol=1e-4):
+    def loss_fn(w):
+        return jnp.mean((x @ w - y) ** 2)
+
+    prev = loss_fn(w)
+    steps = 0
+    for i in range(40):
+        w = w - lr * jax.grad(loss_fn)(w)
+        loss = loss_fn(w)
+        steps = i + 1
+        if prev - loss < tol:  # traced: the iterations after the first run as one loop
+            break
+        prev = loss
+    return w, steps, loss
+
+
+@pytest.mark.parametrize("tol", [1e-4, 10.0, -1.0], ids=["some", "one", "all"])
+def test_a_static_range_with_a_traced_break_stages_its_rest_as_one_loop(tol):
+    x = jnp.linspace(-1.0, 1.0, 24).reshape(8, 3)
+    y = x @ jnp.array([1.0, -2.0, 0.5])
+    static = dy2st.to_static(fits_until_converged)
+    want = fits_until_converged(jnp.zeros(3), x, y, tol=tol)
+    for _ in range(2):
+        got = static(jnp.zeros(3), x, y, tol=tol)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-7)
+        assert int(got[1]) == want[1]  # the numbers rule: the count the data decides, a 0-d array
+        np.testing.assert_allclose(got[2], want[2], rtol=1e-5, atol=1e-9)
+    jaxpr = jax.make_jaxpr(lambda w: static(w, x, y, tol=tol))(jnp.zeros(3))
+    primitives = [e.primitive.name for e in jaxpr.eqns]
+    # one loop (a masked scan, which jax.grad differentiates) for the iterations after the first,
+    # not a cond per iteration
+    assert primitives.count("scan") + primitives.count("while") == 1 and primitives.count("cond") <= 2
