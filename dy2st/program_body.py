@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import inspect
 import sys
 from typing import Callable
 
 import jax
 
-from dy2st.call_policy import ARRAY_IMPL, LIFTED_ROOTS, CallPolicy, ContainerEffect, OrderObserved, plain_python
+from dy2st.call_policy import (ARRAY_IMPL, LIFTED_ROOTS, CallPolicy, ContainerEffect, OrderObserved, RouteChange,
+                               plain_python)
 from dy2st.errors import (Dy2StaticError, can_rewind, OriginInfo, PythonEffectError, RuntimeChecks, StagedBranchError, is_library_file,
                           note_failed_when_run, note_raised_while_tracing, rerun_eagerly, runtime_failure_of)
 from dy2st.input_spec import user_origin
@@ -209,6 +211,39 @@ def object_changed_error(obj, is_argument: bool) -> PythonEffectError:
     )
 
 
+class _HeldOutput:
+    """While a program is traced: what code run as it is prints to `sys.stdout` then (a helper
+    left unconverted, a `@contextmanager` generator, a library) is held, and written once the
+    trace is done, unless the trace is given up for another route (`drop`), whose trace prints
+    it again: eager prints it once. (A StringIO, so that the converted code's own writes to
+    `sys.stdout` are staged as writes to the stream of each call, as for the real one.)"""
+
+    def __init__(self):
+        self.stream = None
+        self.held = None
+        self.dropped = False
+
+    def __enter__(self):
+        self.stream = sys.stdout
+        self.held = sys.stdout = _Held()
+        return self
+
+    def drop(self) -> None:
+        self.dropped = True
+
+    def __exit__(self, *exc_info):
+        if sys.stdout is self.held:
+            sys.stdout = self.stream
+        text = self.held.getvalue()
+        if text and not self.dropped:
+            self.stream.write(text)
+        return False
+
+
+class _Held(io.StringIO):
+    """`sys.stdout` while a trace holds its text (`_HeldOutput`)."""
+
+
 class ProgramBody:
     """The traced function of one table's programs (see the module docstring).
 
@@ -239,7 +274,7 @@ class ProgramBody:
         watch = ContainerWatch(args, kwargs) if self.watch_containers else None
         encode = self.encode
         outside_before = self.guards.state_now() if self.guards is not None else None
-        with writes.program_containers(self.guards) as changed:
+        with _HeldOutput() as held, writes.program_containers(self.guards) as changed:
             if watch is not None and watch.snapshot:
                 writes.note_inputs(c for c, _ in watch.snapshot)
                 watch.recount()
@@ -248,6 +283,8 @@ class ProgramBody:
                 if self.guards:
                     self.guards.note_trace_end()
             except BaseException as error:
+                if isinstance(error, RouteChange):
+                    held.drop()  # traced again on another route, which prints it again
                 # No program comes of this trace (the caller may trace again, lifting the
                 # arguments, or run the call eagerly): what it changed is put back, the lists and
                 # dicts outside it, and the values from outside the arguments the guards read (a

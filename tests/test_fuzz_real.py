@@ -245,6 +245,23 @@ CONSTRUCTS = {
     "a list changed by heapq or bisect in a staged side": r"^\s+(heapq\.heappush|bisect\.insort)\(zh\d+, \d\)$",
     "a list changed by operator.iadd or a bound method value in a staged side":
         r"^\s+(operator\.iadd\(zh\d+, \[\d\]\)|getattr\(zh\d+, 'append'\)\(\d\))$",
+    # raises, jumps, lazy operands and outside attributes (the `lazy-<seed>` stream)
+    "a staged if's assignments before a raise caught by except":
+        r"try:\n\s+if .*:\n\s+lzv\d+ = clip\(.*\n\s+lzk\d+ = \d\n(.*\n)*?\s+raise ValueError\(.*\n\s+except ValueError:",
+    "a staged if's assignments before a raise a context manager suppresses": r"with _Sup\(\):\n\s+if .*:\n\s+lzv\d+ = ",
+    "a finally whose continue discards a break": r"try:\n(.*\n){1,3}?\s+break\n(.*\n)?\s+finally:\n\s+continue$",
+    "an and/or whose right side appends": r"lzo\d+ = .* (and|or) _lognote\(lzl\d+\)$",
+    "an and/or whose right side calls a helper without effects": r"lzo\d+ = .* (and|or) _peek\(lzl\d+\) > 0$",
+    "a comparison chain whose last operand calls a helper": r"if -?\d < .*\.sum\(\) < (_hi|_peek)\(lzl\d+\)",
+    "a conditional expression whose sides call a method": r"clip\(lzm\d+\.(mark|peek)\(1, .* if .* else lzm\d+\.(mark|peek)\(2, ",
+    "all or any over a generator of array comparisons": r"lzo\d+ = (all|any)\((?!lzl)",
+    "all or any over a generator with an effect": r"lzo\d+ = (all|any)\(lzl\d+\.append\(",
+    "a defaultdict made in f changed in a staged side": r"defaultdict\((int|list).*\)\n(.*\n)?\s+if .*:\n\s+lzd\d+\[",
+    "a defaultdict's present key bumped": r'lzd\d+\["a"\] \+= 1',
+    "a defaultdict returned": r"log\.append\(lzd\d+\)",
+    "a helper counting its calls in its own attribute": r"_counted\(",
+    "a module made at run time read by f": r"_CFG\.K\b(?!( =| %))",
+    "a counted loop left by a break on array data": r"lzs\d+ = lzi\d+ \+ 1\n\s+if \(.* \* lzi\d+\)\.sum\(\) > \d+:\n\s+break",
 }
 
 
@@ -285,6 +302,24 @@ def test_calls_stream_leaves_the_other_streams_draws():
             returns = line.lstrip().startswith("return a0, ")
             assert any(other == line or returns and other.startswith(line) for other in lines), (seed, line)
     assert 10 < drawn < 35
+
+
+def test_lazy_stream_leaves_the_other_streams_draws():
+    """The `lazy-<seed>` stream draws from its own random stream, names from its own counter and
+    writes its module code only where drawn: a seed it is not drawn for gives the program it gave
+    before, and one it is drawn for keeps every line of that program (in order) and its inputs."""
+    drawn = 0
+    for seed in range(60):
+        with_lazy, without = draw_program(seed), draw_program(seed, lazy_stream=False)
+        assert with_lazy.inputs_text() == without.inputs_text()
+        if with_lazy.source == without.source:
+            assert not re.search(r"\blz[a-z]\d+\b|_CFG|_counted|_Sup", with_lazy.source), seed
+            continue
+        drawn += 1
+        lines = iter(with_lazy.source.splitlines())
+        for line in without.source.splitlines():
+            assert any(other == line for other in lines), (seed, line)
+    assert 8 < drawn < 35
 
 
 def test_generator_is_seeded_and_valid():

@@ -123,6 +123,36 @@ the two sides of an `if` on array data (`heapq.heappush`, `bisect.insort`, `oper
 list's `append` reached as a value): each side's change is the only one eager makes. Its names
 come from `fnew` too; its module imports `bisect`, `heapq` and `operator` where it drew.
 
+A `lazy-<seed>` stream (`LAZY_P` per statement, one of `LAZY_KINDS` each time) draws code where
+Python runs some lines only on some data, or skips what a jump or a raise would seem to do:
+
+* a `try`/`except ValueError` (or `with _Sup():`, a class whose `__exit__` returns True) whose body
+  has an `if` on array data assigning a local array and a Python int (set before it, or on both
+  sides), then `raise ValueError(...)` (always, or where a length decides), the locals used after;
+* a `for` over `range(k)` (k 0 to 4, or `n`) whose `try` breaks (on the counter or array data) and
+  whose `finally: continue` discards the break, appending Python values or arrays to a local
+  list (before the break's test or after it) used after the loop;
+* lazy operands whose right side calls a module helper: `ok = <array test> and _lognote(zl)`
+  (`_lognote` appends to the list and returns True), the same with `or`, a chain
+  `c < a.sum() < _hi(zl)`, a conditional expression whose sides call `_Mark().mark(...)` (which
+  sets an attribute of the object made in f), `all`/`any` over a generator of array comparisons
+  (`zl.append(i) or v > c`); and each without the effect (`_peek(zl)`, `_Mark().peek(...)`):
+  the effectful ones are refused (PythonEffectError), the others give eager's result;
+* a `collections.defaultdict(int)`/`(list)` made in f (with keys or none), read or appended
+  through a missing key in an `if` on array data (refused), `dd["a"] += 1` on a key it had (in
+  the `if` or where Python decides), then summed or returned (in `log`);
+* a module helper `_counted` counting its calls in its own attribute (`_counted.calls += 1`) and
+  a module made at run time (`_CFG = types.ModuleType("cfg")`), read by f (`x * _CFG.K`,
+  `range(_CFG.K)`), both changed by a `_change()` wrapping the other streams' and named in
+  `_GLOBALS`, so the runner compares them after every call;
+* a `for` over `range(K)` (K 5 to 12) changing an array and a counter `steps = i + 1`, left by a
+  break on array data (`(a * i).sum() > c`), both used after.
+
+Its names come from a counter of its own (`lnew`: `lzv3`, `lzl4`, ...) and its module code
+(`lazy_header`) is written only for the classes drawn: `draw_program(seed, lazy_stream=False)`
+gives the program the seed drew before the stream was added, and so does `draw_program(seed)`
+where the stream is not drawn.
+
 The generator uses `random.Random(seed)` (and its named streams) only, so a seed names a program
 on every machine.
 """
@@ -168,6 +198,11 @@ THRESHOLD_EXPRS = {
 NUMBERS_P = 0.02
 FLAGS_P = 0.02  # a statement of the `flags-<seed>` stream
 LIBS_P = 0.015  # a statement of the `libs-<seed>` stream
+# A statement of the `lazy-<seed>` stream, and its classes: a raise caught (or suppressed) after a
+# staged if assigned, a `finally: continue` discarding a break, effects in lazy operands, a
+# defaultdict, a function attribute counter and a module made at run time, a counted break.
+LAZY_P = 0.05
+LAZY_KINDS = ("caught", "finally_continue", "lazy_operand", "defaultdict", "outside_attrs", "counted_break")
 # What the `calls-<seed>` stream may add to a program (drawn for about a third of them; each class
 # for about half of those): `try`/`except`/`else` (and `finally`) whose body returns, breaks or
 # continues (on array data or Python's) and whose `else` has effects; module helpers with
@@ -233,7 +268,8 @@ class _Generator:
                  classes: random.Random, boundary: random.Random | None = None,
                  numbers: random.Random | None = None, effects: random.Random | None = None,
                  items: random.Random | None = None, calls: random.Random | None = None,
-                 flags: random.Random | None = None, libs: random.Random | None = None):
+                 flags: random.Random | None = None, libs: random.Random | None = None,
+                 lazy: random.Random | None = None):
         self.rng = rng
         # Draw the statements added after the campaigns' seeds were pinned (`extra_statement`),
         # so each seed keeps the statements `rng` (and `extra`, `later`) drew for it before.
@@ -260,6 +296,13 @@ class _Generator:
         # Lists changed through library calls in staged sides (`libs_statement`), drawn from `libs` only.
         self.libs = libs or random.Random(0)
         self.libs_drawn = False
+        # Raises, jumps, lazy operands, defaultdicts and outside attributes (`lazy_statement`),
+        # drawn from `lazy` only; names from a counter of their own (`lnew`); the module code
+        # each class needs (`lazy_header`) written only where drawn.
+        self.lazy = lazy or random.Random(0)
+        self.lazy_on = lazy is not None
+        self.lfresh = 0
+        self.lazy_needs: set = set()
         self.call_features: frozenset = frozenset()
         self.call_shown: set = set()
         self.cfresh = 0
@@ -571,6 +614,9 @@ class _Generator:
             if self.libs.random() < LIBS_P:
                 self.rng = self.libs
                 self.libs_statement(s, indent)
+            if self.lazy_on and self.lazy.random() < LAZY_P:
+                self.rng = self.lazy
+                self.lazy_statement(s, indent)
             if self.features:
                 self.rng = self.boundary
                 self.boundary_statement(s, indent)
@@ -700,7 +746,8 @@ class _Generator:
         before each call after the first), `_GLOBALS` (the names whose values it compares)."""
         return (self.boundary_header() + (self.effects_header() if self.effect_features else "")
                 + (self.calls_header() if self.call_features else "")
-                + ("\nimport bisect\nimport heapq\nimport operator\n" if self.libs_drawn else ""))
+                + ("\nimport bisect\nimport heapq\nimport operator\n" if self.libs_drawn else "")
+                + self.lazy_header())
 
     def boundary_header(self) -> str:
         """The boundary stream's module-level code (see `module_header`)."""
@@ -1139,6 +1186,221 @@ class _Generator:
                                          f"getattr({zl}, 'append')({self.rng.randint(0, 9)})"], 2)
         self.emit(indent, f"{zl} = [{self.rng.randint(0, 4)}, 5]\nif {self.cond(s)}:\n    {first}\nelse:\n    {second}\n"
                           f"{k} = ({k} + len({zl}) + {zl}[0]) % {INT_MOD}")
+
+    # -- raises, jumps, lazy operands and outside attributes (the `lazy-<seed>` stream) ------------
+    def lnew(self, root: str) -> str:
+        """A name for the lazy stream (`lz` + root + its own counter)."""
+        self.lfresh += 1
+        return f"lz{root}{self.lfresh}"
+
+    def lazy_test(self, s: _Scope, counter: str | None = None) -> str:
+        """A test on array data (staged), maybe reading a loop counter."""
+        arr, c = self.arr(s), self.rng.randint(-2, 5)
+        options = [f"{arr}.sum() > {c}", f"({arr} > {c}).any()", f"{arr}[{self.rng.randint(-3, 2)}] > {c}",
+                   f"{arr}.{self.pick(['max', 'min'])}() > {c}"]
+        if counter:
+            options += [f"({arr} * {counter}).sum() > {c}", f"{arr}[{counter} % 3] > {c}"]
+        return self.pick(options)
+
+    def lazy_statement(self, s: _Scope, indent: int) -> None:
+        """One statement of the lazy stream (see the module docstring); `self.rng` is the stream."""
+        kind = self.pick(LAZY_KINDS)
+        {"caught": self.caught_raise, "finally_continue": self.finally_continue,
+         "lazy_operand": self.lazy_operand, "defaultdict": self.default_dict,
+         "outside_attrs": self.outside_attrs, "counted_break": self.counted_break}[kind](s, indent)
+
+    def caught_raise(self, s: _Scope, indent: int) -> None:
+        """An `if` on array data assigning a local array and a Python int, then a `raise
+        ValueError` (always, or on a Python test) caught by `except ValueError` or suppressed by
+        `_Sup` (whose `__exit__` returns True); the locals used after."""
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        zv, zk = self.lnew("v"), self.lnew("k")
+        body = []
+        if self.chance(0.5):  # set before, changed on one side
+            self.emit(indent, f"{zv} = {self.arr(s)}\n{zk} = {self.rng.randint(0, 3)}")
+            body.append(f"if {self.lazy_test(s)}:\n    {zv} = clip({self.arr(s)} * {self.pick(['2', '-1', '3'])})\n"
+                        f"    {zk} = {self.rng.randint(4, 9)}")
+        else:  # set on both sides
+            body.append(f"if {self.lazy_test(s)}:\n    {zv} = clip({self.arr(s)} + {self.rng.randint(1, 3)})\n"
+                        f"    {zk} = {self.rng.randint(4, 9)}\nelse:\n    {zv} = clip({self.arr(s)} - 1)\n"
+                        f"    {zk} = {self.rng.randint(0, 3)}")
+        if self.chance(0.3):
+            body.append(f"{k} = ({k} + {zk}) % {INT_MOD}")
+        message = self.pick(['"lz"', f'f"lz {{{zk}}}"', '"lz", 1'])
+        if self.chance(0.5):
+            body.append(f"raise ValueError({message})")
+        else:
+            test = self.pick([f"len(L) > {self.rng.randint(0, 3)}", f"len(P) >= {self.rng.randint(2, 4)}",
+                              f"len(xs) > {self.rng.randint(0, 2)}", f"len(log) < {self.rng.randint(0, 3)}"])
+            body.append(f"if {test}:\n    raise ValueError({message})")
+            body.append(f"{zv} = clip({zv} * 2)")  # run where Python decides not to raise
+        block = "\n".join("    " + line.replace("\n", "\n    ") for line in body)
+        if self.chance(0.5):
+            handler = self.pick(["pass", f"{k} = ({k} + 1) % {INT_MOD}", f"{a} = clip({a} - 1)"])
+            self.emit(indent, f"try:\n{block}\nexcept ValueError:\n    {handler}")
+        else:
+            self.lazy_needs.add("sup")
+            self.emit(indent, f"with _Sup():\n{block}")
+        self.emit(indent, f"{a} = clip({a} + {zv})\n{k} = ({k} + {zk}) % {INT_MOD}")
+
+    def finally_continue(self, s: _Scope, indent: int) -> None:
+        """A `for` over `range(k)` whose `try` breaks (on the counter or array data) and whose
+        `finally: continue` discards the break; Python values or arrays appended to a local list
+        (before the break's test or after it) used after the loop."""
+        a, b, k = self.pick(s.arrays), self.pick(s.arrays), self.pick(s.ints)
+        zl, zi = self.lnew("l"), self.lnew("i")
+        arrays = self.chance(0.4)
+        bound = self.pick(["0", "1", "2", "3", "4", "n", "n"])
+        inner = s.child(int_reads=s.int_reads + [zi], loop_depth=s.loop_depth + 1)
+        if self.chance(0.5):
+            test = self.pick([f"{zi} == {self.rng.randint(0, 3)}", f"{zi} >= {self.rng.randint(0, 3)}"])
+        else:
+            test = self.lazy_test(inner, zi)
+        item = f"clip({self.arr(s)} * {zi})" if arrays else self.pick([zi, f"{zi} * 2", "7"])
+        lines = [f"{zl}.append({item})", f"if {test}:\n    break"]
+        if self.chance(0.5):
+            lines.reverse()
+        if self.chance(0.3):
+            lines.append(f"{b} = clip({b} + 1)")
+        block = "\n".join("        " + line.replace("\n", "\n        ") for line in lines)
+        self.emit(indent, f"{zl} = []\nfor {zi} in range({bound}):\n    try:\n{block}\n    finally:\n        continue")
+        if arrays:
+            self.emit(indent, self.pick([f"{a} = clip(sum({zl}, {a}))", f"{k} = ({k} + len({zl})) % {INT_MOD}",
+                                         f"if {zl}:\n    {a} = clip({a} + {zl}[-1])"]))
+        else:
+            self.emit(indent, self.pick([f"{k} = ({k} + len({zl}) + sum({zl})) % {INT_MOD}",
+                                         f"{a} = clip({a} + len({zl}))", f"{k} = ({k} + len({zl})) % {INT_MOD}"]))
+
+    def lazy_operand(self, s: _Scope, indent: int) -> None:
+        """A lazy operand whose right side calls a module helper (`and`, `or`, a chained
+        comparison, a conditional expression's sides, the items of `all`/`any` over a generator),
+        with an effect on a local list or object (refused) or without one (as eagerly)."""
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        zl, zo = self.lnew("l"), self.lnew("o")
+        effect = self.chance(0.5)
+        shape = self.rng.randint(0, 4)
+        arr, c = self.arr(s), self.rng.randint(-2, 5)
+        use = self.pick([f"if {zo}:\n    {a} = clip({a} + 1)", f"{a} = clip(jnp.where({zo}, {a}, -{a}))"])
+        after = f"{k} = ({k} + len({zl})) % {INT_MOD}"
+        if shape in (0, 1):
+            self.lazy_needs.add("lognote")
+            call = f"_lognote({zl})" if effect else f"_peek({zl}) > 0"
+            op = "and" if shape == 0 else "or"
+            self.emit(indent, f"{zl} = [{self.rng.randint(0, 3)}]\n{zo} = {self.lazy_test(s)} {op} {call}\n{use}\n{after}")
+        elif shape == 2:
+            self.lazy_needs.add("lognote")
+            call = f"_hi({zl})" if effect else f"_peek({zl}) + {self.rng.randint(2, 6)}"
+            self.emit(indent, f"{zl} = []\nif {self.rng.randint(-3, 0)} < {arr}.sum() < {call}:\n"
+                              f"    {a} = clip({a} * 2)\n{after}")
+        elif shape == 3:
+            self.lazy_needs.add("mark")
+            zm = self.lnew("m")
+            method = "mark" if effect else "peek"
+            self.emit(indent, f"{zm} = _Mark()\n{a} = clip({zm}.{method}(1, {self.arr(s)} * 2) if {self.lazy_test(s)} "
+                              f"else {zm}.{method}(2, {self.arr(s)} - 1))\n{k} = ({k} + {zm}.last) % {INT_MOD}")
+        else:
+            zi, j = self.lnew("i"), self.lnew("j")
+            fn = self.pick(["all", "any"])
+            if self.chance(0.5):
+                items = f"{zi} > {c} for {zi} in {arr}"
+                if effect:
+                    items = f"{zl}.append({self.rng.randint(0, 9)}) or {items}"
+            else:
+                items = f"({arr} * {j}).sum() > {c} for {j} in range({self.pick(['3', '2', 'n'])})"
+                if effect:
+                    items = f"{zl}.append({j}) or {items}"
+            self.emit(indent, f"{zl} = []\n{zo} = {fn}({items})\n{use}\n{after}")
+
+    def default_dict(self, s: _Scope, indent: int) -> None:
+        """A `collections.defaultdict(list)`/`(int)` made here (with keys or none), read or
+        appended through a missing key, or `dd[k] += 1` on a key it had, inside an `if` on array
+        data; returned (at f's level) or summed."""
+        self.lazy_needs.add("collections")
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        zd = self.lnew("d")
+        ints = self.chance(0.5)
+        keyed = self.chance(0.6)
+        if ints:
+            start = '{"a": 1, "b": 2}' if keyed else ""
+            self.emit(indent, f"{zd} = collections.defaultdict(int{', ' + start if start else ''})")
+            changes = [f'{zd}["m"] += 1', f'{k} = ({k} + {zd}["m"]) % {INT_MOD}', f'{a} = clip({a} + {zd}["z"])']
+            if keyed:
+                changes += [f'{zd}["a"] += 1', f'{zd}["b"] += 1', f'{zd}["a"] += 1']
+            total = f"sum({zd}.values())"
+        else:
+            start = '{"a": [1]}' if keyed else ""
+            self.emit(indent, f"{zd} = collections.defaultdict(list{', ' + start if start else ''})")
+            changes = [f'{zd}["m"].append({self.rng.randint(0, 9)})', f'{k} = ({k} + len({zd}["z"])) % {INT_MOD}']
+            if keyed:
+                changes += [f'{zd}["a"].append(2)', f'{zd}["a"] += [3]', f'{zd}["a"].append(2)']
+            total = f"sum(len(v) for v in {zd}.values())"
+        if keyed and self.chance(0.4):  # a key it had, changed where Python decides
+            self.emit(indent, f'{zd}["a"] += {"1" if ints else "[4]"}')
+        change = self.pick(changes)
+        other = self.pick(changes) if self.chance(0.5) else None
+        self.emit(indent, f"if {self.lazy_test(s)}:\n    {change}" + (f"\nelse:\n    {other}" if other else ""))
+        if indent == 1 and self.chance(0.4):
+            self.emit(indent, f"log.append({zd})")
+        else:
+            self.emit(indent, f"{k} = ({k} + {total} + len({zd})) % {INT_MOD}")
+
+    def outside_attrs(self, s: _Scope, indent: int) -> None:
+        """A module helper that counts its calls in its own attribute (`_counted.calls += 1`) and
+        a module made at run time (`_CFG`), both changed by `_change()` between calls, used by f."""
+        self.lazy_needs.add("attrs")
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        zi = self.lnew("i")
+        self.emit(indent, self.pick([
+            f"{a} = clip(_counted({a}))", f"{k} = (_counted({k}) + 1) % {INT_MOD}",
+            f"{a} = clip({self.arr(s)} * _CFG.K)", f"{k} = ({k} + _CFG.K) % {INT_MOD}",
+            f"{a} = clip(_counted({a}) * _CFG.K)", f"for {zi} in range(_CFG.K):\n    {a} = clip({a} + {zi})",
+            f"if _CFG.K > {self.rng.randint(1, 2)}:\n    {a} = clip({a} - _counted(1))",
+            f"if {self.lazy_test(s)}:\n    {a} = clip(_counted({a}))",
+            f"if {self.lazy_test(s)}:\n    {a} = clip({a} * _CFG.K)\nelse:\n    {k} = ({k} + _CFG.K) % {INT_MOD}"]))
+
+    def counted_break(self, s: _Scope, indent: int) -> None:
+        """A `for` over `range(K)` (K 5 to 12) updating an array and a Python counter
+        (`steps = i + 1`) and breaking on array data; both used after."""
+        a, b, k = self.pick(s.arrays), self.pick(s.arrays), self.pick(s.ints)
+        zs, zi = self.lnew("s"), self.lnew("i")
+        arr = self.pick([a, "x", "y"])
+        c = self.rng.randint(0, 30)
+        update = self.pick([f"{a} = clip({a} + 1)", f"{a} = clip({a} + {self.pick(['x', 'y'])})", f"{a} = clip({a} * 2)",
+                            f"{a} = clip({a} - {zi})"])
+        self.emit(indent, f"{zs} = 0\nfor {zi} in range({self.rng.randint(5, 12)}):\n    {update}\n    {zs} = {zi} + 1\n"
+                          f"    if ({arr} * {zi}).sum() > {c}:\n        break")
+        self.emit(indent, self.pick([f"{k} = ({k} + {zs}) % {INT_MOD}", f"{b} = clip({b} + {zs})",
+                                     f"{b} = clip({b} + {a} * {zs})", f"log.append({zs})"]))
+
+    def lazy_header(self) -> str:
+        """The module code the lazy statements drawn need: `_Sup`, the helpers of lazy operands,
+        `collections`, and `_counted`/`_CFG` with a `_change()` (wrapping the ones before) that
+        changes them and `_GLOBALS` naming them."""
+        need = self.lazy_needs
+        if not need:
+            return ""
+        lines = ["", ""]
+        if "collections" in need:
+            lines += ["import collections", "", ""]
+        if "sup" in need:
+            lines += ["class _Sup:", "    def __enter__(self):", "        return self", "",
+                      "    def __exit__(self, *exc):", "        return True", "", ""]
+        if "lognote" in need:
+            lines += ["def _lognote(lst):", "    lst.append(len(lst))", "    return True", "", "",
+                      "def _hi(lst):", "    lst.append(1)", "    return 5 + len(lst)", "", "",
+                      "def _peek(lst):", "    return len(lst) + 1", "", ""]
+        if "mark" in need:
+            lines += ["class _Mark:", "    def __init__(self):", "        self.last = 0", "",
+                      "    def mark(self, tag, v):", "        self.last = tag", "        return v", "",
+                      "    def peek(self, tag, v):", "        return v", "", ""]
+        if "attrs" in need:
+            lines += ["import types", "", "_CFG = types.ModuleType(\"cfg\")", "_CFG.K = 2", "", "",
+                      "def _counted(v):", "    _counted.calls += 1", "    return v + _counted.calls", "", "",
+                      "_counted.calls = 0", '_change_lazy = globals().get("_change")', "", "",
+                      "def _change():", "    if _change_lazy is not None:", "        _change_lazy()",
+                      "    _CFG.K = _CFG.K % 3 + 1", "    _counted.calls = _counted.calls * 2 % 5", "", "",
+                      '_GLOBALS = globals().get("_GLOBALS", ()) + ("_CFG.K", "_counted.calls")', ""]
+        return "\n".join(lines) + "\n"
 
     def cnew(self, root: str) -> str:
         """A name for the calls stream (`z` + root + its own counter)."""
@@ -1695,9 +1957,9 @@ class _Generator:
                               f"    if {self.cond(s)}:\n        break\n{a} = clip({a} + next({k}, 0))")
 
 
-def draw_program(seed: int, calls_stream: bool = True) -> RealProgram:
-    """The program and inputs that `seed` names (without `calls_stream`: as before the calls
-    stream was added, the other streams' draws being the same either way)."""
+def draw_program(seed: int, calls_stream: bool = True, lazy_stream: bool = True) -> RealProgram:
+    """The program and inputs that `seed` names (without `calls_stream` or `lazy_stream`: as
+    before that stream was added, the other streams' draws being the same either way)."""
     rng = random.Random(seed)
     boundary = random.Random(f"boundary-{seed}")
     effects = random.Random(f"effects-{seed}")
@@ -1705,7 +1967,8 @@ def draw_program(seed: int, calls_stream: bool = True) -> RealProgram:
     g = _Generator(rng, random.Random(f"extra-{seed}"), random.Random(f"later-{seed}"),
                    random.Random(f"mangled-{seed}"), random.Random(f"classes-{seed}"), boundary,
                    random.Random(f"numbers-{seed}"), effects, random.Random(f"items-{seed}"), calls,
-                   random.Random(f"flags-{seed}"), random.Random(f"libs-{seed}"))
+                   random.Random(f"flags-{seed}"), random.Random(f"libs-{seed}"),
+                   random.Random(f"lazy-{seed}") if lazy_stream else None)
     g.draw_features()
     g.draw_effects()
     if calls_stream:
