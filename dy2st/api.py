@@ -393,9 +393,13 @@ class StaticFunction(functools.partial):
             return out
         if policy.staged_nothing:  # calls of Python values must reach the check above
             self._set_fast(None)
-        elif (self._fast is None and self._input_spec is None and self._converted_fn is not None
-              and config.enable_to_static and not policy.decodes_outputs):
-            self._set_fast(self._cache.shared)  # arm the hit path (None once the cache retired it)
+        elif (self._input_spec is None and self._converted_fn is not None and config.enable_to_static
+              and not policy.decodes_outputs):
+            # arm the hit path (None once the cache retired it); a namedtuple argument's class
+            # joins the pytree route's from the next call
+            noted = route is Route.PROGRAM and policy.note_namedtuples(args)
+            if self._fast is None or noted:
+                self._set_fast(self._fast or self._cache.shared)
         return out
 
     def _run(self, route: Route, args, kwargs):
@@ -478,7 +482,7 @@ class StaticFunction(functools.partial):
         policy = self._policy
         self._use_jit(jitted, self._call_pytrees if jitted is not None and policy.pytree_route else None,
                       self._guards.holds if self._guards else None,
-                      _PYTREE_ROOTS_LIFTED if policy.lists_lifted else _PYTREE_ROOTS,  # (lifted: the stateful path)
+                      (_PYTREE_ROOTS_LIFTED if policy.lists_lifted else _PYTREE_ROOTS) | policy.namedtuples,  # (lifted: the stateful path)
                       self._cache.program_for_statics if jitted is not None else None)
 
     def _drop_fast(self):

@@ -76,6 +76,16 @@ class CallPolicy:
     orders_observed: bool = False
     # calls whose trace raised where the eager run that replaced it did not (`errors.rerun_eagerly`)
     eager_fallbacks: int = 0
+    # namedtuple classes of arguments seen (a `TrainState`): the pytree route takes them as tuples
+    namedtuples: frozenset = frozenset()
+
+    def note_namedtuples(self, args) -> bool:
+        """Whether `args` hold namedtuple classes not seen before (now noted)."""
+        found = {type(a) for a in args if isinstance(a, tuple) and type(a) is not tuple and hasattr(type(a), "_fields")}
+        if found <= self.namedtuples:
+            return False
+        self.namedtuples = self.namedtuples | found
+        return True
 
     def route(self, args, kwargs) -> Route:
         """Where this call goes (one pass over the arguments: the common case shows each step)."""

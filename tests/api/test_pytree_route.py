@@ -184,3 +184,29 @@ def test_a_numpy_string_scalar_is_a_static_argument():
         got, want = static(X, name), f(X, name)
         np.testing.assert_array_equal(got[0], want[0])
         assert got[1] == want[1]
+
+
+class Pair(__import__("typing").NamedTuple):
+    w: jax.Array
+    b: dict
+
+
+def steps_a_state(state, x):
+    if x.sum() > 0:
+        return Pair(state.w * 2, {"k": state.b["k"] + x}), x
+    return Pair(state.w, dict(state.b)), -x
+
+
+def test_a_namedtuple_argument_takes_the_pytree_route_after_its_first_call(monkeypatch):
+    static = dy2st.to_static(steps_a_state)
+    state = Pair(X, {"k": X})
+    _same(static(state, X), steps_a_state(state, X))
+    assert Pair in static.policy.namedtuples
+    flattens = []
+    real = jax.tree_util.tree_flatten
+    monkeypatch.setattr(jax.tree_util, "tree_flatten", lambda *a, **k: flattens.append(1) or real(*a, **k))
+    for x in (X, -X, X):
+        got, want = static(state, x), steps_a_state(state, x)
+        _same(got, want)
+        assert type(got[0]) is Pair
+    assert flattens == [] and len(static.programs) == 1
