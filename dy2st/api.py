@@ -167,8 +167,8 @@ def _dispatcher(fn=None):
 
 
 _MISSING = object()  # a parameter the call did not pass (the generated dispatcher's default)
-_PYTREE_ROOTS = frozenset({ARRAY_IMPL, tuple, list, dict})  # argument types the pytree route takes
-_PYTREE_ROOTS_LIFTED = frozenset({ARRAY_IMPL, tuple})  # ... once lists and dicts are lifted as state
+_PYTREE_ROOTS = frozenset({ARRAY_IMPL, tuple, list, dict, type(None)})  # argument types the pytree route takes
+_PYTREE_ROOTS_LIFTED = frozenset({ARRAY_IMPL, tuple, type(None)})  # ... once lists and dicts are lifted as state
 _MAX_SPECIALIZED = 8
 
 
@@ -209,6 +209,7 @@ def _positional_dispatch(fn):
     source = (
         f"def {name}({', '.join(f'{n}=_dy2st_MISSING' for n in names)}):\n"
         f"    try:\n"
+        f"{_default_filling(fn, names)}"
         f"        _dy2st_jit = _dy2st_shared\n"
         f"        if _dy2st_jit is not None and {arrays} and (_dy2st_holds is None or _dy2st_holds()):\n"
         f"            _dy2st_out = _dy2st_jit({values})\n"
@@ -249,10 +250,26 @@ def _positional_dispatch(fn):
                  "_dy2st_MISSING": _MISSING, "_dy2st_finish": _finish_after_change, "_dy2st_boundary": at_boundary,
                  "_dy2st_rerun_eagerly": rerun_eagerly, "_dy2st_eager_boundary": at_eager_boundary,
                  "_dy2st_config": config, "_dy2st_passed": _passed, "_dy2st_names": tuple(names),
-                 "_dy2st_NO_KWARGS": types.MappingProxyType({}), "__name__": __name__}
+                 "_dy2st_NO_KWARGS": types.MappingProxyType({}), "_dy2st_fn": fn, "__name__": __name__}
     filename = os.path.join(os.path.dirname(__file__), f"<dispatch of {getattr(fn, '__qualname__', 'a function')}>")
     exec(compile(source, filename, "exec"), namespace)
     return namespace[name], namespace
+
+
+def _default_filling(fn, names: list) -> str:
+    """Source that gives each omitted parameter with a default its default as `fn` holds it now
+    (`f.__defaults__` may be set between calls), so that a call leaving `lr=0.1` out takes the
+    hit paths as one passing it does; none where the defaults' count changed since."""
+    defaults = getattr(fn, "__defaults__", None) if isinstance(fn, types.FunctionType) else None
+    if not defaults:
+        return ""
+    first = len(names) - len(defaults)
+    lines = [f"        if {' or '.join(f'{n} is _dy2st_MISSING' for n in names[first:])}:",
+             "            _dy2st_d = _dy2st_fn.__defaults__",
+             f"            if _dy2st_d is not None and len(_dy2st_d) == {len(defaults)}:"]
+    for i, n in enumerate(names[first:]):
+        lines += [f"                if {n} is _dy2st_MISSING:", f"                    {n} = _dy2st_d[{i}]"]
+    return "\n".join(lines) + "\n"
 
 
 def _passed(values: tuple, names: tuple) -> tuple:

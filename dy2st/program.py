@@ -84,8 +84,8 @@ def _arrays_key(args, kwargs, leaves=None, treedef=None) -> tuple:
 
 def _statics_key(args) -> tuple | None:
     """What `ProgramCache._key` keys positional arguments by where each is a concrete array or a
-    Python int, float, bool or string (its aval, or its type and value: `_static_token`), built
-    at a fraction of the cost; None for any other argument (a None is a pytree node, not a leaf).
+    Python int, float, bool or string (its aval, or its type and value: `_static_token`) or
+    None, built at a fraction of the cost; None for any other argument.
     On the hit path of such calls (`ProgramCache.program_for_statics`): each step inline."""
     key = []
     for a in args:
@@ -96,6 +96,8 @@ def _statics_key(args) -> tuple | None:
             key.append((kind, a))  # (`_static_token`'s, without the call)
         elif kind is float:
             key.append(_static_token(a))
+        elif a is None:  # (`mask=None`: a node with no leaf, as in the table's key)
+            key.append(None)
         else:
             return None
     return tuple(key)

@@ -39,7 +39,7 @@ CAMPAIGN_SEEDS = (5038, 5042, 5093, 5151, 5301, 5353, 5376, 5540, 6220, 6434, 64
                   7110, 7813, 8120, 8154, 10065, 21100, 21276, 26617, 22829, 28426, 44501, 90460, 97426,
                   90041, 90633, 95669, 113, 196, 160050, 160076, 170325, 200109, 200157, 230149, 250318,
                   280427, 68, 200, 380, 4502911, 4700429, 4700557, 4501890, 4701653, 4702852,
-                  257, 315, 474, 5100477, 5200154, 416, 635, 9000044, 9000130, 9000060, 9000246)
+                  257, 315, 474, 5100477, 5200154, 416, 635, 9000044, 9000130, 9000060, 9000246, 9000156)
 FAST_SEEDS = (*range(0, 60), *CAMPAIGN_SEEDS)
 SLOW_SEEDS = range(60, 400)
 # Seeds of a bug class still open, with the class as the reason (E: see below). Classes fixed so
@@ -61,7 +61,8 @@ SLOW_SEEDS = range(60, 400)
 # (9000130: a raw UnboundLocalError in a loop); a defaultdict's missing key read in a staged side
 # was added whatever the data said (9000060: refused now); a helper's own call counter
 # (`_counted.calls += 1`) bumped by a trace given up kept that bump when the call ran eagerly
-# after eager's ValueError (9000246: two calls counted for one).
+# after eager's ValueError (9000246: two calls counted for one). The right side of a staged `or`
+# that changes a list was neither refused nor run (9000156: the second side traced found no roots).
 XFAIL: dict[int, str] = {}
 
 

@@ -593,10 +593,9 @@ def stage_value(pred, true_fn, false_fn, label: str, what: str, origin: OriginIn
     statement's do, so a list, dict or set they change in place is refused, by a method called
     there (`refusing_in_place`) or in code they call (`helper(log)`, a method setting an
     attribute: `_refuse_side_writes`)."""
-    roots = reachable.snapshot((true_fn, false_fn))
-
     def side(fn):
         def run():
+            roots = reachable.snapshot((true_fn, false_fn))  # (each side's: `forget` releases them)
             with refusing_in_place(origin, what), writes.WriteTracker(roots, origin=origin) as tracker:
                 value = fn()
             try:

@@ -68,3 +68,33 @@ def test_python_scalar_arguments_find_their_program_by_type_and_value(max_progra
         if round_ == 1:
             static.clear_cache()
     assert len(static.programs) <= max_programs
+
+
+def scales(x, lr=0.5, n=2, mask=None):
+    for _ in range(n):
+        x = x * lr
+    return x if mask is None else x * mask
+
+
+def test_omitted_defaults_take_the_hit_paths_as_passed_ones_do(monkeypatch):
+    static = dy2st.to_static(scales)
+    for _ in range(2):  # (the first call's program holds the defaults as its trace read them)
+        np.testing.assert_allclose(static(X), scales(X))
+        np.testing.assert_allclose(static(X, mask=X), scales(X, mask=X))
+    general = []
+    real = dy2st.api.StaticFunction._call_general
+    monkeypatch.setattr(dy2st.api.StaticFunction, "_call_general", lambda *a: general.append(1) or real(*a))
+    for _ in range(3):
+        np.testing.assert_allclose(static(X), scales(X))  # defaults filled in: the statics lookup
+        np.testing.assert_allclose(static(X, n=2, lr=0.5), scales(X))
+    assert general == []
+    try:
+        scales.__defaults__ = (2.0, 1, None)  # set between calls: the next call's defaults
+        np.testing.assert_allclose(static(X), scales(X))
+        scales.__defaults__ = (2.0,)  # `n` and `mask` lose theirs: eager's TypeError
+        with pytest.raises(TypeError, match="missing"):
+            scales(X)
+        with pytest.raises(TypeError, match="missing"):
+            static(X)
+    finally:
+        scales.__defaults__ = (0.5, 2, None)

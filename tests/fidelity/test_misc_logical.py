@@ -223,6 +223,11 @@ def and_with_an_effect(x, log):
     return jnp.where(ok, x, -x)
 
 
+def or_with_an_effect(x, log):  # the effect on the second side traced
+    ok = x.sum() > 0 or appends_to(log) > 5
+    return jnp.where(ok, x, -x)
+
+
 def bumps(d):
     d["n"] += 1
     return True
@@ -250,7 +255,7 @@ def all_over_a_generator_with_effects(x, log):
     return jnp.where(all(log.append(i) or v > 0 for i, v in enumerate(x)), x, -x)
 
 
-@pytest.mark.parametrize("fn", [chain_with_an_effect, and_with_an_effect, and_bumping_a_counter,
+@pytest.mark.parametrize("fn", [chain_with_an_effect, and_with_an_effect, or_with_an_effect, and_bumping_a_counter,
                                 ternary_setting_an_attribute, all_over_a_generator_with_effects])
 def test_an_effect_in_a_lazy_operand_is_refused_at_its_line(fn):
     import inspect
