@@ -33,13 +33,14 @@ from dy2st.state import is_stateful
 
 ARRAY_IMPL = _jax_compat.array_type()
 LIFTED_ROOTS = (list, dict)  # argument types tried as plain inputs before being lifted as state
-PLAIN_STATICS = frozenset({int, bool, str, bytes, type(None)})
+PLAIN_STATICS = frozenset({int, bool, str, bytes, type(None)})  # keyed by type and value as they are
+PYTHON_SCALARS = PLAIN_STATICS | {float, complex}  # (a float keyed by its bits)
 
 
 def plain_python(tree) -> bool:
     """Whether every leaf of `tree` is a Python number, string, bytes or None (no array, no
     object that may hold one)."""
-    return PLAIN_STATICS.issuperset(map(type, jax.tree_util.tree_leaves(tree)))
+    return PYTHON_SCALARS.issuperset(map(type, jax.tree_util.tree_leaves(tree)))
 
 
 class Route(enum.Enum):

@@ -23,6 +23,7 @@ import re
 import textwrap
 import threading
 import types
+import weakref
 
 
 from dy2st import analysis, ast_util, runtime, transformers
@@ -71,7 +72,9 @@ class ConvertedCode:
         new.__doc__ = fn.__doc__
         new.__dict__.update(fn.__dict__)
         new.__dy2st_converted__ = self
-        new.__dy2st_original__ = fn  # its defaults are the original's, read again per trace (guards)
+        # its defaults are the original's, read again per trace (guards); weakly: the converted
+        # copy is the value of `calls`' weak-keyed cache whose key is the original
+        new.__dy2st_original__ = weakref.ref(fn)
         return new
 
 

@@ -42,7 +42,8 @@ from typing import Callable
 import jax
 import numpy as np
 
-from dy2st.call_policy import ARRAY_IMPL, PLAIN_STATICS, AmbiguousLeaf, CallPolicy, ContainerEffect, OrderObserved
+from dy2st.call_policy import (ARRAY_IMPL, PLAIN_STATICS, PYTHON_SCALARS, AmbiguousLeaf, CallPolicy, ContainerEffect,
+                               OrderObserved)
 from dy2st.config import config, log, logger
 from dy2st.errors import InputSignatureError, RuntimeChecks
 from dy2st.input_spec import user_origin
@@ -335,7 +336,7 @@ class ProgramCache:
         key, arrays, statics = self._key(leaves, treedef, args, kwargs, is_array_leaf)
         if statics is None:  # array leaves only (numpy's among them): the program takes the pytrees
             return self._run(key, args, kwargs)
-        if containers and not PLAIN_STATICS.issuperset(map(type, statics)):
+        if containers and not PYTHON_SCALARS.issuperset(map(type, statics)):
             raise ContainerEffect("a list or dict holds an object")
         out = self._run(key, arrays, {})
         if not kwargs:

@@ -55,6 +55,7 @@ _UNCONVERTIBLE_FLAGS = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR  # (a g
 # read it too.
 _converted_codes: set = writes.CONVERTED_CODES
 _function_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_AS_IT_IS = object()  # `_function_cache`'s value for a function called unconverted
 _replacements: dict = {}  # builtin -> its staged version; filled by dy2st.runtime.builtins
 _converter = None  # dy2st.conversion.convert, installed by dy2st.conversion (runtime imports no upward)
 
@@ -430,9 +431,13 @@ def _convert_function(fn: types.FunctionType, receiver=None):
     except KeyError:
         converted = _decide(fn)
         try:
-            _function_cache[fn] = converted
+            # (a value holding its key would keep it, and the cells it closes over, for good:
+            # a trace's local `def loss_fn` and the caller's dicts in them)
+            _function_cache[fn] = _AS_IT_IS if converted is fn else converted
         except TypeError:
             pass
+    if converted is _AS_IT_IS:
+        converted = fn
     if converted is not fn and (converted.__defaults__ is not fn.__defaults__
                                 or converted.__kwdefaults__ is not fn.__kwdefaults__):
         # set on the original since it was converted (`helper.__defaults__ = ...`; guarded)

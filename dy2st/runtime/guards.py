@@ -474,7 +474,8 @@ def _readers(fn: types.FunctionType, receiver=None):
     # a converted copy's defaults are a copy of its original's: `f.__defaults__ = ...` sets the
     # original's, which the next trace's copy takes (the tuple as a whole: one that grows or
     # shrinks moves which parameter each value is the default of)
-    original = getattr(fn, "__dy2st_original__", fn)
+    original = getattr(fn, "__dy2st_original__", None)
+    original = (original() if original is not None else None) or fn
     for attribute in ("__defaults__", "__kwdefaults__"):
         if getattr(original, attribute):
             yield ("d", id(original), f"{fn.__qualname__}.{attribute}"), \

@@ -194,3 +194,42 @@ def test_a_registered_pytree_changed_beside_a_model_is_refused():
     with pytest.raises(dy2st.errors.PythonEffectError, match=r"an argument of type Pair is changed in place"):
         _Model().forward(pair, X)
     np.testing.assert_array_equal(pair.b, jnp.zeros(3))
+
+
+def steps_with_a_local_loss(params, batch, lr):
+    def loss_fn(p):  # closes over the caller's dict
+        return jnp.sum((batch["x"] * p["w"] + p["b"]) ** 2)
+
+    g = jax.grad(loss_fn)(params)
+    if batch["x"].sum() > 0:
+        g = {k: v * 0.5 for k, v in g.items()}
+    return {k: params[k] - lr * g[k] for k in params}
+
+
+def test_a_local_function_over_a_dict_argument_does_not_keep_it():
+    # dy2st's cache of converted callees kept every traced local def (a value holding its own
+    # key), so the caller's dict stayed referenced after the call: a leak, and the plain path
+    # took it for a dict the function keeps (lifted as state on every later call); a Python
+    # float beside a dict lifted it too
+    import gc
+    import weakref
+
+    from dy2st.runtime import calls
+
+    static = dy2st.to_static(steps_with_a_local_loss)
+    params = {"w": jnp.ones(3), "b": jnp.zeros(3)}
+    batch = {"x": jnp.arange(3.0), "y": jnp.zeros(3)}
+    for lr in (0.1, 0.1, 0.2):
+        got = static(params, batch, lr)
+        want = steps_with_a_local_loss(params, batch, lr)
+        assert list(got) == list(want)
+        for k in want:
+            np.testing.assert_allclose(got[k], want[k], rtol=1e-6)
+    assert not static.policy.lists_lifted
+    probe = {"x": jnp.ones(3), "y": jnp.zeros(3)}
+    alive = weakref.ref(probe["x"])
+    static(params, probe, 0.1)
+    del probe
+    gc.collect()
+    assert alive() is None
+    assert not any(getattr(k, "__qualname__", "").endswith("loss_fn") for k in list(calls._function_cache.keys()))
