@@ -57,7 +57,7 @@ def _dispatcher(fn=None):
     parameters instead (`_positional_dispatch`). The StaticFunction (a partial) calls whichever
     of the two `use_jit` chose.
     """
-    owner = shared = pytrees = holds = statics_lookup = None
+    owner = shared = pytrees = holds = statics_lookup = decode = None
     pytree_roots = _PYTREE_ROOTS  # the argument types the pytree route takes now
 
     def dispatch(*args, **kwargs):
@@ -71,7 +71,7 @@ def _dispatcher(fn=None):
                     out = jitted(*args)
                     if shared is None:  # this call traced a check or a choice, or the cache changed
                         return _finish_after_change(out, args)
-                    return out
+                    return out if decode is None else decode(out, args)
                 if pytrees is not None and pytree_roots.issuperset(map(type, args)):
                     try:
                         return pytrees(args)
@@ -80,7 +80,8 @@ def _dispatcher(fn=None):
                 if statics_lookup is not None:  # arrays and Python scalars seen before
                     program = statics_lookup(args)
                     if program is not None:
-                        return program(*[a for a in args if type(a) is ARRAY_IMPL])
+                        out = program(*[a for a in args if type(a) is ARRAY_IMPL])
+                        return out if decode is None else decode(out, args)
             return owner._call_general(args, kwargs)
         except Exception as exc:
             # Inline (not a helper): a bare `raise` here adds no frame of ours to the traceback.
@@ -143,23 +144,27 @@ def _dispatcher(fn=None):
             namespace["_dy2st_owner"] = static_function
         front = _jax_compat.jit_front(str(getattr(fn, "__name__", "dispatch")), entry, miss)
 
-    def use_jit(jitted, pytree_route=None, guards_hold=None, roots=_PYTREE_ROOTS, statics=None):
+    def use_jit(jitted, pytree_route=None, guards_hold=None, roots=_PYTREE_ROOTS, statics=None, decoding=None):
         """Arm (or, with None, disarm) the hit path, and the pytree route beside it for
         arguments of the `roots` types; while armed, calls go to the front (unless it was
         handed back), which starts empty. With `guards_hold` (runtime/guards.py) the hit path
         first checks the guards, in the dispatcher: the front, which runs no Python, is not used.
         `statics`: the generated dispatcher's lookup of arrays and Python scalars seen before
-        (`ProgramCache.program_for_statics`)."""
-        nonlocal shared, pytrees, holds, pytree_roots, statics_lookup
-        shared, pytrees, holds, pytree_roots, statics_lookup = jitted, pytree_route, guards_hold, roots, statics
+        (`ProgramCache.program_for_statics`). `decoding`: what the programs' outputs go through
+        (`_decoded`), for programs that return what the boundary decodes: the front, which
+        gives back the program's outputs as they are, is not used."""
+        nonlocal shared, pytrees, holds, pytree_roots, statics_lookup, decode
+        shared, pytrees, holds, pytree_roots, statics_lookup, decode = (jitted, pytree_route, guards_hold, roots, statics,
+                                                                        decoding)
         if namespace is not None:
+            namespace["_dy2st_decode"] = decoding
             namespace["_dy2st_statics"] = statics  # (the generated dispatcher's: arrays and Python scalars)
             namespace["_dy2st_shared"] = jitted
             namespace["_dy2st_pytrees"] = pytree_route
             namespace["_dy2st_holds"] = guards_hold
             namespace["_dy2st_PYTREE_ROOTS"] = roots
         _jax_compat.clear_front(front)
-        target = front if jitted is not None and not front_off and guards_hold is None else entry
+        target = front if jitted is not None and not front_off and guards_hold is None and decoding is None else entry
         if owner.func is not target:
             functools.partial.__setstate__(owner, (target, (), None, owner.__dict__))
 
@@ -215,7 +220,7 @@ def _positional_dispatch(fn):
         f"            _dy2st_out = _dy2st_jit({values})\n"
         f"            if _dy2st_shared is None:\n"
         f"                return _dy2st_finish(_dy2st_out, ({values},))\n"
-        f"            return _dy2st_out\n"
+        f"            return _dy2st_out if _dy2st_decode is None else _dy2st_decode(_dy2st_out, ({values},))\n"
         f"        if _dy2st_pytrees is not None and (_dy2st_holds is None or _dy2st_holds()) and {pytree_types}:\n"
         f"            try:\n"
         f"                return _dy2st_pytrees(({values},))\n"
@@ -224,7 +229,8 @@ def _positional_dispatch(fn):
         f"        if _dy2st_statics is not None and (_dy2st_holds is None or _dy2st_holds()):\n"
         f"            _dy2st_program = _dy2st_statics(({values},))\n"
         f"            if _dy2st_program is not None:\n"
-        f"                return _dy2st_program(*[_dy2st_v for _dy2st_v in ({values},) if _dy2st_type(_dy2st_v) is _dy2st_ARRAY])\n"
+        f"                _dy2st_out = _dy2st_program(*[_dy2st_v for _dy2st_v in ({values},) if _dy2st_type(_dy2st_v) is _dy2st_ARRAY])\n"
+        f"                return _dy2st_out if _dy2st_decode is None else _dy2st_decode(_dy2st_out, ({values},))\n"
         f"        if {' or '.join(f'{n} is _dy2st_MISSING' for n in names)}:\n"
         f"            return _dy2st_owner._call_general(*_dy2st_passed(({values},), _dy2st_names))\n"
         f"        return _dy2st_owner._call_general(({values},), _dy2st_NO_KWARGS)\n"
@@ -244,7 +250,7 @@ def _positional_dispatch(fn):
         f"        raise\n"
     )
     namespace = {"_dy2st_shared": None, "_dy2st_owner": None, "_dy2st_ARRAY": ARRAY_IMPL, "_dy2st_holds": None,
-                 "_dy2st_statics": None,
+                 "_dy2st_statics": None, "_dy2st_decode": None,
                  "_dy2st_pytrees": None, "_dy2st_PYTREE_ROOTS": _PYTREE_ROOTS, "_dy2st_Declined": Declined,
                  "_dy2st_type": type, "_dy2st_Exception": Exception,
                  "_dy2st_MISSING": _MISSING, "_dy2st_finish": _finish_after_change, "_dy2st_boundary": at_boundary,
@@ -281,6 +287,12 @@ def _passed(values: tuple, names: tuple) -> tuple:
             return tuple(args), {n: v for n, v in zip(names[i:], values[i:]) if v is not _MISSING}
         args.append(value)
     return tuple(args), {}
+
+
+def _decoded(out, args):
+    """A hit-path call's outputs where the programs return what the boundary decodes (a dict
+    out of sorted order, a Python value): decoded as the general path decodes them."""
+    return static_outputs.decode_result(out, static_outputs.ArgumentObjects(args, {}))
 
 
 def _finish_after_change(out, args=(), kwargs=None):
@@ -410,8 +422,7 @@ class StaticFunction(functools.partial):
             return out
         if policy.staged_nothing:  # calls of Python values must reach the check above
             self._set_fast(None)
-        elif (self._input_spec is None and self._converted_fn is not None and config.enable_to_static
-              and not policy.decodes_outputs):
+        elif self._input_spec is None and self._converted_fn is not None and config.enable_to_static:
             # arm the hit path (None once the cache retired it); a namedtuple argument's class
             # joins the pytree route's from the next call
             noted = route is Route.PROGRAM and policy.note_namedtuples(args)
@@ -482,7 +493,9 @@ class StaticFunction(functools.partial):
             # beyond int32): the general way
             self._close_pytree_route()
             raise Declined("jit refused a leaf") from None
-        return out if self._fast is not None else _finish_after_change(out, args)
+        if self._fast is None:
+            return _finish_after_change(out, args)
+        return _decoded(out, args) if self._policy.decodes_outputs else out
 
     def _lift_containers(self):
         """A trace showed the function changes or keeps a list/dict argument: such arguments
@@ -500,7 +513,8 @@ class StaticFunction(functools.partial):
         self._use_jit(jitted, self._call_pytrees if jitted is not None and policy.pytree_route else None,
                       self._guards.holds if self._guards else None,
                       (_PYTREE_ROOTS_LIFTED if policy.lists_lifted else _PYTREE_ROOTS) | policy.namedtuples,  # (lifted: the stateful path)
-                      self._cache.program_for_statics if jitted is not None else None)
+                      self._cache.program_for_statics if jitted is not None else None,
+                      _decoded if policy.decodes_outputs else None)
 
     def _drop_fast(self):
         """The cache replaced or retired its shared jit, or it traced a run-time check (the

@@ -121,16 +121,64 @@ class Restorer:
     positions in the structure, and each call rebuilds only those, its other nodes taken and put
     back by jax's own flatten and unflatten."""
 
-    __slots__ = ("orders", "_plan")
+    __slots__ = ("orders", "_plan", "_route")
 
     def __init__(self, orders: tuple):
         self.orders = orders
         self._plan = None
+        self._route = None  # the same through tuples, lists and dicts only (`_route_to`), or False
 
     def __call__(self, tree):
         if self._plan is None:
             self._plan = _plan(tree, iter(self.orders)) or ()
+            try:
+                self._route = _route_to(tree, iter(self.orders)) or False
+            except _OtherNode:
+                self._route = False
+        if self._route:
+            return _follow(tree, self._route)
         return _apply(tree, self._plan) if self._plan else tree
+
+
+class _OtherNode(Exception):
+    """A dict inside a pytree node other than a tuple, list or dict: `_apply` rebuilds it."""
+
+
+_SEQUENCES = (tuple, list)
+
+
+def _route_to(node, orders):
+    """`("s", {index: route})` through a tuple or list (a namedtuple too), `("d", order or None,
+    {key: route})` through a dict, to the dicts out of sorted order, in `orders_of`'s walk; None
+    where `node` holds none. A call then rebuilds only the containers on the way (an optimizer
+    step's `(params, state, {"loss": ..., "acc": ...})`: the tuple and the metrics dict)."""
+    kind = type(node)
+    if kind in _DICTS:
+        order, by_key = next(orders), _sorted_keys(node)
+        inner = {key: route for key in by_key if (route := _route_to(node[key], orders)) is not None}
+        unsorted = list(order) != by_key
+        return ("d", order if unsorted else None, inner) if unsorted or inner else None
+    if isinstance(node, _SEQUENCES):
+        inner = {i: route for i, item in enumerate(node) if (route := _route_to(item, orders)) is not None}
+        return ("s", inner) if inner else None
+    if node is None or isinstance(node, jax.Array):
+        return None
+    if any(type(leaf) in _DICTS for leaf in jax.tree_util.tree_leaves(node, is_leaf=_is_dict)):
+        raise _OtherNode
+    return None
+
+
+def _follow(node, route):
+    if route[0] == "s":
+        items = list(node)
+        for i, inner in route[1].items():
+            items[i] = _follow(items[i], inner)
+        kind = type(node)
+        return kind(items) if kind is list or kind is tuple else kind(*items)
+    _, order, inner = route
+    values = {key: _follow(node[key], sub) for key, sub in inner.items()}
+    items = ((key, values[key] if key in values else node[key]) for key in (order or node))
+    return dict(items) if type(node) is dict else collections.defaultdict(node.default_factory, items)
 
 
 def _plan(tree, orders):

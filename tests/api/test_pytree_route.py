@@ -210,3 +210,25 @@ def test_a_namedtuple_argument_takes_the_pytree_route_after_its_first_call(monke
         _same(got, want)
         assert type(got[0]) is Pair
     assert flattens == [] and len(static.programs) == 1
+
+
+def returns_metrics(params, x):
+    loss = jnp.sum(params["w"] * x)
+    return {"w": params["w"] - 0.1 * x}, {"loss": loss, "acc": loss * 0, "step": 1}  # unsorted, a Python int
+
+
+def test_outputs_the_call_decodes_keep_the_hit_path(monkeypatch):
+    static = dy2st.to_static(returns_metrics)
+    params = {"w": X}
+    want = returns_metrics(params, X)
+    for _ in range(2):
+        static(params, X)
+    general = []
+    real = dy2st.api.StaticFunction._call_general
+    monkeypatch.setattr(dy2st.api.StaticFunction, "_call_general", lambda *a: general.append(1) or real(*a))
+    for _ in range(3):
+        got = static(params, X)
+        assert list(got[1]) == ["loss", "acc", "step"] and got[1]["step"] == 1 and type(got[1]["step"]) is int
+        np.testing.assert_allclose(got[1]["loss"], want[1]["loss"])
+        np.testing.assert_allclose(got[0]["w"], want[0]["w"])
+    assert general == [] and static.policy.decodes_outputs
