@@ -100,6 +100,8 @@ class GuardSet:
         for a module of the user's, the module (`getattr(config, "DEBUG", False)`)."""
         if isinstance(obj, types.ModuleType):
             holders = [obj] if _users_module(obj) else []
+        elif isinstance(obj, types.FunctionType):  # `getattr(f, "calls", 0)`: its own attributes
+            holders = [obj] if _users_code(obj) else []
         else:
             kind = obj if isinstance(obj, type) else type(obj)
             holders = [k for k in kind.__mro__ if is_users_class(k)]

@@ -99,6 +99,7 @@ def _choose(builtin, larger: bool, name: str, args, kwargs, origin: OriginInfo):
         kwargs.pop("default", None)  # only used when there are no items
         _refuse_keywords(name, kwargs, origin)
     compare = (lambda b, a: b > a) if larger else (lambda b, a: b < a)
+    _refuse_mixed_dtypes(values, name, origin)
     if key is not None:
         return _choose_by_key(values, key, compare, name, origin)
     kept = values[0]
@@ -128,6 +129,19 @@ def _choose_by_key(values, key, compare, name: str, origin: OriginInfo):
         kept = as_number_where_chosen(jnp.where(pred, later, kept), (later, kept))
         kept_key = jnp.where(pred, later_key, kept_key)
     return kept
+
+
+def _refuse_mixed_dtypes(values, name: str, origin: OriginInfo) -> None:
+    """Arrays the data picks among (not Python numbers, which the numbers rule makes a 0-d array
+    of the sides' dtype together) must be of one dtype: eager gives back the item itself, of
+    its own dtype, where a staged pick has one."""
+    dtypes = {jnp.result_type(v) for v in values
+              if isinstance(v, (jax.Array, np.ndarray, np.generic)) and not (isinstance(v, jax.Array) and jax.typeof(v).weak_type)}
+    if len(dtypes) > 1:
+        raise BuiltinError(
+            f"{name}() picks one of arrays of the dtypes {', '.join(sorted(str(d) for d in dtypes))} by data: eager "
+            "gives back the item itself, of its own dtype, where a compiled program has one dtype.",
+            origin, advice="cast the items to one dtype first (`.astype(jnp.float32)`).")
 
 
 def _refuse_mixed_items(values, name: str, origin: OriginInfo) -> None:
@@ -180,6 +194,7 @@ def convert_sorted(iterable, *, key=None, reverse=False):
             raise BuiltinError(
                 f"sorted() of traced values that are not all {'arrays' if key else 'one-element arrays'} of one shape.",
                 origin, advice="stack them into one array and use jnp.sort / jnp.argsort.")
+        _refuse_mixed_dtypes(originals, "sorted", origin)
         items = jnp.stack([jnp.asarray(i) for i in originals])
     if keys is not None:
         keys = _sort_keys(keys, origin)

@@ -384,7 +384,7 @@ def _is_aval(leaf) -> bool:
     return isinstance(leaf, jax.core.ShapedArray)
 
 
-def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: bool, traced_number: bool) -> _Merged:
+def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, traced_number: bool) -> _Merged:
     """How leaf `a` of one side and `b` of the other leave the cond. `traced_number`: a side's
     leaf is a traced value that stands for a Python number (`PythonNumbers`)."""
     def mismatch(why: str, advice: str):
@@ -451,7 +451,7 @@ def _merge_leaf(a, b, label: str, origin: OriginInfo, branch_names, promote: boo
     python_number = stands_for_python_number(dtype, (a, b))
     weak = weak or python_number
     strong = [l.dtype for l in (a, b) if _is_aval(l) and not l.weak_type]
-    if not promote and len(strong) == 2 and strong[0] != strong[1]:
+    if len(strong) == 2 and strong[0] != strong[1]:  # (the data would decide the dtype: eager's differs by side)
         raise mismatch("dtypes differ.", f"cast {label} to one dtype in both branches, e.g. with .astype(...).")
     return _Merged(aval=jax.core.ShapedArray(shape_a, dtype, weak_type=weak),
                    python_number=(python_number or traced_number) and weak)
@@ -593,7 +593,9 @@ def stage_value(pred, true_fn, false_fn, label: str, what: str, origin: OriginIn
     statement's do, so a list, dict or set they change in place is refused, by a method called
     there (`refusing_in_place`) or in code they call (`helper(log)`, a method setting an
     attribute: `_refuse_side_writes`)."""
-    def side(fn):
+    orders: dict = {}  # side -> `key_order.orders_of` its value (a cond gives dicts back sorted)
+
+    def side(fn, which: int):
         def run():
             roots = reachable.snapshot((true_fn, false_fn))  # (each side's: `forget` releases them)
             with refusing_in_place(origin, what), writes.WriteTracker(roots, origin=origin) as tracker:
@@ -602,12 +604,18 @@ def stage_value(pred, true_fn, false_fn, label: str, what: str, origin: OriginIn
                 _refuse_side_writes(tracker, origin, f"side of this staged {what}")
             finally:
                 tracker.forget()
+            orders[which] = key_order.orders_of(value)
             return (value,)
         return run
 
-    (value,) = stage_cond(pred, side(true_fn), side(false_fn), (label,), origin, branch_names=branch_names,
-                          promote=True)
-    return value
+    (value,) = stage_cond(pred, side(true_fn, 0), side(false_fn, 1), (label,), origin, branch_names=branch_names)
+    found = set(orders.values())
+    if len(found) > 1:
+        raise BranchOutputError(
+            f"{label} is a dict whose keys come in one order on one side and another order on the other: the "
+            "data would decide the order, and a program gives back one.",
+            origin, advice="build the dicts with their keys in one order on both sides.")
+    return key_order.restore(value, found.pop()) if found else value
 
 
 @contextlib.contextmanager
@@ -650,7 +658,6 @@ def stage_cond(
     labels: Sequence[str],
     origin: OriginInfo,
     branch_names=("if branch", "else branch"),
-    promote: bool = False,
 ) -> list:
     """`[true_fn() if pred else false_fn()]` for a traced `pred`, as one `lax.cond`.
 
@@ -660,7 +667,7 @@ def stage_cond(
     others, the cond is built again with both sides' types known (at most `_MAX_BUILDS` times).
     """
     pred = scalar_predicate(pred, origin)
-    merge = lambda t, f: _merge(t, f, labels, origin, branch_names, promote)
+    merge = lambda t, f: _merge(t, f, labels, origin, branch_names)
     known = None
     for _ in range(_MAX_BUILDS):
         attempt = events.Attempt()
@@ -742,7 +749,7 @@ def _flat(merged) -> list:
     return [m for var in merged for m in var]
 
 
-def _merge(t: _Branch, f: _Branch, labels, origin, branch_names, promote):
+def _merge(t: _Branch, f: _Branch, labels, origin, branch_names):
     """Both sides with undefined return values filled in, and per variable a `_Merged` per leaf."""
     t, f = t.copy(), f.copy()
     _fill_undefined_returns(t, f)
@@ -779,7 +786,7 @@ def _merge(t: _Branch, f: _Branch, labels, origin, branch_names, promote):
             )
         name = f"'{label}'" if len(t_leaves) == 1 else f"a part of '{label}'"
         i = len(merged)
-        merged.append([_merge_leaf(a, b, name, origin, branch_names, promote,
+        merged.append([_merge_leaf(a, b, name, origin, branch_names,
                                    (i, j) in t.numbers or (i, j) in f.numbers)
                        for j, (a, b) in enumerate(zip(t_leaves, f_leaves))])
     return t, f, merged

@@ -1025,3 +1025,17 @@ def test_a_class_given_as_an_argument_is_read_and_changed_on_every_call():
         assert outs == [1.0, 2.0, 3.0] and Counted.k == 4.0
     finally:
         Counted.k = 1.0
+
+
+def counts_with_a_default(x):
+    counts_with_a_default.calls = getattr(counts_with_a_default, "calls", 0) + 1  # no attribute at first
+    return x + counts_with_a_default.calls
+
+
+def test_a_function_attribute_read_with_a_default_counts_every_call():
+    static = dy2st.to_static(counts_with_a_default)
+    try:
+        outs = [float(static(X)[0]) for _ in range(3)]
+        assert outs == [1.0, 2.0, 3.0] and counts_with_a_default.calls == 3
+    finally:
+        counts_with_a_default.__dict__.pop("calls", None)

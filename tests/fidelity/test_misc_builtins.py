@@ -374,3 +374,14 @@ def test_sorted_reverse_the_data_decides_is_refused_at_the_line():
         with pytest.raises(BuiltinError) as info:
             run(jnp.ones(2))
         assert str(info.value).startswith(f'File "{__file__}"') and "reverse=rev" in str(info.value)
+
+
+@pytest.mark.parametrize("fn", [lambda x: max(x.sum().astype(jnp.int32), x.max()),
+                                lambda x: sorted([x.sum().astype(jnp.int32), x.max()]),
+                                lambda x: min(x.sum() > 0, x.min())], ids=["max", "sorted", "min"])
+def test_a_pick_among_arrays_of_two_dtypes_is_refused(fn):
+    # eager gives back the item itself, of its own dtype; a staged pick promoted them
+    from dy2st.errors import BuiltinError
+
+    with pytest.raises(BuiltinError, match=r"(?s)dtypes.*To fix: cast"):
+        dy2st.to_static(fn)(jnp.array([1.5, 2.5]))

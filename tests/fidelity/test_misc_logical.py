@@ -277,3 +277,41 @@ def all_of_plain_items(x):
 @pytest.mark.parametrize("x", [jnp.array([1.0, 2.0]), jnp.array([-1.0, 2.0]), jnp.zeros(0)])
 def test_all_and_any_over_a_generator_without_effects(x):
     check_equivalent(all_of_plain_items, x)
+
+
+# -- a staged `and`/`or`/ternary whose sides are arrays of two dtypes: eager gives back the
+# side the data takes, of its own dtype (a bool `False`, an int32 array), where a program has one
+
+
+def and_of_a_bool_and_a_float(x):
+    return x.sum() > 0 and x.sum()
+
+
+def ternary_of_an_int_and_a_float(x):
+    return x.astype(jnp.int32) if x.sum() > 0 else x
+
+
+def ternary_of_dicts_in_two_orders(x):
+    return {"a": x, "b": x} if x.sum() > 0 else {"b": x, "a": x}
+
+
+def ternary_of_dicts_in_one_order(x):
+    return {"b": x, "a": x + 1} if x.sum() > 0 else {"b": -x, "a": x}
+
+
+@pytest.mark.parametrize("fn", [and_of_a_bool_and_a_float, ternary_of_an_int_and_a_float,
+                                ternary_of_dicts_in_two_orders])
+def test_sides_of_two_dtypes_or_key_orders_are_refused(fn):
+    from dy2st.errors import BranchOutputError
+
+    with pytest.raises(BranchOutputError, match=r"(?s)(dtypes differ|one order on one side).*To fix"):
+        dy2st.to_static(fn)(jnp.array([1.0, 2.0]))
+
+
+def test_a_ternary_keeps_its_dicts_order():
+    static = dy2st.to_static(ternary_of_dicts_in_one_order)
+    for x in (jnp.ones(2), -jnp.ones(2)):
+        got, want = static(x), ternary_of_dicts_in_one_order(x)
+        assert list(got) == list(want) == ["b", "a"]
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k])
