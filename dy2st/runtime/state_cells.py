@@ -178,6 +178,8 @@ def _read(holder, path, name: str, frame):
         return _unbound(name, frame)
     if type(path[-1]) is tuple:
         _refuse_users_items(parent, name, frame)
+    else:
+        _refuse_users_setter(parent, path[-1], name, frame)
     try:
         return _follow(parent, path[-1:])
     except _UNBOUND_READS:
@@ -185,6 +187,40 @@ def _read(holder, path, name: str, frame):
 
 
 _PLAIN_ITEMS = (list, dict, collections.UserDict, collections.UserList)
+
+
+def _users_setter(kind: type, attr: str):
+    """The user's code that `obj.attr = v` runs for an object of `kind`: a property's setter
+    (or a data descriptor's `__set__`), or a `__setattr__`, defined in a class of the user's
+    (None where Python's own sets it: a library's class, NNX's, sets it its way)."""
+    for klass in kind.__mro__:
+        if not is_users_class(klass):
+            continue
+        found = vars(klass).get(attr)
+        if found is not None and hasattr(type(found), "__set__"):
+            return f"the setter of {klass.__name__}.{attr}"
+        if "__setattr__" in vars(klass):
+            return f"{klass.__name__}.__setattr__"
+    return None
+
+
+def _refuse_users_setter(parent, attr: str, name: str, frame) -> None:
+    """An attribute a staged `if` or loop carries (`s.lr`) is written back by setting it, and
+    set by each side traced: where the user's code runs for that (a property's setter counting
+    writes, a `__setattr__` that logs), it would run once per side and again after, where eager
+    runs it once."""
+    if isinstance(parent, type):
+        return  # (a class attribute: set on the class, whose metaclass is Python's)
+    setter = _users_setter(type(parent), attr)
+    if setter is None:
+        return
+    raise PythonEffectError(
+        f"this staged `if` or loop carries {name}, set through {setter}: that code would run once per "
+        "side traced and again to write the result back, where eager runs it once.",
+        OriginInfo.from_frame(frame) if frame is not None else None,
+        advice=f"compute the new value into a variable in the `if` or loop (`v = ...`) and set `{name} = v` "
+        "after it; or make the condition a Python value.",
+    )
 
 
 def _refuse_users_items(container, name: str, frame) -> None:

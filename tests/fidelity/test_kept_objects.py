@@ -196,3 +196,35 @@ def test_an_object_held_in_two_places_only_read_while_a_list_grows_matches_eager
     for step in range(2):
         np.testing.assert_array_equal(static(model, jnp.ones(3) * step), TiedWithLog.read_and_log(eager, jnp.ones(3) * step))
     assert model.log == eager.log and model.q is model.p
+
+
+class WithSetter:
+    def __init__(self):
+        self._lr, self.sets = jnp.array(0.1), 0
+
+    @property
+    def lr(self):
+        return self._lr
+
+    @lr.setter
+    def lr(self, v):
+        self.sets += 1  # eager: one set per call
+        self._lr = v
+
+    @dy2st.to_static
+    def forward(self, x):
+        if x.sum() > 0:
+            self.lr = self.lr * 0.5
+        else:
+            self.lr = self.lr * 2.0
+        return x
+
+
+def test_an_attribute_set_through_the_users_setter_in_a_staged_if_is_refused():
+    # each side traced, and the write-back, ran the setter: 4 counts a call for eager's 1
+    from dy2st.errors import PythonEffectError
+
+    m = WithSetter()
+    with pytest.raises(PythonEffectError, match=r"(?s)setter of WithSetter.lr.*To fix"):
+        m.forward(jnp.ones(3))
+    assert m.sets == 0
