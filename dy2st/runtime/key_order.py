@@ -26,6 +26,7 @@ import contextlib
 
 import jax
 
+from dy2st import _jax_compat
 from dy2st.runtime import writes
 
 _DICTS = (dict, collections.defaultdict)  # what JAX flattens with sorted keys (OrderedDict keeps its order)
@@ -59,37 +60,35 @@ def dict_keys(tree) -> list:
 
 
 def _collect(tree, orders: list) -> bool:
-    if isinstance(tree, jax.Array):
+    """Note the key order of each dict in `tree` into `orders` (see the module docstring);
+    whether some are out of sorted order. This runs on calls: tuples, lists and dicts are
+    walked here, other nodes by jax's flatten (their dicts in its order)."""
+    kind = type(tree)
+    if kind in _DICTS:
+        keys, by_key = tuple(tree), _sorted_keys(tree)
+        orders.append(keys)
+        unsorted = list(keys) != by_key
+        for key in by_key:
+            value = tree[key]
+            if type(value) not in _NO_DICTS:  # (an array, a number: nothing to note)
+                unsorted = _collect(value, orders) or unsorted
+        return unsorted
+    if kind is tuple or kind is list:
+        unsorted = False
+        for item in tree:
+            if type(item) not in _NO_DICTS:
+                unsorted = _collect(item, orders) or unsorted
+        return unsorted
+    if kind in _NO_DICTS or isinstance(tree, jax.Array):
         return False
     unsorted = False
-    for node in _dicts_and_leaves(tree):
-        if type(node) not in _DICTS:
-            continue
-        keys, by_key = tuple(node), _sorted_keys(node)
-        orders.append(keys)
-        unsorted |= list(keys) != by_key
-        for key in by_key:
-            unsorted |= _collect(node[key], orders)
+    for node in jax.tree_util.tree_leaves(tree, is_leaf=_is_dict):
+        if type(node) in _DICTS:
+            unsorted = _collect(node, orders) or unsorted
     return unsorted
 
 
-_PLAIN_SEQUENCES = (tuple, list)
-
-
-def _dicts_and_leaves(tree) -> list:
-    """What `jax.tree_util.tree_leaves(tree, is_leaf=_is_dict)` gives, walking tuples and lists
-    (the common containers of arguments and outputs) itself: this runs on calls."""
-    if type(tree) in _PLAIN_SEQUENCES:
-        found = []
-        for item in tree:
-            if type(item) in _DICTS:
-                found.append(item)
-            elif type(item) in _PLAIN_SEQUENCES:
-                found.extend(_dicts_and_leaves(item))
-            elif item is not None and not isinstance(item, jax.Array):  # an array holds no dict
-                found.extend(jax.tree_util.tree_leaves(item, is_leaf=_is_dict))
-        return found
-    return jax.tree_util.tree_leaves(tree, is_leaf=_is_dict)
+_NO_DICTS = frozenset({_jax_compat.array_type(), int, float, bool, complex, str, bytes, type(None)})
 
 
 def restore(tree, orders: tuple | None):
