@@ -363,12 +363,23 @@ def _noting_arguments(fn, name: str):
     WriteTrackers first record the lists, dicts and objects it is given, which it may change in
     place (`helper(log)`, `Ctx(log, 1)` whose `__enter__` appends to `log`)."""
 
+    function = python_function_of(fn)
+    # the lists and dicts it closes over (`def inc(): state["n"] += 1`), as those it is given
+    cells = function.__closure__ or () if function is not None else ()
+
     def call(*args, **kwargs):
         for value in (*args, *kwargs.values()):
             if type(value) in (list, dict):
                 writes.note_container(value, name)
             elif hasattr(value, "__dict__") and not isinstance(value, NOT_OBJECTS):
                 _note_user_receiver(value)
+        for cell in cells:
+            try:
+                value = cell.cell_contents
+            except ValueError:  # not assigned yet
+                continue
+            if type(value) in (list, dict):
+                writes.note_container(value, name)
         result = fn(*args, **kwargs)
         if isinstance(fn, type) and isinstance(result, fn):
             writes.note_born(result)

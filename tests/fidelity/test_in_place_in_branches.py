@@ -489,3 +489,56 @@ def test_a_defaultdict_key_present_before_the_if_is_carried():
         out = dy2st.to_static(counts_by_sign)(x, got)
         counts_by_sign(x, eager)
         assert out is got and dict(got) == dict(eager)
+
+
+# -- a dict or list made in the function and changed in place by a nested function it calls
+# (its closure's): as one it is given
+
+
+def bumps_through_a_closure_in_a_branch(x):
+    state = {"n": 0}
+
+    def inc():
+        state["n"] += 1
+
+    if x.sum() > 0:
+        inc()
+    return state["n"]
+
+
+def bumps_through_a_closure_in_a_loop(x):
+    state = {"n": 0}
+
+    def inc():
+        state["n"] += 1
+
+    while x.sum() < 5:
+        x = x + 1
+        inc()
+    return state["n"], x
+
+
+def bumps_through_a_closure_in_an_and(x):
+    state = {"n": 0}
+
+    def inc():
+        state["n"] += 1
+        return True
+
+    ok = x.sum() > 0 and inc()
+    return jnp.where(ok, x, -x), state["n"]
+
+
+@pytest.mark.parametrize("x", [jnp.ones(2), -jnp.ones(2)])
+def test_a_closures_dict_changed_in_a_staged_branch_is_carried(x):
+    static = dy2st.to_static(bumps_through_a_closure_in_a_branch)
+    for _ in range(2):
+        assert int(static(x)) == bumps_through_a_closure_in_a_branch(x)
+
+
+@pytest.mark.parametrize("fn", [bumps_through_a_closure_in_a_loop, bumps_through_a_closure_in_an_and])
+def test_a_closures_dict_changed_in_a_staged_loop_or_lazy_operand_is_refused(fn):
+    from dy2st.errors import Dy2StaticError
+
+    with pytest.raises(Dy2StaticError, match=r"(?s)changes the dict.*To fix"):
+        dy2st.to_static(fn)(jnp.zeros(2))
