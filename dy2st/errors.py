@@ -557,8 +557,15 @@ class HostArray:
 
 
 def _with_jax_arrays(failure: BaseException) -> BaseException:
-    failure.args = jax.tree_util.tree_map(lambda v: jax.numpy.asarray(v.value) if isinstance(v, HostArray) else v,
-                                          failure.args, is_leaf=lambda v: isinstance(v, HostArray))
+    def as_jax(tree):
+        return jax.tree_util.tree_map(lambda v: jax.numpy.asarray(v.value) if isinstance(v, HostArray) else v,
+                                      tree, is_leaf=lambda v: isinstance(v, HostArray))
+
+    failure.args = as_jax(failure.args)
+    attributes = getattr(failure, "__dict__", None) or {}
+    for name, value in list(attributes.items()):  # (`self.code = code`: set directly)
+        if isinstance(value, HostArray):
+            attributes[name] = jax.numpy.asarray(value.value)
     return failure
 
 

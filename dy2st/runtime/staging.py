@@ -248,17 +248,21 @@ def _users_class(tp) -> bool:
 
 def _raise_when_run(error: BaseException) -> None:
     """In the side being traced: raise `error` when the program runs it (`errors.at_boundary`
-    gives it to the caller as it is). Its arguments made from traced values (`ValueError("bad",
-    x.sum())`, an f-string of one) get their run-time values then: text, and host arrays that
-    the boundary makes jax arrays again (the callback must not call jax)."""
+    gives it to the caller as it is). Its arguments and attributes made from traced values
+    (`ValueError("bad", x.sum())`, an f-string of one, `self.code = code`) get their run-time
+    values then: text, and host arrays that the boundary makes jax arrays again (the callback
+    must not call jax)."""
     if debug_effects_dropped():
         return
-    traced, fill = bind_traced(list(error.args), {}, wrap=HostArray)
+    # its attributes too (`self.code = code` in a user's class): eager's hold the values
+    traced, fill = bind_traced(list(error.args), dict(getattr(error, "__dict__", {})), wrap=HostArray)
     cause = error.__cause__  # `raise ... from e`: eager's error has it as its cause
 
     def fail(*values):
         if traced:
-            error.args = tuple(fill(list(values))[0])
+            args, attributes = fill(list(values))
+            error.args = tuple(args)
+            error.__dict__.update(attributes)
         error.__cause__ = cause
         record_runtime_failure(error)
         raise error

@@ -762,3 +762,23 @@ def test_a_python_raise_whose_message_formats_traced_values_gives_eagers_error()
             fn(jnp.ones(2), log, -1)
         assert log == [-1]
         assert len(getattr(info.value, "__notes__", ())) == (0 if fn is raises_with_a_message_of_traced_values else 1)
+
+
+class CodedError(Exception):
+    def __init__(self, msg, code):
+        super().__init__(msg)
+        self.code = code
+
+
+def raises_with_a_traced_attribute(x):
+    if x.sum() < 0:
+        raise CodedError("negative sum", x.sum())
+    return x
+
+
+def test_an_attribute_of_an_error_a_staged_side_raises_holds_the_run_time_value():
+    static = dy2st.to_static(raises_with_a_traced_attribute)
+    for _ in range(2):
+        with pytest.raises(CodedError, match="negative sum") as info:
+            static(-jnp.ones(3))
+        assert float(info.value.code + 1) == -2.0  # a tracer, used after the call, raised jax's error
