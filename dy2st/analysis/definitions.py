@@ -29,8 +29,8 @@ def _meet(a, b):
 class _Definitions:
     def block(self, stmts, defined):
         for stmt in stmts:
-            if defined is _ALL:
-                setanno(stmt, Fact.DEFINED_IN, frozenset())
+            if defined is _ALL:  # reached on no path: nothing known (the nested statements too)
+                self.stmt(stmt, frozenset())
                 continue
             defined = self.stmt(stmt, defined)
         return defined
@@ -69,7 +69,9 @@ class _Definitions:
 
     def _With(self, node, defined):
         targets = {s.base for s in activity_of([i.optional_vars for i in node.items if i.optional_vars]).kills}
-        return self.block(node.body, defined | targets)
+        after = self.block(node.body, defined | targets)
+        # a body that raises may go on after the `with`, whose `__exit__` may suppress it
+        return defined | targets if after is _ALL else after
 
     def _Try(self, node, defined):
         self.block(node.body, defined)

@@ -280,3 +280,25 @@ def test_jumps_and_raises_in_try_as_python(fn, args):
         jax.tree_util.tree_map(np.testing.assert_array_equal, static(*args), fn(*args))
     if len(args) == 1:
         jax.tree_util.tree_map(np.testing.assert_array_equal, jax.jit(static)(*args), fn(*args))
+
+
+def loops_after_a_suppressed_raise(x):
+    total = x
+    with Suppress():
+        raise RuntimeError("suppressed")
+    try:
+        for i in range(3):  # nested after the `with`: analysed as reached
+            if total.sum() > 10:
+                break
+            total = total + i
+    finally:
+        total = total * 2
+    return total
+
+
+def test_code_after_a_with_whose_body_raises_converts():
+    for x in (jnp.ones(2), jnp.ones(2) * 8):
+        static = dy2st.to_static(loops_after_a_suppressed_raise)
+        for _ in range(2):
+            np.testing.assert_array_equal(static(x), loops_after_a_suppressed_raise(x))
+        np.testing.assert_array_equal(jax.jit(static)(x), loops_after_a_suppressed_raise(x))
