@@ -738,6 +738,16 @@ def _fast_check(reader, value, token):
         return same_float
     if _identity_safe(token):
         return lambda: reader() is value
+    if type(value) is dict and len(value) <= 16 and all(type(v) in _DATA for v in value.values()):
+        # a dict of numbers and strings (`f.__kwdefaults__`, a small config): the same dict, holding
+        # the same objects (one set again, equal or not, traces again), without a walk per call
+        items = tuple(value.items())
+
+        def same_items():
+            now = reader()
+            return now is value and len(now) == len(items) and all(now.get(k, _MISSING) is v for k, v in items)
+
+        return same_items
     return lambda: _freeze(reader(), []) == token
 
 

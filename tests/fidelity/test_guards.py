@@ -1039,3 +1039,18 @@ def test_a_function_attribute_read_with_a_default_counts_every_call():
         assert outs == [1.0, 2.0, 3.0] and counts_with_a_default.calls == 3
     finally:
         counts_with_a_default.__dict__.pop("calls", None)
+
+
+def scaled_by_keywords(x, *, scale=2.0, train=False):
+    return x * scale if train else x + scale
+
+
+def test_keyword_defaults_set_in_place_between_calls_are_read():
+    static = dy2st.to_static(scaled_by_keywords)
+    try:
+        for scale in (2.0, 3.0, 3.0, 2.5):
+            scaled_by_keywords.__kwdefaults__["scale"] = scale  # the same dict, another value
+            for train in (False, True):
+                np.testing.assert_array_equal(static(X, train=train), scaled_by_keywords(X, train=train))
+    finally:
+        scaled_by_keywords.__kwdefaults__["scale"] = 2.0
