@@ -116,31 +116,32 @@ def _rebuild(tree, orders):
 
 class Restorer:
     """`restore(tree, orders)` for trees of one structure, called per call (a program's outputs):
-    the first tree gives a plan, the dicts that are out of sorted order (or hold such) at their
-    positions in the structure, and each call rebuilds only those, its other nodes taken and put
-    back by jax's own flatten and unflatten."""
+    the first tree gives the route to its dicts out of sorted order (`_route_to`), and each call
+    rebuilds only the tuples, lists and dicts on it; where a dict sits inside another kind of
+    pytree node, `restore` itself."""
 
-    __slots__ = ("orders", "_plan", "_route")
+    __slots__ = ("orders", "_route")
 
     def __init__(self, orders: tuple):
         self.orders = orders
-        self._plan = None
-        self._route = None  # the same through tuples, lists and dicts only (`_route_to`), or False
+        self._route = _UNKNOWN
 
     def __call__(self, tree):
-        if self._plan is None:
-            self._plan = _plan(tree, iter(self.orders)) or ()
+        if self._route is _UNKNOWN:
             try:
-                self._route = _route_to(tree, iter(self.orders)) or False
+                self._route = _route_to(tree, iter(self.orders))
             except _OtherNode:
-                self._route = False
-        if self._route:
-            return _follow(tree, self._route)
-        return _apply(tree, self._plan) if self._plan else tree
+                self._route = _OTHER_NODE
+        if self._route is _OTHER_NODE:
+            return restore(tree, self.orders)
+        return tree if self._route is None else _follow(tree, self._route)
+
+
+_UNKNOWN, _OTHER_NODE = object(), object()  # a Restorer's route before its first tree; none of tuples, lists, dicts
 
 
 class _OtherNode(Exception):
-    """A dict inside a pytree node other than a tuple, list or dict: `_apply` rebuilds it."""
+    """A dict inside a pytree node other than a tuple, list or dict: `restore` rebuilds it."""
 
 
 _SEQUENCES = (tuple, list)
@@ -178,32 +179,6 @@ def _follow(node, route):
     values = {key: _follow(node[key], sub) for key, sub in inner.items()}
     items = ((key, values[key] if key in values else node[key]) for key in (order or node))
     return dict(items) if type(node) is dict else collections.defaultdict(node.default_factory, items)
-
-
-def _plan(tree, orders):
-    """`(treedef up to the dicts, ((position, order, {key: plan of its value}), ...))` for the
-    dicts of `tree` to rebuild, in `orders_of`'s walk, or None where none needs it."""
-    leaves, treedef = jax.tree_util.tree_flatten(tree, is_leaf=_is_dict)
-    steps = []
-    for position, node in enumerate(leaves):
-        if type(node) not in _DICTS:
-            continue
-        order, by_key = next(orders), _sorted_keys(node)
-        inner = {key: _plan(node[key], orders) for key in by_key}
-        inner = {key: plan for key, plan in inner.items() if plan is not None}
-        if list(order) != by_key or inner:
-            steps.append((position, order, inner))
-    return (treedef, tuple(steps)) if steps else None
-
-
-def _apply(tree, plan):
-    treedef, steps = plan
-    leaves = treedef.flatten_up_to(tree)
-    for position, order, inner in steps:
-        node = leaves[position]
-        items = ((key, _apply(node[key], inner[key]) if key in inner else node[key]) for key in order)
-        leaves[position] = dict(items) if type(node) is dict else collections.defaultdict(node.default_factory, items)
-    return treedef.unflatten(leaves)
 
 
 # -- dicts whose order a trace may not observe -------------------------------------------------
