@@ -180,7 +180,7 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
 
     key_orders: dict = {}  # branch -> the key orders of the dicts in each output of its last trace
     side_states: dict = {}  # branch -> its state variables' values, for what they share (`_with_aliases`)
-    callers = _CallersContainers(tracker.roots, initial[:nouts])
+    callers = _CallersContainers(tracker.roots, initial[:nouts], names[:nouts], frame)
 
     try:
         for _ in range(_MAX_WRITE_ROUNDS):
@@ -214,6 +214,8 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
         if set_state is not None:
             set_state(initial)
         raise
+    finally:
+        callers.release()  # (the objects it found stay in `callers.objects`)
     outputs = _in_key_order(outputs, key_orders, labels, origin)
     outputs = [v.decode(callers.objects) if type(v) is static_outputs.Identities else v for v in outputs]
     for key, value in zip(carried_writes, outputs[nouts:]):
@@ -437,10 +439,13 @@ class _CallersContainers:
     deciding which, are refused by the merge. (Other pytrees, an `eqx.nn.State` or a dataclass
     updated functionally on one side, are values: merged leaf by leaf.)"""
 
-    def __init__(self, roots: reachable.Roots, own: tuple):
+    def __init__(self, roots: reachable.Roots, own: tuple = (), own_names=(), frame=None):
         self.objects: list = []
         self._index: dict = {}
-        self._roots = roots
+        # What the `if`'s own variables alone reach is no one else's: after the `if` they hold
+        # whatever the taken side left (`g = tree_map(clip, g)` on one side: `g`'s inner dicts).
+        # The function's other locals may reach it too (`g = cache` before the `if`).
+        self._roots = roots.with_locals(frame).without(set(own_names)) if own_names else roots
         # the lists and dicts the `if`'s variables hold before it: `_ListIdentity` keeps those
         self._own = {id(v) for v in own if type(v) in (list, dict)}
 
@@ -452,6 +457,10 @@ class _CallersContainers:
             self._index[key] = len(self.objects)
             self.objects.append(self._held(key))
         return self._index[key]
+
+    def release(self) -> None:
+        """Drop the walk (see `reachable.Roots.release`)."""
+        self._roots.release()
 
     def _held(self, key: int):
         found = writes.input_by_id(key)
@@ -643,7 +652,7 @@ def convert_ifexp(pred, true_fn, false_fn, python_reason=None):
     value = stage_value(pred, _encoded(true_fn, callers), _encoded(false_fn, callers), "the conditional expression",
                         "conditional expression", origin, EXPRESSION_SIDES)
     value = value.decode(callers.objects) if type(value) is static_outputs.Identities else value
-    roots.release()
+    callers.release()
     if events.active():
         events.note(origin, "cond", "lax.cond (conditional expression)", _carries(("value",), (value,)))
     return value

@@ -225,8 +225,8 @@ def _reachable(roots: list, before: dict) -> tuple[dict, dict, list]:
 def _children(value, path: str, classes: dict):
     if isinstance(value, (list, tuple)):
         return ((f"{path}[{i}]", v) for i, v in enumerate(value))
-    if isinstance(value, dict):
-        return ((f"{path}[{k!r}]", v) for k, v in list(value.items()))
+    if isinstance(value, dict):  # (`dict.items`: the runtime's walk is no reading of a watched dict's order)
+        return ((f"{path}[{k!r}]", v) for k, v in list(dict.items(value)))
     attrs = getattr(value, "__dict__", None)
     if isinstance(attrs, dict):
         own = [(f"{path}.{k}", v) for k, v in list(attrs.items()) if not k.startswith("__")]

@@ -466,6 +466,42 @@ def test_a_dict_only_its_variable_holds_is_rebound_freely(step):
         _equal(expected, dy2st.to_static(rebinds_its_own_dict)({"w": jnp.ones(2)}, jnp.array(step)))
 
 
+def _clip_loss(p, x):
+    return jnp.sum((x @ p["l1"]["w"] + p["l1"]["b"]) ** 2)
+
+
+def clips_nested_gradients(params, x, lr, c=1.0):
+    g = jax.grad(_clip_loss)(params, x)
+    gnorm = jnp.sqrt(sum(jnp.sum(v**2) for v in jax.tree_util.tree_leaves(g)))
+    if gnorm > c:
+        g = jax.tree_util.tree_map(lambda v: v * c / gnorm, g)
+    return jax.tree_util.tree_map(lambda p, v: p - lr * v, params, g)
+
+
+def rebinds_a_nested_dict_another_local_holds(x):
+    cache = {"a": {"v": x}}
+    h = cache
+    if x.sum() > 0:
+        h = {"a": {"v": x + 1}}
+    h["a"]["v"] = h["a"]["v"] * 2
+    return cache["a"]["v"], h["a"]["v"]
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.001])
+def test_nested_dicts_only_the_ifs_variable_reaches_are_rebound_freely(scale):
+    """Gradient clipping over nested params beside a Python scalar: `g`'s inner dicts are
+    reached only through `g` itself, so which ones it holds after the `if` is no one else's
+    business (they were taken for objects other code sees, and the step refused)."""
+    params = {"l1": {"w": jnp.ones((3, 2)), "b": jnp.zeros(2)}}
+    static = dy2st.to_static(clips_nested_gradients)
+    for lr in (0.1, 0.1, 0.2):
+        x = jnp.ones((4, 3)) * scale
+        _equal(clips_nested_gradients(params, x, lr), static(params, x, lr))
+    # where another local reaches them, which dict it is stays decided by the data: refused
+    with pytest.raises(BranchOutputError, match="'h' holds an object from before the `if`"):
+        dy2st.to_static(rebinds_a_nested_dict_another_local_holds)(jnp.ones(2))
+
+
 # -- an argument's pytree object returned as it is -------------------------------------------
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass
