@@ -825,7 +825,7 @@ def split_state(obj):
     """
     if node_kind(obj) is None:
         leaves_with_path, treedef = jax.tree_util.tree_flatten_with_path(obj)
-        names = [_path_name(p) for p, _ in leaves_with_path]
+        names = _unique([_path_name(p) for p, _ in leaves_with_path])
         arrays = {n: v for n, (_, v) in zip(names, leaves_with_path) if isinstance(v, ARRAY_TYPES)}
 
         def merge(new):
@@ -835,7 +835,7 @@ def split_state(obj):
 
         return arrays, merge
     layout = Layout([obj])
-    names = _leaf_names(layout)
+    names = _unique(_leaf_names(layout))
     arrays = dict(zip(names, layout.leaves))
 
     def merge(new):
@@ -879,6 +879,27 @@ def _node_paths(key) -> dict:
 
 def _has_leaf(ref) -> bool:
     return type(ref) is ArrayRef or (type(ref) is TreeRef and any(_has_leaf(r) for r in ref.refs))
+
+
+def _unique(names: list[str]) -> list[str]:
+    """`names` with each repeat of an earlier one suffixed `#2`, `#3`, ... (skipping those
+    taken): dotted paths can collide (`{"a.b": w1, "a": {"b": w2}}` both read `a.b`), and one
+    name for two arrays would lose one of them."""
+    taken = set(names)
+    if len(taken) == len(names):
+        return names
+    seen: set = set()
+    unique = []
+    for name in names:
+        if name in seen:
+            n = 2
+            while f"{name}#{n}" in taken:
+                n += 1
+            name = f"{name}#{n}"
+            taken.add(name)
+        seen.add(name)
+        unique.append(name)
+    return unique
 
 
 def _leaf_names(layout: Layout) -> list[str]:

@@ -404,3 +404,33 @@ def test_new_objects_created_by_the_forward_are_written_back(x):
     static(x)
     run_eagerly(eager, x)
     assert_same_state(eager, static)
+
+
+class DottedKeys:
+    """A PyTorch-style flat key beside a nested dict whose path reads the same (`a.b`)."""
+
+    def __init__(self):
+        self.p = {"a.b": jnp.ones(2), "a": {"b": jnp.full(2, 3.0)}}
+
+
+@pytest.mark.parametrize("make", [DottedKeys, lambda: DottedKeys().p], ids=["object", "pytree"])
+def test_split_state_names_colliding_paths_apart(make, tmp_path):
+    """Both arrays read `a.b`: one name for two lost one of them, and `merge` wrote the other's
+    values into both (`save` overwrote the caller's `p["a.b"]` and exported another model)."""
+    model = make()
+    arrays, merge = split_state(model)
+    assert list(arrays) in (["p.a.b", "p.a.b#2"], ["a.b", "a.b#2"])
+    first, second = list(arrays)
+    merge({first: jnp.zeros(2), second: jnp.full(2, 7.0)})
+    p = model.p if isinstance(model, DottedKeys) else model
+    if isinstance(model, DottedKeys):  # (a pytree is rebuilt, not changed in place)
+        assert p["a.b"].tolist() == [0.0, 0.0] and p["a"]["b"].tolist() == [7.0, 7.0]
+    params = DottedKeys().p
+
+    def g(p, x):
+        return x + p["a.b"] * 10 + p["a"]["b"]
+
+    x = np.zeros(2, np.float32)
+    dy2st.save(g, tmp_path / "art", [dy2st.InputSpec((2,), "float32", "x")], params=params)
+    assert params["a.b"].tolist() == [1.0, 1.0]
+    assert dy2st.load(tmp_path / "art")(x).tolist() == [13.0, 13.0]
