@@ -37,6 +37,39 @@ def test_keywords_defaults_and_errors_bind_as_python_does():
         static(X, 1, 2)
 
 
+class Holder:
+    def method(self, x, n=2):
+        return x * n
+
+    @dy2st.to_static
+    def decorated(self, x, n=2):
+        return x * n
+
+
+def _type_error(call) -> str:
+    with pytest.raises(TypeError) as err:
+        call()
+    return str(err.value)
+
+
+@pytest.mark.parametrize("call", [
+    lambda f: f(X, 2, 3), lambda f: f(), lambda f: f(X, m=1), lambda f: f(X, 2, x=1), lambda f: f(X, 2, 3, n=1),
+], ids=["too-many", "missing", "unknown-keyword", "twice", "twice-and-too-many"])
+def test_a_bad_calls_type_error_is_eagers_word_for_word(call):
+    """Python's text counts the parameters with defaults and names the qualified function:
+    `with_default() takes from 1 to 2 positional arguments` (the dispatcher, all of whose
+    parameters have defaults, said "from 0 to 2"; a method's said `method()` for `Holder.method()`)."""
+    holder = Holder()
+    eager_method = Holder.decorated.__wrapped__.__get__(holder) if hasattr(Holder.decorated, "__wrapped__") else None
+    pairs = [(with_default, dy2st.to_static(with_default)), (holder.method, dy2st.to_static(holder.method))]
+    for eager, static in pairs:
+        expected = _type_error(lambda: call(eager))
+        for _ in range(2):
+            assert _type_error(lambda: call(static)) == expected
+    if eager_method is not None:
+        assert _type_error(lambda: call(holder.decorated)) == _type_error(lambda: call(eager_method))
+
+
 def test_a_keyword_call_shares_the_positional_program():
     static = dy2st.to_static(lambda x, y: x + y)
     static(X, X)
