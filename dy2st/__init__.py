@@ -11,7 +11,7 @@
 
 from dy2st import errors
 from dy2st.api import StaticFunction, not_to_static, to_code, to_static
-from dy2st.config import VERSION, enable_to_static, set_code_level, set_verbosity
+from dy2st.config import VERSION, enable_to_static
 from dy2st.errors import Dy2StaticError
 from dy2st.explain import Report
 from dy2st.api import explain  # (after the module of the same name: the name is the function)
@@ -19,6 +19,7 @@ from dy2st.export import load, save
 from dy2st.input_spec import InputSpec
 from dy2st.program import ConcreteProgram
 from dy2st.runtime.loops import set_loop_options
+from dy2st.settings import set_code_level, set_verbosity
 
 __version__ = VERSION
 

@@ -16,12 +16,13 @@ import jax
 
 from dy2st import _jax_compat, callables, conversion, input_spec, stateful
 from dy2st.config import _switch_listeners, config, logger
-from dy2st.errors import (RuntimeChecks, at_boundary, at_eager_boundary, failed_when_run, innermost_user_frame, mark_noted,
+from dy2st.errors import (ArgumentError, ConversionError, RuntimeChecks, at_boundary, at_eager_boundary, failed_when_run, innermost_user_frame, mark_noted,
                           output_replayed, rerun_eagerly, written_before_failing)
 from dy2st.call_policy import ARRAY_IMPL, AmbiguousLeaf, CallPolicy, ContainerEffect, Declined, Route
 from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
 from dy2st.program_body import changes_lost_with, run_inline
-from dy2st.sharding import Shardings
+from dy2st.input_spec import check_spec_list, user_origin
+from dy2st.sharding import Shardings, check_shardings
 from dy2st.runtime import guards, static_outputs
 from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.writes import WRITTEN
@@ -360,7 +361,8 @@ class StaticFunction(functools.partial):
     def __init__(self, fn, input_spec=None, full_graph: bool = True, max_programs: int = DEFAULT_MAX_PROGRAMS,
                  shardings=None):
         if not callable(fn):
-            raise TypeError(f"to_static expects a function, got {type(fn).__name__}")
+            raise ArgumentError(f"to_static expects a function, got {type(fn).__name__} {fn!r:.60}.",
+                                user_origin(), advice="pass the function itself: dy2st.to_static(f).")
         self._fn = fn
         self._input_spec = input_spec
         self._full_graph = full_graph
@@ -841,6 +843,7 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True, max_programs
                 return x * 2
             return x - 1
     """
+    _check_options(fn, input_spec, max_programs, in_shardings, out_shardings)
     shardings = None
     if in_shardings is not None or out_shardings is not None:
         shardings = Shardings(in_shardings, out_shardings)
@@ -864,9 +867,34 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True, max_programs
     return StaticFunction(fn, input_spec, full_graph, max_programs, shardings)
 
 
+def _check_options(fn, input_spec, max_programs, in_shardings, out_shardings) -> None:
+    """`to_static`'s arguments, refused at the user's line with what to pass (an ArgumentError,
+    also the TypeError or ValueError Python would raise): before any conversion, and for the
+    decorator form (`fn` None) where it is written."""
+    if fn is not None and not isinstance(fn, StaticFunction) and not _convertible_object(fn):
+        raise ArgumentError(f"to_static expects a function, a method or a model object, got "
+                            f"{type(fn).__name__} {fn!r:.60}.", user_origin(),
+                            advice="pass the function itself, dy2st.to_static(f), or write @dy2st.to_static above its def.")
+    if isinstance(max_programs, bool) or not isinstance(max_programs, int) or max_programs < 1:
+        raise ArgumentError(f"max_programs must be a positive integer, got {type(max_programs).__name__} "
+                            f"{max_programs!r:.60}.", user_origin(),
+                            advice=f"pass a count of programs to keep, e.g. max_programs={DEFAULT_MAX_PROGRAMS} (the default).")
+    if input_spec is not None:
+        check_spec_list(input_spec)
+    check_shardings(fn, in_shardings, out_shardings)
+
+
+def _convertible_object(fn) -> bool:
+    """A callable, or an object whose `forward` to_static converts."""
+    return callable(fn) or isinstance(fn, (staticmethod, classmethod)) or _model_method(fn) is not None
+
+
 def explain(fn, *args, **kwargs):
     """Trace `fn` (a function, a StaticFunction, a method or a model) for these arguments and
     report what became of each line; see `dy2st.explain` (the module) and `StaticFunction.explain`."""
+    if fn is None:
+        raise ArgumentError("explain needs the function to explain as its first argument, got None.",
+                            user_origin(), advice="call dy2st.explain(f, *args) with f's arguments.")
     reports = importlib.import_module("dy2st.explain")  # (when first used; `dy2st.explain` is this function)
     return reports.explain(fn if isinstance(fn, StaticFunction) else to_static(fn), *args, **kwargs)
 
@@ -877,4 +905,14 @@ def to_code(fn) -> str:
         return fn.code
     if isinstance(fn, types.MethodType):
         fn = fn.__func__
-    return conversion.source_of(conversion.convert(inspect.unwrap(fn)))
+    if isinstance(fn, types.FunctionType):
+        return conversion.source_of(conversion.convert(inspect.unwrap(fn)))
+    if fn is None:
+        raise ArgumentError("to_code needs the function whose translated source to show, got None.",
+                            user_origin(), advice="call dy2st.to_code(f).")
+    code = to_static(fn).code  # a partial, a staticmethod, a model: as to_static takes them
+    if code is None:
+        raise ConversionError(f"to_code: {fn!r:.60} has no Python source to translate (a builtin or numpy "
+                              "function runs as it is).", user_origin(),
+                              advice="pass a function defined in Python source.")
+    return code

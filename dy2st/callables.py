@@ -22,6 +22,7 @@ from typing import Callable, NamedTuple
 
 from dy2st import conversion
 from dy2st.errors import ConversionError, InputSpecError, OriginInfo, is_library_file
+from dy2st.input_spec import check_spec_list
 
 
 STATIC_METHOD_ATTR = "__dy2st_staticmethod__"
@@ -78,7 +79,10 @@ def convertible(fn):
 
 def check_input_spec_count(fn, specs) -> None:
     """Refuse, when `to_static` is called, an `input_spec` list longer than `fn`'s positional
-    parameters (after `self` for a method in a class body): the extra specs describe nothing."""
+    parameters (after `self` for a method in a class body): the extra specs describe nothing;
+    and one that is not a list at all (a string would count one entry per character)."""
+    if specs is not None:
+        check_spec_list(specs)
     if specs is None or not isinstance(fn, (types.FunctionType, types.MethodType, functools.partial)):
         return
     skip = int(isinstance(fn, types.FunctionType) and conversion.is_method(fn))

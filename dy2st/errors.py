@@ -416,6 +416,15 @@ class ExportError(Dy2StaticError):
     """
 
 
+class ArgumentError(Dy2StaticError, TypeError, ValueError):
+    """A dy2st function was given an argument it cannot take: `to_static(3)`, `max_programs=0`,
+    `in_shardings` that are not shardings, `set_verbosity(None)`.
+
+    The message names the argument and says what to pass instead. It is also a TypeError and a
+    ValueError, what Python raises for such a misuse, so code that catches either still does.
+    """
+
+
 class ArtifactError(Dy2StaticError):
     """A saved artifact cannot be loaded: a file is missing, truncated or altered (its sha256
     differs from the manifest's), or it was written by an incompatible dy2st/jax/platform.

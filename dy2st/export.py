@@ -46,7 +46,7 @@ from dy2st import _lift, config
 from dy2st.artifact_files import MAX_MANIFEST_BYTES, ArtifactDir, write_artifact
 from dy2st.errors import ArtifactError, Dy2StaticError, ExportError, InputSpecError, OriginInfo, \
     innermost_user_frame
-from dy2st.input_spec import InputSpec, abstract, as_spec, user_origin
+from dy2st.input_spec import InputSpec, abstract, as_spec, check_spec_list, user_origin
 from dy2st.manifest import FORMAT, FORMAT_VERSION, MANIFEST, PROGRAM, SUPPORTED_FORMAT_VERSIONS, WEIGHT_FILES, \
     Manifest, parse_manifest
 from dy2st.runtime import debug_effects, key_order
@@ -164,9 +164,7 @@ def _debug_effects_mode(mode: str) -> contextlib.AbstractContextManager:
 
 # -- input specs -----------------------------------------------------------------------------
 def _input_entries(input_spec, lifted) -> list:
-    if isinstance(input_spec, (InputSpec, str, bytes)) or not isinstance(input_spec, Sequence):
-        raise InputSpecError(f"input_spec must be a list with one entry per input, got {input_spec!r:.80}.",
-                             advice="wrap it in a list: input_spec=[dy2st.InputSpec(...)].")
+    check_spec_list(input_spec)
     _check_spec_count(len(input_spec), lifted)
     entries = []
     for i, entry in enumerate(input_spec):

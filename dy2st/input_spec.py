@@ -35,6 +35,9 @@ _LIBRARY_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (jax, np)) +
     (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
 _CLI_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cli.py")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# The largest fixed dimension: no array has more elements (an artifact's manifest holds the same
+# bound, `dy2st.manifest`, so a spec `dy2st.save` takes is one `dy2st.load` reads).
+MAX_DIM = 1 << 40
 _PARSE_RE = re.compile(r"^\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*:)?\s*(?P<dtype>[A-Za-z0-9_]+)\s*\[(?P<dims>[^\]]*)\]\s*$")
 
 
@@ -77,12 +80,17 @@ class InputSpec:
     @classmethod
     def parse(cls, text: str) -> "InputSpec":
         """`'x:float32[None,784]'` -> InputSpec((None, 784), float32, 'x'); the name is optional."""
+        if not isinstance(text, str):
+            raise InputSpecError(f"InputSpec.parse takes a string, got {type(text).__name__} {text!r:.60}.",
+                                 advice="write NAME:DTYPE[DIMS], e.g. 'x:float32[None,784]', or build "
+                                 "dy2st.InputSpec(shape, dtype, name) directly.")
         match = _PARSE_RE.match(text)
         if match is None:
-            raise InputSpecError(f"Cannot read the input spec {text!r}.",
+            raise InputSpecError(f"Cannot read the input spec {_short_repr(text)}.",
                                  advice="write NAME:DTYPE[DIMS], e.g. 'x:float32[None,784]' or 'n:int32[]'.")
         dims = [d.strip() for d in match["dims"].split(",")] if match["dims"].strip() else []
-        shape = [None if d in ("None", "?", "-1") else int(d) if d.lstrip("-").isdigit() else d for d in dims]
+        shape = [None if d in ("None", "?", "-1") else _parsed_int(d, text) if d.lstrip("-").isdigit() else d
+                 for d in dims]
         return cls(shape, match["dtype"], match["name"])
 
     @classmethod
@@ -192,12 +200,38 @@ def _array_dtype(dtype, name: str | None) -> np.dtype:
 def _normalize_dim(d, shape) -> Dim:
     if d is None or (isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d == -1):
         return None
-    if isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0:
+    if isinstance(d, (int, np.integer)) and not isinstance(d, bool) and 0 <= d <= MAX_DIM:
         return int(d)
     if isinstance(d, str) and _NAME_RE.fullmatch(d):
         return d
-    raise InputSpecError(f"InputSpec dimension {d!r} in shape {tuple(shape)!r} is not valid.",
-                         advice="use an int >= 0, None or -1 for any size, or a name such as 'batch'.")
+    raise InputSpecError(f"InputSpec dimension {_short_repr(d)} in shape {_short_repr(tuple(shape))} is not valid.",
+                         advice=f"use an int from 0 to 2**40 ({MAX_DIM}), None or -1 for any size, or a name "
+                         "such as 'batch'.")
+
+
+def _parsed_int(digits: str, text: str) -> int:
+    """A dimension of `InputSpec.parse`'s text; more digits than any dimension has is refused
+    (Python refuses to read an int of over 4300 digits at all)."""
+    if len(digits.lstrip("-")) > len(str(MAX_DIM)):
+        raise InputSpecError(f"Cannot read the input spec {_short_repr(text)}: the dimension {digits[:20]}... "
+                             f"has {len(digits)} digits; a dimension is at most 2**40 ({MAX_DIM}).",
+                             advice="write NAME:DTYPE[DIMS], e.g. 'x:float32[None,784]' or 'n:int32[]'.")
+    return int(digits)
+
+
+def _short_repr(value, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def check_spec_list(input_spec) -> None:
+    """Refuse an `input_spec` that is not a list (or tuple) of entries, one per parameter: a
+    single InputSpec, or a string (which would count as one entry per character)."""
+    if isinstance(input_spec, (InputSpec, str, bytes)) or not isinstance(input_spec, Sequence):
+        raise InputSpecError(f"input_spec must be a list with one entry per input, got "
+                             f"{type(input_spec).__name__} {_short_repr(input_spec)}.", user_origin(),
+                             advice="wrap it in a list: input_spec=[dy2st.InputSpec(...)] (InputSpec.parse "
+                             "reads a spec written as text).")
 
 
 def _shape_text(shape) -> str:

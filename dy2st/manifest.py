@@ -22,7 +22,7 @@ import jax
 import numpy as np
 
 from dy2st.errors import ArtifactError, InputSpecError
-from dy2st.input_spec import InputSpec
+from dy2st.input_spec import MAX_DIM, InputSpec
 
 FORMAT = "dy2st.artifact"
 # Version 2: the program takes (weights by name, [{input name: array}, ...]), so its signature
@@ -38,7 +38,6 @@ _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _INPUT_NAME_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
 MAX_RANK = 64
-MAX_DIM = 1 << 40
 
 FieldError = Callable[[str, str], ArtifactError]  # (field path, what was expected) -> the error
 

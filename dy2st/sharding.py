@@ -20,9 +20,15 @@ to the array leaves here, once per static pattern, never on the call path.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
+import types
 
 import jax
-from jax.sharding import Sharding
+from jax.sharding import PartitionSpec, Sharding
+
+from dy2st.errors import ArgumentError
+from dy2st.input_spec import user_origin
 
 
 def _is_sharding_leaf(x) -> bool:
@@ -66,3 +72,45 @@ class Shardings:
         full = jax.tree_util.tree_broadcast(prefix, args, is_leaf=_is_sharding_leaf)
         by_leaf = dict(zip(jax.tree_util.tree_leaves(args), jax.tree_util.tree_leaves(full, is_leaf=_is_sharding_leaf)))
         return tuple(by_leaf.get(pos) for pos in positions)
+
+
+def check_shardings(fn, in_shardings, out_shardings) -> None:
+    """Refuse, when `to_static` is called, shardings jit would refuse at every call: a leaf
+    that is not a Sharding, PartitionSpec or None (a string, a number), or a list of
+    `in_shardings` longer than `fn`'s positional parameters (or shorter than its required ones)."""
+    for name, value in (("in_shardings", in_shardings), ("out_shardings", out_shardings)):
+        if value is None:
+            continue
+        if isinstance(value, (str, bytes)):
+            bad = [value]
+        else:
+            bad = [leaf for leaf in jax.tree_util.tree_leaves(value, is_leaf=_is_sharding_leaf)
+                   if leaf is not None and not isinstance(leaf, (Sharding, PartitionSpec))]
+        if bad:
+            raise ArgumentError(f"{name} holds {type(bad[0]).__name__} {bad[0]!r:.60}, which is not a sharding.",
+                                user_origin(), advice=f"give jax shardings, as for jax.jit: {name}=(NamedSharding(mesh, "
+                                "P('data')), None), with None for an argument placed as it is.")
+    if isinstance(in_shardings, (tuple, list)):
+        counts = _positional_counts(fn)
+        if counts is not None and not counts[0] <= len(in_shardings) <= counts[1]:
+            required, positional = counts
+            wanted = str(positional) if required == positional else f"{required} to {positional}"
+            raise ArgumentError(f"in_shardings has {len(in_shardings)} entries, but the function takes {wanted} "
+                                "positional arguments (self included for a method).", user_origin(),
+                                advice="give one sharding (or None) per positional argument, in order.")
+
+
+def _positional_counts(fn) -> tuple[int, int] | None:
+    """(required, all) positional parameters of the function a program is called with; None
+    where it takes *args or has no signature to read."""
+    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if not isinstance(target, (types.FunctionType, functools.partial)):
+        return None
+    try:
+        params = list(inspect.signature(target).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return sum(p.default is p.empty for p in positional), len(positional)

@@ -223,6 +223,12 @@ json.dump(manifest, open(os.path.join(artifact, "manifest.json"), "w"))
 dy2st.load(artifact)
 """, "Load only artifacts written by `dy2st.save`, unchanged: every file an artifact names must be a "
         "plain file inside its directory; save the artifact again if it was edited."),
+    Example(errors.ArgumentError, """
+def f(x):
+    return x * 2
+
+dy2st.to_static(f, max_programs=0)
+""", "Pass a positive count of programs to keep, such as `max_programs=8`, or leave the default."),
     Example(errors.InputSpecError, """
 def f(x):
     return x * 2

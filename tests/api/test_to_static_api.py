@@ -281,3 +281,69 @@ def test_numpy_inputs_are_program_inputs():
     np.testing.assert_allclose(f(np.asarray(POS)), POS * 3)
     np.testing.assert_allclose(f(np.asarray(NEG)), NEG - 1)
     assert len(f.programs) == 1
+
+
+# -- bad arguments to the public functions: a Dy2StaticError at the caller's line ----------
+def _refused_here(error_type, call, *words):
+    """`call()` raises `error_type` whose message starts at this file's line and has `words`."""
+    with pytest.raises(error_type) as info:
+        call()
+    message = str(info.value)
+    assert isinstance(info.value, dy2st.Dy2StaticError)
+    assert message.startswith(f'File "{__file__}", line '), message
+    assert "To fix:" in message, message
+    for word in words:
+        assert word in message, message
+    return info.value
+
+
+def two_params(x, y=1):
+    return x * y
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: dy2st.to_static(3), ["to_static expects a function", "got int 3", "dy2st.to_static(f)"]),
+    (lambda: dy2st.to_static(branchy, max_programs=0), ["max_programs must be a positive integer, got int 0"]),
+    (lambda: dy2st.to_static(branchy, max_programs=None), ["max_programs must be a positive integer, got NoneType"]),
+    (lambda: dy2st.to_static(max_programs=2.5), ["max_programs must be a positive integer, got float 2.5"]),
+    (lambda: dy2st.to_static(branchy, in_shardings="x"), ["in_shardings holds str 'x', which is not a sharding",
+                                                          "NamedSharding"]),
+    (lambda: dy2st.to_static(branchy, out_shardings=[3]), ["out_shardings holds int 3"]),
+    (lambda: dy2st.to_static(two_params, in_shardings=[None] * 3), ["in_shardings has 3 entries", "takes 1 to 2",
+                                                                    "one sharding (or None) per positional argument"]),
+    (lambda: dy2st.explain(None, POS), ["explain needs the function to explain", "dy2st.explain(f, *args)"]),
+    (lambda: dy2st.explain(3, POS), ["to_static expects a function", "got int 3"]),
+    (lambda: dy2st.to_code(3), ["to_static expects a function", "got int 3"]),
+    (lambda: dy2st.to_code(None), ["to_code needs the function"]),
+    (lambda: dy2st.set_code_level("a"), ["set_code_level(level) takes an int >= 0, got str 'a'"]),
+    (lambda: dy2st.set_verbosity(None), ["set_verbosity(level) takes an int >= 0, got NoneType None"]),
+    (lambda: dy2st.set_verbosity(-1), ["takes an int >= 0, got int -1", "0 to turn it off"]),
+])
+def test_bad_arguments_are_refused_at_the_callers_line(call, words):
+    """Also a TypeError and a ValueError, what Python raises for such a misuse (and what these
+    raised before: code catching either still does)."""
+    error = _refused_here(dy2st.errors.ArgumentError, call, *words)
+    assert isinstance(error, TypeError) and isinstance(error, ValueError)
+
+
+@pytest.mark.parametrize("spec, shown", [("x:float32[3]", "str 'x:float32[3]'"), ("x", "str 'x'"),
+                                         (5, "int 5"), (dy2st.InputSpec((3,)), "InputSpec")])
+def test_an_input_spec_that_is_not_a_list_is_refused(spec, shown):
+    """A string was counted one entry per character ('has 12 entries'; a 1-character one passed)."""
+    _refused_here(dy2st.errors.InputSpecError, lambda: dy2st.to_static(branchy, input_spec=spec),
+                  "input_spec must be a list with one entry per input", shown, "wrap it in a list")
+
+
+def test_to_code_takes_what_to_static_takes():
+    import functools
+
+    assert dy2st.to_code(functools.partial(two_params, y=2)) == dy2st.to_code(two_params)
+    assert "def __call__" in dy2st.to_code(Model())  # a model: its __call__
+    _refused_here(dy2st.errors.ConversionError, lambda: dy2st.to_code(abs), "abs", "no Python source")
+
+
+class Model:
+    def __call__(self, x):
+        if x.sum() > 0:
+            return x * 2
+        return x

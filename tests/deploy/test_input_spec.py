@@ -55,6 +55,12 @@ def test_parse(text, expected):
     (lambda: dy2st.InputSpec(3), ["sequence of dimensions"]),
     (lambda: dy2st.InputSpec((3,), "not_a_dtype"), ["not an array dtype"]),
     (lambda: dy2st.InputSpec.parse("x=float32(3)"), ["Cannot read the input spec", "x:float32[None,784]"]),
+    (lambda: dy2st.InputSpec.parse(None), ["InputSpec.parse takes a string, got NoneType", "x:float32[None,784]"]),
+    (lambda: dy2st.InputSpec.parse(b"x:float32[3]"), ["InputSpec.parse takes a string, got bytes"]),
+    # more digits than Python reads into an int (its 4300-digit limit raised a raw ValueError)
+    (lambda: dy2st.InputSpec.parse("x:float32[" + "9" * 5000 + "]"), ["has 5000 digits", "at most 2**40"]),
+    (lambda: dy2st.InputSpec.parse("x:float32[" + "9" * 30 + "]"), ["has 30 digits", "at most 2**40"]),
+    (lambda: dy2st.InputSpec((2 ** 62, 4)), ["dimension 4611686018427387904", "from 0 to 2**40"]),
 ])
 def test_malformed_specs_are_clear_errors(make, words):
     with pytest.raises(InputSpecError) as info:
