@@ -349,6 +349,7 @@ class StateFacts:
     observed: frozenset = frozenset()
     attributes: frozenset = frozenset()  # those that are attributes, resolved (`StateAccess.attributes`)
     held_iterator: bool = False  # a `for` over a name only `next()` reads otherwise (`Fact.HELD_ITERATOR`)
+    items: dict = dataclasses.field(default_factory=dict, hash=False)  # those that are items (`StateAccess.items`)
 
 
 @dataclasses.dataclass
@@ -431,7 +432,7 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
         given = assemble(spec, carried)
         key_order.observe_if_held(given)  # (the state machinery takes its dicts as plain ones)
         roots = reachable.snapshot((loop.body, loop.test), [v.name for v in spec], given)
-        with WriteTracker(roots, loop.facts.attributes, origin=origin) as tracker, staged_tracing(), \
+        with WriteTracker(roots, loop.facts.attributes, loop.facts.items, origin) as tracker, staged_tracing(), \
                 guards.unchanged_by_side(origin, "body of this staged loop",  # a known trip count: unrolled instead
                                          Refused if loop.length is not None else None):
             with numbers_checked(origin):  # the numbers rule: what Python would raise computing on them

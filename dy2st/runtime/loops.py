@@ -119,7 +119,8 @@ def convert_while(test, body, state, names, python_reason=None, refuse_staged=Fa
       class_name: the class whose private names (`__n`) the paths hold, mangled as compiled.
     """
     with state_cells.StateAccess((test, body), state, names, sys._getframe(1), class_name) as access:
-        facts = loop_staging.StateFacts(frozenset(loop_only), frozenset(observed), access.attributes())
+        facts = loop_staging.StateFacts(frozenset(loop_only), frozenset(observed), access.attributes(),
+                                        items=access.items())
         values = _while(test, body, access.get, access.set, names, python_reason, refuse_staged, facts)
     return state_cells.plain_values(values, access.paths)
 
@@ -230,7 +231,7 @@ def convert_for(iterable, body, state, names, extra_test, python_reason=None, re
     """
     with state_cells.StateAccess((body, extra_test), state, names, sys._getframe(1), class_name) as access:
         facts = loop_staging.StateFacts(frozenset(loop_only), frozenset(observed), access.attributes(),
-                                        held_iterator)
+                                        held_iterator, access.items())
         values = _for(iterable, body, access.get, access.set, names, extra_test, python_reason, refuse_staged,
                       facts)
     return state_cells.plain_values(values, access.paths)

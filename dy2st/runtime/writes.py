@@ -256,15 +256,34 @@ class WriteTracker:
                 value = current.get(attr, _MISSING)
                 if value is _MISSING and original.value is _MISSING:
                     continue
-                if original.value is _MISSING or value is _MISSING or _changed(original, value):
+                if original.value is _MISSING or value is _MISSING or self._changed_beside_items(original, value):
                     changes[key] = Undefined(self.label(key)) if value is _MISSING else (
                         _contents(value) if _contents(value) is not None and value is original.value else value)
         for container_id, container in self._containers.items():
             key = AttributeKey(container_id, ITSELF)
-            if _changed(self.originals[key], container):
+            if self._changed_beside_items(self.originals[key], container):
                 changes[key] = _contents(container)
         self.restore()
         return changes
+
+    def _changed_beside_items(self, original: _Original, current) -> bool:
+        """`_changed`, but for the items the statement carries itself (`x.b[0] = v` in a
+        branch or loop body that carries `x.b[0]`): those are its own variables, not a change
+        made inside the list for the tracker to carry or refuse."""
+        if not _changed(original, current):
+            return False
+        if current is not original.value or not self._items:
+            return True
+        carried = {key for (container_id, key) in self._items if container_id == id(current)}
+        if not carried:
+            return True
+        before = _contents(current)
+        for key in carried:
+            try:
+                before[key] = original.contents[key]
+            except (IndexError, KeyError):
+                return True  # the item was added or removed: the container itself changed
+        return changed_contents(before, original.contents)
 
     def _refuse_added_keys(self) -> None:
         """A key a read added to a defaultdict (`dd[k].append(x)`, `n = dd[k]`) in this side,
