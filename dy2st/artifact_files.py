@@ -22,10 +22,29 @@ import tempfile
 from typing import Callable
 
 from dy2st.errors import ArtifactError, ExportError
+from dy2st.input_spec import user_origin
 
 MAX_MANIFEST_BYTES = 64 << 20
 
 ProblemError = Callable[[str, str], ArtifactError]  # (file name, problem) -> the error
+
+
+def path_argument(path, function: str, error_type: type) -> str:
+    """The `path` argument of `dy2st.save`/`dy2st.load` as a str; anything but a str, bytes or
+    os.PathLike, or a path with a NUL byte, is an `error_type` (ExportError, ArtifactError)
+    saying what to pass, where `os.open` would raise a bare TypeError or ValueError."""
+    try:
+        text = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else None
+    except TypeError:  # an os.PathLike whose __fspath__ gives neither str nor bytes
+        text = None
+    if text is None:
+        raise error_type(f"{function}: path must be a directory path (a str or os.PathLike), got "
+                         f"{type(path).__name__} {path!r:.60}.", user_origin(),
+                         advice=f"pass the artifact's directory, e.g. {function}(..., 'artifact') or a pathlib.Path.")
+    if "\0" in text:
+        raise error_type(f"{function}: the path {text!r:.80} holds a NUL character, which no file name can.",
+                         user_origin(), advice="pass the artifact's directory without the NUL.")
+    return text
 
 
 class ArtifactDir:
@@ -41,6 +60,8 @@ class ArtifactDir:
             raise error("", "not a directory; pass the directory written by dy2st.save.") from None
         except PermissionError:
             raise error("", "permission denied.") from None
+        except OSError as err:  # a symlink loop, a name too long, ...
+            raise error("", f"cannot be opened ({os.strerror(err.errno)}).") from None
 
     def __enter__(self) -> "ArtifactDir":
         return self
@@ -105,18 +126,32 @@ def write_artifact(target: str, files: dict[str, bytes], overwrite: bool,
     """Write `files` (name -> bytes) as the directory `target`, replacing it as a whole."""
     target = os.path.abspath(target)
     parent = os.path.dirname(target)
-    os.makedirs(parent, exist_ok=True)
-    _check_target(target, overwrite, is_artifact)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.dy2st-", dir=parent)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        _check_target(target, overwrite, is_artifact)
+        staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.dy2st-", dir=parent)
+    except OSError as err:  # the parent is a file, a name too long, no permission, ...
+        raise _write_error(target, err) from None
     try:
         for name, data in files.items():
             _write_new_file(staging, name, data)
         os.chmod(staging, 0o755)  # mkdtemp makes it 0o700
         _fsync_dir(staging)
         _swap_into_place(staging, target, parent)
-    except BaseException:
+    except BaseException:  # (a full disk stays the OSError it is: not a wrong path)
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _write_error(target: str, err: OSError) -> ExportError:
+    if isinstance(err, FileExistsError):  # os.makedirs met a file where a directory of the path goes
+        problem = f"{err.filename!r:.200} is a file, not a directory"
+    else:
+        where = f" ({err.filename!r:.200})" if err.filename and err.filename != target else ""
+        problem = f"{os.strerror(err.errno) if err.errno else err}{where}"
+    return ExportError(f"Cannot write the artifact {target!r:.200}: {problem}.", user_origin(),
+                       advice="choose a path whose parent is a directory you can write to, with names of at "
+                       "most 255 bytes.")
 
 
 def _check_target(target: str, overwrite: bool, is_artifact: Callable[[str], bool]) -> None:

@@ -33,6 +33,7 @@ import io
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -43,7 +44,7 @@ import numpy as np
 
 from dy2st import _jax_compat
 from dy2st import _lift, config
-from dy2st.artifact_files import MAX_MANIFEST_BYTES, ArtifactDir, write_artifact
+from dy2st.artifact_files import MAX_MANIFEST_BYTES, ArtifactDir, path_argument, write_artifact
 from dy2st.errors import ArtifactError, Dy2StaticError, ExportError, InputSpecError, OriginInfo, \
     innermost_user_frame
 from dy2st.input_spec import InputSpec, abstract, as_spec, check_spec_list, user_origin
@@ -89,6 +90,8 @@ def save(fn_or_model, path: str | os.PathLike, input_spec: Sequence | None = Non
         dy2st.save(forward, "artifact", [dy2st.InputSpec((None, 784), "float32", "x")], params=params)
         loaded = dy2st.load("artifact"); loaded(x)
     """
+    path = path_argument(path, "dy2st.save", ExportError)  # checked before the function is traced
+    platforms = _platforms_argument(platforms)
     if debug_effects not in DEBUG_EFFECTS:
         raise ExportError(f"debug_effects={debug_effects!r} is not one of {list(DEBUG_EFFECTS)}.")
     lifted = _lift.lift(fn_or_model, params)
@@ -135,8 +138,9 @@ def save(fn_or_model, path: str | os.PathLike, input_spec: Sequence | None = Non
         manifest["output_key_orders"] = [list(order) for order in key_orders[-1]]  # string keys: serialized
     manifest["files"] = {name: _file_info(data) for name, data in files.items()}
     files[MANIFEST] = json.dumps(manifest, indent=2).encode()
-    write_artifact(os.fspath(path), files, overwrite, _is_artifact)
-    return os.fspath(path)
+    _check_loadable(files, specs)
+    write_artifact(path, files, overwrite, _is_artifact)
+    return path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,6 +155,32 @@ class _Traced:
 
     def args(self) -> tuple:
         return (self.weight_structs, self.input_structs)
+
+
+# The platforms jax.export lowers for (jax accepts any other name, for a program nothing runs).
+KNOWN_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
+
+
+def _platforms_argument(platforms) -> tuple[str, ...]:
+    """`platforms` as a tuple of known platform names, each once; anything else refused."""
+    known = list(KNOWN_PLATFORMS)
+    if isinstance(platforms, (str, bytes)):
+        raise ExportError(f"platforms must be a list of platform names, got the string {platforms!r:.40} "
+                          "(it would be read one letter at a time).", user_origin(),
+                          advice=f"wrap it in a list: platforms=[{platforms!r:.40}].")
+    if not isinstance(platforms, (list, tuple)) or not platforms:
+        raise ExportError(f"platforms must be a non-empty list of platform names, got {type(platforms).__name__} "
+                          f"{platforms!r:.60}.", user_origin(),
+                          advice=f"pass some of {known}, e.g. platforms=['cpu'] (the default is {list(DEFAULT_PLATFORMS)}).")
+    for name in platforms:
+        if not isinstance(name, str) or name not in KNOWN_PLATFORMS:
+            raise ExportError(f"platforms holds {type(name).__name__} {name!r:.40}, which is not a platform "
+                              f"jax.export lowers for; the known ones are {known}.", user_origin(),
+                              advice=f"pass names from {known}, e.g. platforms=['cpu', 'cuda'].")
+    if len(set(platforms)) != len(platforms):
+        raise ExportError(f"platforms names a platform twice: {list(platforms)}.", user_origin(),
+                          advice="name each platform once.")
+    return tuple(platforms)
 
 
 def _by_name(names: list[str], values: list) -> list[dict]:
@@ -260,7 +290,7 @@ def _first_lines(err: BaseException, count: int = 3) -> str:
 
 def _export(traced: _Traced, platforms):
     with _trace_errors(traced):
-        return jax.export.export(jax.jit(traced.program), platforms=tuple(platforms))(*traced.args())
+        return jax.export.export(jax.jit(traced.program), platforms=platforms)(*traced.args())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -345,6 +375,38 @@ def _manifest(lifted, values, entries, specs, exported, weights_format) -> dict:
     }
 
 
+def _check_loadable(files: dict[str, bytes], specs: list[InputSpec]) -> None:
+    """Refuse to write what `load` would refuse: the manifest is read back through load's own
+    schema (`parse_manifest`) and the files held to load's size limits, so an input name with
+    a newline or a weight name of 100,000 characters fails here, naming what to change."""
+    def field_error(field: str, expected: str) -> Dy2StaticError:
+        index = re.match(r"inputs\[(\d+)\]", field)
+        if index is not None and int(index[1]) < len(specs):
+            spec = specs[int(index[1])]
+            return InputSpecError(f"InputSpec {index[1]} ({spec.name!r:.60}) cannot be saved: dy2st.load would refuse "
+                                  f"the artifact (manifest field {field!r}: expected {expected}).", user_origin(),
+                                  advice="give the InputSpec a name of 1 to 200 printable characters (no newline "
+                                  "or other control character).")
+        return ExportError(f"dy2st.load would refuse this artifact (manifest field {field!r}: expected {expected}).",
+                           user_origin(), advice="change what that field describes (the function's inputs, outputs "
+                           "or weights) as it says.")
+
+    if len(files[MANIFEST]) > MAX_MANIFEST_BYTES:
+        raise ExportError(f"The manifest would be {len(files[MANIFEST])} bytes, more than the {MAX_MANIFEST_BYTES} "
+                          "dy2st.load reads (the translated source and the names take that room).", user_origin(),
+                          advice="save a smaller function, or give its inputs and weights shorter names.")
+    manifest = parse_manifest(json.loads(files[MANIFEST]), field_error)
+    limits = {manifest.program_file: MAX_PROGRAM_BYTES, manifest.weights_file: _weights_size_limit(manifest)}
+    for name, limit in limits.items():
+        if len(files[name]) > limit:
+            longest = max((t.name for t in manifest.tensors), key=len, default="")
+            raise ExportError(f"{name} would be {len(files[name])} bytes, more than the {limit} dy2st.load reads for "
+                              f"it (the data, plus 65536 bytes and 1024 per weight for names and headers); the "
+                              f"longest weight name has {len(longest)} characters.", user_origin(),
+                              advice="give the weights shorter names (the keys of params, the model's attribute "
+                              "names).")
+
+
 def _output_names(exported) -> list[str]:
     leaves = jax.tree_util.tree_flatten_with_path(
         jax.tree_util.tree_unflatten(exported.out_tree, range(len(exported.out_avals))))[0]
@@ -418,7 +480,7 @@ def load(path: str | os.PathLike) -> "LoadedProgram":
         field is malformed or disagrees with the program; or the artifact was written in a
         format, for a platform, or by a jax this installation cannot run.
     """
-    return LoadedProgram(os.fspath(path))
+    return LoadedProgram(path_argument(path, "dy2st.load", ArtifactError))
 
 
 class LoadedProgram:
@@ -465,8 +527,9 @@ class LoadedProgram:
             outputs = self._run(self._device_weights, _by_name(self.input_names, arrays))
         # The program is specialized to these inputs' shapes and compiled on a call's first use
         # of them; a module that is malformed only then (bytes altered with the checksums
-        # updated) fails in MLIR's parser or jax's lowering. Errors while it runs are XLA's.
-        except (ValueError, _mlir_error()) as err:
+        # updated) fails in MLIR's parser or jax's lowering (a KeyError for a symbol the module
+        # lacks). Errors while it runs are XLA's.
+        except (ValueError, KeyError, _mlir_error()) as err:
             raise self._error(PROGRAM, f"jax cannot compile it for inputs "
                               f"{[f'{np.dtype(a.dtype).name}{list(np.shape(a))}' for a in arrays]} "
                               f"({type(err).__name__}: {_first_lines(err, 2)[:300]}).") from None
@@ -520,8 +583,10 @@ class LoadedProgram:
             jax.export.export(jax.jit(self.exported.call), platforms=self.exported.platforms)(*args, **kwargs)
         # MLIR's reader and verifier report malformed modules as ValueError or JaxRuntimeError;
         # an altered string in the module (a location, a name) that is not UTF-8 reaches Python
-        # as nanobind's RuntimeError.
-        except (ValueError, RuntimeError, jax.errors.JaxRuntimeError, _mlir_error()) as err:
+        # as nanobind's RuntimeError; a module without `main` as a KeyError of jax's lowering.
+        # Any exception is a property of the untrusted module (the child process read it
+        # without dying), reported as such.
+        except Exception as err:  # noqa: BLE001 (the boundary around lowering an untrusted module)
             raise self._error(PROGRAM, f"its StableHLO module cannot be read or verified by jax {jax.__version__} "
                               f"({type(err).__name__}: {_first_lines(err, 2)[:300]}); it was written by jax "
                               f"{self.checked_manifest.jax_version}.") from None
@@ -536,7 +601,7 @@ class LoadedProgram:
 
     def _error(self, name: str, problem: str, advice: str | None = None) -> ArtifactError:
         where = f"{name}: " if name else ""
-        return ArtifactError(f"Artifact {self.path!r}: {where}{problem}", user_origin(),  # the load call
+        return ArtifactError(f"Artifact {self.path!r:.200}: {where}{problem}", user_origin(),  # the load call
                              advice=advice or "save the artifact again with dy2st.save (or `dy2st save`).")
 
     def _field_error(self, field: str, expected: str) -> ArtifactError:

@@ -262,3 +262,75 @@ def test_any_input_name_save_writes_loads(tmp_path):
     loaded = dy2st.load(tmp_path / "art")
     assert loaded.input_names == ["my input-1"]
     np.testing.assert_array_equal(loaded(**{"my input-1": XS}), XS * 2)
+
+
+# -- arguments save refuses before tracing, and what load would refuse --------------------
+def _refused_at_this_line(error_type, call, *words):
+    with pytest.raises(error_type) as info:
+        call()
+    message = str(info.value)
+    assert message.startswith(f'File "{__file__}", line ') and "To fix:" in message, message
+    for word in words:
+        assert word in message, message
+    return message
+
+
+@pytest.mark.parametrize("platforms, words", [
+    ("cpu", ["platforms must be a list of platform names, got the string 'cpu'", "platforms=['cpu']"]),
+    (("gameboy",), ["str 'gameboy', which is not a platform", "['cpu', 'cuda', 'rocm', 'tpu']"]),
+    ((1,), ["platforms holds int 1", "['cpu', 'cuda', 'rocm', 'tpu']"]),
+    (None, ["platforms must be a non-empty list of platform names, got NoneType None"]),
+    ([], ["platforms must be a non-empty list"]),
+    (["cpu", "cpu"], ["names a platform twice"]),
+])
+def test_bad_platforms_are_refused_before_tracing(tmp_path, platforms, words):
+    """A string was exported for ['c', 'p', 'u'] and an unknown name for itself (artifacts no
+    dy2st loads); (1,) and None failed with messages about outputs and InputSpecs."""
+    _refused_at_this_line(ExportError, lambda: dy2st.save(double, tmp_path / "art", [X_SPEC], platforms=platforms),
+                          *words)
+    assert not os.path.exists(tmp_path / "art")
+
+
+@pytest.mark.parametrize("path, words", [
+    (None, ["dy2st.save: path must be a directory path (a str or os.PathLike), got NoneType None"]),
+    (3, ["got int 3"]),
+    ("a\0b", ["holds a NUL character"]),
+])
+def test_a_bad_path_is_refused(path, words):
+    _refused_at_this_line(ExportError, lambda: dy2st.save(double, path, [X_SPEC], platforms=["cpu"]), *words)
+
+
+@pytest.mark.parametrize("make_path, words", [
+    (lambda tmp: tmp / "a_file" / "art", ["Cannot write the artifact", "a_file' is a file, not a directory"]),
+    (lambda tmp: tmp / "a_file" / "sub" / "art", ["Cannot write the artifact", "Not a directory"]),
+    (lambda tmp: tmp / ("a" * 300), ["Cannot write the artifact", "File name too long"]),
+])
+def test_a_path_that_cannot_be_written_is_an_export_error(tmp_path, make_path, words):
+    (tmp_path / "a_file").write_text("")
+    _refused_at_this_line(ExportError, lambda: dy2st.save(double, make_path(tmp_path), [X_SPEC], platforms=["cpu"]),
+                          *words, "a directory you can write to")
+    assert _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("name, words", [
+    ("a\nb", ["InputSpec 0 ('a\\nb') cannot be saved", "field 'inputs[0].name'", "1 to 200 printable"]),
+    ("n" * 201, ["InputSpec 0 ('nnnn", "field 'inputs[0].name'", "1 to 200 printable"]),
+])
+def test_save_refuses_an_input_name_load_refuses(tmp_path, name, words):
+    """Saved, then refused by load: save reads its manifest back through load's schema."""
+    _refused_at_this_line(InputSpecError, lambda: dy2st.save(double, tmp_path / "art",
+                                                             [dy2st.InputSpec((None, 3), "float32", name)],
+                                                             platforms=["cpu"]), *words)
+    assert not os.path.exists(tmp_path / "art")
+
+
+def test_save_refuses_weight_names_too_long_for_load(tmp_path):
+    name = "k" * 100_000
+
+    def f(params, x):
+        return x + params[name]
+
+    _refused_at_this_line(ExportError, lambda: dy2st.save(f, tmp_path / "art", [X_SPEC], params={name: np.ones(3, np.float32)},
+                                                          platforms=["cpu"]),
+                          "weights.safetensors would be", "more than the", "has 100000 characters", "shorter names")
+    assert not os.path.exists(tmp_path / "art")

@@ -330,6 +330,47 @@ def test_program_bytes_altered_with_checksum_updated_fail_at_load(art, tmp_path)
     assert refused >= 2
 
 
+def test_a_module_without_main_is_an_artifact_error(art):
+    """An empty StableHLO module (checksum updated): jax's lowering raised a raw KeyError
+    ("Symbol 'main' not in the symbol table") out of load."""
+    import dataclasses
+
+    import jax
+
+    exported = jax.export.deserialize(bytearray((art / PROGRAM).read_bytes()))
+    (art / PROGRAM).write_bytes(bytes(dataclasses.replace(exported, mlir_module_serialized=b"").serialize()))
+    _rehash(art, PROGRAM)
+    _refused(art, PROGRAM, "cannot be read or verified", "KeyError", "Symbol 'main' not in the symbol table")
+
+
+def test_a_symbol_missing_at_a_call_is_an_artifact_error(art):
+    loaded = dy2st.load(art)
+
+    def broken(*args):
+        raise KeyError("Symbol 'main' not in the symbol table.")
+
+    loaded._run = broken
+    with pytest.raises(ArtifactError, match=r"jax cannot compile it for inputs .*\(KeyError: "):
+        loaded(X, Y)
+
+
+@pytest.mark.parametrize("path, words", [
+    (None, ["dy2st.load: path must be a directory path (a str or os.PathLike), got NoneType None"]),
+    (3, ["got int 3"]),
+    (["art"], ["got list ['art']"]),
+    ("a\0b", ["holds a NUL character"]),
+    ("a" * 5000, ["cannot be opened (File name too long)"]),
+])
+def test_a_bad_path_is_refused(path, words):
+    message = _refused(path, *words)
+    assert message.startswith(f'File "{__file__}", line ') and "To fix:" in message
+
+
+def test_a_symlink_loop_is_refused(tmp_path):
+    os.symlink(tmp_path / "loop", tmp_path / "loop")
+    _refused(tmp_path / "loop", "cannot be opened (Too many levels of symbolic links)")
+
+
 # -- the command uses the same checks --------------------------------------------------------
 @pytest.mark.parametrize("command", ["inspect", "run"])
 def test_inspect_and_run_refuse_a_hostile_artifact(art, command, capsys):
