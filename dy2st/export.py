@@ -816,22 +816,45 @@ def _load_safetensors(data: bytes, name: str, error) -> dict:
 
 
 def _load_npz(data: bytes, manifest: Manifest, error) -> dict:
-    """The arrays of an .npz, without pickle; each member's size is checked before it is read
-    (a small compressed member could unpack to any size)."""
+    """The arrays of an .npz, without pickle; each member's size, and its .npy header's shape
+    and dtype, are checked against the manifest before it is read (a small compressed member
+    could unpack to any size; numpy allocates the header's shape before reading the data)."""
     name = manifest.weights_file
-    limits = {f"{t.name}.npy": t.nbytes + 65536 for t in manifest.tensors}
+    tensors = {f"{t.name}.npy": t for t in manifest.tensors}
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             for info in archive.infolist():
-                if info.file_size > limits.get(info.filename, 65536):
+                tensor = tensors.get(info.filename)
+                if tensor is None:
+                    raise error(name, f"its weights do not match weights.tensors: not listed "
+                                f"[{info.filename.removesuffix('.npy')[:80]!r}].")
+                if info.file_size > tensor.nbytes + 65536:
                     raise error(name, f"its member {info.filename[:80]!r} unpacks to {info.file_size} bytes, more "
                                 "than the manifest's shape allows.")
+                with archive.open(info) as member:
+                    _check_npy_header(member, tensor, name, error)
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             return {k: npz[k] for k in npz.files}
     except ArtifactError:
         raise
     except Exception as err:  # noqa: BLE001 (zipfile and numpy raise many types for malformed files)
         raise error(name, f"cannot be read ({type(err).__name__}: {str(err)[:200]}).") from None
+
+
+def _check_npy_header(member, tensor, name: str, error) -> None:
+    """The .npy header of `member` (read with numpy's header readers: a bounded literal, no
+    pickle) must give the manifest's shape and dtype (or raw bytes of its size: bfloat16)."""
+    version = np.lib.format.read_magic(member)
+    if version not in ((1, 0), (2, 0)):
+        raise error(name, f"the weight {tensor.name!r} is stored in .npy format version {version}, which dy2st "
+                    "does not read.")
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = read_header(member)
+    same_dtype = dtype == tensor.dtype or (dtype.kind == "V" and dtype.fields is None
+                                           and dtype.itemsize == tensor.dtype.itemsize)
+    if tuple(shape) != tensor.shape or not same_dtype:
+        raise error(name, f"the weight {tensor.name!r} is {dtype}{list(shape)}"[:300] + f", the manifest says "
+                    f"{tensor.dtype.name}{list(tensor.shape)}.")
 
 
 def _op_counts(exported) -> dict:

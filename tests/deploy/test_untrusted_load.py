@@ -371,6 +371,80 @@ def test_a_symlink_loop_is_refused(tmp_path):
     _refused(tmp_path / "loop", "cannot be opened (Too many levels of symbolic links)")
 
 
+# -- weights.npz: each member's .npy header against the manifest, before numpy reads it ------
+@pytest.fixture(scope="module")
+def npz_original(tmp_path_factory):
+    path = tmp_path_factory.mktemp("npz") / "artifact"
+    dy2st.save(forward, path, SPECS, params=PARAMS, platforms=["cpu"], weights_format="npz")
+    return path
+
+
+def _npz_with(art, members):
+    """weights.npz rewritten with `members` ({name: .npy bytes}) and its checksum updated."""
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    (art / "weights.npz").write_bytes(buffer.getvalue())
+    _rehash(art, "weights.npz")
+
+
+def _npy(array):
+    import io
+
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def _npy_lying(header: str, data: bytes) -> bytes:
+    """A version 1.0 .npy whose header says what it likes."""
+    import struct
+
+    text = header.encode("latin1")
+    text += b" " * (64 - (10 + len(text) + 1) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + data
+
+
+def test_an_npz_member_whose_header_claims_a_huge_shape_is_refused_before_allocating(npz_original, tmp_path):
+    """A 48-byte member whose header claims 2**28 floats: numpy allocated the claimed 1 GiB
+    (4 GiB for 2**30) before finding the data short."""
+    import tracemalloc
+
+    art = tmp_path / "art"
+    shutil.copytree(npz_original, art)
+    members = {f"{k}.npy": _npy(v) for k, v in PARAMS.items()}
+    members["a.npy"] = _npy_lying("{'descr': '<f4', 'fortran_order': False, 'shape': (268435456,), }", b"\0" * 48)
+    _npz_with(art, members)
+    tracemalloc.start()
+    try:
+        _refused(art, "weights.npz", "the weight 'a' is float32[268435456], the manifest says float32[2, 3]")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda m: m.update({"b.npy": _npy(np.zeros(3, np.int32))}), ["the weight 'b' is int32[3]", "says float32[3]"]),
+    (lambda m: m.update({"extra.npy": _npy(np.zeros(2, np.float32))}), ["not listed ['extra']"]),
+])
+def test_an_npz_member_that_is_not_the_manifests_is_refused(npz_original, tmp_path, change, words):
+    art = tmp_path / "art"
+    shutil.copytree(npz_original, art)
+    members = {f"{k}.npy": _npy(v) for k, v in PARAMS.items()}
+    change(members)
+    _npz_with(art, members)
+    _refused(art, "weights.npz", *words)
+
+
+def test_an_npz_artifact_loads(npz_original):
+    np.testing.assert_allclose(dy2st.load(npz_original)(X, Y), forward(PARAMS, X, Y), rtol=1e-6)
+
+
 # -- the command uses the same checks --------------------------------------------------------
 @pytest.mark.parametrize("command", ["inspect", "run"])
 def test_inspect_and_run_refuse_a_hostile_artifact(art, command, capsys):
