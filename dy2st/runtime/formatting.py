@@ -36,17 +36,19 @@ _ADVICE = ("print it (print and f-strings in print run when the program runs), u
 class _ArrayText:
     """A run-time array value that formats like the jax Array eager code would hold."""
 
-    __slots__ = ("value",)
+    __slots__ = ("value", "weak")
 
-    def __init__(self, value):
+    def __init__(self, value, weak: bool = False):
         self.value = np.asarray(value)
+        self.weak = weak  # the traced value was weakly typed (`jnp.asarray(1.0)`): its repr says so
 
     def __str__(self):
         return str(self.value)
 
     def __repr__(self):
         text = repr(self.value)
-        return "Array" + text[len("array"):] if text.startswith("array") else f"Array({text}, dtype={self.value.dtype})"
+        text = "Array" + text[len("array"):] if text.startswith("array") else f"Array({text}, dtype={self.value.dtype})"
+        return text[:-1] + ", weak_type=True)" if self.weak else text
 
     def __float__(self):  # '%.3f' % x
         return float(self.value)
@@ -157,7 +159,7 @@ def bind_traced(args, kwargs, wrap=None):
     TracedStrings become text."""
     wrap = wrap or _ArrayText
     leaves, treedef = jax.tree_util.tree_flatten(_viewed((args, kwargs)), is_leaf=lambda v: isinstance(v, TracedString))
-    arrays, counts, numbers = [], [], {}
+    arrays, counts, numbers, weak = [], [], {}, set()
     for i, leaf in enumerate(leaves):
         if isinstance(leaf, TracedString):
             arrays += leaf.arrays
@@ -168,6 +170,8 @@ def bind_traced(args, kwargs, wrap=None):
             kind = _python_kind(leaf)
             if kind is not None:
                 numbers[i] = kind
+            elif jax.typeof(leaf).weak_type and wrap is _ArrayText:
+                weak.add(i)
         else:
             counts.append(0)
 
@@ -179,6 +183,8 @@ def bind_traced(args, kwargs, wrap=None):
                 filled.append(leaf.render(mine))
             elif i in numbers:  # the numbers rule: eager holds a Python number here, and shows it so
                 filled.append(_as_python(mine[0], numbers[i]))
+            elif i in weak:
+                filled.append(_ArrayText(mine[0], weak=True))
             elif count:
                 filled.append(wrap(mine[0]))
             else:

@@ -133,3 +133,22 @@ def test_jax_debug_print_and_callback_keep_eagers_order_among_prints():
     out before the prints beside them, in any order; eagerly each prints where it stands."""
     printed = check_prints(debug_prints_beside_prints, jnp.ones(2), calls=3)
     assert printed.count("callback") == 1 and printed.endswith("print step 2\ndone\n"), printed
+
+
+def prints_weak_reprs(x):
+    y = jnp.asarray(1.0)
+    print(repr(x), repr(y), [x * 2], str(x))
+    return x
+
+
+def test_the_repr_of_a_weakly_typed_array_says_so(capsys):
+    """Eager's `repr` of `jnp.array(2.5)` or `jnp.asarray(1.0)` ends `weak_type=True)`; the text
+    made at run time lost it (Paddle's print tests, ported)."""
+    x = jnp.array(2.5)
+    prints_weak_reprs(x)
+    eager = capsys.readouterr().out
+    assert "weak_type=True" in eager
+    static = dy2st.to_static(prints_weak_reprs)
+    for run in (static, static, jax.jit(static)):
+        run(x)
+        assert capsys.readouterr().out == eager
