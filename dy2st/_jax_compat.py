@@ -289,3 +289,18 @@ def make_ir_context():
 
     `jax.extend.mlir.ir.Context()` has no dialects; only jax's interpreter module builds one."""
     return _private("jax._src.interpreters.mlir", "make_ir_context")()
+
+
+# -- serialized programs -----------------------------------------------------------------------
+def exported_shape_strings(data: bytes):
+    """The dimension strings of every abstract value of a serialized `jax.export` program, read
+    with jax's generated flatbuffer accessors (offsets only: nothing is parsed), so that their
+    text can be checked before `jax.export.deserialize` hands it to jax's symbolic-shape parser.
+    Malformed bytes raise what the accessors raise (struct.error, IndexError, ...)."""
+    root = _private("jax._src.export.serialization_generated", "Exported").GetRootAsExported(data, 0)
+    for count, get in ((root.UniqueAvalsLength, root.UniqueAvals), (root.InAvalsLength, root.InAvals),
+                       (root.OutAvalsLength, root.OutAvals)):
+        for i in range(count()):
+            aval = get(i)
+            for j in range(aval.ShapeLength()):
+                yield aval.Shape(j)

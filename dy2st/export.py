@@ -561,6 +561,12 @@ class LoadedProgram:
 
     def _deserialize(self, program_bytes: bytes):
         try:
+            problem = _symbolic_dims_problem(program_bytes)
+        except Exception:  # noqa: BLE001 (bytes the flatbuffer reader cannot follow: jax's reader says why below)
+            problem = None
+        if problem is not None:
+            raise self._error(PROGRAM, f"{problem}; it was altered or made to attack the reader, and is not read.")
+        try:
             return jax.export.deserialize(bytearray(program_bytes))
         # An untrusted flatbuffer: jax's reader raises struct.error, ValueError, IndexError, ...
         # for bytes it cannot read; each is a property of the file, reported as such.
@@ -663,6 +669,29 @@ def _read_checked(directory: ArtifactDir, manifest: Manifest, name: str, limit: 
 
 # A jax.export program is one flatbuffer, which cannot exceed 2 GiB.
 MAX_PROGRAM_BYTES = 1 << 31
+
+# The dimension strings of a program are parsed by jax's symbolic-shape parser when it is
+# deserialized, in this process and before the child-process guard can run: `x_0^200000000`
+# (13 bytes) makes it build a list of 2*10**8 factors (25 minutes, 1.6 GB). Reading the strings
+# first costs microseconds, where deserializing under the guard would still let the child run
+# out its timeout and memory. A real dimension is short, and a power above 64 of a size >= 2 is
+# beyond any array (MAX_DIM is 2**40), so these bounds refuse nothing jax writes for one.
+MAX_DIM_TEXT = 4096
+MAX_DIM_POWER = 64
+_POWER_RE = re.compile(r"\^\s*(\d{1,2})(?![\w.])")
+
+
+def _symbolic_dims_problem(program_bytes: bytes) -> str | None:
+    """Why the program's dimension strings are unsafe to hand to jax's parser (None: they are not)."""
+    for raw in _jax_compat.exported_shape_strings(program_bytes):
+        text = raw.decode("utf-8", "replace")
+        if len(text) > MAX_DIM_TEXT:
+            return f"a dimension of its inputs or outputs is {len(text)} characters long (at most {MAX_DIM_TEXT})"
+        powers = _POWER_RE.findall(text)
+        if text.count("^") != len(powers) or any(int(p) > MAX_DIM_POWER for p in powers):
+            return (f"its dimension {text[:80]!r} raises a symbol to a power other than an integer up to "
+                    f"{MAX_DIM_POWER}")
+    return None
 
 
 def _weights_size_limit(manifest: Manifest) -> int:

@@ -120,3 +120,10 @@ def test_a_jit_front_caches_what_its_miss_gives_and_forgets_on_clear():
     assert len(misses) == 4 and len(direct) == 1
     jax.jit(front)(x)  # traced arguments: the miss, every time
     assert len(misses) == 5
+
+
+def test_exported_shape_strings_reads_every_aval_dimension():
+    spec = jax.ShapeDtypeStruct(jax.export.symbolic_shape("n, 3"), np.float32)
+    exported = jax.export.export(jax.jit(lambda x: x.reshape(-1)))(spec)
+    strings = set(_jax_compat.exported_shape_strings(bytes(exported.serialize())))
+    assert {b"n", b"3", b"3*n"} <= strings

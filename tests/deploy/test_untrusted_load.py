@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -369,6 +370,49 @@ def test_a_bad_path_is_refused(path, words):
 def test_a_symlink_loop_is_refused(tmp_path):
     os.symlink(tmp_path / "loop", tmp_path / "loop")
     _refused(tmp_path / "loop", "cannot be opened (Too many levels of symbolic links)")
+
+
+# -- symbolic dimensions: read before jax's parser sees them ----------------------------------
+def squares(x):
+    return jnp.outer(x, x).reshape(-1)  # a dim n^2: a power jax itself writes
+
+
+@pytest.fixture(scope="module")
+def dims_original(tmp_path_factory):
+    path = tmp_path_factory.mktemp("dims") / "artifact"
+    dy2st.save(squares, path, [dy2st.InputSpec((None,), "float32", "abcdefghij")], platforms=["cpu"])
+    return path
+
+
+def test_a_power_jax_writes_loads(dims_original):
+    loaded = dy2st.load(dims_original)
+    assert _manifest(dims_original)["outputs"][0]["dims"] == ["abcdefghij_0^2"]
+    np.testing.assert_array_equal(loaded(np.arange(3, dtype=np.float32)), squares(np.arange(3, dtype=np.float32)))
+
+
+@pytest.mark.parametrize("dim, words", [
+    (b"x_0^20000000", ["raises a symbol to a power other than an integer up to 64", "'x_0^20000000'"]),
+    (b"x_0^1_000000", ["'x_0^1_000000'"]),  # Python's int() reads 1_000000
+    (b"x_0^65      ", ["'x_0^65      '"]),
+])
+def test_a_huge_symbolic_power_is_refused_before_jax_parses_it(dims_original, tmp_path, monkeypatch, dim, words):
+    """`x_0^200000000` in a program's shape (checksum updated) made jax's symbolic-shape parser,
+    run by jax.export.deserialize in the loading process before the child-process guard, build
+    a list of 2*10**8 factors: 25 minutes and 1.6 GB. It must be refused without deserializing."""
+    import jax
+
+    art = tmp_path / "art"
+    shutil.copytree(dims_original, art)
+    data = (art / PROGRAM).read_bytes()
+    assert b"abcdefghij_0" in data and len(dim) == len(b"abcdefghij_0")
+    (art / PROGRAM).write_bytes(data.replace(b"abcdefghij_0", dim))  # same length: the flatbuffer stays valid
+    _rehash(art, PROGRAM)
+
+    def deserialize(_):
+        raise AssertionError("the hostile program reached jax.export.deserialize")
+
+    monkeypatch.setattr(jax.export, "deserialize", deserialize)  # would hang there: fails fast instead
+    _refused(art, PROGRAM, "it was altered or made to attack the reader", *words)
 
 
 # -- weights.npz: each member's .npy header against the manifest, before numpy reads it ------
