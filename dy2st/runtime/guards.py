@@ -43,7 +43,8 @@ import numpy as np
 from dy2st.errors import PythonEffectError, is_library_file
 from dy2st.runtime import writes
 from dy2st.runtime.trace_context import CONTEXT
-from dy2st.runtime.values import OPAQUE_MODULES, IteratorAt, iterator_at, iterator_position, node_kind, rewind
+from dy2st.runtime.values import (OPAQUE_MODULES, IteratorAt, iterator_at, iterator_position, node_kind, rewind,
+                                  traced_inside)
 from dy2st.user_code import is_library_module, is_users_class, is_users_object
 
 _MISSING = object()
@@ -174,7 +175,7 @@ class GuardSet:
                 pairs = (enumerate(item) if kind == "l" else item.items() if kind == "d"
                          else vars(item).items() if kind == "o" else ())
                 for name, value in list(pairs):
-                    if _traced_here(value):
+                    if traced_inside(value):
                         step = ("a", name) if kind == "o" else ("k" if kind == "d" else "i", name)
                         return key[2] + "".join(_step_text(s) for s in (*path, step))
         return None
@@ -567,14 +568,6 @@ def _held(value):
         for key, v in steps:
             budget -= 1
             stack.append((v, (*path, (step, key))))
-
-
-def _traced_here(value) -> bool:
-    """Whether `value`, an item or attribute, is a traced value or a tuple holding one (the lists,
-    dicts and objects it holds are walked on their own: `_held`)."""
-    if isinstance(value, tuple):
-        return any(_traced_here(v) for v in value)
-    return isinstance(value, jax.core.Tracer)
 
 
 def _step_text(step) -> str:

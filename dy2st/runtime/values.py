@@ -42,6 +42,35 @@ def is_traced(value) -> bool:
     return isinstance(value, jax.core.Tracer)
 
 
+def traced_inside(value, depth: int = 2) -> bool:
+    """Whether `value`, an item or attribute kept past a trace, is a traced value, or a tuple or a
+    function (a lambda, a `functools.partial`: a gradient tape's closure) holding one, to
+    `depth` functions deep (lists and dicts in a function's cells are looked into: no one else
+    walks those)."""
+    if is_traced(value):
+        return True
+    if type(value) is tuple:
+        return any(traced_inside(v, depth) for v in value)
+    if depth and isinstance(value, types.FunctionType):
+        held = [*_cell_values(value), *(value.__defaults__ or ())]
+    elif depth and isinstance(value, functools.partial):
+        held = [value.func, *value.args, *value.keywords.values()]
+    else:
+        return False
+    held = [v for h in held for v in (h.values() if type(h) is dict else h if type(h) is list else (h,))]
+    return any(traced_inside(v, depth - 1) for v in held)
+
+
+def _cell_values(fn) -> list:
+    values = []
+    for cell in fn.__closure__ or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:  # a variable not yet assigned
+            pass
+    return values
+
+
 def is_array(value) -> bool:
     """An array, concrete or traced (a Tracer is a jax.Array too, but say it)."""
     return isinstance(value, ARRAY_TYPES) or is_traced(value)

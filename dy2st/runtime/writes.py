@@ -31,7 +31,7 @@ import jax
 
 from dy2st.errors import REFUSAL_LISTENERS, ConversionError, LoopVariableError, OriginInfo, PythonEffectError
 from dy2st.runtime import reachable
-from dy2st.runtime.values import PythonNumbers, is_traced, iterator_position
+from dy2st.runtime.values import PythonNumbers, is_traced, iterator_position, traced_inside
 from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.undefined import Undefined
 from dy2st.user_code import is_users_object
@@ -914,7 +914,7 @@ def _holds_tracer(container, inputs: set, depth: int = 0) -> bool:
     `inputs`' ids), is a traced value."""
     items = container.values() if type(container) is dict else container
     for item in items:
-        if isinstance(item, jax.core.Tracer):
+        if traced_inside(item, depth=2 if type(item) is not tuple else 0):  # (a tuple is walked below)
             return True
         if type(item) in (list, dict, tuple) and id(item) not in inputs and depth < 32 \
                 and _holds_tracer(item, inputs, depth + 1):

@@ -99,3 +99,48 @@ def test_the_same_object_passed_as_an_argument_is_written_back():
             np.testing.assert_array_equal(static_trainer.w, eager_trainer.w)
     finally:
         TRAINER.w = start
+
+
+TAPE: list = []
+HOOKS: dict = {}
+
+
+def records_a_closure_on_a_tape(x):
+    y = x * 2
+    TAPE.append(lambda: y + 1)  # a gradient tape's backward closure
+    return y
+
+
+def keeps_a_partial_in_a_dict(x):
+    import functools
+    HOOKS["scale"] = functools.partial(jnp.multiply, x.sum())
+    return x
+
+
+def sets_an_attribute_to_a_closure(x):
+    TRAINER.hook = lambda v: v * x
+    return x
+
+
+@pytest.mark.parametrize("fn, line", [
+    (records_a_closure_on_a_tape, "TAPE.append(lambda: y + 1)"),
+    (keeps_a_partial_in_a_dict, None),
+    (sets_an_attribute_to_a_closure, None),
+])
+def test_a_function_holding_a_traced_value_kept_outside_is_refused(fn, line):
+    """A lambda or partial closing over the trace's values, kept in a global list, dict or
+    object: the tracer escaped, and calling it later raised jax's UnexpectedTracerError (where
+    eager's closure works)."""
+    static = dy2st.to_static(fn)
+    try:
+        for _ in range(2):
+            with pytest.raises(PythonEffectError) as info:
+                static(jnp.ones(3))
+            text = str(info.value)
+            assert text.startswith(f'File "{__file__}"'), text
+            if line is not None:
+                assert line in text.splitlines()[1]
+            assert "traced value" in text and "To fix:" in text
+            assert not TAPE and "scale" not in HOOKS and "hook" not in vars(TRAINER)  # put back
+    finally:
+        TAPE.clear(), HOOKS.clear(), vars(TRAINER).pop("hook", None)
