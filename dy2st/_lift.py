@@ -28,6 +28,7 @@ import numpy as np
 from dy2st import api, state
 from dy2st.api import BoundStaticFunction, StaticFunction, to_static
 from dy2st.errors import ExportError
+from dy2st.input_spec import user_origin
 from dy2st.runtime.values import ARRAY_TYPES
 
 
@@ -55,7 +56,10 @@ def lift(fn_or_model, params: Any = None) -> Lifted:
     if len(parts) == 1:
         parts = [("", *parts[0][1:])]
     names = [f"{prefix}.{n}" if prefix else n for prefix, _, arrays, _ in parts for n in arrays]
-    values = [np.asarray(v) for _, _, arrays, _ in parts for v in arrays.values()]
+    arrays = [v for _, _, arrays, _ in parts for v in arrays.values()]
+    for name, value in zip(names, arrays):
+        refuse_key_array(value, f"the weight {name!r}")
+    values = [np.asarray(v) for v in arrays]
 
     def call(weights, *inputs):
         leading, restore = [], []
@@ -75,6 +79,17 @@ def lift(fn_or_model, params: Any = None) -> Lifted:
                 merge(arrays)
 
     return Lifted(call, names, values, sf, input_names, declared)
+
+
+def refuse_key_array(value, what: str) -> None:
+    """A typed PRNG key array (`jax.random.key`) has no numpy form for the weights file or the
+    manifest: refused, saying how to store its data instead."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        raise ExportError(f"dy2st.save cannot store {what}, a PRNG key array ({dtype}): artifacts hold arrays of "
+                          "numeric dtypes only.", user_origin(),
+                          advice="pass its data instead, jax.random.key_data(key) (a uint32 array), and rebuild the "
+                          "key in the function with jax.random.wrap_key_data(data).")
 
 
 def _rebuild_pytree(obj, new_arrays):

@@ -199,6 +199,7 @@ def _input_entries(input_spec, lifted) -> list:
     entries = []
     for i, entry in enumerate(input_spec):
         name = lifted.input_names[i] if i < len(lifted.input_names) else f"input{i}"
+        _lift.refuse_key_array(entry, f"input_spec entry {i} ({name!r})")
         entry = as_spec(entry, name)
         if not isinstance(entry, InputSpec) and any(
                 isinstance(l, (InputSpec, jax.ShapeDtypeStruct, jax.Array, np.ndarray))

@@ -334,3 +334,33 @@ def test_save_refuses_weight_names_too_long_for_load(tmp_path):
                                                           platforms=["cpu"]),
                           "weights.safetensors would be", "more than the", "has 100000 characters", "shorter names")
     assert not os.path.exists(tmp_path / "art")
+
+
+def keyed_noise(key, x):
+    return x + jax.random.normal(key, x.shape)
+
+
+def keyed_noise_params(params, x):
+    return x + jax.random.normal(params["k"], x.shape)
+
+
+@pytest.mark.parametrize("save, words", [
+    (lambda path: dy2st.save(keyed_noise, path, [jax.random.key(0), X_SPEC], platforms=["cpu"]),
+     ["input_spec entry 0 ('key')", "a PRNG key array (key<fry>)"]),
+    (lambda path: dy2st.save(keyed_noise_params, path, [X_SPEC], params={"k": jax.random.key(0)}, platforms=["cpu"]),
+     ["the weight 'k'", "a PRNG key array (key<fry>)"]),
+])
+def test_a_prng_key_array_is_refused_saying_how_to_store_it(tmp_path, save, words):
+    """numpy and jax raised raw TypeErrors ('Cannot interpret key<fry> as a data type')."""
+    _refused_at_this_line(ExportError, lambda: save(tmp_path / "art"), *words, "jax.random.key_data(key)",
+                          "jax.random.wrap_key_data(data)")
+
+
+def test_a_key_stored_as_its_data_round_trips(tmp_path):
+    """What the refusal advises works: the key's uint32 data saved, the key rebuilt inside."""
+    def noisy_data(data, x):
+        return keyed_noise(jax.random.wrap_key_data(data), x)
+
+    data = jax.random.key_data(jax.random.key(0))
+    dy2st.save(noisy_data, tmp_path / "art", [dy2st.InputSpec(data.shape, "uint32", "key"), X_SPEC], platforms=["cpu"])
+    np.testing.assert_allclose(dy2st.load(tmp_path / "art")(data, XS), keyed_noise(jax.random.key(0), jnp.asarray(XS)), rtol=1e-6)
