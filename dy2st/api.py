@@ -159,7 +159,7 @@ def _dispatcher(fn=None):
                                                                         decoding)
         if namespace is not None:
             namespace["_dy2st_decode"] = decoding
-            namespace["_dy2st_statics"] = statics  # (the generated dispatcher's: arrays and Python scalars)
+            namespace["_dy2st_statics"] = statics  # (the generated dispatcher's: arrays, their trees, Python scalars)
             namespace["_dy2st_shared"] = jitted
             namespace["_dy2st_pytrees"] = pytree_route
             namespace["_dy2st_holds"] = guards_hold
@@ -237,7 +237,7 @@ def _positional_dispatch(fn):
         f"        if _dy2st_statics is not None and (_dy2st_holds is None or _dy2st_holds()):\n"
         f"            _dy2st_program = _dy2st_statics(({values},))\n"
         f"            if _dy2st_program is not None:\n"
-        f"                _dy2st_out = _dy2st_program(*[_dy2st_v for _dy2st_v in ({values},) if _dy2st_type(_dy2st_v) is _dy2st_ARRAY])\n"
+        f"                _dy2st_out = _dy2st_program[0](*_dy2st_program[1])\n"
         f"                return _dy2st_out if _dy2st_decode is None else _dy2st_decode(_dy2st_out, ({values},))\n"
         f"        if {' or '.join(f'{n} is _dy2st_MISSING' for n in names)}:\n"
         f"            return _dy2st_owner._call_general(*_dy2st_passed(({values},), _dy2st_names))\n"

@@ -84,24 +84,63 @@ def _arrays_key(args, kwargs, leaves=None, treedef=None) -> tuple:
 
 
 def _statics_key(args) -> tuple | None:
-    """What `ProgramCache._key` keys positional arguments by where each is a concrete array or a
-    Python int, float, bool or string (its aval, or its type and value: `_static_token`) or
-    None, built at a fraction of the cost; None for any other argument.
+    """`(key, array leaves)` of positional arguments that are each a concrete array, a Python
+    int, float, bool or string (its type and value: `_static_token`) or None, or a tuple, list
+    or dict of arrays (nested, with None): a key that tells apart whatever `ProgramCache._key`
+    does (the structure, each dict's key order, the avals), built at a fraction of the cost,
+    and the arrays in jit's flatten order. None for any other argument.
     On the hit path of such calls (`ProgramCache.program_for_statics`): each step inline."""
-    key = []
+    key, arrays = [], []
     for a in args:
         kind = type(a)
         if kind is ARRAY_IMPL:
             key.append(a.aval)
+            arrays.append(a)
         elif kind is int or kind is bool or kind is str:
             key.append((kind, a))  # (`_static_token`'s, without the call)
         elif kind is float:
-            key.append(_static_token(a))
+            key.append((kind, a.hex()))  # (`_static_token`'s)
         elif a is None:  # (`mask=None`: a node with no leaf, as in the table's key)
             key.append(None)
+        elif (kind is dict or kind is list or kind is tuple) and _array_tree(a, key, arrays):
+            pass
         else:
             return None
-    return tuple(key)
+    return tuple(key), arrays
+
+
+def _array_tree(tree, key: list, arrays: list, depth: int = 0) -> bool:
+    """Note a tuple, list or dict of concrete arrays (nested, with None) into `key` (each node's
+    kind and size, a dict's keys in their order, each array's aval) and its arrays into
+    `arrays`, in jit's flatten order (a dict's by sorted key); False for anything else in it."""
+    kind = type(tree)
+    if kind is ARRAY_IMPL:
+        key.append(tree.aval)
+        arrays.append(tree)
+        return True
+    if tree is None:
+        key.append(None)
+        return True
+    if depth > 8:
+        return False
+    if kind is dict:
+        order = tuple(tree)
+        key.append((dict, order))
+        try:
+            tree = [tree[k] for k in sorted(order)]
+        except TypeError:  # keys of several types
+            return False
+    elif kind is list or kind is tuple:
+        key.append((kind, len(tree)))
+    else:
+        return False
+    for item in tree:  # (a loop, not `all()` of a generator: this runs per call)
+        if type(item) is ARRAY_IMPL:
+            key.append(item.aval)
+            arrays.append(item)
+        elif not _array_tree(item, key, arrays, depth + 1):
+            return False
+    return True
 
 
 def _aval(leaf):
@@ -341,6 +380,7 @@ class ProgramCache:
         out = self._run(key, arrays, {})
         if not kwargs:
             fast = _statics_key(args)
+            fast = fast[0] if fast is not None else None
             if fast is not None and fast not in self._by_statics:
                 program = self.table.get(key)
                 if program is not None:
@@ -348,11 +388,15 @@ class ProgramCache:
         return out
 
     def program_for_statics(self, args):
-        """The program of positional arguments that are concrete arrays and Python ints, floats,
-        bools or strings, where a call with the same types, values and shapes built it: a call
-        of it with the arrays is a call of the table's (kept recently used). None otherwise."""
-        key = _statics_key(args)
-        found = self._by_statics.get(key) if key is not None else None
+        """`(program, its arguments)` for positional arguments that are concrete arrays, Python
+        ints, floats, bools or strings, and tuples, lists and dicts of arrays (`_statics_key`),
+        where a call with the same types, values, structure and shapes built it: a call of it
+        with the arrays is a call of the table's (kept recently used). None otherwise."""
+        found = _statics_key(args)
+        if found is None:
+            return None
+        key, arrays = found
+        found = self._by_statics.get(key)
         if found is None:
             return None
         try:
@@ -360,7 +404,7 @@ class ProgramCache:
         except KeyError:  # evicted meanwhile
             self._by_statics.pop(key, None)
             return None
-        return found[1]
+        return found[1], arrays
 
     @staticmethod
     def _ambiguous(args, kwargs, leaves, treedef) -> bool:

@@ -131,3 +131,70 @@ def test_omitted_defaults_take_the_hit_paths_as_passed_ones_do(monkeypatch):
             static(X)
     finally:
         scales.__defaults__ = (0.5, 2, None)
+
+
+def lists_keys(d, x, s):
+    return [k for k in d], x * s
+
+
+def bumps(d, x, s):
+    d["n"] = d["n"] + x * s
+    return x
+
+
+def returns_its_dict(d, x, s):
+    if x.sum() > 0:
+        y = x * s
+    else:
+        y = x
+    return y, d
+
+
+def reads_nested(d, x, s):
+    return d["a"][0] * s + d["a"][1]["b"] + x
+
+
+def sgd_with_clipping(params, x, lr):
+    g = jax.grad(lambda p: jnp.sum((x @ p["l1"]["w"] + p["l1"]["b"]) ** 2))(params)
+    if x.sum() > 0:
+        g = jax.tree_util.tree_map(lambda v: v * 0.5, g)
+    return jax.tree_util.tree_map(lambda p, v: p - lr * v, params, g)
+
+
+def test_trees_of_arrays_beside_python_scalars_take_the_statics_lookup(monkeypatch):
+    """A dict of params beside a learning rate found its program through the general path (the
+    table's key, each dict's order: 23 us a call against 8 us for jax.jit, 12 us now); the
+    statics lookup keys trees of arrays too, each dict's key order and structure, and what the
+    general path did per call (write a changed dict back, give the argument back) still happens."""
+    params = {"l1": {"w": jnp.ones((3, 2)), "b": jnp.zeros(2)}}
+    x = jnp.ones((4, 3))
+    static = dy2st.to_static(sgd_with_clipping)
+    for _ in range(2):
+        _same_tree(static(params, x, 0.1), sgd_with_clipping(params, x, 0.1))
+    general = []
+    real = dy2st.api.StaticFunction._call_general
+    monkeypatch.setattr(dy2st.api.StaticFunction, "_call_general", lambda *a: general.append(1) or real(*a))
+    for sign in (1.0, -1.0, 1.0):
+        _same_tree(static(params, sign * x, 0.1), sgd_with_clipping(params, sign * x, 0.1))
+    assert general == []
+    monkeypatch.undo()
+    ordered, bumping, returning, nested = map(dy2st.to_static, (lists_keys, bumps, returns_its_dict, reads_nested))
+    for _ in range(3):
+        for d in ({"a": X, "b": X}, {"b": X, "a": X}):  # one program per key order
+            assert ordered(d, X, 0.5)[0] == lists_keys(d, X, 0.5)[0]
+        eager_d, static_d = {"n": jnp.zeros(3)}, {"n": jnp.zeros(3)}
+        for _ in range(3):
+            bumps(eager_d, X, 0.5), bumping(static_d, X, 0.5)
+        np.testing.assert_array_equal(eager_d["n"], static_d["n"])
+        d = {"w": X}
+        assert returning(d, X, 2.0)[1] is d and returning(d, -X, 2.0)[1] is d
+        d = {"a": [X, {"b": X}]}
+        for s in (3.0, 3):
+            _same_tree(nested(d, X, s), reads_nested(d, X, s))
+
+
+def _same_tree(got, want):
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        assert a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=1e-6)
