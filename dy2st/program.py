@@ -227,6 +227,15 @@ def is_array_leaf(leaf) -> bool:
 _TEXT_SCALARS = (np.str_, np.bytes_, np.void)
 
 
+def _takes(array) -> bool:
+    """Whether jax takes `array` (an argument's leaf) as a program input."""
+    try:
+        _aval(array)
+    except (TypeError, ValueError):
+        return False
+    return not isinstance(array, np.ma.MaskedArray)
+
+
 def _is_spec_leaf(leaf) -> bool:
     return isinstance(leaf, ARRAY_TYPES) or isinstance(leaf, jax.ShapeDtypeStruct)
 
@@ -468,7 +477,10 @@ class ProgramCache:
                 positions.append(i)
             else:
                 statics.append(leaf)
-        avals = tuple(map(_aval, arrays))
+        try:
+            avals = tuple(map(_aval, arrays))
+        except (TypeError, ValueError):  # a numpy array jax holds no array like: of objects, masked, ...
+            raise self._not_an_input(arrays) from None
         if statics:
             statics = tuple(statics)
             key = (_GENERAL, StaticKey((treedef, statics, tuple(positions))), avals)
@@ -486,6 +498,19 @@ class ProgramCache:
         if key[0] is _GENERAL:
             return Signature(key[1].static_key, key[2])
         return Signature(((), None), key[1:], key[0])
+
+    def _not_an_input(self, arrays) -> InputSignatureError:
+        """The error for an argument's numpy array that jax cannot take as an input."""
+        bad = next(a for a in arrays if not _takes(a))
+        what = ("a masked array (jax would drop its mask)" if isinstance(bad, np.ma.MaskedArray)
+                else f"a numpy array of dtype {bad.dtype}")
+        return InputSignatureError(
+            f"{self._name}: an argument is {what}, which a compiled program cannot take as an input.",
+            advice="convert it before the call (`np.asarray(x, dtype=np.float32)`; a masked array's "
+            "`x.filled(0)`, with its mask as a second argument), or leave the function unconverted "
+            "with dy2st.not_to_static.",
+            origin=user_origin(),  # the call that passed it
+        )
 
     def _unhashable(self, key):
         key = key[2] if key and key[0] is _ORDERED else key

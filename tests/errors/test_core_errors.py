@@ -7,6 +7,7 @@ import inspect
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import dy2st
@@ -307,3 +308,25 @@ def test_two_values_that_look_the_same_cut_short_are_shown_where_they_differ():
     with pytest.raises(BranchOutputError) as info:
         dy2st.to_static(a_long_name_by_data)(X)
     assert_points_at(info.value, a_long_name_by_data, "MARK-long", "_biases__", "_weights_")
+
+
+def _sign_step(x):
+    if x.sum() > 0:
+        return x * 2
+    return x - 1
+
+
+@pytest.mark.parametrize("arg, said", [
+    (np.array([1, 2], dtype=object), "a numpy array of dtype object"),
+    (np.ma.array([1.0, 2.0], mask=[0, 1]), "a masked array"),
+    (np.array(["a", "b"]), "a numpy array of dtype <U1"),
+    (np.array(["2020-01-01"], dtype="datetime64[D]"), "a numpy array of dtype datetime64[D]"),
+])
+def test_a_numpy_array_jax_cannot_take_is_refused_at_the_call(arg, said):
+    """Object, masked, string and datetime arrays raised jax's raw TypeError or ValueError from
+    the program cache's key, with no line of the user's and no fix."""
+    with pytest.raises(dy2st.errors.InputSignatureError) as err:
+        dy2st.to_static(_sign_step)(arg)
+    text = str(err.value)
+    assert text.startswith(f'File "{__file__}"') and "dy2st.to_static(_sign_step)(arg)" in text.splitlines()[1]
+    assert f"an argument is {said}" in text and "To fix: convert it before the call" in text
