@@ -16,7 +16,7 @@ import pytest
 
 from dy2st.testing import fuzz
 from dy2st.testing.fuzz import RealOutcome
-from dy2st.testing.real_program_gen import PRELUDE, RealProgram, draw_program
+from dy2st.testing.real_program_gen import PRELUDE, RealProgram, draw_models_kind, draw_program
 
 # Programs campaigns found wrong or crashing, each fixed since (kept so their class stays fixed):
 # a list made before a traced loop popped in it (6220, 6451), dict.update in a traced loop (7110),
@@ -272,6 +272,23 @@ CONSTRUCTS = {
     "a helper counting its calls in its own attribute": r"_counted\(",
     "a module made at run time read by f": r"_CFG\.K\b(?!( =| %))",
     "a counted loop left by a break on array data": r"lzs\d+ = lzi\d+ \+ 1\n\s+if \(.* \* lzi\d+\)\.sum\(\) > \d+:\n\s+break",
+    # code shaped like model training (the `models-<seed>` stream)
+    "gradient clipping over nested dict params": r"mzg\d+ = jax\.grad\(_mloss\)\(mzp\d+, .*\n(.*\n)?\s+if mzn\d+ > [\d.]+:\n\s+mzg\d+ = jax\.tree_util\.tree_map\(",
+    "gradient clipping with a scale set on each side": r"if mzn\d+ > [\d.]+:\n\s+mzf\d+ = .*\n\s+else:\n\s+mzf\d+ = 1\.0",
+    "gradient clipping in a helper beside a Python float": r"mzp\d+ = _mclip_step\(mzp\d+, .*, 0\.\d+",
+    "a nested dict another local holds, rebound in a staged if": r"(mzh\d+) = mzc\d+\n\s+if .*:\n\s+\1 = \{",
+    "an attribute's list items written in a staged if": r"if .*:\n\s+mzo\d+\.b\[0\] = .*\n\s+else:\n\s+mzo\d+\.b\[1\] = ",
+    "the caller's object's list items written in a staged if": r"if .*:\n\s+obj\.cache\[-2\] = ",
+    "an attribute's list item written in a loop": r"mzo\d+\.b\[0\] = (clip\()?mzo\d+\.b\[0\] \+ mzi\d+",
+    "a method changing another item in the loop": r"mzo\d+\.bump_second\(\)",
+    "the repr of a weakly typed array printed": r"mzw\d+ = jnp\.(asarray|array)\(.*\n\s+print\(.*repr\(mzw",
+    "a weak array given to a helper that prints its repr": r"_mshow\(",
+    "a closure over traced values kept in a module list": r"_MTAPE\.append\(lambda v(, w=\w+)?: v [+*] (a\d|x|y|mzl\d+\[0\])\)",
+    "a partial over a traced value kept in a module dict": r'_MHOOKS\["scale"\] = functools\.partial\((jnp\.multiply, \w+\.sum\(\)|_mscale, k=(a\d|x|y))\)',
+    "a closure over traced values set as a module object's attribute": r"_MTRAINER\.hook = lambda v: v \* (a\d|x|y)$",
+    "a closure over Python values kept in a module list": r"^    _MTAPE\.append\(lambda v(, k=[^:]+)?: v [*+] (k|len\(\w+\)|\d)\)$",
+    "an attribute named like a module global": r"mzs\d+\.params\[|_mapply\(mzs\d+",
+    "a global named like the state's attributes changed between calls": r"^    h = h \+ 1$",
 }
 
 
@@ -330,6 +347,63 @@ def test_lazy_stream_leaves_the_other_streams_draws():
         for line in without.source.splitlines():
             assert any(other == line for other in lines), (seed, line)
     assert 8 < drawn < 35
+
+
+def test_models_stream_leaves_the_other_streams_draws():
+    """The `models-<seed>` stream draws from its own random stream, names from its own counter and
+    writes its module code only where drawn: a seed it is not drawn for gives the program it gave
+    before, and one it is drawn for keeps every line of that program (in order) and its inputs."""
+    drawn = 0
+    for seed in range(60):
+        with_models, without = draw_program(seed), draw_program(seed, models_stream=False)
+        assert with_models.inputs_text() == without.inputs_text()
+        if with_models.source == without.source:
+            assert not re.search(r"\bmz[a-z]\d+\b|_MPair|_MTAPE|_mloss|_mshow|_TState", with_models.source), seed
+            continue
+        drawn += 1
+        lines = iter(with_models.source.splitlines())
+        for line in without.source.splitlines():
+            assert any(other == line for other in lines), (seed, line)
+    assert 10 < drawn < 40
+
+
+# Each class of the models stream alone in a small f (`draw_models_kind`): what to_static must do.
+_TRACED_CLOSURE = (r"lambda v(, w=\w+)?: v [+*] (a\d|x|y|mzl\d+\[0\])\)|functools\.partial\(jnp\.multiply, \w+\.sum\(\)\)"
+                   r"|functools\.partial\(_mscale, k=(a\d|x|y)\)|_MTRAINER\.hook = lambda v: v \* (a\d|x|y)$")
+MODELS_CASES = [("grad_clip", 0), ("grad_clip", 1), ("grad_clip", 11), ("item_attrs", 0), ("item_attrs", 1),
+                ("item_attrs", 17), ("item_attrs", 25), ("weak_repr", 0), ("weak_repr", 1), ("weak_repr", 2),
+                ("kept_closure", 1), ("kept_closure", 6), ("kept_closure", 7), ("kept_closure", 12),
+                ("kept_closure", 15), ("attr_global", 0), ("attr_global", 3)]
+
+
+@pytest.mark.parametrize("kind, seed", MODELS_CASES, ids=[f"{k}-{s}" for k, s in MODELS_CASES])
+def test_models_stream_classes_match_or_refuse(kind, seed):
+    """Gradient clipping over nested params matches (a nested dict another local holds, rebound in
+    a staged if: refused or a match); an attribute's list items written with constant indices in a
+    staged if or loop match, beside a method changing another item in a staged loop they are
+    refused; weak arrays' reprs print as eagerly; a closure over traced values kept in a module
+    list, dict or object is refused at the call with the global left as it was, one over Python
+    values matches (the list grows per call); an attribute named like a changing global matches."""
+    import dy2st
+
+    program = draw_models_kind(seed, kind)
+    body = program.source.split("\ndef f(")[1]
+    result = fuzz.run_real_program(program)
+    detail = f"{result.outcome} in {result.stage}: {result.detail}\n{body}"
+    staged_method = "bump_second()" in body and (program.n_as_array or re.search(r"while .* and ", body))
+    traced_closure = kind == "kept_closure" and re.search(_TRACED_CLOSURE, body, re.M)
+    if staged_method or traced_closure:
+        assert result.outcome == RealOutcome.REFUSAL, detail
+    elif re.search(r"mzh\d+ = mzc\d+", body):
+        assert result.outcome in (RealOutcome.MATCH, RealOutcome.REFUSAL), detail
+    else:
+        assert result.outcome == RealOutcome.MATCH, detail
+    if traced_closure:  # refused at the call, and the module's objects left as they were
+        module = fuzz.load_module(program.source)
+        inputs = fuzz.RealInputs(program.x, program.y, program.n, program.n_as_array, program.xs)
+        with pytest.raises(dy2st.errors.PythonEffectError, match="traced"):
+            dy2st.to_static(module.f)(*inputs.arrays(), inputs.fresh_xs(), module.State())
+        assert module._MTAPE == [] and module._MHOOKS == {} and module._MTRAINER.hook is None
 
 
 def test_generator_is_seeded_and_valid():

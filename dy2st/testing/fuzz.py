@@ -833,17 +833,31 @@ def _on_alarm(signum, frame):
     raise ProgramTimeout(f"program ran longer than {PROGRAM_TIMEOUT_S}s")
 
 
-def real_campaign(examples: int, seed: int, out_dir: str, check_grad: bool = True, verbose: bool = False) -> dict:
-    """Run programs for seeds seed, seed+1, ...; return counts per outcome and saved repros."""
+def _drawn_programs(seed: int, stream: str | None):
+    """The programs of seeds seed, seed+1, ...; with `stream` (`lazy`, `models`, `calls`), only
+    those that stream draws something in (`draw_program(seed, <stream>_stream=False)` differs)."""
     from dy2st.testing.real_program_gen import draw_program
 
+    while True:
+        program = draw_program(seed)
+        if stream is None or draw_program(seed, **{f"{stream}_stream": False}).source != program.source:
+            yield program
+        seed += 1
+
+
+def real_campaign(examples: int, seed: int, out_dir: str, check_grad: bool = True, verbose: bool = False,
+                  stream: str | None = None) -> dict:
+    """Run programs for seeds seed, seed+1, ... (with `stream`: only those that stream draws in);
+    return counts per outcome and saved repros."""
     summary = {"examples": 0, "saved": [], "by_stage": {}, "refusals": {}, **{o: 0 for o in RealOutcome.ORDER}}
     start = time.time()
     use_alarm = hasattr(signal, "SIGALRM")
     if use_alarm:
         signal.signal(signal.SIGALRM, _on_alarm)
-    for index in range(examples):
-        program = draw_program(seed + index)
+    programs = _drawn_programs(seed, stream)
+    for _ in range(examples):
+        program = next(programs)
+        summary["last_seed"] = program.seed
         if use_alarm:
             signal.alarm(PROGRAM_TIMEOUT_S)
         try:
@@ -892,7 +906,8 @@ def refusal_kind(detail: str) -> str:
 
 
 def _print_real_summary(args, summary) -> None:
-    print(f"dy2st fuzz (real-shaped programs): seeds {args.seed}..{args.seed + summary['examples'] - 1}")
+    stream = f" drawing the {args.stream}-<seed> stream" if args.stream else ""
+    print(f"dy2st fuzz (real-shaped programs): seeds {args.seed}..{summary.get('last_seed', args.seed)}{stream}")
     print(f"  programs:   {summary['examples']} in {summary['seconds']:.0f}s")
     print(f"  match:      {summary[RealOutcome.MATCH]}")
     print(f"  refusal:    {summary[RealOutcome.REFUSAL]}")
@@ -920,11 +935,13 @@ def main(argv=None) -> int:
         help="comma-separated constructs to generate: loops, loop_returns, calls (or none)")
     parser.add_argument("--out", default="fuzz-failures", help="directory for failing programs")
     parser.add_argument("--no-grad", action="store_true", help="skip the gradient comparison")
+    parser.add_argument("--stream", choices=("calls", "lazy", "models"), default=None,
+                        help="real generator: run only the seeds whose programs this stream draws in")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     jax.config.update("jax_platforms", "cpu") if os.environ.get("JAX_PLATFORMS") is None else None
     if args.generator == "real":
-        summary = real_campaign(args.examples, args.seed, args.out, not args.no_grad, args.verbose)
+        summary = real_campaign(args.examples, args.seed, args.out, not args.no_grad, args.verbose, args.stream)
         _print_real_summary(args, summary)
         bad = sum(summary[o] for o in (RealOutcome.MISMATCH, RealOutcome.RAW_ERROR, RealOutcome.INVALID))
         return 0 if bad == 0 else 1

@@ -153,6 +153,37 @@ Its names come from a counter of its own (`lnew`: `lzv3`, `lzl4`, ...) and its m
 gives the program the seed drew before the stream was added, and so does `draw_program(seed)`
 where the stream is not drawn.
 
+A `models-<seed>` stream (`MODELS_P` per statement, one of `MODELS_KINDS` each time) draws code
+shaped like model training, of classes dy2st once got wrong:
+
+* gradient clipping over nested dict params made in f (`{"l1": {"w": ..., "b": ...}}`, maybe an
+  `"l2"`): `g = jax.grad(_mloss)(p, v)`, its global norm, `if norm > c:` rebinding `g` to a
+  `tree_map` of it (or, the effect-free twin, a scale set on each side), the params updated and
+  `g` used after; maybe in a loop over `range(n)`, or in a module helper `_mclip_step(p, v, 0.1)`
+  beside a Python float; and the refused twin, a nested dict another local holds before an `if`
+  that rebinds that local (`h = cache; if ...: h = {...}`);
+* items of a list an object's attribute holds (`_MPair(...).b` made in f, or the caller's
+  `obj.cache` extended at f's top level), written with constant indices in the sides of an `if`
+  on array data, or in a `for`/`while` whose trip count may be traced (`o.b[0] = o.b[0] + i`),
+  maybe beside a method changing another item (`o.bump_second()`: refused where staged);
+* `print(repr(w))` of weakly typed arrays (`jnp.asarray(1.0)`, `jnp.where(test, 1.0, 2.0)`) and
+  of containers holding them (also in a staged `if`), and a module helper `_mshow` given a weak
+  array argument printing its repr (stdout compared with eager's);
+* a lambda or `functools.partial` kept in a module list `_MTAPE`, dict `_MHOOKS` or object's
+  attribute `_MTRAINER.hook`, then called: over the call's traced values (refused at the call, the
+  module's objects left as they were), or, at f's top level only, over Python values (as eagerly;
+  the list grows on every call), all three named in `_GLOBALS` and compared after every call;
+* an attribute whose name a module global has too, the global changed by `_change()` between
+  calls: `state.params` of a `_TState` made in f (maybe read by a helper `_mapply`) beside a
+  global `params`, and `obj.h`/`obj.count`/`obj.cache` beside globals `h`, `count`, `cache`; some
+  statements read the global as well (its changes must be seen).
+
+Its names come from a counter of its own (`mnew`: `mzp3`, `mzo4`, ...) and its module code
+(`models_header`) is written only for the classes drawn: `draw_program(seed, models_stream=False)`
+gives the program the seed drew before the stream was added. `draw_models_kind(seed, kind)` gives
+one statement of a class alone in a small f (for tests). `python -m dy2st.testing.fuzz --generator
+real --stream models` runs only the seeds whose programs the stream draws in.
+
 The generator uses `random.Random(seed)` (and its named streams) only, so a seed names a program
 on every machine.
 """
@@ -203,6 +234,13 @@ LIBS_P = 0.015  # a statement of the `libs-<seed>` stream
 # defaultdict, a function attribute counter and a module made at run time, a counted break.
 LAZY_P = 0.05
 LAZY_KINDS = ("caught", "finally_continue", "lazy_operand", "defaultdict", "outside_attrs", "counted_break")
+# A statement of the `models-<seed>` stream, and its classes: gradient clipping over nested dict
+# params (and a nested dict another local holds, rebound in a staged if), items of an attribute's
+# list written with constant indices in a staged if or loop (and a method changing another item),
+# prints of the repr of weakly typed arrays, lambdas and partials kept in module objects (over
+# traced values: refused; over Python values: as eagerly), attributes named like module globals.
+MODELS_P = 0.06
+MODELS_KINDS = ("grad_clip", "item_attrs", "weak_repr", "kept_closure", "attr_global")
 # What the `calls-<seed>` stream may add to a program (drawn for about a third of them; each class
 # for about half of those): `try`/`except`/`else` (and `finally`) whose body returns, breaks or
 # continues (on array data or Python's) and whose `else` has effects; module helpers with
@@ -269,7 +307,7 @@ class _Generator:
                  numbers: random.Random | None = None, effects: random.Random | None = None,
                  items: random.Random | None = None, calls: random.Random | None = None,
                  flags: random.Random | None = None, libs: random.Random | None = None,
-                 lazy: random.Random | None = None):
+                 lazy: random.Random | None = None, models: random.Random | None = None):
         self.rng = rng
         # Draw the statements added after the campaigns' seeds were pinned (`extra_statement`),
         # so each seed keeps the statements `rng` (and `extra`, `later`) drew for it before.
@@ -303,6 +341,13 @@ class _Generator:
         self.lazy_on = lazy is not None
         self.lfresh = 0
         self.lazy_needs: set = set()
+        # Code shaped like model training (`models_statement`), drawn from `models` only; names
+        # from a counter of their own (`mnew`); its module code (`models_header`) written only
+        # where drawn.
+        self.models = models or random.Random(0)
+        self.models_on = models is not None
+        self.mfresh = 0
+        self.models_needs: set = set()
         self.call_features: frozenset = frozenset()
         self.call_shown: set = set()
         self.cfresh = 0
@@ -617,6 +662,9 @@ class _Generator:
             if self.lazy_on and self.lazy.random() < LAZY_P:
                 self.rng = self.lazy
                 self.lazy_statement(s, indent)
+            if self.models_on and self.models.random() < MODELS_P:
+                self.rng = self.models
+                self.models_statement(s, indent)
             if self.features:
                 self.rng = self.boundary
                 self.boundary_statement(s, indent)
@@ -747,7 +795,7 @@ class _Generator:
         return (self.boundary_header() + (self.effects_header() if self.effect_features else "")
                 + (self.calls_header() if self.call_features else "")
                 + ("\nimport bisect\nimport heapq\nimport operator\n" if self.libs_drawn else "")
-                + self.lazy_header())
+                + self.lazy_header() + self.models_header())
 
     def boundary_header(self) -> str:
         """The boundary stream's module-level code (see `module_header`)."""
@@ -1402,6 +1450,249 @@ class _Generator:
                       '_GLOBALS = globals().get("_GLOBALS", ()) + ("_CFG.K", "_counted.calls")', ""]
         return "\n".join(lines) + "\n"
 
+    # -- code shaped like model training (the `models-<seed>` stream) -----------------------------
+    def mnew(self, root: str) -> str:
+        """A name for the models stream (`mz` + root + its own counter)."""
+        self.mfresh += 1
+        return f"mz{root}{self.mfresh}"
+
+    def models_statement(self, s: _Scope, indent: int, only: str | None = None) -> None:
+        """One statement of the models stream (see the module docstring); `self.rng` is the stream."""
+        kind = only or self.pick(MODELS_KINDS)
+        {"grad_clip": self.grad_clip, "item_attrs": self.item_attrs, "weak_repr": self.weak_repr,
+         "kept_closure": self.kept_closure, "attr_global": self.attr_global}[kind](s, indent)
+
+    def grad_clip(self, s: _Scope, indent: int) -> None:
+        """`g = jax.grad(_mloss)(params, v)` over nested dict params made here, its global norm, an
+        `if` on it rebinding `g` to a `tree_map` of it (or setting a scale: the effect-free twin),
+        the params updated and `g` used after; maybe in a loop over `range(n)`, or in a module
+        helper beside a Python float (`_mclip_step(p, v, 0.1)`). Or its refused twin: a nested
+        dict another local holds before an `if` that rebinds that local."""
+        a, b, k = self.pick(s.arrays), self.pick(s.arrays), self.pick(s.ints)
+        shape = self.rng.randint(0, 4)
+        if shape == 4:
+            zc, zh = self.mnew("c"), self.mnew("h")
+            self.emit(indent, f'{zc} = {{"a": {{"v": clip({self.arr(s)})}}}}\n{zh} = {zc}\n'
+                              f'if {self.lazy_test(s)}:\n    {zh} = {{"a": {{"v": clip({self.arr(s)} + 1)}}}}\n'
+                              f'{zh}["a"]["v"] = clip({zh}["a"]["v"] * 2)\n'
+                              f'{a} = clip({a} + {zc}["a"]["v"] - {zh}["a"]["v"])')
+            return
+        self.models_needs.add("loss")
+        zp, zg, zn = self.mnew("p"), self.mnew("g"), self.mnew("n")
+        w = self.pick([f"clip({self.arr(s)} * 0.5)", "x * 0.5", f"clip({self.arr(s)} - 1)", "y"])
+        bias = self.pick([f"clip({self.arr(s)} - 1)", "y - 1", "jnp.zeros(3)", "x"])
+        loop = self.chance(0.25)
+        # tree_map gives dicts back in sorted key order: a loop carrying params needs them so
+        layers = (f'"l1": {{"b": {bias}, "w": {w}}}' if loop or self.chance(0.3) else f'"l1": {{"w": {w}, "b": {bias}}}')
+        if self.chance(0.3):
+            layers += f', "l2": {{"w": {self.pick(["y * 0.25", "x - 2", f"clip({self.arr(s)} * 0.25)"])}}}'
+        self.emit(indent, f"{zp} = {{{layers}}}")
+        v = self.pick(["x", "y", f"clip({self.arr(s)} * 0.5)"])
+        c = self.pick(["1.0", "5.0", "50.0", "1000.0", "2"])
+        lr = self.pick(["0.1", "0.5", "0.25"])
+        body = []
+        if shape == 3:  # a module helper beside a Python float (and maybe its default `c`)
+            self.models_needs.add("clip_step")
+            body.append(f"{zp} = _mclip_step({zp}, {v}, {lr}{', ' + c if self.chance(0.6) else ''})")
+        else:
+            norm = self.pick([f"jnp.sqrt(sum(jnp.sum(u ** 2) for u in jax.tree_util.tree_leaves({zg})))",
+                              f"jnp.linalg.norm(jnp.concatenate([u.ravel() for u in jax.tree_util.tree_leaves({zg})]))"])
+            body.append(f"{zg} = jax.grad(_mloss)({zp}, {v})\n{zn} = {norm}")
+            if shape < 2:
+                body.append(f"if {zn} > {c}:\n    {zg} = jax.tree_util.tree_map(lambda u: u * {c} / {zn}, {zg})")
+            else:  # the effect-free twin: a scale set on each side, g rebound after the if
+                zf = self.mnew("f")
+                body.append(f"if {zn} > {c}:\n    {zf} = {c} / {zn}\nelse:\n    {zf} = 1.0\n"
+                            f"{zg} = jax.tree_util.tree_map(lambda u: u * {zf}, {zg})")
+            body.append(f"{zp} = jax.tree_util.tree_map(lambda p, u: clip(p - {lr} * u), {zp}, {zg})")
+        if loop:
+            zi = self.mnew("i")
+            self.emit(indent, f"for {zi} in range({self.pick(['n', 'n', '2'])}):")
+            self.emit(indent + 1, "\n".join(body))
+        else:
+            self.emit(indent, "\n".join(body))
+        # rounded where used: a clipped gradient is not exact (eager and XLA differ in its last bits)
+        uses = [f'{a} = clip({a} + jnp.round({zp}["l1"]["w"]))', f'{b} = clip({b} - jnp.round({zp}["l1"]["b"]))']
+        if shape < 3 and not loop:  # g (and its norm) used after the if
+            uses += [f'{a} = clip({a} + jnp.round({zg}["l1"]["b"]))', f"{k} = ({k} + ({zn} > {c})) % {INT_MOD}",
+                     f'{b} = clip({b} * 0.5 + jnp.round({zg}["l1"]["w"]))']
+        for text in self.rng.sample(uses, self.rng.randint(1, 2)):
+            self.emit(indent, text)
+
+    def item_attrs(self, s: _Scope, indent: int) -> None:
+        """Items of a list an object's attribute holds (`_MPair(...).b` made here, or the caller's
+        `obj.cache` extended here), written with constant indices in the sides of an `if` on array
+        data, or in a loop whose trip count may be traced (`o.b[0] = o.b[0] + i`), maybe beside a
+        method changing another item (`o.bump_second()`: refused where the loop is staged)."""
+        self.models_needs.add("pair")
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        arrays = self.chance(0.5)
+        shape = self.rng.randint(0, 3)
+        first, second = (f"clip({self.arr(s)})", f"clip({self.arr(s)} + 1)") if arrays else (
+            str(self.rng.randint(0, 2)), str(self.rng.randint(0, 2)))
+        if indent == 1 and shape != 3 and self.chance(0.3):  # the caller's object
+            t, i0, i1 = "obj.cache", "-2", "-1"
+            self.emit(indent, f"obj.cache.extend([{first}, {second}])")
+        else:
+            zo = self.mnew("o")
+            t, i0, i1 = f"{zo}.b", "0", "1"
+            self.emit(indent, f"{zo} = _MPair({first}, {second})")
+        if shape == 0:
+            one, other = (f"clip({self.arr(s)} * 2)", f"clip({self.arr(s)} - 1)") if arrays else (
+                str(self.rng.randint(1, 5)), str(-self.rng.randint(1, 3)))
+            text = f"if {self.lazy_test(s)}:\n    {t}[{i0}] = {one}"
+            if self.chance(0.7):
+                text += f"\nelse:\n    {t}[{i1}] = {other}"
+            self.emit(indent, text)
+        else:
+            zi = self.mnew("i")
+            step = f"clip({t}[{i0}] + {zi})" if arrays else f"{t}[{i0}] + {zi}"
+            lines = [f"{t}[{i0}] = {step}"]
+            if shape == 3:
+                lines.insert(self.rng.randint(0, 1), f"{t[:-2]}.bump_second()")
+            inner = "\n".join("    " + line for line in lines)
+            if self.chance(0.5):
+                self.emit(indent, f"for {zi} in range({self.pick(['n', 'n', 'n + 1', '3'])}):\n{inner}")
+            else:
+                bound = self.pick(["n", "n", "3"])
+                test = f"{zi} < {bound}" if self.chance(0.6) else f"{zi} < {bound} and {self.lazy_test(s)}"
+                self.emit(indent, f"{zi} = 0\nwhile {test}:\n{inner}\n    {zi} += 1")
+        if arrays:
+            self.emit(indent, self.pick([f"{a} = clip({a} + {t}[{i0}] - {t}[{i1}])", f"{a} = clip({a} + {t}[{i1}])"]))
+        else:
+            self.emit(indent, self.pick([f"{k} = ({k} + {t}[{i0}] + {t}[{i1}]) % {INT_MOD}",
+                                         f"{k} = ({k} + {t}[{i0}] * 2) % {INT_MOD}"]))
+        if indent == 1 and t != "obj.cache" and self.chance(0.3):
+            self.emit(indent, f"log.append({t})")
+
+    def weak_repr(self, s: _Scope, indent: int) -> None:
+        """`print(repr(v))` of weakly typed arrays (`jnp.asarray(1.0)`, a `jnp.where` of two Python
+        floats on array data, one given to a module helper as its argument) and of containers
+        holding them; stdout is compared with eager's."""
+        zw = self.mnew("w")
+        make = self.pick(["jnp.asarray(1.0)", "jnp.array(2.5)", "jnp.asarray(-0.5)",
+                          f"jnp.where({self.lazy_test(s)}, 1.0, 2.0)", "jnp.asarray(1.0) * 2 + len(xs)",
+                          f"jnp.where({self.lazy_test(s)}, 0.5, -1.0) * 3"])
+        self.emit(indent, f"{zw} = {make}")
+        arr = self.arr(s)
+        prints = [f"print(repr({zw}))", f"print(repr({zw}), repr({arr}.sum()))", f"print([{zw}, {zw} * 2])",
+                  f"print(repr(({zw}, {arr}[0])))", f'print({{"w": {zw}}})', f"print(repr({zw}), str({zw}))",
+                  f'print(f"w={{{zw}!r}}")', f"print(repr([{zw}]), {arr})"]
+        for text in self.rng.sample(prints, self.rng.randint(1, 2)):
+            if self.chance(0.2):
+                text = f"if {self.lazy_test(s)}:\n    {text}"
+            self.emit(indent, text)
+        a = self.pick(s.arrays)
+        if self.chance(0.5):  # a weak array argument of a helper that prints its repr
+            self.models_needs.add("show")
+            self.emit(indent, f"{a} = clip({a} + _mshow({self.pick([zw, 'jnp.asarray(2.5)', 'jnp.array(1.0)'])}))")
+        elif self.chance(0.5):
+            self.emit(indent, f"{a} = clip({a} + {zw})")
+
+    def kept_closure(self, s: _Scope, indent: int) -> None:
+        """A lambda or `functools.partial` kept in a module list (`_MTAPE`), dict (`_MHOOKS`) or
+        object's attribute (`_MTRAINER.hook`): over the call's traced values (refused, the global
+        left as it was), or, at f's top level only, over Python values (as eagerly: the list grows
+        on every call), then called."""
+        self.models_needs.add("tape")
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        arr = self.arr(s)
+        where = self.rng.randint(0, 2)
+        if indent > 1 or self.chance(0.35):  # over traced values
+            if where == 0:
+                zl = self.mnew("l")
+                text = self.pick([f"_MTAPE.append(lambda v: v + {arr})", f"_MTAPE.append(lambda v, w={arr}: v + w)",
+                                  f"{zl} = [{arr}]\n_MTAPE.append(lambda v: v * {zl}[0])"])
+            elif where == 1:
+                text = self.pick([f'_MHOOKS["scale"] = functools.partial(jnp.multiply, {arr}.sum())',
+                                  f'_MHOOKS["scale"] = functools.partial(_mscale, k={arr})'])
+            else:
+                text = f"_MTRAINER.hook = lambda v: v * {arr}"
+        else:
+            py = self.pick(["len(xs)", "len(P)", str(self.rng.randint(1, 3))])
+            if where == 0:
+                text = self.pick([f"_MTAPE.append(lambda v, k={py}: v * k)", f"_MTAPE.append(lambda v: v + {py})"])
+            elif where == 1:
+                text = self.pick([f'_MHOOKS["scale"] = functools.partial(_mscale, k={py})',
+                                  f'_MHOOKS["scale"] = functools.partial(jnp.multiply, {self.rng.randint(1, 3)}.0)'])
+            else:
+                text = f"_MTRAINER.hook = lambda v: v * {py}"
+        self.emit(indent, text)
+        if where == 0:
+            self.emit(indent, self.pick([f"{a} = clip({a} + _MTAPE[-1]({arr}))", f"{k} = ({k} + len(_MTAPE)) % {INT_MOD}",
+                                         f"{a} = clip({a} + sum(fn(1) for fn in _MTAPE))"]))
+        elif where == 1:
+            self.emit(indent, f'{a} = clip({a} + _MHOOKS["scale"]({arr}))')
+        else:
+            self.emit(indent, f"{a} = clip(_MTRAINER.hook({a}))")
+
+    def attr_global(self, s: _Scope, indent: int) -> None:
+        """An attribute whose name a module global has too, the global changed between calls:
+        `state.params` of a `_TState` made here (maybe through a helper) beside a global `params`,
+        or `obj.h`/`obj.count`/`obj.cache` beside globals `h`, `count`, `cache`; where f also reads
+        the global (the twin), its changes must be seen."""
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        if self.chance(0.5):
+            self.models_needs.add("params")
+            zs = self.mnew("s")
+            self.emit(indent, f"{zs} = _TState(clip({self.arr(s)} * 0.5))")
+            self.emit(indent, self.pick([f'{a} = clip({a} + {zs}.params["w"])', f"{a} = clip(_mapply({zs}, {a}))",
+                                         f'{a} = clip({a} + {zs}.params["w"] - params["w"])',
+                                         f'{zs}.params = {{"w": clip({zs}.params["w"] + 1)}}\n{a} = clip(_mapply({zs}, {a}))']))
+        else:
+            self.models_needs.add("globals")
+            self.emit(indent, self.pick([f"{a} = clip({a} + obj.h)", f"{k} = ({k} + obj.count) % {INT_MOD}",
+                                         f"{k} = ({k} + len(obj.cache)) % {INT_MOD}", f"{a} = clip({a} + h - obj.h)",
+                                         f"{k} = ({k} + obj.count + count) % {INT_MOD}",
+                                         f"{a} = clip({a} + obj.h * len(cache))"]))
+
+    def models_header(self) -> str:
+        """The module code the models statements drawn need: `_mloss` (and `_mclip_step`), `_MPair`,
+        `_mshow`, the module objects closures are kept in, and the globals named like attributes
+        with a `_change()` (wrapping the ones before) that changes them and `_GLOBALS` naming them."""
+        need = self.models_needs
+        if not need:
+            return ""
+        lines = ["", ""]
+        names = []
+        if "loss" in need:
+            lines += ["def _mloss(p, v):", '    return sum(jnp.sum((v * layer["w"] + layer.get("b", 0.0)) ** 2) '
+                      "for layer in p.values())", "", ""]
+        if "clip_step" in need:
+            lines += ["def _mclip_step(params, v, lr, c=1.0):", "    g = jax.grad(_mloss)(params, v)",
+                      "    gnorm = jnp.sqrt(sum(jnp.sum(u ** 2) for u in jax.tree_util.tree_leaves(g)))",
+                      "    if gnorm > c:", "        g = jax.tree_util.tree_map(lambda u: u * c / gnorm, g)",
+                      "    return jax.tree_util.tree_map(lambda p, u: clip(p - lr * u), params, g)", "", ""]
+        if "pair" in need:
+            lines += ["class _MPair:", "    def __init__(self, first, second):", "        self.b = [first, second]", "",
+                      "    def bump_second(self):", "        self.b[1] = self.b[1] + 1", "", ""]
+        if "show" in need:
+            lines += ["def _mshow(v):", "    print(repr(v), [v])", "    return v * 2", "", ""]
+        if "tape" in need:
+            lines += ["import functools", "", "_MTAPE = []", "_MHOOKS = {}", "", "",
+                      "class _MTrainer:", "    def __init__(self):", "        self.hook = None", "", "", "_MTRAINER = _MTrainer()", "", "",
+                      "def _mscale(v, k=2):", "    return v * k", "", ""]
+            names += ["_MTAPE", "_MHOOKS", "_MTRAINER.hook"]
+        change = []
+        if "params" in need:
+            lines += ['params = {"w": jnp.ones(3, jnp.float32)}', "", "",
+                      "class _TState:", "    def __init__(self, w):", '        self.params = {"w": w}', "", "",
+                      "def _mapply(state, v):", '    return state.params["w"] * v', "", ""]
+            change += ['    params["w"] = params["w"] + 1']
+            names += ["params"]
+        if "globals" in need:
+            lines += ["h = jnp.full(3, 2.0, jnp.float32)", "count = 5", "cache = [1]", "", ""]
+            change += ["    global h, count", "    h = h + 1", "    count = count + 1", "    cache.append(len(cache))"]
+            names += ["h", "count", "cache"]
+        if change:
+            declared = [line for line in change if line.startswith("    global")]
+            lines += ['_change_models = globals().get("_change")', "", "", "def _change():", *declared,
+                      "    if _change_models is not None:", "        _change_models()",
+                      *(line for line in change if line not in declared), "", ""]
+        if names:
+            lines += [f'_GLOBALS = globals().get("_GLOBALS", ()) + {tuple(names)!r}', ""]
+        return "\n".join(lines) + "\n"
+
     def cnew(self, root: str) -> str:
         """A name for the calls stream (`z` + root + its own counter)."""
         self.cfresh += 1
@@ -1957,9 +2248,32 @@ class _Generator:
                               f"    if {self.cond(s)}:\n        break\n{a} = clip({a} + next({k}, 0))")
 
 
-def draw_program(seed: int, calls_stream: bool = True, lazy_stream: bool = True) -> RealProgram:
-    """The program and inputs that `seed` names (without `calls_stream` or `lazy_stream`: as
-    before that stream was added, the other streams' draws being the same either way)."""
+def draw_models_kind(seed: int, kind: str) -> RealProgram:
+    """A small program made of f's first block, one statement of the models stream's class
+    `kind` (`MODELS_KINDS`) at f's top level, drawn from `models-kind-<seed>`, and f's return: each
+    class alone, for tests that check what to_static must do with it."""
+    rng = random.Random(f"models-kind-{seed}")
+    quiet = [random.Random(0) for _ in range(5)]
+    g = _Generator(*quiet, models=rng)
+    g.rng = rng
+    scope = _Scope(arrays=["a0", "a1"], ints=["k0", "k1"], int_reads=[], scalar_reads=[])
+    g.emit(1, "a0 = x\na1 = clip(y * 2)\nk0 = 1\nk1 = len(xs)\nL = [x, y]\nP = [3, 1, 2]\n"
+              'D = {"a": x, "k": 1}\nDD = D\nFN = []\nlog = []')
+    g.models_statement(scope, 1, only=kind)
+    g.emit(1, "out = [fn(a0) for fn in FN]")
+    g.emit(1, g.return_text())
+    source = PRELUDE + g.module_header() + "\n" + g.signature() + "\n" + "\n".join(g.lines) + "\n"
+    values = rng.sample(range(-3, 6), 6)
+    xs = [np.array(rng.sample(range(-3, 6), 3), np.float32) for _ in range(rng.randint(1, 3))]
+    return RealProgram(seed, source, np.array(values[:3], np.float32), np.array(values[3:], np.float32),
+                       rng.choice([0, 1, 3]), rng.random() < 0.5, xs)
+
+
+def draw_program(seed: int, calls_stream: bool = True, lazy_stream: bool = True,
+                 models_stream: bool = True) -> RealProgram:
+    """The program and inputs that `seed` names (without `calls_stream`, `lazy_stream` or
+    `models_stream`: as before that stream was added, the other streams' draws being the same
+    either way)."""
     rng = random.Random(seed)
     boundary = random.Random(f"boundary-{seed}")
     effects = random.Random(f"effects-{seed}")
@@ -1968,7 +2282,8 @@ def draw_program(seed: int, calls_stream: bool = True, lazy_stream: bool = True)
                    random.Random(f"mangled-{seed}"), random.Random(f"classes-{seed}"), boundary,
                    random.Random(f"numbers-{seed}"), effects, random.Random(f"items-{seed}"), calls,
                    random.Random(f"flags-{seed}"), random.Random(f"libs-{seed}"),
-                   random.Random(f"lazy-{seed}") if lazy_stream else None)
+                   random.Random(f"lazy-{seed}") if lazy_stream else None,
+                   random.Random(f"models-{seed}") if models_stream else None)
     g.draw_features()
     g.draw_effects()
     if calls_stream:
