@@ -348,7 +348,7 @@ class PythonNumbers:
 
     def holds(self, value) -> bool:
         """Whether the traced `value` stands for a Python number (not a constant)."""
-        return self.kind(value) is not None and _jax_compat.literal_value(value) is None
+        return self.kind(value) is not None and not _constant(value)
 
     def zero_divisor(self, operation):
         """For a division of a Python number by one (or by the constant 0): `(a traced bool, whether
@@ -400,11 +400,21 @@ class PythonNumbers:
             if len(out) != 1 or out[0].shape != () or not (out[0].weak_type or out[0].dtype == np.bool_):
                 continue
             kinds = [self.kind(i) for i in operation.inputs]
-            if None in kinds or all(_jax_compat.literal_value(i) is not None for i in operation.inputs):
-                continue  # (something not a number, or constants only)
+            if None in kinds or all(_constant(i) for i in operation.inputs):
+                continue  # (something not a number, or constants only: array arithmetic, `w * 2` of a `jnp.array(2.5)`)
             # jnp makes an int a float for `/`: the number is still the int Python divides
             kind = kinds[0] if operation.name == "convert_element_type" else _kind(out[0].dtype)
             self.kinds.update(dict.fromkeys(operation.output_keys, kind))
+
+
+def _constant(value) -> bool:
+    """Whether traced `value` is a constant of its jaxpr, or a side's or loop body's read of one
+    from before it (`w = jnp.array(2.5)`, then `w * 2` in a staged branch)."""
+    while is_traced(value):
+        if _jax_compat.literal_value(value) is not None:
+            return True
+        value = _jax_compat.lifted_from(value)
+    return False
 
 
 def _kind(dtype) -> str:

@@ -152,3 +152,26 @@ def test_the_repr_of_a_weakly_typed_array_says_so(capsys):
     for run in (static, static, jax.jit(static)):
         run(x)
         assert capsys.readouterr().out == eager
+
+
+def prints_array_arithmetic_in_a_branch(x):
+    w = jnp.array(2.5)
+    if x.sum() > 0:
+        print([w, w * 2], w + 1)
+    else:
+        print(w - 1)
+    return x
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_array_arithmetic_on_a_constant_in_a_staged_branch_prints_as_an_array(sign, capsys):
+    """`w * 2` of a `jnp.array(2.5)` made before a staged `if` printed as a Python float (`5.0`):
+    the branch reads `w` as a value from before it, which the numbers rule took for a Python
+    number, as it takes a constant (fuzzer, models stream)."""
+    x = sign * jnp.ones(3)
+    prints_array_arithmetic_in_a_branch(x)
+    eager = capsys.readouterr().out
+    static = dy2st.to_static(prints_array_arithmetic_in_a_branch)
+    for run in (static, static, jax.jit(static)):
+        run(x)
+        assert capsys.readouterr().out == eager
