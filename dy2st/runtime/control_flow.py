@@ -157,13 +157,12 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
                         if sides_run[0] and not set(found) <= set(carried_writes):
                             raise _CarryMore() from None
                         raise
-            state = get_state() if get_state is not None else ()
-            side_states[body] = state
+            raw = side_states[body] = get_state() if get_state is not None else ()
             # a list or dict a value holds twice (`return d, d`) stays one object after the cond,
             # and one of the caller's that both sides hold (`return y, obj.cache`) stays the caller's
             state = tuple(static_outputs.encode(v, callers, aliases_only=True) if i < nouts else v
-                          for i, v in enumerate(state))
-            side = _Side(state, nouts, tracker, contents, lists, origin)
+                          for i, v in enumerate(raw))
+            side = _Side(state, nouts, tracker, contents, lists, origin, raw[:nouts])
             found.update(side.changes)
             sides_run[0] += 1
             if sides_run[0] + sides_failed[0] >= 2 and not set(found) <= set(carried_writes):
@@ -371,12 +370,15 @@ class _Side:
     `contents`), and the versions of one list references hold are unified (`_ListVersions`)."""
 
     def __init__(self, state, nouts: int, tracker: WriteTracker, contents: "_StateContents", lists: "_ListIdentity",
-                 origin: OriginInfo):
+                 origin: OriginInfo, raw: tuple = ()):
+        """raw: the output variables' values as the side left them, before their encoding (a
+        list holding one of the caller's is encoded whole: which list the variable holds is
+        seen on the list itself)."""
         # Lists and dicts inside other values (the return value's tuple holding `d`) as the
         # side leaves them, before the changes made in place are put back.
         outs = tuple(v if type(v) in (list, dict) else _with_container_copies(v) for v in state[:nouts])
         items = {id(v): type(v)(v) for v in state if type(v) in (list, dict)}  # before they are put back
-        lists.see(outs, tracker)
+        lists.see(raw or outs, tracker)
         changes = tracker.take()
         contents.put_back()
         self.versions = versions = _ListVersions(_side_lists(state, items, changes, tracker), origin)  # dead ones too

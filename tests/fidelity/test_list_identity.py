@@ -888,3 +888,25 @@ def test_a_list_the_call_makes_and_stores_on_self_holds_the_items(method, x):
     dy2st.to_static(getattr(static, method))(x)
     assert len(static.cache["acts"]) == len(eager.cache["acts"]) == 1
     assert jnp.array_equal(static.cache["acts"][0], eager.cache["acts"][0])
+
+
+def logs_a_named_list_then_branches(x):
+    log = []
+    pair = [x, x + 1]
+    log.append(pair)  # a list another local holds, inside the if's list
+    with Ctx(log, 8):
+        if x.sum() > 0:
+            log.append(x * 2)
+        else:
+            log.append(x)
+    return log, log[0] is pair
+
+
+@pytest.mark.parametrize("x", [jnp.array([1.0, 2.0]), jnp.array([-1.0, -2.0])])
+def test_the_context_managers_exit_reaches_a_list_holding_a_named_list(x):
+    """The if's list holds `pair`, a list another local holds: the list was encoded whole for
+    the cond (to give `pair` back as itself), and the variable then taken as replaced by a new
+    list, so `__exit__`'s `-8` went to the old one and was lost (fuzzer, models stream)."""
+    check_equivalent(logs_a_named_list_then_branches, x)
+    log, same = dy2st.to_static(logs_a_named_list_then_branches)(x)
+    assert log[-1] == -8 and same
