@@ -109,13 +109,22 @@ class ContainerWatch:
         records of them made, `writes.note_inputs`)."""
         self.counts = [sys.getrefcount(c) for c, _ in self.snapshot]
 
-    def check(self) -> None:
+    def check(self, out=None) -> None:
         """Raise ContainerEffect (the caller lifts the arguments as state instead) where the
-        stateful path writes the change back as eager code makes it, else a PythonEffectError."""
+        stateful path writes the change back as eager code makes it, else a PythonEffectError.
+        A list or dict inside a pytree argument that the function returns unchanged (the
+        params of `state.replace(step=...)`, a Flax TrainState) is no effect: the result
+        holds an equal one (`out`: the function's outputs)."""
+        returned = None
         for (c, (keys, values)), count in zip(self.snapshot, self.counts):
             keys_after, values_after = _contents(c)
-            if (sys.getrefcount(c) > count or keys_after != keys
-                    or any(a is not b for a, b in zip(values_after, values))):
+            changed = keys_after != keys or any(a is not b for a, b in zip(values_after, values))
+            if changed or sys.getrefcount(c) > count:
+                if not changed and not self.liftable:
+                    if returned is None:
+                        returned = {id(r) for r in writes.containers_in(out)}
+                    if id(c) in returned:
+                        continue
                 if self.liftable:
                     raise ContainerEffect("an input list or dict was changed or kept")
                 raise PythonEffectError(
@@ -126,11 +135,11 @@ class ContainerWatch:
                     advice="pass the list or dict as an argument of its own (dy2st then writes changes "
                     "back to it), or return the new contents instead of changing them in place.",
                 )
-        writes = []
+        replayed = []
         for argument, obj, (leaves, treedef), attributes in self.objects:
             changed = _python_writes(obj, attributes)
             if changed:  # Python values only (an `eqx.nn.State` that `set` marked used): replayed
-                writes.append((obj, changed))
+                replayed.append((obj, changed))
                 continue
             leaves_after, treedef_after = _flatten(obj)
             if treedef_after == treedef and all(a is b for a, b in zip(leaves_after, leaves)):
@@ -140,7 +149,7 @@ class ContainerWatch:
             if self.liftable and type(argument) in LIFTED_ROOTS and is_nnx_object(obj):
                 raise ContainerEffect("an NNX object inside an input list or dict was changed")
             raise object_changed_error(obj, obj is argument)
-        return writes
+        return replayed
 
 
 def _python_writes(obj, before: dict) -> dict | None:
@@ -343,7 +352,7 @@ class ProgramBody:
         # given Python values: each call sets them on the caller's (`writes`). An argument's object
         # returned as it is (`return model, y`): eagerly the caller's own (`arguments`).
         arguments = {id(o): i for i, o in enumerate(objects)}
-        set_on = watch.check() if watch is not None else []
+        set_on = watch.check(out) if watch is not None else []
         set_on = [(arguments[id(obj)], changed) for obj, changed in set_on if id(obj) in arguments]
         # identities and kinds jit's boundary loses, noted (`static_outputs.encode`) before the
         # walk for undefined values, which a self-holding list would not end

@@ -107,7 +107,7 @@ class _Entry:
                 fn = get_fn()  # (made per trace: the defaults as they are now)
                 guard_reads.note_program(fn, layout.nodes[1:])  # (self's and the arguments' classes)
                 out = fn(*args, **kwargs)
-                for obj, _ in watch.check():  # (no program arguments' objects to set them on here)
+                for obj, _ in watch.check(out):  # (no program arguments' objects to set them on here)
                     raise object_changed_error(obj, False)
                 _refuse_nnx_static_changes(static)
                 after = Layout(layout.roots)

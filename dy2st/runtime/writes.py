@@ -871,8 +871,8 @@ def leaked(recorded: dict, out, inputs=()) -> list:
     program's `inputs` (an argument's, lifted as state) is the caller's to write back."""
     if not recorded:
         return []
-    inside = {id(c) for c in _containers_in(out)}
-    own = {id(c) for c in _containers_in(inputs)}
+    inside = {id(c) for c in containers_in(out)}
+    own = {id(c) for c in containers_in(inputs)}
     found = []
     for key in list(recorded):
         container, before, path, origin = recorded[key]
@@ -893,7 +893,7 @@ def put_back_traced(recorded: dict) -> None:
                   if _holds_tracer(container, set()))
 
 
-def _containers_in(value, depth: int = 0):
+def containers_in(value, depth: int = 0):
     """The lists and dicts in `value`, through tuples and any registered pytree (a NamedTuple,
     a dataclass holding a list)."""
     if depth > 32:
@@ -902,7 +902,7 @@ def _containers_in(value, depth: int = 0):
         if _is_container(node):
             yield node
             for item in (node.values() if type(node) is dict else node):
-                yield from _containers_in(item, depth + 1)
+                yield from containers_in(item, depth + 1)
 
 
 def _is_container(value) -> bool:
