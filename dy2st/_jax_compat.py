@@ -28,6 +28,11 @@ def array_type() -> type:
     return _private("jax._src.array", "ArrayImpl")
 
 
+def key_array_type() -> type:
+    """The class of a typed PRNG key array (`jax.random.key(0)`), named as `array_type`'s."""
+    return _private("jax._src.random.prng", "PRNGKeyArray")
+
+
 def _private(module: str, name: str) -> Any:
     """`module.name`, or an error that says which private name moved and where to fix it."""
     try:

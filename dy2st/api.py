@@ -18,7 +18,7 @@ from dy2st import _jax_compat, callables, conversion, input_spec, stateful
 from dy2st.config import _switch_listeners, config, logger
 from dy2st.errors import (ArgumentError, ConversionError, RuntimeChecks, at_boundary, at_eager_boundary, failed_when_run, innermost_user_frame, mark_noted,
                           output_replayed, rerun_eagerly, written_before_failing)
-from dy2st.call_policy import ARRAY_IMPL, AmbiguousLeaf, CallPolicy, ContainerEffect, Declined, Route
+from dy2st.call_policy import ARRAY_IMPL, KEY_ARRAY, AmbiguousLeaf, CallPolicy, ContainerEffect, Declined, Route
 from dy2st.program import _FAST_TYPES, DEFAULT_MAX_PROGRAMS, ConcreteProgram, ProgramCache
 from dy2st.program_body import changes_lost_with, run_inline
 from dy2st.input_spec import check_spec_list, user_origin
@@ -173,8 +173,8 @@ def _dispatcher(fn=None):
 
 
 _MISSING = object()  # a parameter the call did not pass (the generated dispatcher's default)
-_PYTREE_ROOTS = frozenset({ARRAY_IMPL, tuple, list, dict, type(None)})  # argument types the pytree route takes
-_PYTREE_ROOTS_LIFTED = frozenset({ARRAY_IMPL, tuple, type(None)})  # ... once lists and dicts are lifted as state
+_PYTREE_ROOTS = frozenset({ARRAY_IMPL, KEY_ARRAY, tuple, list, dict, type(None)})  # argument types the pytree route takes
+_PYTREE_ROOTS_LIFTED = frozenset({ARRAY_IMPL, KEY_ARRAY, tuple, type(None)})  # ... once lists and dicts are lifted as state
 _MAX_SPECIALIZED = 8
 
 

@@ -32,6 +32,7 @@ from dy2st.config import config
 from dy2st.state import is_stateful
 
 ARRAY_IMPL = _jax_compat.array_type()
+KEY_ARRAY = _jax_compat.key_array_type()  # a typed PRNG key array (`jax.random.key`): an array to jit
 LIFTED_ROOTS = (list, dict)  # argument types tried as plain inputs before being lifted as state
 PLAIN_STATICS = frozenset({int, bool, str, bytes, type(None)})  # keyed by type and value as they are
 PYTHON_SCALARS = PLAIN_STATICS | {float, complex}  # (a float keyed by its bits)

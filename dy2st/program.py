@@ -42,7 +42,7 @@ from typing import Callable
 import jax
 import numpy as np
 
-from dy2st.call_policy import (ARRAY_IMPL, PLAIN_STATICS, PYTHON_SCALARS, AmbiguousLeaf, CallPolicy, ContainerEffect,
+from dy2st.call_policy import (ARRAY_IMPL, KEY_ARRAY, PLAIN_STATICS, PYTHON_SCALARS, AmbiguousLeaf, CallPolicy, ContainerEffect,
                                OrderObserved)
 from dy2st.config import config, log, logger
 from dy2st.errors import InputSignatureError, RuntimeChecks
@@ -68,7 +68,7 @@ def _ambiguous(avals) -> bool:
 
 
 
-_ARRAY_ONLY = frozenset({ARRAY_IMPL})
+_ARRAY_ONLY = frozenset({ARRAY_IMPL, KEY_ARRAY})  # (the shared jit takes typed PRNG keys as jit does)
 
 
 def _arrays_key(args, kwargs, leaves=None, treedef=None) -> tuple:
@@ -96,6 +96,9 @@ def _statics_key(args) -> tuple | None:
         if kind is ARRAY_IMPL:
             key.append(a.aval)
             arrays.append(a)
+        elif kind is KEY_ARRAY:
+            key.append(jax.typeof(a))
+            arrays.append(a)
         elif kind is int or kind is bool or kind is str:
             key.append((kind, a))  # (`_static_token`'s, without the call)
         elif kind is float:
@@ -114,8 +117,8 @@ def _array_tree(tree, key: list, arrays: list, depth: int = 0) -> bool:
     kind and size, a dict's keys in their order, each array's aval) and its arrays into
     `arrays`, in jit's flatten order (a dict's by sorted key); False for anything else in it."""
     kind = type(tree)
-    if kind is ARRAY_IMPL:
-        key.append(tree.aval)
+    if kind is ARRAY_IMPL or kind is KEY_ARRAY:
+        key.append(jax.typeof(tree))
         arrays.append(tree)
         return True
     if tree is None:

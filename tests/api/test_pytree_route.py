@@ -232,3 +232,39 @@ def test_outputs_the_call_decodes_keep_the_hit_path(monkeypatch):
         np.testing.assert_allclose(got[1]["loss"], want[1]["loss"])
         np.testing.assert_allclose(got[0]["w"], want[0]["w"])
     assert general == [] and static.policy.decodes_outputs
+
+
+def noisy_step(params, key, x, lr):
+    key, sub = jax.random.split(key)
+    noise = jax.random.normal(sub, x.shape)
+    if (x + noise).sum() > 0:
+        x = x * 2
+    return {k: v - lr * x.sum() for k, v in params.items()}, key
+
+
+def _same_step(got, want):
+    (new, key), (new_want, key_want) = got, want
+    _same(new, new_want)
+    assert type(key) is type(key_want) and key.dtype == key_want.dtype
+    data = jax.random.key_data if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) else (lambda k: k)
+    np.testing.assert_array_equal(data(key), data(key_want))
+
+
+@pytest.mark.parametrize("make_key", [jax.random.key, jax.random.PRNGKey], ids=["typed", "raw"])
+def test_typed_and_raw_prng_keys_take_the_hit_paths(make_key, monkeypatch):
+    """A typed key (`jax.random.key`, not an ArrayImpl) sent every call to the general path's
+    flatten and key (a linen dropout step: 245 us against 125 us for jax.jit, 145 us now)."""
+    params = {"w": jnp.ones(3), "b": jnp.zeros(3)}
+    static = dy2st.to_static(noisy_step)
+    for lr in (0.1, 0.5, 0.1):  # (the first calls arm the routes)
+        for args in ((params, make_key(0), jnp.ones(3)), (params, make_key(1), -jnp.ones(3))):
+            _same_step(static(*args, lr), noisy_step(*args, lr))
+    general = []
+    real = dy2st.api.StaticFunction._call_general
+    monkeypatch.setattr(dy2st.api.StaticFunction, "_call_general", lambda *a: general.append(1) or real(*a))
+    key = make_key(2)
+    for _ in range(3):
+        got = static(params, key, jnp.ones(3), 0.1)
+        _same_step(got, noisy_step(params, key, jnp.ones(3), 0.1))
+        key = got[1]
+    assert general == []
