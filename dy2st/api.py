@@ -434,9 +434,9 @@ class StaticFunction(functools.partial):
         if policy.staged_nothing:  # calls of Python values must reach the check above
             self._set_fast(None)
         elif self._input_spec is None and self._converted_fn is not None and config.enable_to_static:
-            # arm the hit path (None once the cache retired it); a namedtuple argument's class
-            # joins the pytree route's from the next call
-            noted = route is Route.PROGRAM and policy.note_namedtuples(args)
+            # arm the hit path (None once the cache retired it); a namedtuple argument's class,
+            # or a frozen dataclass pytree's, joins the pytree route's from the next call
+            noted = route is Route.PROGRAM and policy.note_node_types(args)
             if self._fast is None or noted:
                 self._set_fast(self._fast or self._cache.shared)
         return out
@@ -523,7 +523,7 @@ class StaticFunction(functools.partial):
         policy = self._policy
         self._use_jit(jitted, self._call_pytrees if jitted is not None and policy.pytree_route else None,
                       self._guards.holds if self._guards else None,
-                      (_PYTREE_ROOTS_LIFTED if policy.lists_lifted else _PYTREE_ROOTS) | policy.namedtuples,  # (lifted: the stateful path)
+                      (_PYTREE_ROOTS_LIFTED if policy.lists_lifted else _PYTREE_ROOTS) | policy.node_types,  # (lifted: the stateful path)
                       self._cache.program_for_statics if jitted is not None else None,
                       _decoded if policy.decodes_outputs else None)
 

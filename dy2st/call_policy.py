@@ -78,15 +78,16 @@ class CallPolicy:
     orders_observed: bool = False
     # calls whose trace raised where the eager run that replaced it did not (`errors.rerun_eagerly`)
     eager_fallbacks: int = 0
-    # namedtuple classes of arguments seen (a `TrainState`): the pytree route takes them as tuples
-    namedtuples: frozenset = frozenset()
+    # classes of arguments seen that the pytree route takes as it takes tuples: namedtuples, and
+    # frozen dataclasses registered as pytrees of arrays (a Flax `TrainState`)
+    node_types: frozenset = frozenset()
 
-    def note_namedtuples(self, args) -> bool:
-        """Whether `args` hold namedtuple classes not seen before (now noted)."""
-        found = {type(a) for a in args if isinstance(a, tuple) and type(a) is not tuple and hasattr(type(a), "_fields")}
-        if found <= self.namedtuples:
+    def note_node_types(self, args) -> bool:
+        """Whether `args` hold such classes not seen before (now noted)."""
+        found = {type(a) for a in args if type(a) not in self.node_types and _record_node(a)}
+        if not found:
             return False
-        self.namedtuples = self.namedtuples | found
+        self.node_types = self.node_types | found
         return True
 
     def route(self, args, kwargs) -> Route:
@@ -128,6 +129,20 @@ class CallPolicy:
         if self.ambiguous_seen:
             said.append("pytrees with weak-typed or bool scalar leaves are keyed by dy2st, not jit")
         return said
+
+
+def _record_node(value) -> bool:
+    """A namedtuple, or a frozen dataclass registered as a pytree whose leaves are arrays (it
+    cannot be changed in place; a later call's Python number or string among its leaves is
+    refused by the route as any pytree's is: `AmbiguousLeaf`, `Declined`)."""
+    kind = type(value)
+    if isinstance(value, tuple):
+        return kind is not tuple and hasattr(kind, "_fields")
+    params = getattr(kind, "__dataclass_params__", None)
+    if params is None or not params.frozen:
+        return False
+    leaves, treedef = jax.tree_util.tree_flatten(value)
+    return not jax.tree_util.treedef_is_leaf(treedef) and all(type(leaf) in (ARRAY_IMPL, KEY_ARRAY) for leaf in leaves)
 
 
 class RouteChange(Exception):

@@ -2,6 +2,8 @@
 are, flattened by jit's C++ dispatch; whatever dy2st's own flatten would have told apart (a
 Python number, a string, a list the function changes) still gets eager's answer."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -201,7 +203,7 @@ def test_a_namedtuple_argument_takes_the_pytree_route_after_its_first_call(monke
     static = dy2st.to_static(steps_a_state)
     state = Pair(X, {"k": X})
     _same(static(state, X), steps_a_state(state, X))
-    assert Pair in static.policy.namedtuples
+    assert Pair in static.policy.node_types
     flattens = []
     real = jax.tree_util.tree_flatten
     monkeypatch.setattr(jax.tree_util, "tree_flatten", lambda *a, **k: flattens.append(1) or real(*a, **k))
@@ -268,3 +270,41 @@ def test_typed_and_raw_prng_keys_take_the_hit_paths(make_key, monkeypatch):
         _same_step(got, noisy_step(params, key, jnp.ones(3), 0.1))
         key = got[1]
     assert general == []
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    step: jax.Array
+    params: dict
+
+
+def frozen_step(state, x):
+    if x.sum() > 0:
+        x = x * 2
+    return dataclasses.replace(state, step=state.step + 1, params={k: v + x for k, v in state.params.items()})
+
+
+def test_a_frozen_dataclass_pytree_takes_the_pytree_route(monkeypatch):
+    """A Flax TrainState-like argument (a frozen dataclass registered as a pytree of arrays)
+    went through the general path's flatten on every call; after its first call its class joins
+    the pytree route's, as a namedtuple's does. A later one holding a Python number is still
+    static (the route gives it back)."""
+    static = dy2st.to_static(frozen_step)
+    state = Frozen(jnp.int32(0), {"w": jnp.ones(3)})
+    for x in (jnp.ones(3), -jnp.ones(3)):
+        _same(dataclasses.asdict(static(state, x)), dataclasses.asdict(frozen_step(state, x)))
+    assert Frozen in static.policy.node_types
+    general = []
+    real = dy2st.api.StaticFunction._call_general
+    monkeypatch.setattr(dy2st.api.StaticFunction, "_call_general", lambda *a: general.append(1) or real(*a))
+    for x in (jnp.ones(3), -jnp.ones(3), jnp.ones(3)):
+        got = static(state, x)
+        assert type(got) is Frozen
+        _same(dataclasses.asdict(got), dataclasses.asdict(frozen_step(state, x)))
+    assert general == []
+    monkeypatch.undo()
+    python_step = Frozen(3, {"w": jnp.ones(3)})
+    for _ in range(2):
+        got, want = static(python_step, jnp.ones(3)), frozen_step(python_step, jnp.ones(3))
+        assert type(got.step) is int and got.step == want.step == 4
