@@ -331,40 +331,27 @@ def test_calls_stream_leaves_the_other_streams_draws():
     assert 10 < drawn < 35
 
 
-def test_lazy_stream_leaves_the_other_streams_draws():
-    """The `lazy-<seed>` stream draws from its own random stream, names from its own counter and
-    writes its module code only where drawn: a seed it is not drawn for gives the program it gave
-    before, and one it is drawn for keeps every line of that program (in order) and its inputs."""
+@pytest.mark.parametrize("stream, names, bounds", [
+    ("lazy_stream", r"\blz[a-z]\d+\b|_CFG|_counted|_Sup", (8, 35)),
+    ("models_stream", r"\bmz[a-z]\d+\b|_MPair|_MTAPE|_mloss|_mshow|_TState", (10, 40)),
+])
+def test_a_stream_leaves_the_other_streams_draws(stream, names, bounds):
+    """The `lazy-<seed>` and `models-<seed>` streams each draw from their own random stream,
+    name from their own counter and write their module code only where drawn: a seed a stream
+    is not drawn for gives the program it gave before, and one it is drawn for keeps every line
+    of that program (in order) and its inputs."""
     drawn = 0
     for seed in range(60):
-        with_lazy, without = draw_program(seed), draw_program(seed, lazy_stream=False)
-        assert with_lazy.inputs_text() == without.inputs_text()
-        if with_lazy.source == without.source:
-            assert not re.search(r"\blz[a-z]\d+\b|_CFG|_counted|_Sup", with_lazy.source), seed
+        with_stream, without = draw_program(seed), draw_program(seed, **{stream: False})
+        assert with_stream.inputs_text() == without.inputs_text()
+        if with_stream.source == without.source:
+            assert not re.search(names, with_stream.source), seed
             continue
         drawn += 1
-        lines = iter(with_lazy.source.splitlines())
+        lines = iter(with_stream.source.splitlines())
         for line in without.source.splitlines():
             assert any(other == line for other in lines), (seed, line)
-    assert 8 < drawn < 35
-
-
-def test_models_stream_leaves_the_other_streams_draws():
-    """The `models-<seed>` stream draws from its own random stream, names from its own counter and
-    writes its module code only where drawn: a seed it is not drawn for gives the program it gave
-    before, and one it is drawn for keeps every line of that program (in order) and its inputs."""
-    drawn = 0
-    for seed in range(60):
-        with_models, without = draw_program(seed), draw_program(seed, models_stream=False)
-        assert with_models.inputs_text() == without.inputs_text()
-        if with_models.source == without.source:
-            assert not re.search(r"\bmz[a-z]\d+\b|_MPair|_MTAPE|_mloss|_mshow|_TState", with_models.source), seed
-            continue
-        drawn += 1
-        lines = iter(with_models.source.splitlines())
-        for line in without.source.splitlines():
-            assert any(other == line for other in lines), (seed, line)
-    assert 10 < drawn < 40
+    assert bounds[0] < drawn < bounds[1]
 
 
 # Each class of the models stream alone in a small f (`draw_models_kind`): what to_static must do.
