@@ -441,13 +441,14 @@ class _CallersContainers:
     deciding which, are refused by the merge. (Other pytrees, an `eqx.nn.State` or a dataclass
     updated functionally on one side, are values: merged leaf by leaf.)"""
 
-    def __init__(self, roots: reachable.Roots, own: tuple = (), own_names=(), frame=None):
+    def __init__(self, roots: reachable.Roots, own: tuple = (), own_names=None, frame=None):
         self.objects: list = []
         self._index: dict = {}
         # What the `if`'s own variables alone reach is no one else's: after the `if` they hold
         # whatever the taken side left (`g = tree_map(clip, g)` on one side: `g`'s inner dicts).
-        # The function's other locals may reach it too (`g = cache` before the `if`).
-        self._roots = roots.with_locals(frame).without(set(own_names)) if own_names else roots
+        # The function's other locals may reach it too (`g = cache` before the `if`). (A walk of
+        # its own, released with it: the tracker's roots outlive it. None: `roots` are its own.)
+        self._roots = roots.with_locals(frame).without(set(own_names)) if own_names is not None else roots
         # the lists and dicts the `if`'s variables hold before it: `_ListIdentity` keeps those
         self._own = {id(v) for v in own if type(v) in (list, dict)}
 
