@@ -78,10 +78,11 @@ def _dispatcher(fn=None):
                         return pytrees(args)
                     except Declined:
                         pass
-                if statics_lookup is not None:  # arrays and Python scalars seen before
-                    program = statics_lookup(args)
-                    if program is not None:
-                        out = program(*[a for a in args if type(a) is ARRAY_IMPL])
+                if statics_lookup is not None:  # arrays, their trees and Python scalars seen before
+                    found = statics_lookup(args)
+                    if found is not None:
+                        program, arrays = found
+                        out = program(*arrays)
                         return out if decode is None else decode(out, args)
             return owner._call_general(args, kwargs)
         except Exception as exc:

@@ -198,3 +198,26 @@ def _same_tree(got, want):
     for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
         assert a.dtype == b.dtype
         np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def keyword_only_beside_a_scalar(x, lr, *, k=2):
+    if x.sum() > 0:
+        return x * lr * k
+    return x
+
+
+def test_the_generic_dispatchers_statics_lookup(monkeypatch):
+    """A keyword-only parameter keeps the generic dispatcher (no generated one): its statics
+    lookup took the lookup's `(program, arrays)` for the program and raised 'tuple' object is not
+    callable on the third call."""
+    static = dy2st.to_static(keyword_only_beside_a_scalar)
+    for _ in range(2):
+        for x in (X, -X):
+            np.testing.assert_allclose(static(x, 0.5), keyword_only_beside_a_scalar(x, 0.5))
+    general = []
+    real = dy2st.api.StaticFunction._call_general
+    monkeypatch.setattr(dy2st.api.StaticFunction, "_call_general", lambda *a: general.append(1) or real(*a))
+    for x in (X, -X, X):
+        np.testing.assert_allclose(static(x, 0.5), keyword_only_beside_a_scalar(x, 0.5))
+        np.testing.assert_allclose(static(x, 0.5, k=3), keyword_only_beside_a_scalar(x, 0.5, k=3))
+    assert len(general) == 3  # (only the keyword calls: the statics lookup is positional)
