@@ -96,18 +96,11 @@ def _statics_key(args) -> tuple | None:
         if kind is ARRAY_IMPL:
             key.append(a.aval)
             arrays.append(a)
-        elif kind is KEY_ARRAY:
-            key.append(jax.typeof(a))
-            arrays.append(a)
         elif kind is int or kind is bool or kind is str:
             key.append((kind, a))  # (`_static_token`'s, without the call)
         elif kind is float:
             key.append((kind, a.hex()))  # (`_static_token`'s)
-        elif a is None:  # (`mask=None`: a node with no leaf, as in the table's key)
-            key.append(None)
-        elif (kind is dict or kind is list or kind is tuple) and _array_tree(a, key, arrays):
-            pass
-        else:
+        elif not _array_tree(a, key, arrays):  # a typed key, None (`mask=None`), a tree of arrays
             return None
     return tuple(key), arrays
 
