@@ -81,14 +81,19 @@ class CallPolicy:
     # classes of arguments seen that the pytree route takes as it takes tuples: namedtuples, and
     # frozen dataclasses registered as pytrees of arrays (a Flax `TrainState`)
     node_types: frozenset = frozenset()
+    # the classes of arguments asked about so far, taken or not: each is looked into once (a
+    # dataclass's leaves are walked; an Equinox module holding functions would be on every call)
+    node_types_asked: frozenset = frozenset()
 
     def note_node_types(self, args) -> bool:
-        """Whether `args` hold such classes not seen before (now noted)."""
-        found = {type(a) for a in args if type(a) not in self.node_types and _record_node(a)}
-        if not found:
+        """Whether `args` hold such classes not asked about before (now noted)."""
+        new = {type(a) for a in args} - self.node_types_asked
+        if not new:
             return False
+        self.node_types_asked = self.node_types_asked | new
+        found = {type(a) for a in args if type(a) in new and _record_node(a)}
         self.node_types = self.node_types | found
-        return True
+        return bool(found)
 
     def route(self, args, kwargs) -> Route:
         """Where this call goes (one pass over the arguments: the common case shows each step)."""
