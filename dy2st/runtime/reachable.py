@@ -25,6 +25,7 @@ from typing import Iterable, NamedTuple
 import jax
 import numpy as np
 
+from dy2st.runtime.values import closure_values
 from dy2st.user_code import is_users_class, is_users_object
 
 _MAX_OBJECTS = 200_000  # far more than a large model holds; a bound keeps a hostile graph finite
@@ -136,11 +137,7 @@ def _function_roots(fn, seen: set, depth: int) -> list:
         return []
     seen.add(id(fn))
     roots = []
-    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
-        try:
-            value = cell.cell_contents
-        except ValueError:  # a variable not yet assigned
-            continue
+    for name, value in closure_values(fn):
         roots.append(Root(name, value))
         for held in _functions_in(value):  # a loop's body, a helper closing over a list
             roots += _function_roots(held, seen, depth + 1)

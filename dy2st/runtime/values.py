@@ -52,7 +52,7 @@ def traced_inside(value, depth: int = 2) -> bool:
     if type(value) is tuple:
         return any(traced_inside(v, depth) for v in value)
     if depth and isinstance(value, types.FunctionType):
-        held = [*_cell_values(value), *(value.__defaults__ or ())]
+        held = [*(v for _, v in closure_values(value)), *(value.__defaults__ or ())]
     elif depth and isinstance(value, functools.partial):
         held = [value.func, *value.args, *value.keywords.values()]
     else:
@@ -61,14 +61,15 @@ def traced_inside(value, depth: int = 2) -> bool:
     return any(traced_inside(v, depth - 1) for v in held)
 
 
-def _cell_values(fn) -> list:
-    values = []
-    for cell in fn.__closure__ or ():
+def closure_values(fn: types.FunctionType) -> list:
+    """`(name, value)` of each variable `fn` closes over that is bound now."""
+    found = []
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
         try:
-            values.append(cell.cell_contents)
+            found.append((name, cell.cell_contents))
         except ValueError:  # a variable not yet assigned
             pass
-    return values
+    return found
 
 
 def is_array(value) -> bool:
