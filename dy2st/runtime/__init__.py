@@ -8,7 +8,7 @@ from dy2st.runtime import builtins as _builtins  # registers the staged builtins
 from dy2st.runtime.builtins import convert_negative_power
 from dy2st.runtime.asserts import convert_assert
 from dy2st.runtime.calls import convert_call, managed
-from dy2st.runtime.checks import check_scoped_write, remember_global
+from dy2st.runtime.checks import check_scoped_write, ld, remember_global
 from dy2st.runtime.control_flow import convert_ifelse, convert_ifexp, convert_jump_if
 from dy2st.runtime.formatting import convert_format, convert_percent
 from dy2st.runtime.iterables import loop_iter
@@ -43,6 +43,7 @@ __all__ = [
     "convert_or",
     "convert_while",
     "is_traced",
+    "ld",
     "ldu_dead",
     "list_append",
     "in_place",

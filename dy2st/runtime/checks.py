@@ -1,5 +1,8 @@
 """Checks that depend on whether a value is traced, so the fence cannot make them up front.
 
+* `ld(value)` is every read of a local that a staged `if` or loop may leave unbound there
+  (`transformers.unbound_reads`): a `MaybeUnbound` gives its value, checked when the program
+  runs (eager Python raises UnboundLocalError at the read where the data left it unbound).
 * `check_scoped_write(value, name, kind)` follows every write to a `global` (or the converted
   function's own `nonlocal`) name: a traced value there would outlive the trace as a leaked
   tracer, so it is refused with the user's line.
@@ -12,8 +15,11 @@ import sys
 
 import jax
 
-from dy2st.errors import OriginInfo, ScopeWriteError
+from dy2st.errors import OriginInfo, ScopeWriteError, UndefinedVariableError
 from dy2st.runtime import writes
+from dy2st.runtime.asserts import check_when_run
+from dy2st.runtime.undefined import MaybeUnbound, Undefined
+from dy2st.runtime.staging import tracing_staged_code
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.trace_context import CONTEXT
 
@@ -84,4 +90,38 @@ def check_scoped_write(value, name: str, kind: str) -> None:
         OriginInfo.of_caller(),
         advice=f"return the value instead of writing it to '{name}' (e.g. `return y, {name}`), "
         f"or keep '{name}' a Python value (int(...) of a concrete array, a constant).",
+    )
+
+
+def ld(value):
+    """A read of a local variable the analysis cannot show bound on every path: the value, or a
+    `MaybeUnbound`'s value with its check (a Python-unbound name raised before this call, as
+    eagerly; an `Undefined` marker, which staging binds for it, raises here too)."""
+    if type(value) is Undefined:  # eager raises here, on this path
+        if tracing_staged_code():  # in a staged side: when the data takes it (deferred)
+            raise UnboundLocalError(f"cannot access local variable '{value.name}' where it is not associated with a value")
+        try:
+            value._fail()
+        except UndefinedVariableError as error:  # eager's own UnboundLocalError here, no refusal:
+            writes.handled_refusal(error)  # an `except UnboundLocalError` around the read catches it
+            raise
+    if type(value) is not MaybeUnbound:
+        return value
+    origin = OriginInfo.of_caller()
+    if not is_traced(value.bound):
+        if not value.bound:
+            raise _unbound(value.name, origin)
+        return value.value
+    check_when_run(value.bound, lambda: _unbound(value.name, origin), origin,
+                   f"'{value.name}' is bound on the path the data took (eager Python raises UnboundLocalError "
+                   "reading it otherwise)", raises="UnboundLocalError")
+    return value.value
+
+
+def _unbound(name: str, origin: OriginInfo) -> UndefinedVariableError:
+    return UndefinedVariableError(
+        f"cannot access local variable '{name}' where it is not associated with a value: the staged `if` or "
+        "loop that assigns it did not, on the data the program ran on.",
+        origin,
+        advice=f"assign '{name}' before the `if`/loop that may leave it unassigned, or in every branch of it.",
     )

@@ -22,6 +22,7 @@ re-bound inside the loop, costs one trace of user code per round and nothing mor
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Callable
 
@@ -37,7 +38,8 @@ from dy2st.runtime.asserts import check_when_run, numbers_checked
 from dy2st.runtime.staging import (cast_to, refuse_ints_beyond_int32, static_equal, weak_proxy, describe, scalar_predicate, staged_tracing,
                                    grown_from, note_grown, tracing_staged_code)
 from dy2st.runtime.values import is_traced
-from dy2st.runtime.undefined import Undefined, UndefinedReturn
+from dy2st.runtime.trace_context import CONTEXT
+from dy2st.runtime.undefined import MaybeUnbound, Undefined, UndefinedReturn, maybe_unbound_tree
 from dy2st.runtime.values import flatten_state, is_array, is_python_number, note_python_numbers
 from dy2st.runtime.writes import WriteTracker, refill, refuse_loop_writes
 
@@ -380,6 +382,7 @@ class _Retype:
     """A build abandoned because the body needs other carried types: the joined spec to build with."""
 
     spec: list
+    provisional: bool = True  # the next build may still trace provisionally (`_typed_later`)
 
 
 class _Abandon(Exception):
@@ -404,13 +407,14 @@ def stage(spec, init, loop: Loop, origin: OriginInfo, check=None) -> list:
       check: called with the settled spec before the loop is built; a reason (str) it returns
         is raised as `Refused`.
     """
+    provisional = True
     for _ in range(_MAX_ROUNDS):
         attempt = events.Attempt()
-        built = _build(spec, init, loop, origin, check)
+        built = _build(spec, init, loop, origin, check, provisional)
         if not isinstance(built, _Retype):
             return built
         attempt.discard()  # what the body noted belongs to a loop JAX drops
-        spec = built.spec
+        spec, provisional = built.spec, built.provisional
     raise LoopVariableError(
         "the types of the loop's variables do not settle: each iteration changes them again.",
         origin,
@@ -418,9 +422,11 @@ def stage(spec, init, loop: Loop, origin: OriginInfo, check=None) -> list:
     )
 
 
-def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
+def _build(spec, init, loop: Loop, origin, check, provisional: bool = True) -> list | _Retype:
     """The values after the loop staged with the carried types `spec`, or the `_Retype` its body
-    asked for."""
+    asked for. `provisional`: a body traced before a variable first set in it has a type may
+    defer what a side raises (`_typed_later`); if it settles so, it is traced once more without."""
+    untyped = provisional and _untyped(spec, init)
     bound = loop.length if loop.length is not None else loop.bound()
     final_spec = []  # the settled spec, once the body has been traced (it knows appended items)
     last = []  # the settled iteration's outputs: which leaves the body gives as Python numbers
@@ -433,10 +439,11 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
         key_order.observe_if_held(given)  # (the state machinery takes its dicts as plain ones)
         roots = reachable.snapshot((loop.body, loop.test), [v.name for v in spec], given)
         with WriteTracker(roots, loop.facts.attributes, loop.facts.items, origin) as tracker, staged_tracing(), \
+                _typed_later(untyped), \
                 guards.unchanged_by_side(origin, "body of this staged loop",  # a known trip count: unrolled instead
                                          Refused if loop.length is not None else None):
             with numbers_checked(origin):  # the numbers rule: what Python would raise computing on them
-                outs = loop.body(index, given)
+                outs = _first_set_as_maybe_unbound(spec, init, loop.body(index, given))
             key_order.observe_if_held(outs)
             body_orders[:] = [key_order.orders_of(v) for v in outs]
             iteration = describe_outputs(spec, given, outs, origin)  # reads lists grown while tracing
@@ -447,6 +454,8 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
         new = join(spec, iteration, origin)
         if not settled(spec, new) or (loop.length is None and loop.bound() != bound):
             raise _Abandon(_Retype(new))
+        if untyped:  # settled while still untyped: traced again, raising as any body does
+            raise _Abandon(_Retype(new, provisional=False))
         _refuse_first_set_observed(new, loop.facts.observed, origin)
         reason = check(new) if check is not None else None
         if reason is not None:
@@ -469,6 +478,33 @@ def _build(spec, init, loop: Loop, origin, check) -> list | _Retype:
         return abandon.retype
     values = _in_key_order(spec, init, values, body_orders, loop.test is None, origin)
     return _changed_in_place(final_spec, init, values)
+
+
+def _untyped(spec, init) -> bool:
+    """Whether a variable first set in the loop has no type yet in `spec`."""
+    return any(type(start) is Undefined and not var.is_list and var.leaves
+               and all(not l.carried and type(l.static) is Undefined for l in var.leaves)
+               for var, start in zip(spec, init))
+
+
+@contextlib.contextmanager
+def _typed_later(untyped: bool):
+    """While a body is traced provisionally (see `CONTEXT.untyped_loops`)."""
+    CONTEXT.untyped_loops += untyped
+    try:
+        yield
+    finally:
+        CONTEXT.untyped_loops -= untyped
+
+
+def _first_set_as_maybe_unbound(spec, init, outs) -> list:
+    """A local unbound before the loop that an iteration binds leaves the loop as a
+    `MaybeUnbound` (bound once an iteration bound it: after zero iterations it is not), which
+    `jst.ld` checks where it is read (see `transformers.unbound_reads`)."""
+    return [MaybeUnbound(out, True, var.name)
+            if type(start) is Undefined and var.name.isidentifier() and not var.is_list
+            and type(out) not in (Undefined, MaybeUnbound) else out
+            for var, start, out in zip(spec, init, outs)]
 
 
 def _in_key_order(spec, init, values, body_orders, runs: bool, origin) -> list:
@@ -544,8 +580,9 @@ def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, la
 
 def _zero_trip_checks(spec, unread_after) -> list:
     """`(var, leaf)` pairs whose value after zero iterations eager Python would not give."""
-    return [(var, leaf) for var in spec if not var.is_list and var.name not in unread_after for leaf in var.leaves
-            if leaf.carried and (leaf.unbound_before or leaf.python_start is not None)]
+    return [(var, leaf) for var in spec if not var.is_list and var.name not in unread_after
+            and not maybe_unbound_tree(var.treedef)  # (its flag says whether an iteration bound it)
+            for leaf in var.leaves if leaf.carried and (leaf.unbound_before or leaf.python_start is not None)]
 
 
 def _check_zero_trips(check: tuple, ran, origin: OriginInfo) -> None:

@@ -34,7 +34,7 @@ from dy2st.runtime import events, guards, key_order, reachable, static_outputs, 
 from dy2st.runtime.debug_effects import debug_effects_dropped
 from dy2st.runtime.formatting import bind_traced
 from dy2st.runtime.trace_context import CONTEXT
-from dy2st.runtime.undefined import Undefined, UndefinedReturn
+from dy2st.runtime.undefined import UNDEFINED_RETURN, MaybeUnbound, Undefined, UndefinedReturn, maybe_unbound_tree
 from dy2st.user_code import is_users_object
 from dy2st.runtime.values import (describe, flatten_state, is_array, is_python_number, note_python_numbers,
                                   python_numbers, stands_for_python_number)
@@ -204,6 +204,8 @@ def _run_branch_noting(fn, branch_name: str, origin: OriginInfo):
             return _run_branch(fn)
     except BaseException as err:
         if deferrable(err):
+            if CONTEXT.untyped_loops:  # a loop body traced again once typed: never staged so
+                return _Failed(err), []
             if not writes.in_program():
                 raise StagedBranchError.wrapping(err, branch_name, origin, inline=True).with_traceback(err.__traceback__) from err
             if not handler_around():
@@ -363,6 +365,36 @@ def _fill_undefined_returns(t: _Branch, f: _Branch) -> None:
             if len(leaves) == 1 and isinstance(leaves[0], UndefinedReturn) and this.structures[i] != other.structures[i]:
                 this.structures[i] = other.structures[i]
                 this.leaves[i] = [leaves[0]] * len(other.leaves[i])
+
+
+def _bind_maybe_unbound(t: _Branch, f: _Branch, labels) -> None:
+    """A local one side leaves unbound (an `Undefined` marker) and the other binds becomes a
+    `MaybeUnbound` on both: the bound side's value with a True flag, the other's filled (its
+    arrays with zeros, its Python values the bound side's) with a False one. Also a side that
+    binds a variable the other holds as a `MaybeUnbound` (from an earlier `if`) wraps its value."""
+    for i, label in enumerate(labels):
+        if not label.isidentifier():  # an item or attribute: refused as before
+            continue
+        for this, other in ((t, f), (f, t)):
+            if _unbound(this, i) and not _unbound(other, i) and _FAILED not in other.leaves[i]:
+                if not maybe_unbound_tree(other.structures[i]):
+                    _wrap(other, i, label, True)
+                this.structures[i] = other.structures[i]
+                this.leaves[i] = [UNDEFINED_RETURN if _is_aval(l) else l for l in other.leaves[i][:-1]] + [False]
+            elif maybe_unbound_tree(other.structures[i]) and not maybe_unbound_tree(this.structures[i]) \
+                    and not _unbound(this, i) and _FAILED not in this.leaves[i]:
+                _wrap(this, i, label, True)
+
+
+def _unbound(branch: _Branch, i: int) -> bool:
+    leaves = branch.leaves[i]
+    return len(leaves) == 1 and type(leaves[0]) is Undefined
+
+
+def _wrap(branch: _Branch, i: int, label: str, bound: bool) -> None:
+    value = jax.tree_util.tree_unflatten(branch.structures[i], [0] * branch.structures[i].num_leaves)
+    branch.structures[i] = jax.tree_util.tree_structure(MaybeUnbound(value, bound, label))
+    branch.leaves[i] = branch.leaves[i] + [bound]
 
 
 def weak_proxy(leaf):
@@ -757,6 +789,7 @@ def _merge(t: _Branch, f: _Branch, labels, origin, branch_names):
     """Both sides with undefined return values filled in, and per variable a `_Merged` per leaf."""
     t, f = t.copy(), f.copy()
     _fill_undefined_returns(t, f)
+    _bind_maybe_unbound(t, f, labels)
     merged = []
     for label, ts, fs, t_leaves, f_leaves in zip(labels, t.structures, f.structures, t.leaves, f.leaves):
         if ts != fs and (static_outputs.holds_callers(ts) or static_outputs.holds_callers(fs)):
@@ -793,6 +826,10 @@ def _merge(t: _Branch, f: _Branch, labels, origin, branch_names):
         merged.append([_merge_leaf(a, b, name, origin, branch_names,
                                    (i, j) in t.numbers or (i, j) in f.numbers)
                        for j, (a, b) in enumerate(zip(t_leaves, f_leaves))])
+        if maybe_unbound_tree(ts):  # its flag: a bool the data decides, not a Python number
+            flags = (t_leaves[-1], f_leaves[-1])
+            merged[-1][-1] = (_Merged(static=True) if flags == (True, True) else
+                              _Merged(aval=jax.core.ShapedArray((), np.dtype(bool))))
     return t, f, merged
 
 

@@ -26,6 +26,10 @@ class _TraceContext(threading.local):
         # (`staging.note_grown`, `staging.watch_here`)
         self.grown_lists: dict = {}
         self.watched_lists: dict = {}
+        # how many loop bodies being traced now are traced again once typed: a variable first
+        # set in the loop has no type yet (`loop_staging._build`), so a side that raises there
+        # is deferred even in the user's own jit (`staging._run_branch_noting`)
+        self.untyped_loops: int = 0
         # the `loops.LoopOptions` of each loop whose body runs now
         self.loop_options: list = []
         # how many enclosing loop or branch traces are under reverse-mode AD (`ad_context`)

@@ -54,6 +54,59 @@ class Undefined:
         self._fail()
 
 
+class MaybeUnbound:
+    """A local variable that a staged `if` or loop leaves unbound on some paths, where the data
+    decides which: its value where the data bound it (zeros of that type where not) and `bound`,
+    a traced bool saying whether it did (a Python True where every path did). A pytree node, so
+    later conds and loops carry both. Converted code reads it through `jst.ld` (see
+    `transformers.unbound_reads`), which checks `bound` when the program runs: eager Python raises
+    UnboundLocalError at that read. Any other use (a nested function reading it as a free
+    variable) is refused, as the `Undefined` marker's are."""
+
+    __slots__ = ("value", "bound", "name")
+
+    def __init__(self, value, bound, name: str):
+        self.value, self.bound, self.name = value, bound, name
+
+    def __repr__(self):
+        return f"MaybeUnbound({self.name!r})"
+
+    def _fail(self, *args, **kwargs):
+        raise UndefinedVariableError(
+            f"'{self.name}' may be unbound here: a staged `if` or loop (whose condition is traced) leaves it "
+            "unassigned on some paths, and it is read where dy2st cannot check which path the data took "
+            "(a nested function or generator reading it).",
+            OriginInfo.of_user_code(),
+            advice=f"assign '{self.name}' before the `if`/loop that may leave it unassigned, or in every branch of it.",
+        )
+
+    __bool__ = __call__ = __iter__ = __len__ = __index__ = __float__ = __int__ = __complex__ = _fail
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _fail
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __divmod__ = __rdivmod__ = __pow__ = __rpow__ = _fail
+    __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = __lshift__ = __rshift__ = _fail
+    __getitem__ = __setitem__ = __delitem__ = __contains__ = _fail
+    __lt__ = __le__ = __gt__ = __ge__ = __neg__ = __pos__ = __abs__ = __invert__ = __matmul__ = __rmatmul__ = _fail
+    __round__ = __trunc__ = __floor__ = __ceil__ = __format__ = __str__ = _fail
+    __array__ = _fail
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        self._fail()
+
+
+jax.tree_util.register_pytree_node(
+    MaybeUnbound,
+    lambda m: ((m.value, m.bound), m.name),
+    lambda name, children: MaybeUnbound(children[0], children[1], name),
+)
+
+
+def maybe_unbound_tree(structure) -> bool:
+    """Whether a state variable's tree structure is a `MaybeUnbound`'s."""
+    return structure is not None and structure.num_nodes > 1 and structure.node_data()[0] is MaybeUnbound
+
+
 def _read_at(origin: OriginInfo | None) -> OriginInfo | None:
     """The line of the user's code that reads the marker (the innermost frame of the converted
     function that left it, or of a branch function in it: converted code keeps the user's

@@ -25,7 +25,7 @@ import numpy as np
 
 from dy2st import _jax_compat
 from dy2st.runtime.trace_context import CONTEXT
-from dy2st.runtime.undefined import Undefined
+from dy2st.runtime.undefined import MaybeUnbound, Undefined
 
 ARRAY_TYPES = (jax.Array, np.ndarray, np.generic)
 PY_SCALARS = (bool, int, float, complex)
@@ -90,6 +90,8 @@ def describe(value) -> str:
     """Short type description used in error messages: `float32[3]`, `Python int 3`, `None`."""
     if isinstance(value, Undefined):
         return "undefined"
+    if type(value) is MaybeUnbound:
+        return f"{describe(value.value)}, unbound where the data decides"
     if value is None:
         return "None"
     if hasattr(value, "shape") and hasattr(value, "dtype"):

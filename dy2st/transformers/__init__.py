@@ -29,6 +29,7 @@ from dy2st.transformers import (
     scoped_writes,
     super_calls,
     try_blocks,
+    unbound_reads,
     walrus_conditions,
 )
 
@@ -75,6 +76,11 @@ PIPELINE: tuple[Step, ...] = (
          "On the user's code, before any step adds reads: a `del name` in a loop that no path "
          "reads again is dropped (a staged loop leaves every variable defined); one still read is refused.",
          triggers=(ast.Delete,), creates=(ast.Pass,), source_only=True),
+    Step(unbound_reads, analysis.ALL,
+         "On the user's code, before any step adds reads or makes functions of its blocks: each "
+         "read of a local the analysis cannot show bound there becomes `jst.ld(name)`, which checks "
+         "where a staged `if` or loop left it unbound (DEFINED_IN is of the user's statements).",
+         triggers=(ast.If, ast.For, ast.While), creates=(ast.Assign,), source_only=True),
     Step(try_blocks, (),
          "Before anything adds `if`s of its own or turns the user's into branch functions: a `try` "
          "whose `finally` jumps holds the exception it discards in a flag.",

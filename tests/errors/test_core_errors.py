@@ -50,10 +50,15 @@ def shape_mismatch(x):
     return y
 
 
+class Box:
+    """A plain object whose attributes a branch sets."""
+
+
 def undefined_in_one_branch(x):
+    state = Box()
     if x.sum() > 0:  # MARK-undef
-        y = x * 2
-    return y
+        state.y = x * 2
+    return state.y
 
 
 def dtype_mismatch(x):
@@ -131,7 +136,7 @@ def a_new_object_on_one_side(x):
     "fn, marker, error, keywords",
     [
         (shape_mismatch, "MARK-shape", BranchOutputError, ["'y'", "float32[3]", "float32[2]", "shapes differ", "To fix"]),
-        (undefined_in_one_branch, "MARK-undef", BranchOutputError, ["'y'", "defined in the if branch only", "assign 'y' before"]),
+        (undefined_in_one_branch, "MARK-undef", BranchOutputError, ["'state.y'", "defined in the if branch only", "assign 'state.y' before"]),
         (dtype_mismatch, "MARK-dtype", BranchOutputError, ["'y'", "float32[3]", "int32[3]", "astype"]),
         (vector_predicate, "MARK-pred", PredicateError, ["shape (3,)", "ambiguous", ".all()", ".any()"]),
         (none_vs_array_return, "MARK-none", BranchOutputError, ["the return value", "None", "float32[3]"]),
@@ -188,9 +193,9 @@ def test_undefined_variable_on_python_path_names_it():
 
 
 def python_path_undefined(x, flag):
-    if flag:  # MARK-py-undef
+    if flag:
         y = x
-    return y
+    return y  # MARK-py-undef
 
 
 def nested_shape_mismatch(x):

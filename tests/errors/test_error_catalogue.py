@@ -236,9 +236,10 @@ def dtype_mismatch(x):
 
 
 def one_branch_only(x):
+    d = {}
     if x.sum() > 0:  # E:one_branch
-        y = x
-    return y
+        d["y"] = x
+    return d["y"]
 
 
 def structure_mismatch(x):
@@ -265,7 +266,7 @@ def array_assert(x):
     [
         (shape_mismatch, "E:shape", BranchOutputError, ["'y'", "float32[3]", "float32[2]", "same shape"]),
         (dtype_mismatch, "E:dtype", BranchOutputError, ["'y'", "int32", "cast"]),
-        (one_branch_only, "E:one_branch", BranchOutputError, ["'y'", "if branch only", "assign"]),
+        (one_branch_only, "E:one_branch", BranchOutputError, ["d['y']", "if branch only", "assign"]),
         (structure_mismatch, "E:structure", BranchOutputError, ["'y'", "structure"]),
         (array_predicate, "E:predicate", PredicateError, ["shape (3,)", ".all()"]),
         (array_assert, "E:array_assert", PredicateError, ["shape (3,)", "assert (x > 0).all()"]),

@@ -86,7 +86,7 @@ def zero_trip(x, n):
     while i < n:  # zero-trip loop
         last = x * i
         i = i + 1
-    return last
+    return last  # read after the loop
 
 
 def fact(n, x):

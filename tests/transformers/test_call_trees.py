@@ -143,7 +143,8 @@ def test_pipeline_puts_calls_last():
     from dy2st.transformers import PIPELINE
 
     names = [step.name for step in PIPELINE]
-    assert names[:5] == ["super_calls", "annotated_assignments", "walrus_conditions", "dead_deletes", "try_blocks"]
+    assert names[:6] == ["super_calls", "annotated_assignments", "walrus_conditions", "dead_deletes", "unbound_reads",
+                         "try_blocks"]
     assert names[-3:] == ["scoped_writes", "asserts", "call_trees"]
     assert all(step.why for step in PIPELINE)
 

@@ -1,0 +1,89 @@
+"""Reads of a local that may be unbound there go through `jst.ld`.
+
+Before::
+
+    if x.sum() > 0:
+        y = x * 2
+    return y
+
+After::
+
+    if x.sum() > 0:
+        y = x * 2
+    return jst.ld(y)
+
+Where a traced condition decides whether `y` is assigned, a staged `if` (or a staged loop that
+may run zero times) gives `y` back as a `MaybeUnbound`: its value where the data bound it, and a
+traced flag saying whether it did. `jst.ld` gives the value and, when the program runs, raises
+UnboundLocalError where the flag is false: at the read, as eager Python does, and only on the
+paths that read it. Any other value passes through (a name Python never bound raises at the read
+as before). Wrapped: loads of the function's own locals (not its parameters, globals or
+nonlocals) in a statement the analysis (`Fact.DEFINED_IN`) cannot show each is bound before,
+lambdas and comprehensions in it included (a name they bind themselves may be wrapped too:
+`ld` of a bound value is that value). `y += v` reads `y` first: `y = jst.ld(y)` goes before it.
+A nested `def` is a function of its own; its free reads are not wrapped (a `MaybeUnbound` used
+there is refused). Runs on the user's code, before any step adds reads of its own.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from dy2st.analysis.anno import Fact, getanno, hasanno
+from dy2st.transformers import templates
+from dy2st.transformers.base import Transformer
+
+
+class UnboundReadTransformer(Transformer):
+    """See the module docstring."""
+
+    def __init__(self, ctx):
+        super().__init__(ctx)
+        self._locals = frozenset()  # the current function's locals that are not parameters
+        self._maybe = frozenset()  # of those, the ones the current statement may read unbound
+
+    def visit(self, node):
+        if not isinstance(node, ast.stmt) or not hasanno(node, Fact.DEFINED_IN):
+            return super().visit(node)
+        outer = self._maybe
+        self._maybe = self._locals - getanno(node, Fact.DEFINED_IN)
+        try:
+            return super().visit(node)
+        finally:
+            self._maybe = outer
+
+    def visit_FunctionDef(self, node):
+        # decorators, defaults and annotations run in the enclosing statement
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        node.args = self.visit(node.args)
+        scope = getanno(node, Fact.SCOPE)
+        outer = self._locals, self._maybe
+        self._locals, self._maybe = scope.locals - scope.params, frozenset()
+        node.body = [new for stmt in node.body for new in _as_list(self.visit(stmt))]
+        self._locals, self._maybe = outer
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Name(self, node):
+        if type(node.ctx) is ast.Load and node.id in self._maybe:
+            return templates.replace_as_expression("jst.ld(name)", jst=self.ctx.runtime, name=node)
+        return node
+
+    def visit_AugAssign(self, node):
+        self.generic_visit(node)
+        target = node.target
+        if isinstance(target, ast.Name) and target.id in self._maybe:
+            read = templates.replace(f"{target.id} = jst.ld({target.id})", jst=self.ctx.runtime)
+            return read + [node]
+        return node
+
+
+def _as_list(result) -> list:
+    if result is None:
+        return []
+    return result if isinstance(result, list) else [result]
+
+
+def transform(tree, ctx):
+    return UnboundReadTransformer(ctx).transform(tree)

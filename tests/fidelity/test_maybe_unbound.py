@@ -1,0 +1,222 @@
+"""Locals a traced condition leaves unbound on some paths: read checked where eager reads them.
+
+A staged `if` that assigns `y` on one side only, or a staged loop that first sets `y` and may
+run zero times, gives `y` back with a traced flag saying whether the data bound it
+(`runtime.undefined.MaybeUnbound`). Each read (`jst.ld`, see `transformers.unbound_reads`)
+raises UnboundLocalError when the program runs on data that left it unbound, at that read, as
+eagerly; on data that bound it, the value. Reads on paths the data does not take raise nothing.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dy2st
+from dy2st.errors import UndefinedVariableError
+from dy2st.testing import _assert_tree_close
+
+POS, NEG = jnp.array([1.0, 2.0, 3.0]), jnp.array([-1.0, -2.0, -3.0])
+
+
+def set_and_read_under_one_condition(x):
+    if x.sum() > 0:
+        y = x * 2
+    z = x + 1
+    if x.sum() > 0:
+        z = z + y
+    return z
+
+
+def set_in_one_branch_read_after(x):
+    if x.sum() > 0:
+        y = x * 2
+    return y  # READ-after-if
+
+
+def set_in_else_only(x, k):
+    if x.sum() > 0:
+        pass
+    else:
+        y = x * k
+    w = x - 1
+    if x.sum() > 0:
+        return w
+    return y + w
+
+
+def first_set_in_loop_read_when_ran(x, n):
+    for i in range(n):
+        y = x * i
+    if n > 0:
+        return y
+    return x
+
+
+def first_set_in_loop_read_after(x, n):
+    for i in range(n):
+        y = x * i
+    return y  # READ-after-loop
+
+
+def last_positive(xs):
+    for v in xs:
+        if v > 0:
+            last = v
+    return last  # READ-last
+
+
+def read_in_a_later_iteration(x, n):
+    s = 0.0
+    for i in range(n):
+        if x[i] > 0:
+            s = s + prev  # READ-prev
+        prev = x[i]
+    return s
+
+
+def paddle_for_loop_dyfunc2(max_len):
+    # Paddle's dygraph_to_static test_loop.py: a variable read in the loop before it is set
+    x = jnp.full((1, 2), 1, dtype="int32")
+    for i in range(max_len):
+        if i > 1:
+            s = a
+        a = 1
+        q, _ = x.shape
+    return jnp.full((1,), s + q, dtype="int32")  # READ-paddle
+
+
+def augmented_after_if(x):
+    if x.sum() > 0:
+        acc = x
+    if x[0] > 0:
+        acc += 1.0
+        return acc
+    return x
+
+
+def python_value_in_one_branch(x):
+    if x.sum() > 0:
+        label = "pos"
+        k = 3
+    if x.sum() > 0:
+        return x * k, label
+    return x, "pos"
+
+
+def read_in_a_lambda(x):
+    if x.sum() > 0:
+        y = x * 2
+    f = lambda: y + 1  # a lambda's free read goes through jst.ld too
+    if x.sum() > 0:
+        return f()
+    return x
+
+
+def _marker_line(fn, marker: str) -> int:
+    import inspect
+
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, line in enumerate(lines) if marker in line)
+
+
+def _outcome(fn, *args):
+    try:
+        return fn(*args), None
+    except Exception as err:  # noqa: BLE001 - the test compares what each raises
+        return None, err
+
+
+def check_each_call(fn, inputs, marker=None):
+    """Eager, to_static and jit(to_static), each called on every input twice: the same values,
+    or an UnboundLocalError from all three (to_static's at the user's read, `marker`)."""
+    static = dy2st.to_static(fn)
+    jitted = jax.jit(static)
+    for _ in range(2):
+        for args in inputs:
+            expected, eager_error = _outcome(fn, *args)
+            got, error = _outcome(static, *args)
+            if eager_error is None:
+                assert error is None, f"{fn.__name__}{args}: eager gave {expected}, to_static raised {error!r}"
+                _assert_tree_close(expected, got, f"to_static {fn.__name__}")
+                if all(isinstance(a, jax.Array) for a in (*args, *jax.tree_util.tree_leaves(expected))):
+                    _assert_tree_close(expected, jitted(*args), f"jit {fn.__name__}", kinds=False)
+                continue
+            assert isinstance(eager_error, UnboundLocalError), eager_error
+            assert isinstance(error, UndefinedVariableError) and isinstance(error, UnboundLocalError), repr(error)
+            text = str(error)
+            assert "cannot access local variable" in text and "To fix: assign" in text, text
+            if marker is not None:
+                assert text.splitlines()[0].endswith(f"line {_marker_line(fn, marker)}, in {fn.__name__}"), text
+            if all(isinstance(a, jax.Array) for a in args):
+                with pytest.raises(Exception, match="cannot access local variable"):
+                    jax.block_until_ready(jitted(*args))
+
+
+def test_one_branch_read_under_the_same_condition():
+    check_each_call(set_and_read_under_one_condition, [(POS,), (NEG,)])
+
+
+def test_one_branch_read_after_raises_at_the_read():
+    check_each_call(set_in_one_branch_read_after, [(POS,), (NEG,)], "READ-after-if")
+
+
+def test_else_only_with_a_python_argument():
+    check_each_call(set_in_else_only, [(POS, 2.0), (NEG, 2.0), (NEG, 3.0)])
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_first_set_in_a_traced_loop(n):
+    check_each_call(first_set_in_loop_read_when_ran, [(POS, jnp.asarray(n))])
+    check_each_call(first_set_in_loop_read_after, [(POS, jnp.asarray(n))], "READ-after-loop")
+
+
+def test_last_positive_item():
+    check_each_call(last_positive, [(POS,), (NEG,), (jnp.array([-1.0, 2.0, -3.0]),)], "READ-last")
+
+
+def test_read_in_a_later_iteration():
+    x_first_neg, x_first_pos = jnp.array([-1.0, 2.0, 1.0]), jnp.array([1.0, 2.0, -1.0])
+    check_each_call(read_in_a_later_iteration,
+                    [(x_first_neg, jnp.asarray(3)), (x_first_neg, jnp.asarray(0)), (x_first_pos, jnp.asarray(1)),
+                     (x_first_pos, jnp.asarray(3))], "READ-prev")
+
+
+def test_paddle_read_before_set_in_loop():
+    check_each_call(paddle_for_loop_dyfunc2, [(jnp.asarray(4),), (jnp.asarray(2),), (jnp.asarray(0),)], "READ-paddle")
+
+
+def test_augmented_assignment_and_python_values():
+    check_each_call(augmented_after_if, [(POS,), (NEG,), (jnp.array([1.0, -5.0, 1.0]),)])
+    check_each_call(python_value_in_one_branch, [(POS,), (NEG,)])
+    check_each_call(read_in_a_lambda, [(POS,), (NEG,)])
+
+
+def test_gradient_through_a_one_branch_variable():
+    def loss(f):
+        return lambda x: jnp.sum(f(x))
+
+    for x in (POS, NEG):
+        expected = jax.grad(loss(set_and_read_under_one_condition))(x)
+        got = jax.grad(loss(dy2st.to_static(set_and_read_under_one_condition)))(x)
+        np.testing.assert_allclose(got, expected)
+
+
+def test_reads_are_wrapped_only_where_unbound_is_possible():
+    code = dy2st.to_static(set_and_read_under_one_condition).code
+    assert "jst.ld(y)" in code
+    assert "jst.ld(x)" not in code and "jst.ld(z)" not in code
+
+
+def test_a_nested_function_reading_it_is_refused():
+    def f(x):
+        if x.sum() > 0:
+            y = x * 2
+
+        def g():
+            return y + 1  # a nested def's free read: not checked, refused
+
+        return g()
+
+    with pytest.raises(UndefinedVariableError, match="may be unbound here"):
+        dy2st.to_static(f)(POS)
