@@ -102,14 +102,18 @@ def refill(container, contents) -> None:
     """Put `contents` (a list's items; a dict's, as a dict or `(key, value)` pairs) into
     `container` in place, item by item with the type's own builtin methods: `update` of a
     subclass may mean something else (a Counter's adds counts), and a user's override
-    (`__setitem__` that logs) ran as the function made the change, not again here."""
+    (`__setitem__` that logs) ran as the function made the change, not again here. The items
+    are taken before `container` is cleared: `contents` may be `container` itself, or hold it."""
+    if contents is container:
+        return
+    items = list(contents.items() if isinstance(container, dict) and isinstance(contents, dict) else contents)
     _builtin_method(container, "clear")(container)
     if isinstance(container, dict):
         set_item = _builtin_method(container, "__setitem__")
-        for key, value in (contents.items() if isinstance(contents, dict) else contents):
+        for key, value in items:
             set_item(container, key, value)
     else:
-        _builtin_method(container, "extend")(container, contents)
+        _builtin_method(container, "extend")(container, items)
 
 
 def _builtin_method(container, name: str):
@@ -452,10 +456,13 @@ class _Program:
     side that the side changed in place (for `leaked`); `refusals` made meanwhile; `undos` to run
     if the trace raises; `scratch` for runtime operators' own per-trace memory."""
 
-    __slots__ = ("changed", "refusals", "undos", "scratch", "inputs", "guards")
+    __slots__ = ("changed", "refusals", "undos", "scratch", "inputs", "guards", "streams")
 
     def __init__(self, guards=None):
         self.guards = guards  # the StaticFunction's GuardSet, which what the trace reads joins (guards.py)
+        # sys.stdout and sys.stderr as the call found them: a print while the function has
+        # redirected one (`contextlib.redirect_stdout(buf)`) writes to that file (`builtins._stream`)
+        self.streams = (sys.stdout, sys.stderr)
         self.changed: dict = {}
         self.refusals: list = []
         self.undos: list = []
@@ -538,6 +545,12 @@ def refuse_changes_outside(tracker: WriteTracker, keys, origin: OriginInfo) -> N
             origin,
             advice=f"pass the object as an argument (dy2st writes changes to arguments back), or change "
             f"{what} outside the `if` from values the branch returns, or decide the condition with a Python value.")
+
+
+def streams_at_entry() -> tuple | None:
+    """`(sys.stdout, sys.stderr)` as the program being traced found them (None outside one)."""
+    program = _program_now()
+    return program.streams if program is not None else None
 
 
 def program_scratch() -> dict | None:
@@ -749,8 +762,14 @@ def note_staged_print(file=None) -> None:
     """A print staged to run with the program, into `file` (None: stdout): what the program
     being traced reads back from that file now would miss it (`refuse_read_back`)."""
     _prints[0] += 1
+    if file is not None:
+        note_printed_file(file)
+
+
+def note_printed_file(file) -> None:
+    """A print staged to run with the program writes into `file` (see `refuse_read_back`)."""
     program = _program_now()
-    if file is not None and program is not None:
+    if program is not None:
         program.scratch.setdefault(_PRINTED_FILES, set()).add(id(file))
 
 

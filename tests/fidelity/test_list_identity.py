@@ -910,3 +910,26 @@ def test_the_context_managers_exit_reaches_a_list_holding_a_named_list(x):
     check_equivalent(logs_a_named_list_then_branches, x)
     log, same = dy2st.to_static(logs_a_named_list_then_branches)(x)
     assert log[-1] == -8 and same
+
+
+def appends_to_the_callers_list_on_both_sides(t, x):
+    if x.sum() > 0:
+        t.append(x * 2)
+    else:
+        t.append(x - 1)
+    return len(t), t
+
+
+@pytest.mark.parametrize("x", [jnp.array([1.0, 2.0]), jnp.array([-1.0, -2.0])])
+def test_a_list_argument_appended_to_on_both_sides_keeps_its_items(x):
+    """The `if` gives the caller's list back as itself, and writing its merged items back into
+    it cleared it first: the caller's list ended empty, items from before the call too (probe
+    of Python semantics)."""
+    static = dy2st.to_static(appends_to_the_callers_list_on_both_sides)
+    for call in range(2):
+        eager_list, static_list = [jnp.zeros(2)], [jnp.zeros(2)]
+        n, out = appends_to_the_callers_list_on_both_sides(eager_list, x)
+        n_static, out_static = static(static_list, x)
+        assert n_static == n == 2 and out_static is static_list and len(static_list) == 2
+        for a, b in zip(static_list, eager_list):
+            assert jnp.array_equal(a, b)
