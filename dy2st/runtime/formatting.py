@@ -46,9 +46,15 @@ class _ArrayText:
         return str(self.value)
 
     def __repr__(self):
-        text = repr(self.value)
-        text = "Array" + text[len("array"):] if text.startswith("array") else f"Array({text}, dtype={self.value.dtype})"
-        return text[:-1] + ", weak_type=True)" if self.weak else text
+        # as jax.Array's repr lays it out (numpy's array2string, then the dtype), for a host array
+        prefix, value = "Array(", self.value
+        dtype = f"dtype={value.dtype.name}" + (", weak_type=True" if self.weak else "")
+        line_width = np.get_printoptions()["linewidth"]
+        text = (f"[], shape={value.shape}" if value.size == 0 else
+                np.array2string(value, prefix=prefix, suffix=",", separator=", ", max_line_width=line_width))
+        last_line = len(text) - text.rfind("\n") + 1
+        sep = " " * len(prefix) if last_line + len(dtype) + 2 > line_width else " "
+        return f"{prefix}{text},{sep}{dtype})"
 
     def __float__(self):  # '%.3f' % x
         return float(self.value)
@@ -129,15 +135,25 @@ class _ObjectView:
 
 
 def _with_values(aux, values):
-    obj, names = aux
-    copy_ = copy.copy(obj)
+    template, names = aux
+    copy_ = copy.copy(template)
     vars(copy_).update(zip(names, values))
     return copy_
 
 
+def _template(obj):
+    """A copy of `obj` with no attributes, which the run-time copies start from: what the print
+    keeps holds neither the user's object (a trace's check for objects held outside the call
+    would count it) nor its tracers."""
+    template = copy.copy(obj)
+    vars(template).clear()
+    return template
+
+
 jax.tree_util.register_pytree_node(
     _ObjectView,
-    lambda view: ([_viewed(v, view.depth + 1) for v in vars(view.obj).values()], (view.obj, tuple(vars(view.obj)))),
+    lambda view: ([_viewed(v, view.depth + 1) for v in vars(view.obj).values()],
+                  (_template(view.obj), tuple(vars(view.obj)))),
     _with_values)
 
 

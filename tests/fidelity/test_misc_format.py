@@ -1,5 +1,7 @@
 """issue 13, class 10 (b): f-strings, str.format, % and str()/repr() of traced values."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -175,3 +177,50 @@ def test_array_arithmetic_on_a_constant_in_a_staged_branch_prints_as_an_array(si
     for run in (static, static, jax.jit(static)):
         run(x)
         assert capsys.readouterr().out == eager
+
+
+def prints_reprs_jax_lays_out_its_own_way(x):
+    print(repr(x > 0), repr((x > 0)[0]))  # bool arrays: numpy's repr has no dtype
+    print(repr(jnp.tile(x, 400)))  # summarised: numpy's repr adds `shape=`
+    print(repr(x[:0]), repr(jnp.arange(40.0).reshape(4, 10) * x[0]))  # empty; wrapped lines
+    print([x.astype(jnp.int8), x.astype(jnp.bfloat16)])
+
+
+def test_reprs_made_at_run_time_are_jax_arrays_reprs(capsys):
+    """The text made at run time used numpy's repr with `array` renamed: a bool array lost its
+    `dtype=bool`, a summarised one gained `shape=(1200,)` (probe of Python semantics)."""
+    x = jnp.array([1.0, -2.0, 3.0])
+    prints_reprs_jax_lays_out_its_own_way(x)
+    eager = capsys.readouterr().out
+    assert "dtype=bool" in eager
+    static = dy2st.to_static(prints_reprs_jax_lays_out_its_own_way)
+    for run in (static, static, jax.jit(static)):
+        run(x)
+        jax.effects_barrier()
+        assert capsys.readouterr().out == eager
+
+
+@dataclasses.dataclass
+class _Stat:
+    mean: object
+    n: int
+
+
+def prints_then_returns_an_object(x):
+    s = _Stat(x.mean(), x.shape[0])
+    print(s)
+    return s
+
+
+def test_an_object_printed_then_returned_is_given_back(capsys):
+    """The print kept the object itself to render at run time, so the return took it for one
+    held outside the call and refused it (probe of Python semantics)."""
+    x = jnp.array([1.0, 2.0, 3.0])
+    eager = prints_then_returns_an_object(x)
+    eager_text = capsys.readouterr().out
+    static = dy2st.to_static(prints_then_returns_an_object)
+    for _ in range(2):
+        got = static(x)
+        jax.effects_barrier()
+        assert capsys.readouterr().out == eager_text
+        assert type(got) is _Stat and got.n == eager.n and jnp.array_equal(got.mean, eager.mean)
