@@ -591,6 +591,8 @@ class StaticFunction(functools.partial):
                 getattr(self._fn, "__qualname__", self._fn), self._guards.failures, guards.describe(key),
                 getattr(getattr(self._fn, "__code__", None), "co_filename", "?"),
                 getattr(getattr(self._fn, "__code__", None), "co_firstlineno", "?"))
+        if self._guards.reads_numpy_arrays():
+            jax.clear_caches()  # (JAX's device copy of a numpy array a trace read is kept by its identity)
         self._guards.clear()
         self.clear_cache()
 

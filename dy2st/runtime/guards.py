@@ -202,6 +202,13 @@ class GuardSet:
         """`(how the code names it, value)` of each guarded value as it is now (`global FLAG`)."""
         return [(key[2], reader()) for key, (reader, _) in list(self.entries.items())]
 
+    def reads_numpy_arrays(self) -> bool:
+        """Whether a guarded value is or holds a numpy array (compared by contents: one changed
+        in place is seen). JAX keeps, across traces, the device array it made of a numpy array
+        a trace read (by the array's identity), so a trace made again after the contents changed
+        would get the old values: `jax.clear_caches()` must go first (see `_guards_changed`)."""
+        return any(isinstance(value, np.ndarray) for value in self.kept)
+
     def holds(self) -> bool:
         """Whether every guard holds (the dispatcher's check before the shared jit, per call)."""
         for check in self.checks.values():

@@ -57,6 +57,22 @@ def make_scaled(scale):
     return scaled
 
 
+WIDE = np.ones(3)  # float64: JAX makes a float32 device copy of it, which it keeps by identity
+
+
+def reads_a_float64_table(x):
+    return x + WIDE
+
+
+def test_a_float64_numpy_array_changed_in_place_is_read_again():
+    """The guard saw the change and the function traced again, but JAX gave the trace the
+    device copy it had made of the array the first time (probe of Python semantics)."""
+    static = dy2st.to_static(reads_a_float64_table)
+    for value in (1.0, 10.0, 20.0):
+        WIDE[0] = value
+        np.testing.assert_array_equal(static(X), X + np.float32(value) * np.array([1, 0, 0]) + np.array([0, 1, 1]))
+
+
 def test_a_closure_cell_changed_between_calls_is_read_again():
     scale = [2.0]
     fn = make_scaled(scale)
