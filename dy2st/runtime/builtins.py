@@ -203,11 +203,17 @@ def _write(text: str, stream, flush: bool) -> None:
 def _stream(file):
     """Where a print into `file` writes when the program runs: `sys.stdout` (no file, or
     `file=sys.stdout`) or `sys.stderr` as they are then, as eager's print and `sys.stdout`
-    look them up on each call (a caller may redirect them between calls); else that file."""
-    if file is None or file is sys.stdout:
+    look them up on each call (a caller may redirect them between calls); else that file. One
+    the function itself redirected (`contextlib.redirect_stdout(buf)` in it) is that file: its
+    text read back in the call (`buf.getvalue()`) is refused, as for `print(..., file=buf)`."""
+    entry = writes.streams_at_entry() or (sys.stdout, sys.stderr)
+    if file is None:
+        file = sys.stdout
+    if file is sys.stdout and file is entry[0]:
         return lambda: sys.stdout
-    if file is sys.stderr:
+    if file is sys.stderr and file is entry[1]:
         return lambda: sys.stderr
+    writes.note_printed_file(file)
     return lambda: file
 
 

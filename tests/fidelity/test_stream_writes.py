@@ -154,3 +154,48 @@ def test_a_print_of_a_trace_given_up_for_another_route_is_not_made_twice():
     with contextlib.redirect_stdout(out):
         dy2st.to_static(enters_a_counting_context)(jnp.ones(2), {"n": 0})
     assert out.getvalue() == "enter 1\n"
+
+
+LOG = io.StringIO()
+
+
+def prints_into_a_redirect_of_its_own(x):
+    with contextlib.redirect_stdout(LOG):  # a redirect the function makes: the text goes to LOG
+        print("inside", x.sum())
+        if x.sum() > 0:
+            print("pos")
+    print("outside", x[0])
+    return x
+
+
+def reads_back_its_own_redirect(x):
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        print("hidden", x.sum())
+    return buf.getvalue()
+
+
+def test_a_redirect_the_function_makes_gets_its_prints_on_every_call():
+    """A print while the function itself redirected `sys.stdout` went to the caller's stdout
+    when the program ran, after the redirect had ended (probe of Python semantics)."""
+    global LOG
+    LOG = io.StringIO()  # (another test's capture may have closed the module's)
+    static = dy2st.to_static(prints_into_a_redirect_of_its_own)
+    for sign in (1.0, -1.0, 1.0):
+        x = sign * jnp.ones(2)
+        for fn in (prints_into_a_redirect_of_its_own, static):
+            LOG.seek(0)
+            LOG.truncate()
+            caller = io.StringIO()
+            with contextlib.redirect_stdout(caller):
+                fn(x)
+                jax.effects_barrier()
+            if fn is prints_into_a_redirect_of_its_own:
+                expected = LOG.getvalue(), caller.getvalue()
+            else:
+                assert (LOG.getvalue(), caller.getvalue()) == expected
+
+
+def test_reading_back_a_redirect_the_function_makes_is_refused():
+    with pytest.raises(dy2st.errors.PythonEffectError, match=r"reads back a file \(StringIO.getvalue\(\)\)"):
+        dy2st.to_static(reads_back_its_own_redirect)(jnp.ones(2))
