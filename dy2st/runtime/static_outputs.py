@@ -33,6 +33,7 @@ import numpy as np
 from dy2st.errors import ProgramOutputError
 from dy2st.input_spec import user_origin
 from dy2st.runtime import key_order
+from dy2st.runtime.writes import CONVERTED_CODES
 from dy2st.runtime.formatting import TracedString
 from dy2st.runtime.undefined import Undefined
 from dy2st.runtime.values import node_kind
@@ -71,11 +72,41 @@ class StaticOutputs:
         self.where = where
 
     def join(self):
-        """The outputs eager gives: the arrays with the constants back in place."""
+        """The outputs eager gives: the arrays with the constants back in place (a numpy array
+        and a function the call defines are new ones per call, as eagerly; one returned twice
+        is one object twice)."""
         leaves = list(self.arrays)
+        made: dict = {}
         for position, value in self.where.statics:
-            leaves.insert(position, value.copy() if type(value) is np.ndarray else value)
+            if type(value) in (np.ndarray, _NewFunction):
+                key = id(value.fn if type(value) is _NewFunction else value)
+                if key not in made:
+                    made[key] = value.copy()
+                value = made[key]
+            leaves.insert(position, value)
         return self.where.restore(jax.tree_util.tree_unflatten(self.where.treedef, leaves))
+
+
+class _NewFunction:
+    """A function the call's own code defines (a nested `def` or lambda of a converted function)
+    returned: eager's `def` makes a new function object on every call, so `copy` makes one per
+    call, from the same code, defaults and attributes, with new cells holding the same values
+    (only constants and functions from outside the call: see `_new_function`)."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def copy(self):
+        fn = self.fn
+        cells = tuple(types.CellType(c.cell_contents) for c in fn.__closure__ or ())
+        new = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, cells or None)
+        new.__kwdefaults__ = dict(fn.__kwdefaults__) if fn.__kwdefaults__ else fn.__kwdefaults__
+        new.__qualname__, new.__doc__, new.__module__ = fn.__qualname__, fn.__doc__, fn.__module__
+        new.__annotations__ = dict(fn.__annotations__)
+        new.__dict__.update(fn.__dict__)
+        return new
 
 
 jax.tree_util.register_pytree_node(
@@ -152,10 +183,32 @@ def split(outputs, origin=None):
     orders = key_order.orders_of(outputs)
     if not statics and orders is None:
         return outputs
-    for _, value in statics:
-        _check_constant(value, origin)
+    statics = tuple((i, _new_function(value) or _check_constant(value, origin) or value) for i, value in statics)
     arrays = [leaf for leaf in leaves if isinstance(leaf, jax.Array)]
     return StaticOutputs(arrays, _Where(treedef, statics, orders))
+
+
+def _new_function(value) -> _NewFunction | None:
+    """A `_NewFunction` for a function the call's code defined whose defaults, attributes and
+    cells hold only constants or functions from outside the call (a closure over a Python
+    number argument: `def add(v): return v + k`); None for any other value. (A mutable default,
+    or a cell holding a list, would be one object shared by every call's function.)"""
+    if not (isinstance(value, types.FunctionType) and value.__code__ in CONVERTED_CODES):
+        return None
+    held = [*(value.__defaults__ or ()), *(value.__kwdefaults__ or {}).values(), *value.__dict__.values(),
+            *(c.cell_contents for c in value.__closure__ or () if _bound(c))]
+    if all(isinstance(v, _CONSTANTS) or (isinstance(v, types.FunctionType) and v.__code__ not in CONVERTED_CODES)
+           or v is None for v in held) and all(_bound(c) for c in value.__closure__ or ()):
+        return _NewFunction(value)
+    return None
+
+
+def _bound(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
 
 
 def _check_constant(value, origin=None) -> None:
@@ -180,8 +233,8 @@ def _check_constant(value, origin=None) -> None:
         )
     if isinstance(value, frozenset) and all(isinstance(v, _CONSTANTS) for v in value):
         return
-    if isinstance(value, types.FunctionType) and not value.__closure__:
-        return  # a function of no enclosing scope is the same object every call
+    if isinstance(value, types.FunctionType) and not value.__closure__ and value.__code__ not in CONVERTED_CODES:
+        return  # a function from outside the call (a module's): the same object every call
     if isinstance(value, (jax.custom_jvp, jax.custom_vjp)):
         return  # a module's decorated function (`jax.nn.relu`, an Equinox MLP's activation): one object
     kind = type(value).__name__

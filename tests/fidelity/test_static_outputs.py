@@ -134,3 +134,45 @@ def test_an_enum_flags_combination_is_returned_as_eager_returns_it():
     for _ in range(2):
         got = static(jnp.ones(2))
         assert got[1] is Perm.R | Perm.W and got[2] is Perm.R
+
+
+def returns_a_nested_function(x):
+    def scale(v):
+        return v * 2
+
+    return x + 1, scale, scale
+
+
+def make_adder(k):
+    def add(v):
+        return v + k
+
+    return add
+
+
+def returns_a_function_with_a_list_default(x):
+    def g(v, seen=[]):
+        return v
+
+    return x, g
+
+
+def test_a_function_the_call_defines_is_a_new_one_on_every_call():
+    """A nested `def` returned was the first trace's function on every call, so attributes a
+    caller set on it stayed (probe of Python semantics); a closure over a Python number was
+    refused. Eager makes a new function per call (one object where returned twice)."""
+    static = dy2st.to_static(returns_a_nested_function)
+    seen = []
+    for _ in range(3):
+        _, h, again = static(X)
+        assert h is again and not hasattr(h, "uses") and h(3) == 6
+        h.uses = 1
+        seen.append(h)
+    assert len({id(h) for h in seen}) == 3
+    adder = dy2st.to_static(make_adder)
+    assert adder(2)(1) == 3 and adder(5)(1) == 6 and adder(2) is not adder(2)
+
+
+def test_a_function_the_call_defines_with_a_list_default_is_refused():
+    with pytest.raises(ProgramOutputError, match="returns a function"):
+        dy2st.to_static(returns_a_function_with_a_list_default)(X)
