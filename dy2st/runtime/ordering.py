@@ -183,8 +183,10 @@ def convert_sorted(iterable, *, key=None, reverse=False):
     else:
         originals = list(iterable)
         keys = None if key is None else [key(item) for item in originals]
-        if not _any_traced(originals) and not _any_traced(keys or ()):
-            order = builtins.sorted(range(len(originals)), key=(keys or originals).__getitem__, reverse=reverse)
+        if (keys is not None and not _any_traced(keys)) or (keys is None and not _any_traced(originals)):
+            # Python values decide the order (keys Python values beside traced items: `key=len`)
+            order = builtins.sorted(range(len(originals)), key=(originals if keys is None else keys).__getitem__,
+                                    reverse=reverse)
             return [originals[i] for i in order]
         origin = OriginInfo.of_user_code()
         if keys is not None and originals and not any(is_traced(i) or isinstance(i, np.ndarray) for i in originals):

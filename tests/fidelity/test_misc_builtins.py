@@ -385,3 +385,24 @@ def test_a_pick_among_arrays_of_two_dtypes_is_refused(fn):
 
     with pytest.raises(BuiltinError, match=r"(?s)dtypes.*To fix: cast"):
         dy2st.to_static(fn)(jnp.array([1.5, 2.5]))
+
+
+def sorts_arrays_by_python_keys(t, xs):
+    t.sort(key=lambda v: 0 if hasattr(v, "shape") else -1)
+    return t, sorted(xs, key=len), sorted(xs, key=len, reverse=True)
+
+
+def test_arrays_sorted_by_keys_python_values_decide():
+    """Keys that are Python values (`key=len`) beside traced items were refused ("not all
+    arrays of one shape"): Python decides the order, as eagerly (probe of Python semantics)."""
+    def args():
+        return [jnp.ones(2), 1, jnp.zeros(2), 4], [jnp.ones(3), jnp.ones(1), jnp.ones(2)]
+
+    eager = sorts_arrays_by_python_keys(*args())
+    static = dy2st.to_static(sorts_arrays_by_python_keys)
+    for _ in range(2):
+        got = static(*args())
+        assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(eager)
+        for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(eager)):
+            assert type(a) is type(b) or hasattr(b, "shape")
+            assert jnp.array_equal(jnp.asarray(a), jnp.asarray(b))
