@@ -817,7 +817,9 @@ def _merge(t: _Branch, f: _Branch, labels, origin, branch_names):
                 origin,
                 advice=(f"preallocate an array and write each iteration's value at its index "
                         f"(`{label} = jnp.zeros(n)` before the loop, `{label} = {label}.at[i].set(v)` in it) and count "
-                        "the iterations; or make the `break` condition a Python value." if loop else
+                        "the iterations; or make the `break` condition a Python value." if loop and _is_code(label) else
+                        "make the `break` condition a Python value, or grow the list outside the loop (a `with` "
+                        "whose manager appends to it around the loop rather than in it)." if loop else
                         f"give '{label}' the same structure (same containers, None in the same places) in both "
                         "branches; a function must return the same structure on every path."),
             )
@@ -831,6 +833,11 @@ def _merge(t: _Branch, f: _Branch, labels, origin, branch_names):
             merged[-1][-1] = (_Merged(static=True) if flags == (True, True) else
                               _Merged(aval=jax.core.ShapedArray((), np.dtype(bool))))
     return t, f, merged
+
+
+def _is_code(label: str) -> bool:
+    """Whether a state label is code the user wrote (`xs`, `self.log`, `d['k']`), not a description."""
+    return label.replace(".", "").replace("[", "").replace("]", "").replace("'", "").isidentifier()
 
 
 def _describe_var(structure, leaves) -> str:

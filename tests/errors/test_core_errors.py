@@ -335,3 +335,33 @@ def test_a_numpy_array_jax_cannot_take_is_refused_at_the_call(arg, said):
     text = str(err.value)
     assert text.startswith(f'File "{__file__}"') and "dy2st.to_static(_sign_step)(arg)" in text.splitlines()[1]
     assert f"an argument is {said}" in text and "To fix: convert it before the call" in text
+
+
+class _AppendsOnEnterAndExit:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("in")
+
+    def __exit__(self, *exc):
+        self.log.append("out")
+
+
+def grows_a_managers_list_in_a_loop_with_a_traced_break(x, log):
+    out = x
+    for i in range(3):
+        with _AppendsOnEnterAndExit(log):
+            out = out + 1
+            if x[i] < 0:
+                break
+    return out
+
+
+def test_a_list_described_not_named_gets_advice_without_code_made_of_its_description():
+    """The advice pasted the description into code: "`the list given to CM() (which changes
+    it) = jnp.zeros(n)` before the loop" (probe of Python semantics)."""
+    with pytest.raises(BranchOutputError) as info:
+        dy2st.to_static(grows_a_managers_list_in_a_loop_with_a_traced_break)(X, [])
+    text = str(info.value)
+    assert "`the list given" not in text and "make the `break` condition a Python value" in text
