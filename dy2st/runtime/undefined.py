@@ -9,6 +9,32 @@ import jax
 from dy2st.errors import OriginInfo, UndefinedVariableError, user_function_name
 
 
+# Every use eager Python would reach with the variable unbound (comparisons for equality and
+# hashing stay: staging compares and keys markers themselves; `__array__`: numpy and jnp
+# functions given one, as jax refuses objects with `__jax_array__`).
+_USES = ("__bool__ __call__ __iter__ __len__ __index__ __float__ __int__ __complex__ __add__ __radd__ __sub__ "
+         "__rsub__ __mul__ __rmul__ __truediv__ __rtruediv__ __floordiv__ __rfloordiv__ __mod__ __rmod__ "
+         "__divmod__ __rdivmod__ __pow__ __rpow__ __and__ __rand__ __or__ __ror__ __xor__ __rxor__ __lshift__ "
+         "__rshift__ __getitem__ __setitem__ __delitem__ __contains__ __lt__ __le__ __gt__ __ge__ __neg__ __pos__ "
+         "__abs__ __invert__ __matmul__ __rmatmul__ __round__ __trunc__ __floor__ __ceil__ __format__ "
+         "__array__").split()
+
+
+def _failing_on_use(cls):
+    """Give `cls` its `_fail` for every use in `_USES` and for any attribute but a dunder."""
+    for name in _USES:
+        setattr(cls, name, cls._fail)
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        self._fail()
+
+    cls.__getattr__ = __getattr__
+    return cls
+
+
+@_failing_on_use
 class Undefined:
     """Stands for a variable that is unbound on some path (eager Python would raise there).
 
@@ -37,23 +63,8 @@ class Undefined:
             error.add_note(f"(dy2st) '{self.name}' is left unassigned by the `if`/loop at {self.origin.as_header()}")
         raise error
 
-    # Every use eager Python would reach with the variable unbound (comparisons for equality
-    # and hashing stay: staging compares and keys markers themselves).
-    __bool__ = __call__ = __iter__ = __len__ = __index__ = __float__ = __int__ = __complex__ = _fail
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _fail
-    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __divmod__ = __rdivmod__ = __pow__ = __rpow__ = _fail
-    __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = __lshift__ = __rshift__ = _fail
-    __getitem__ = __setitem__ = __delitem__ = __contains__ = _fail
-    __lt__ = __le__ = __gt__ = __ge__ = __neg__ = __pos__ = __abs__ = __invert__ = __matmul__ = __rmatmul__ = _fail
-    __round__ = __trunc__ = __floor__ = __ceil__ = __format__ = _fail
-    __array__ = _fail  # numpy and jnp functions given the marker (jax refuses objects with __jax_array__)
 
-    def __getattr__(self, attr):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        self._fail()
-
-
+@_failing_on_use
 class MaybeUnbound:
     """A local variable that a staged `if` or loop leaves unbound on some paths, where the data
     decides which: its value where the data bound it (zeros of that type where not) and `bound`,
@@ -61,7 +72,7 @@ class MaybeUnbound:
     later conds and loops carry both. Converted code reads it through `jst.ld` (see
     `transformers.unbound_reads`), which checks `bound` when the program runs: eager Python raises
     UnboundLocalError at that read. Any other use (a nested function reading it as a free
-    variable) is refused, as the `Undefined` marker's are."""
+    variable) is refused, as the `Undefined` marker's are; so is `str()` of it."""
 
     __slots__ = ("value", "bound", "name")
 
@@ -80,19 +91,7 @@ class MaybeUnbound:
             advice=f"assign '{self.name}' before the `if`/loop that may leave it unassigned, or in every branch of it.",
         )
 
-    __bool__ = __call__ = __iter__ = __len__ = __index__ = __float__ = __int__ = __complex__ = _fail
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _fail
-    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __divmod__ = __rdivmod__ = __pow__ = __rpow__ = _fail
-    __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = __lshift__ = __rshift__ = _fail
-    __getitem__ = __setitem__ = __delitem__ = __contains__ = _fail
-    __lt__ = __le__ = __gt__ = __ge__ = __neg__ = __pos__ = __abs__ = __invert__ = __matmul__ = __rmatmul__ = _fail
-    __round__ = __trunc__ = __floor__ = __ceil__ = __format__ = __str__ = _fail
-    __array__ = _fail
-
-    def __getattr__(self, attr):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        self._fail()
+    __str__ = _fail
 
 
 jax.tree_util.register_pytree_node(
