@@ -13,6 +13,7 @@ from dy2st.analysis.qual_names import QualifiedName
 # What a step may ask for (`transformers.Step.needs_analysis`), each with what it builds on.
 SCOPES = (activity,)  # ACTIVITY, SCOPE
 LIVENESS = (activity, liveness)  # and LIVE_IN, LIVE_OUT, BODY_LIVE_IN
+DEFINITIONS = (activity, definitions)  # and DEFINED_IN
 ALL = (activity, liveness, definitions)  # and DEFINED_IN
 
 

@@ -76,7 +76,7 @@ PIPELINE: tuple[Step, ...] = (
          "On the user's code, before any step adds reads: a `del name` in a loop that no path "
          "reads again is dropped (a staged loop leaves every variable defined); one still read is refused.",
          triggers=(ast.Delete,), creates=(ast.Pass,), source_only=True),
-    Step(unbound_reads, analysis.ALL,
+    Step(unbound_reads, analysis.DEFINITIONS,
          "On the user's code, before any step adds reads or makes functions of its blocks: each "
          "read of a local the analysis cannot show bound there becomes `jst.ld(name)`, which checks "
          "where a staged `if` or loop left it unbound (DEFINED_IN is of the user's statements).",
