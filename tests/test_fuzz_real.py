@@ -333,7 +333,7 @@ def test_calls_stream_leaves_the_other_streams_draws():
 
 @pytest.mark.parametrize("stream, names, bounds", [
     ("lazy_stream", r"\blz[a-z]\d+\b|_CFG|_counted|_Sup", (8, 35)),
-    ("models_stream", r"\bmz[a-z]\d+\b|_MPair|_MTAPE|_mloss|_mshow|_TState", (10, 40)),
+    ("models_stream", r"\bmz[a-z]\d+\b|_MPair|_MTAPE|_mloss|_mshow|_TState|\bmq[a-z]\d+\b|_MQ|_mq_", (10, 40)),
 ])
 def test_a_stream_leaves_the_other_streams_draws(stream, names, bounds):
     """The `lazy-<seed>` and `models-<seed>` streams each draw from their own random stream,
@@ -392,6 +392,146 @@ def test_models_stream_classes_match_or_refuse(kind, seed):
         with pytest.raises(dy2st.errors.PythonEffectError, match="traced"):
             dy2st.to_static(module.f)(*inputs.arrays(), inputs.fresh_xs(), module.State())
         assert module._MTAPE == [] and module._MHOOKS == {} and module._MTRAINER.hook is None
+
+
+# The models stream's later classes (`MODELS_MORE_KINDS`, drawn from `models-more-<seed>`), each
+# alone: a match, or a refusal where dy2st refuses the class (never a mismatch or a raw error).
+MODELS_MORE_CASES = [(kind, seed) for kind in ("unbound", "list_both_sides", "new_function", "print_repr", "redirect")
+                     for seed in (0, 1, 3, 5, 8, 11)]
+
+
+def _mq_body(kind, seed):
+    program = draw_models_kind(seed, kind)
+    return program, program.source.split("\ndef f(")[1]
+
+
+def _refused_more(kind, body, program) -> bool:
+    """Whether dy2st refuses this program of the later models classes today: a local StringIO read
+    back after a print into it; a returned function with a mutable default, closing over a traced
+    `n`, picked by a staged if, or (today) calling a builtin from its closure (`len(tag)`)."""
+    if kind == "redirect":
+        return ".getvalue()" in body
+    if kind == "new_function":
+        return bool("seen=[]" in body or re.search(r"mqk\d+ = n$", body, re.M) and program.n_as_array
+                    or re.search(r"if .*:\n\s+mqf\d+ = lambda", body) or re.search(r"return v \* len\(mqs", body))
+    return False
+
+
+@pytest.mark.parametrize("kind, seed", MODELS_MORE_CASES, ids=[f"{k}-{s}" for k, s in MODELS_MORE_CASES])
+def test_models_stream_later_classes_match_or_refuse(kind, seed):
+    """A local a staged if or a loop of traced trip count leaves unbound (eager's UnboundLocalError
+    where the data left it so, dy2st's when the program runs), the caller's list appended to on both
+    sides of a staged if, a function made in f returned (a new object per call, eager's values),
+    reprs of bool/summarised/empty/int8/bfloat16 arrays and a printed dataclass returned, prints
+    redirected into a module StringIO: each matches; the refused twins are refused."""
+    program, body = _mq_body(kind, seed)
+    result = fuzz.run_real_program(program)
+    detail = f"{result.outcome} in {result.stage}: {result.detail}\n{body}"
+    expected = RealOutcome.REFUSAL if _refused_more(kind, body, program) else RealOutcome.MATCH
+    assert result.outcome == expected, detail
+
+
+def _eager_error(program):
+    import contextlib
+    import io
+
+    module = fuzz.load_module(program.source)
+    inputs = fuzz.RealInputs(program.x, program.y, program.n, program.n_as_array, program.xs)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            module.f(*inputs.arrays(), inputs.fresh_xs(), module.State())
+    except Exception as e:  # noqa: BLE001
+        return e
+    return None
+
+
+def test_unbound_class_reads_locals_the_data_may_leave_unbound():
+    """The `unbound` class draws each shape (a staged if's one side, a loop of traced trip count,
+    an array iterated, a while on array data, a read before the body sets it), and inputs that
+    leave the local unbound (eager raises UnboundLocalError; to_static raises an UnboundLocalError
+    too, and the runner counts that a match) and that bind it."""
+    import dy2st
+
+    bodies = {seed: _mq_body("unbound", seed) for seed in range(40)}
+    text = "\n".join(body for _, body in bodies.values())
+    for pattern in [r"if .*:\n\s+mqu\d+ = ", r"for mqi\d+ in range\(n", r"for mqi\d+ in (x|y|jnp\.zeros)",
+                    r"while .*mqi\d+", r"mqu\d+ \+= ", r"if .*\[mqi\d+ % 3\] > -?\d+:\n\s+\w+ = clip\(\w+ \+ mqp\d+\)"]:
+        assert re.search(pattern, text), pattern
+    raised = [seed for seed, (program, _) in bodies.items() if isinstance(_eager_error(program), UnboundLocalError)]
+    assert 5 < len(raised) < 35, raised
+    program, body = bodies[raised[0]]
+    module = fuzz.load_module(program.source)
+    inputs = fuzz.RealInputs(program.x, program.y, program.n, program.n_as_array, program.xs)
+    with pytest.raises(UnboundLocalError):
+        dy2st.to_static(module.f)(*inputs.arrays(), inputs.fresh_xs(), module.State())
+    assert fuzz.run_real_program(program).outcome == RealOutcome.MATCH, body
+
+
+def test_runner_counts_eager_unbound_local_against_dy2st(monkeypatch):
+    """Eager's UnboundLocalError met by dy2st's UndefinedVariableError (raised when the program
+    runs) is a match where the call left what eager left (a refusal where not: today dy2st drops
+    an append to the caller's list made before the read); a value returned where eager raised is
+    a mismatch."""
+    import dy2st
+
+    body = "    if x.sum() > 100:\n        u = x * 2\n    return x + u\n"
+    result = fuzz.run_real_program(_program(body))
+    assert result.outcome == RealOutcome.MATCH and "UnboundLocalError" in result.detail, result.detail
+    effects = fuzz.run_real_program(_program("    xs.append(x)\n" + body))
+    assert effects.outcome in (RealOutcome.MATCH, RealOutcome.REFUSAL), effects.detail
+    monkeypatch.setattr(dy2st, "to_static", lambda fn: lambda *args, **kwargs: 0)
+    result = fuzz.run_real_program(_program(body))
+    assert result.outcome == RealOutcome.MISMATCH and "eager raised UnboundLocalError" in result.detail, result.detail
+
+
+def test_list_both_sides_class_appends_to_the_callers_list_on_both_sides():
+    text = "\n".join(_mq_body("list_both_sides", seed)[1] for seed in range(20))
+    for pattern in [r"if .*:\n\s+(xs|mqt\d+)\.append\(.*\n\s+(elif .*:\n\s+.*\n\s+)?else:\n",
+                    r"elif ", r"(xs|obj\.cache|mqt\d+) \+= \[", r"mqs\d+ = (xs|obj\.cache|mqt\d+)\n\s+mqs\d+\.append",
+                    r"len\((xs|obj\.cache)\)", r"log\.append\((xs|mqt\d+|obj\.cache)\)$"]:
+        assert re.search(pattern, text, re.M), pattern
+
+
+def test_new_function_class_is_checked_for_a_new_object_per_call(monkeypatch):
+    """The runner marks each function f returns and compares what calling it gives: a dy2st that
+    gave the first call's function again (the bug f7c8936 fixed) is a mismatch."""
+    from dy2st.runtime import static_outputs
+
+    program, body = _mq_body("new_function", 0)
+    assert re.search(r"log(\.append\(| \+= \[)mqf\d+", body) and "_MQ_FUNCTIONS = True" in program.source
+    assert fuzz.run_real_program(program).outcome == RealOutcome.MATCH
+    monkeypatch.setattr(static_outputs._NewFunction, "copy", lambda self: self.fn)
+    result = fuzz.run_real_program(program)
+    assert result.outcome == RealOutcome.MISMATCH and "functions f returned" in result.detail, result.detail
+
+
+def test_print_repr_class_prints_what_numpy_lays_out_specially():
+    text = "\n".join(_mq_body("print_repr", seed)[1] for seed in range(30))
+    for pattern in [r"repr\(\w+ > 0\)", r"\)\.all\(\)", r"jnp\.tile\(", r"\[:0\]", r"astype\(jnp\.int8\)",
+                    r"astype\(jnp\.bfloat16\)", r"if .*:\n\s+print\(", r"print\((repr\()?mqr\d+\)|print\(\"rec\", mqr",
+                    r"log\.append\(mqr\d+\)"]:
+        assert re.search(pattern, text), pattern
+
+
+def test_redirect_class_writes_the_module_buffer_and_refuses_reading_back_a_local_one():
+    import dy2st
+
+    bodies = {seed: _mq_body("redirect", seed) for seed in range(12)}
+    assert any("with contextlib.redirect_stdout(_MQBUF):" in body for _, body in bodies.values())
+    program, body = next(pair for pair in bodies.values() if ".getvalue()" in pair[1])
+    module = fuzz.load_module(program.source)
+    inputs = fuzz.RealInputs(program.x, program.y, program.n, program.n_as_array, program.xs)
+    with pytest.raises(dy2st.errors.PythonEffectError, match="getvalue"):
+        dy2st.to_static(module.f)(*inputs.arrays(), inputs.fresh_xs(), module.State())
+    program, body = bodies[3]  # prints into _MQBUF (in a staged if too): its text grows on every call
+    assert "_MQBUF" in body
+    module = fuzz.load_module(program.source)
+    static = dy2st.to_static(module.f)
+    texts = []
+    for _ in range(2):
+        static(*inputs.arrays(), inputs.fresh_xs(), module.State())
+        texts.append(module._MQBUF.getvalue())
+    assert texts[0] and texts[1].startswith(texts[0]) and len(texts[1]) > len(texts[0])
 
 
 def test_generator_is_seeded_and_valid():

@@ -518,6 +518,32 @@ class _Call:
     # `jax.jit` of it must give.
     snapshot: object = None
     numeric: object = None
+    visible_functions: list | None = None
+
+
+# The attribute `_returned_functions` sets on each function a call returns: a later call's
+# function that has it is an earlier call's object (eager's `def` makes a new one per call).
+_FUNCTION_MARK = "_dy2st_fuzz_returned"
+
+
+def _returned_functions(result, inputs: RealInputs) -> list:
+    """For each function the call's own code made (a nested def or lambda) that `result` holds:
+    whether an earlier call returned that very object (it carries the mark this sets), which
+    earlier one of this result it is (one made once and returned twice is one object), and what
+    calling it on `x` gives (or the name of the exception it raises)."""
+    out, first = [], {}
+    for leaf in jax.tree_util.tree_leaves(result):
+        if not (isinstance(leaf, types.FunctionType) and "<locals>" in leaf.__qualname__):
+            continue
+        seen_before = hasattr(leaf, _FUNCTION_MARK)
+        same_as = first.setdefault(id(leaf), len(first))
+        try:
+            value = leaf(jnp.asarray(inputs.x))
+        except Exception as e:  # noqa: BLE001 - compared by its type's name
+            value = type(e).__name__
+        out.append((seen_before, same_as, value))
+        setattr(leaf, _FUNCTION_MARK, True)
+    return out
 
 
 def _calls(module, fn, inputs: RealInputs, count: int, eager: bool) -> list:
@@ -548,9 +574,13 @@ def _calls(module, fn, inputs: RealInputs, count: int, eager: bool) -> list:
                 raise
             call.error = e
         call.stdout = buffer.getvalue()
+        if getattr(module, "_MQ_FUNCTIONS", False) and call.error is None:
+            call.visible_functions = _returned_functions(call.result, inputs)
         call.snapshot = _copied(call.result)
         call.numeric = _numeric_part(call.snapshot)
         call.visible = _visible_state(xs, obj)
+        if call.visible_functions is not None:
+            call.visible["functions f returned"] = call.visible_functions
         call.module_state = _module_state(module)
         call.tracer_left = _holds_tracer((call.visible, call.module_state))
         # ... and after it: still the module's objects of before, or others, as eagerly
@@ -609,6 +639,11 @@ def _compare_call(index: int, want: "_Call", got: "_Call", varies: bool) -> Resu
         if lost:  # whatever the call raised, it must not unbind the module's globals
             return Result(RealOutcome.MISMATCH, stage, f"the module lost its globals {lost} after: " + _format(e))
         same = want.error is not None and _same_class(type(e), type(want.error))
+        if (type(want.error) is UnboundLocalError and isinstance(e, dy2st.errors.UndefinedVariableError)
+                and _effects_difference(want, got) is None):
+            # eager's UnboundLocalError (a read the data left unbound), raised by dy2st when the
+            # program ran (its message names the line), having done what eager did before it
+            return None
         if want.error is not None and (same or isinstance(e, type(want.error))):
             if (same and not isinstance(e, dy2st.errors.Dy2StaticError) and str(e) != str(want.error)
                     and not _float_by_numbers_rule(e, want.error)):

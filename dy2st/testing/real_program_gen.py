@@ -178,7 +178,32 @@ shaped like model training, of classes dy2st once got wrong:
   global `params`, and `obj.h`/`obj.count`/`obj.cache` beside globals `h`, `count`, `cache`; some
   statements read the global as well (its changes must be seen).
 
-Its names come from a counter of its own (`mnew`: `mzp3`, `mzo4`, ...) and its module code
+Its later classes (`MODELS_MORE_KINDS`, `MODELS_MORE_P` per statement) are drawn from a random
+stream of their own (`models-more-<seed>`), so the models statements a seed drew before stay:
+
+* `unbound`: a local a staged `if` sets on one side only, read under the same test (on `x`/`y`,
+  which f never rebinds, or a flag kept), unconditionally, by `u += ...`; or first set in a loop
+  whose trip count may be traced (`range(n)`, an array of length 0 to 3, a `while` on array data),
+  read after it; or read in a later iteration before the body sets it (`s = s + prev`, then
+  `prev = ...`): eager raises UnboundLocalError on the inputs that leave it unbound, and to_static
+  must raise one too (`UndefinedVariableError` when the program runs: a match where the call left
+  what eager left);
+* `list_both_sides`: the caller's `xs` or `obj.cache` appended to on both sides of a staged `if`
+  (`if`/`elif`/`else`, `t += [v]`, through an alias), its length read, more appended, maybe put in
+  the returned `log`;
+* `new_function`: a nested `def` or lambda returned in `log` (no closure; over a Python int or str;
+  from a module helper `_mq_make_adder(k)`; with a mutable default or over a traced `n`: refused);
+  the module's `_MQ_FUNCTIONS` makes the runner check each call gives a new function object and
+  that calling it gives eager's value;
+* `print_repr`: `print(repr(...))` of bool arrays, 0-d bools, arrays numpy summarises
+  (`jnp.tile(v, 400)`), empty, int8 and bfloat16 arrays (in a staged `if` too), and a dataclass
+  `_MQRec` holding traced arrays printed, then returned;
+* `redirect`: prints in `contextlib.redirect_stdout(_MQBUF)` (a module StringIO in `_GLOBALS`: its
+  text compared after every call), or the refused twin reading back a local StringIO it printed
+  into (`buf.getvalue()`).
+
+Its names come from a counter of its own (`mnew`: `mzp3`, `mzo4`, ...; `mqnew`: `mqu3`, ... for
+the later classes) and its module code
 (`models_header`) is written only for the classes drawn: `draw_program(seed, models_stream=False)`
 gives the program the seed drew before the stream was added. `draw_models_kind(seed, kind)` gives
 one statement of a class alone in a small f (for tests). `python -m dy2st.testing.fuzz --generator
@@ -240,7 +265,15 @@ LAZY_KINDS = ("caught", "finally_continue", "lazy_operand", "defaultdict", "outs
 # prints of the repr of weakly typed arrays, lambdas and partials kept in module objects (over
 # traced values: refused; over Python values: as eagerly), attributes named like module globals.
 MODELS_P = 0.06
-MODELS_KINDS = ("grad_clip", "item_attrs", "weak_repr", "kept_closure", "attr_global")
+# The later classes (drawn from `models-more-<seed>`, so the programs seeds drew before stay as they
+# were): a local a staged if or a loop of traced trip count may leave unbound, read after; the
+# caller's list appended to on both sides of a staged if; a function made in f returned; reprs of
+# bool, summarised, empty, int8 and bfloat16 arrays and of a dataclass printed; prints redirected
+# into a module StringIO (or into a local one read back: refused).
+MODELS_MORE_P = 0.04
+MODELS_FIRST_KINDS = ("grad_clip", "item_attrs", "weak_repr", "kept_closure", "attr_global")
+MODELS_MORE_KINDS = ("unbound", "list_both_sides", "new_function", "print_repr", "redirect")
+MODELS_KINDS = MODELS_FIRST_KINDS + MODELS_MORE_KINDS
 # What the `calls-<seed>` stream may add to a program (drawn for about a third of them; each class
 # for about half of those): `try`/`except`/`else` (and `finally`) whose body returns, breaks or
 # continues (on array data or Python's) and whose `else` has effects; module helpers with
@@ -307,7 +340,8 @@ class _Generator:
                  numbers: random.Random | None = None, effects: random.Random | None = None,
                  items: random.Random | None = None, calls: random.Random | None = None,
                  flags: random.Random | None = None, libs: random.Random | None = None,
-                 lazy: random.Random | None = None, models: random.Random | None = None):
+                 lazy: random.Random | None = None, models: random.Random | None = None,
+                 models_more: random.Random | None = None):
         self.rng = rng
         # Draw the statements added after the campaigns' seeds were pinned (`extra_statement`),
         # so each seed keeps the statements `rng` (and `extra`, `later`) drew for it before.
@@ -348,6 +382,13 @@ class _Generator:
         self.models_on = models is not None
         self.mfresh = 0
         self.models_needs: set = set()
+        # ... and its later classes, drawn from `models_more` only (so a seed's models statements
+        # stay those it drew before), named from a counter of their own (`mqnew`).
+        self.models_more = models_more or random.Random(0)
+        self.models_more_on = models_more is not None
+        self.mqfresh = 0
+        self.mq_needs: set = set()
+        self.mq_tail: list[str] = []  # what f appends to its returned `log` just before it returns
         self.call_features: frozenset = frozenset()
         self.call_shown: set = set()
         self.cfresh = 0
@@ -665,6 +706,9 @@ class _Generator:
             if self.models_on and self.models.random() < MODELS_P:
                 self.rng = self.models
                 self.models_statement(s, indent)
+            if self.models_more_on and self.models_more.random() < MODELS_MORE_P:
+                self.rng = self.models_more
+                self.models_statement(s, indent, only=self.pick(MODELS_MORE_KINDS))
             if self.features:
                 self.rng = self.boundary
                 self.boundary_statement(s, indent)
@@ -795,7 +839,7 @@ class _Generator:
         return (self.boundary_header() + (self.effects_header() if self.effect_features else "")
                 + (self.calls_header() if self.call_features else "")
                 + ("\nimport bisect\nimport heapq\nimport operator\n" if self.libs_drawn else "")
-                + self.lazy_header() + self.models_header())
+                + self.lazy_header() + self.models_header() + self.models_more_header())
 
     def boundary_header(self) -> str:
         """The boundary stream's module-level code (see `module_header`)."""
@@ -1458,9 +1502,11 @@ class _Generator:
 
     def models_statement(self, s: _Scope, indent: int, only: str | None = None) -> None:
         """One statement of the models stream (see the module docstring); `self.rng` is the stream."""
-        kind = only or self.pick(MODELS_KINDS)
+        kind = only or self.pick(MODELS_FIRST_KINDS)
         {"grad_clip": self.grad_clip, "item_attrs": self.item_attrs, "weak_repr": self.weak_repr,
-         "kept_closure": self.kept_closure, "attr_global": self.attr_global}[kind](s, indent)
+         "kept_closure": self.kept_closure, "attr_global": self.attr_global, "unbound": self.unbound,
+         "list_both_sides": self.list_both_sides, "new_function": self.new_function,
+         "print_repr": self.print_repr, "redirect": self.redirect}[kind](s, indent)
 
     def grad_clip(self, s: _Scope, indent: int) -> None:
         """`g = jax.grad(_mloss)(params, v)` over nested dict params made here, its global norm, an
@@ -1691,6 +1737,235 @@ class _Generator:
                       *(line for line in change if line not in declared), "", ""]
         if names:
             lines += [f'_GLOBALS = globals().get("_GLOBALS", ()) + {tuple(names)!r}', ""]
+        return "\n".join(lines) + "\n"
+
+    # -- the models stream's later classes (drawn from `models-more-<seed>`) -------------------
+    def mqnew(self, root: str) -> str:
+        """A name for the models stream's later classes (`mq` + root + a counter of their own)."""
+        self.mqfresh += 1
+        return f"mq{root}{self.mqfresh}"
+
+    def mq_test(self, s: _Scope, python: float = 0.25) -> str:
+        """A test an `if` takes: mostly on array data (staged), sometimes one Python decides."""
+        if self.chance(python):
+            return self.pick([f"len(xs) > {self.rng.randint(0, 2)}", f"len(P) > {self.rng.randint(2, 3)}",
+                              f"len(L) == {self.rng.randint(2, 3)}"])
+        return self.lazy_test(s)
+
+    def xy_test(self) -> str:
+        """A test on array data that reads only `x` and `y` (f never rebinds them), so a second
+        `if` on it later takes the side the first took."""
+        return self.pick([f"x.sum() > {self.rng.randint(-1, 8)}", f"y.max() > {self.rng.randint(1, 5)}",
+                          f"x[{self.rng.randint(-3, 2)}] > {self.rng.randint(-1, 3)}",
+                          f"(x - y).min() > {self.rng.randint(-5, 0)}"])
+
+    def unbound(self, s: _Scope, indent: int) -> None:
+        """A local that a staged `if` or a loop with a traced trip count may leave unbound, read
+        after it: under the same condition, unconditionally (eager raises UnboundLocalError where
+        the data left it unbound: to_static must raise one too), by `u += ...`, or read in a later
+        iteration before the loop body sets it (`if ...: s = s + prev` then `prev = ...`)."""
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        u = self.mqnew("u")
+        value = self.pick([f"clip({self.arr(s)} * 2)", f"clip({self.arr(s)} - 1)", f"{self.arr(s)}.sum()",
+                           f"clip(x + y)"])
+        shape = self.rng.randint(0, 5)
+        if shape <= 1:  # a staged if sets it on one side only
+            test = self.xy_test() if self.chance(0.6) else self.lazy_test(s)
+            flag = None
+            if self.chance(0.3):
+                flag = self.mqnew("c")
+                self.emit(indent, f"{flag} = {test}")
+            text = f"if {flag or test}:\n    {u} = {value}"
+            if self.chance(0.3):
+                text += f"\nelse:\n    {a} = clip({a} - 1)"
+            self.emit(indent, text)
+            if self.chance(0.3):
+                self.emit(indent, f"{k} = ({k} + len(xs)) % {INT_MOD}")
+            read = self.pick([f"{a} = clip({a} + {u})", f"{u} += {self.pick(['1', 'y', a])}\n{a} = clip({a} + {u})",
+                              f"{a} = clip({a} * 0.5 + {u} * 2)"])
+            if shape == 0 and (flag or test.startswith(("x", "y", "(x"))):  # (a): under the same condition
+                self.emit(indent, f"if {flag or test}:\n" + "\n".join("    " + line for line in read.split("\n")))
+            else:  # (b), (c): unconditionally (or under another test)
+                if self.chance(0.2):
+                    read = f"if {self.mq_test(s)}:\n" + "\n".join("    " + line for line in read.split("\n"))
+                self.emit(indent, read)
+            return
+        if shape <= 4:  # first set in a loop whose trip count may be traced, read after it
+            i = self.mqnew("i")
+            if shape == 2:
+                self.emit(indent, f"for {i} in range({self.pick(['n', 'n', 'n - 1', 'k0 % 3' if 'k0' in s.ints else '0'])}):")
+                body = [f"{u} = clip({self.arr(s)} + {i})"]
+            elif shape == 3:
+                over = self.pick(["x[:len(xs) - 1]", "y[:0]", "x", "jnp.zeros((0,), jnp.float32)", "x[2:]",
+                                  "x[:len(xs) - 1] * 2"])
+                self.emit(indent, f"for {i} in {over}:")
+                body = [f"{u} = clip({self.arr(s)} + {i})"]
+            else:
+                bound = self.pick(["n", "3", "2"])
+                self.emit(indent, f"{i} = 0")
+                arr, c = self.arr(s), self.rng.randint(-2, 6)
+                self.emit(indent, self.pick([f"while {i} < {bound} and ({arr} * ({i} + 1)).sum() > {c}:",
+                                             f"while x.sum() - {i} * 4 > {c} and {i} < {bound}:"]))
+                body = [f"{u} = clip({self.arr(s)} * {i})", f"{i} += 1"]
+            if self.chance(0.3):
+                body.append(f"{a} = clip({a} + 1)")
+            self.emit(indent + 1, "\n".join(body))
+            read = self.pick([f"{a} = clip({a} + {u})", f"{u} += 1\n{a} = clip({a} - {u})"])
+            if self.chance(0.4):
+                read = f"if {self.mq_test(s, 0.5)}:\n" + "\n".join("    " + line for line in read.split("\n"))
+            self.emit(indent, read)
+            return
+        # (shape 5) read in a later iteration before the body sets it
+        i, prev = self.mqnew("i"), self.mqnew("p")
+        c = self.rng.randint(-3, 4)
+        self.emit(indent, f"for {i} in range({self.pick(['3', 'n', 'n + 1', '2'])}):")
+        self.emit(indent + 1, f"if {self.pick(['x', 'y', self.arr(s)])}[{i} % 3] > {c}:\n    {a} = clip({a} + {prev})\n"
+                              f"{prev} = {self.pick(['x', 'y'])}[{i} % 3]")
+
+    def list_both_sides(self, s: _Scope, indent: int) -> None:
+        """The caller's list (`xs`, `obj.cache`) appended to on both sides of a staged `if` (or
+        `if`/`elif`/`else`; by `append`, `t += [v]`, or through an alias `t = xs; t.append(...)`),
+        then its length read, more appended, maybe returned: its items from before the call stay."""
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        lst = "xs" if "xs" not in s.frozen and self.chance(0.7) else "obj.cache"
+        if lst == "obj.cache" and self.chance(0.5):
+            self.emit(indent, f"obj.cache.append(clip({self.arr(s)}))")
+        name = lst
+        if self.chance(0.3):
+            name = self.mqnew("t")
+            self.emit(indent, f"{name} = {lst}")
+        arrays = self.chance(0.8) or lst == "xs"  # (f reads xs's items as arrays; obj.cache holds ints too)
+
+        def add(how: int) -> str:
+            v = f"clip({self.arr(s)} {self.pick(['+', '-', '*'])} {self.rng.randint(1, 3)})" if arrays else str(
+                self.rng.randint(0, 5))
+            if how == 0:
+                return f"{name}.append({v})"
+            if how == 1:
+                return f"{name} += [{v}]" if name != "obj.cache" else f"obj.cache += [{v}]"
+            alias = self.mqnew("s")
+            return f"{alias} = {name}\n{alias}.append({v})"
+
+        def side(lines: str) -> str:
+            return "\n".join("    " + line for line in lines.split("\n"))
+
+        hows = [self.rng.randint(0, 2) for _ in range(3)]
+        text = f"if {self.lazy_test(s)}:\n{side(add(hows[0]))}"
+        if self.chance(0.35):
+            text += f"\nelif {self.lazy_test(s)}:\n{side(add(hows[1]))}"
+        text += f"\nelse:\n{side(add(hows[2]))}"
+        self.emit(indent, text)
+        after = [f"{k} = ({k} + len({lst})) % {INT_MOD}", f"{a} = clip({a} + {lst}[-1])" if arrays else
+                 f"{k} = ({k} + {lst}[-1]) % {INT_MOD}", f"{lst}.append({'clip(' + a + ')' if arrays else k})",
+                 f"{a} = clip({a} + len({name}))"]
+        for line in self.rng.sample(after, self.rng.randint(1, 3)):
+            self.emit(indent, line)
+        if indent == 1 and not s.in_function and self.chance(0.4):
+            self.mq_tail.append(f"log.append({name})")  # returned (f's return line stays as it was)
+
+    def new_function(self, s: _Scope, indent: int) -> None:
+        """A nested `def` or lambda made in f, returned beside arrays (at f's top level): of no
+        closure, closing over a Python int or str (a local, `n`, a module helper's argument), or
+        with a mutable default (refused). The runner checks each call returns a new function
+        object and that calling it gives eager's value."""
+        a = self.pick(s.arrays)
+        fn, part = self.mqnew("f"), ""
+        shape = self.rng.randint(0, 6)
+        if shape == 0:
+            self.emit(indent, f"def {fn}(v):\n    return v * {self.rng.randint(2, 3)} + 1")
+        elif shape == 1:
+            self.emit(indent, f"{fn} = lambda v: v - {self.rng.randint(1, 4)}")
+        elif shape == 2:  # a closure over a Python int local (or n: a traced one where n is an array)
+            kk = self.mqnew("k")
+            self.emit(indent, f"{kk} = {self.pick(['len(xs)', 'len(P) + 1', 'n', 'len(L) * 2'])}")
+            if self.chance(0.5):
+                self.emit(indent, f"def {fn}(v):\n    return v + {kk}")
+            else:
+                self.emit(indent, f"{fn} = lambda v: v * {kk}")
+        elif shape == 3:  # a closure over a Python str
+            tag = self.mqnew("s")
+            self.emit(indent, f'{tag} = "w" * len(xs) + {self.pick(["str(len(P))", repr("b"), "str(len(L))"])}')
+            part = "[0]" if self.chance(0.5) else ""  # (a closure calling len() is refused today: its cells hold a module)
+            self.emit(indent, f"def {fn}(v):\n    return " + (f"(v + 1, {tag})" if part else f"v * len({tag})"))
+        elif shape == 4:  # made by a module helper, closing over its Python int argument
+            self.mq_needs.add("adder")
+            self.emit(indent, f"{fn} = _mq_make_adder({self.pick(['len(xs)', 'len(P)', '2'])})")
+        elif shape == 5:  # a mutable default: one list every call's function would share (refused)
+            self.emit(indent, f"def {fn}(v, seen=[]):\n    return v + len(seen)")
+        else:  # a function defined in a staged branch of an if, the same on both sides
+            self.emit(indent, f"if {self.lazy_test(s)}:\n    {fn} = lambda v: v + 1\nelse:\n    {fn} = lambda v: v + 2")
+        part = part if shape == 3 else ""  # a call's part that is an array
+        self.emit(indent, self.pick([f"{a} = clip({a} + {fn}({self.arr(s)}){part})", f"{a} = clip({fn}({a}){part})"]))
+        if indent == 1 and not s.in_function:
+            self.mq_needs.add("functions")
+            # returned in `log` (f's return line stays as it was); maybe twice: one object twice
+            self.mq_tail.append(f"log.append({fn})" if self.chance(0.7) else f"log += [{fn}, {fn}]")
+
+    def print_repr(self, s: _Scope, indent: int) -> None:
+        """`print(repr(v))` of bool arrays, 0-d bools, arrays numpy summarises (`jnp.tile`), empty
+        arrays, int8 and bfloat16 arrays (also in a staged `if`); and a dataclass object holding
+        traced arrays printed, then returned."""
+        arr = self.arr(s)
+        values = [f"{arr} > 0", f"({arr} > {self.rng.randint(-1, 2)}).all()", f"{arr}.sum() > 0",
+                  f"jnp.tile({arr}, 400)", f"{arr}[:0]", f"jnp.zeros((0, 2), jnp.int32)",
+                  f"{arr}.astype(jnp.int8)", f"{arr}.astype(jnp.bfloat16)", f"(x > y)",
+                  f"jnp.tile({arr} > 1, 500)"]
+        for v in self.rng.sample(values, self.rng.randint(1, 3)):
+            text = self.pick([f"print(repr({v}))", f"print(repr({v}), {self.pick(['len(xs)', repr('at')])})",
+                              f'print(f"v={{{v}!r}}")', f"print([{v}])"])
+            if self.chance(0.3):
+                text = f"if {self.mq_test(s)}:\n    {text}"
+            self.emit(indent, text)
+        if self.chance(0.5):
+            self.mq_needs.add("record")
+            rec = self.mqnew("r")
+            self.emit(indent, f'{rec} = _MQRec(clip({self.arr(s)} * 2), {self.arr(s)} > 0, "{self.pick(["w", "b"])}")')
+            self.emit(indent, self.pick([f"print({rec})", f"print(repr({rec}))", f'print("rec", {rec})']))
+            if indent == 1 and not s.in_function:
+                self.mq_tail.append(f"log.append({rec})")
+            else:
+                a = self.pick(s.arrays)
+                self.emit(indent, f"{a} = clip({a} + {rec}.w)")
+
+    def redirect(self, s: _Scope, indent: int) -> None:
+        """Prints inside `contextlib.redirect_stdout(_MQBUF)`, a module-level StringIO (its text,
+        compared after every call, must grow on every call; in a staged `if` too), or the refused
+        twin: a local StringIO printed into and read back (`buf.getvalue()`) in the call."""
+        self.mq_needs.add("buf")
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        prints = [f"print({self.arr(s)}.sum())", f"print('k', {k}, len(xs))", f"print(repr({self.arr(s)} > 0))",
+                  f"print({self.arr(s)}, sep='')", f"print('step', end=' ')"]
+        if self.chance(0.75):
+            body = [self.pick(prints) for _ in range(self.rng.randint(1, 2))]
+            if self.chance(0.3):
+                body.append(f"if {self.mq_test(s)}:\n    {self.pick(prints)}")
+            self.emit(indent, "with contextlib.redirect_stdout(_MQBUF):\n"
+                      + "\n".join("    " + line for text in body for line in text.split("\n")))
+            if self.chance(0.5):
+                self.emit(indent, self.pick([f"print('out', {k})", f"{a} = clip({a} + 1)"]))
+            return
+        buf = self.mqnew("b")
+        self.emit(indent, f"{buf} = io.StringIO()\nwith contextlib.redirect_stdout({buf}):\n"
+                          f"    print({self.arr(s)}.sum(), 'x')")
+        self.emit(indent, self.pick([f"{k} = ({k} + len({buf}.getvalue())) % {INT_MOD}",
+                                     f"log.append({buf}.getvalue())"]))
+
+    def models_more_header(self) -> str:
+        """The module code the models stream's later classes need (written only where drawn)."""
+        need = self.mq_needs
+        if not need:
+            return ""
+        lines = ["", ""]
+        if "adder" in need:
+            lines += ["def _mq_make_adder(k):", "    def add(v):", "        return v + k", "", "    return add", "", ""]
+        if "record" in need:
+            lines += ["@dataclasses.dataclass", "class _MQRec:", "    w: jax.Array", "    pos: jax.Array", "    tag: str",
+                      "", ""]
+        if "functions" in need:  # the runner checks the functions f returns (a new one per call, eager's values)
+            lines += ["_MQ_FUNCTIONS = True", ""]
+        if "buf" in need:
+            lines += ["import contextlib", "import io", "", "_MQBUF = io.StringIO()", "",
+                      '_GLOBALS = globals().get("_GLOBALS", ()) + ("_MQBUF",)', ""]
         return "\n".join(lines) + "\n"
 
     def cnew(self, root: str) -> str:
@@ -2260,6 +2535,8 @@ def draw_models_kind(seed: int, kind: str) -> RealProgram:
     g.emit(1, "a0 = x\na1 = clip(y * 2)\nk0 = 1\nk1 = len(xs)\nL = [x, y]\nP = [3, 1, 2]\n"
               'D = {"a": x, "k": 1}\nDD = D\nFN = []\nlog = []')
     g.models_statement(scope, 1, only=kind)
+    for line in g.mq_tail:
+        g.emit(1, line)
     g.emit(1, "out = [fn(a0) for fn in FN]")
     g.emit(1, g.return_text())
     source = PRELUDE + g.module_header() + "\n" + g.signature() + "\n" + "\n".join(g.lines) + "\n"
@@ -2283,7 +2560,8 @@ def draw_program(seed: int, calls_stream: bool = True, lazy_stream: bool = True,
                    random.Random(f"numbers-{seed}"), effects, random.Random(f"items-{seed}"), calls,
                    random.Random(f"flags-{seed}"), random.Random(f"libs-{seed}"),
                    random.Random(f"lazy-{seed}") if lazy_stream else None,
-                   random.Random(f"models-{seed}") if models_stream else None)
+                   random.Random(f"models-{seed}") if models_stream else None,
+                   random.Random(f"models-more-{seed}") if models_stream else None)
     g.draw_features()
     g.draw_effects()
     if calls_stream:
@@ -2313,7 +2591,7 @@ def draw_program(seed: int, calls_stream: bool = True, lazy_stream: bool = True,
         if name in g.call_features and name not in g.call_shown and not (name == "py_raise" and at_end):
             g.calls_statement(scope, 1, only=name)
     g.rng = main
-    for line in g.tail:
+    for line in g.tail + g.mq_tail:
         g.emit(1, line)
     if at_end:
         g.rng = calls
