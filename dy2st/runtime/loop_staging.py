@@ -498,11 +498,12 @@ def _typed_later(untyped: bool):
 
 
 def _first_set_as_maybe_unbound(spec, init, outs) -> list:
-    """A local unbound before the loop that an iteration binds leaves the loop as a
-    `MaybeUnbound` (bound once an iteration bound it: after zero iterations it is not), which
-    `jst.ld` checks where it is read (see `transformers.unbound_reads`)."""
+    """A local unbound before the loop (or a `MaybeUnbound` already: an earlier loop's or `if`'s)
+    that an iteration binds leaves the loop as a `MaybeUnbound` (bound once an iteration bound
+    it: after zero iterations it is as before), which `jst.ld` checks where it is read (see
+    `transformers.unbound_reads`)."""
     return [MaybeUnbound(out, True, var.name)
-            if type(start) is Undefined and var.name.isidentifier() and not var.is_list
+            if type(start) in (Undefined, MaybeUnbound) and var.name.isidentifier() and not var.is_list
             and type(out) not in (Undefined, MaybeUnbound) else out
             for var, start, out in zip(spec, init, outs)]
 

@@ -190,15 +190,17 @@ def split(outputs, origin=None):
 
 def _new_function(value) -> _NewFunction | None:
     """A `_NewFunction` for a function the call's code defined whose defaults, attributes and
-    cells hold only constants or functions from outside the call (a closure over a Python
+    cells hold only constants, modules (the runtime's, which converted code reads through a
+    cell) or functions from outside the call (a closure over a Python
     number argument: `def add(v): return v + k`); None for any other value. (A mutable default,
     or a cell holding a list, would be one object shared by every call's function.)"""
     if not (isinstance(value, types.FunctionType) and value.__code__ in CONVERTED_CODES):
         return None
     held = [*(value.__defaults__ or ()), *(value.__kwdefaults__ or {}).values(), *value.__dict__.values(),
             *(c.cell_contents for c in value.__closure__ or () if _bound(c))]
-    if all(isinstance(v, _CONSTANTS) or (isinstance(v, types.FunctionType) and v.__code__ not in CONVERTED_CODES)
-           or v is None for v in held) and all(_bound(c) for c in value.__closure__ or ()):
+    if all(isinstance(v, (*_CONSTANTS, types.ModuleType)) or v is None
+           or (isinstance(v, types.FunctionType) and v.__code__ not in CONVERTED_CODES)
+           for v in held) and all(_bound(c) for c in value.__closure__ or ()):
         return _NewFunction(value)
     return None
 

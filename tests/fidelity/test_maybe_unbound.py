@@ -220,3 +220,21 @@ def test_a_nested_function_reading_it_is_refused():
 
     with pytest.raises(UndefinedVariableError, match="may be unbound here"):
         dy2st.to_static(f)(POS)
+
+
+def read_before_set_in_a_loop_run_twice(x, n):
+    a = x
+    for _ in range(2):  # the second run of the inner loop starts from the first's MaybeUnbound
+        for i in range(n):
+            if a[i % 3] > 1:
+                a = a + prev  # READ-prev-twice
+            prev = x[i % 3]
+    return a
+
+
+def test_a_loop_run_again_starts_from_its_maybe_unbound():
+    """The inner loop's second run found `prev` a MaybeUnbound before it and a plain value
+    after an iteration: refused as a change of structure (fuzzer, models stream)."""
+    check_each_call(read_before_set_in_a_loop_run_twice,
+                    [(jnp.array([0.5, 3.0, 2.0]), jnp.asarray(3)), (jnp.array([2.0, 3.0, 0.5]), jnp.asarray(3)),
+                     (jnp.array([2.0, 3.0, 0.5]), jnp.asarray(0))], "READ-prev-twice")

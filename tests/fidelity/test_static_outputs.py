@@ -176,3 +176,19 @@ def test_a_function_the_call_defines_is_a_new_one_on_every_call():
 def test_a_function_the_call_defines_with_a_list_default_is_refused():
     with pytest.raises(ProgramOutputError, match="returns a function"):
         dy2st.to_static(returns_a_function_with_a_list_default)(X)
+
+
+def returns_a_closure_calling_a_builtin(x, s):
+    def scaled(v):
+        return v * len(s)
+
+    return x, scaled
+
+
+def test_a_closure_calling_a_builtin_is_a_new_function_per_call():
+    """Its converted code reads the runtime through a cell holding a module: refused as a
+    closure over a value made once (fuzzer, models stream)."""
+    static = dy2st.to_static(returns_a_closure_calling_a_builtin)
+    _, first = static(X, "abc")
+    _, second = static(X, "abc")
+    assert first is not second and first(2) == second(2) == 6
