@@ -112,7 +112,7 @@ def ld(value):
         if not value.bound:
             raise _unbound(value.name, origin)
         return value.value
-    check_when_run(value.bound, lambda: _unbound(value.name, origin), origin,
+    check_when_run(value.bound, lambda: _unbound_when_run(value.name, origin), origin,
                    f"'{value.name}' is bound on the path the data took (eager Python raises UnboundLocalError "
                    "reading it otherwise)", raises="UnboundLocalError")
     return value.value
@@ -125,3 +125,11 @@ def _unbound(name: str, origin: OriginInfo) -> UndefinedVariableError:
         origin,
         advice=f"assign '{name}' before the `if`/loop that may leave it unassigned, or in every branch of it.",
     )
+
+
+def _unbound_when_run(name: str, origin: OriginInfo) -> UnboundLocalError:
+    """Eager's own error (the call then runs eagerly from the state before it, so what it
+    changed before the read is kept, as eagerly: `program_body.changes_lost_with`)."""
+    error = UnboundLocalError(f"cannot access local variable '{name}' where it is not associated with a value")
+    error.add_note(f"(dy2st) the data left '{name}' unassigned when the program ran, at:\n  {origin.as_header()}")
+    return error

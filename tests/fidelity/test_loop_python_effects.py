@@ -265,8 +265,8 @@ def test_zero_trip_raises_what_eager_raises(fn, args, error):
         dy2st.to_static(fn)(*args)
     if error is KeyError:  # checked when the loop ends
         assert any("which ran zero times" in note for note in info.value.__notes__)
-    else:  # checked where the variable is read, as eager raises there
-        assert info.value.origin.source_line.strip() == "return y"
+    else:  # checked where the variable is read, as eager raises there (a note names the line)
+        assert any("return y" in note for note in info.value.__notes__)
 
 
 def test_state_read_only_by_later_iterations_needs_no_check():
