@@ -32,7 +32,7 @@ import numpy as np
 from jax import lax
 
 from dy2st import _jax_compat
-from dy2st.errors import MissingAfterLoopError, UndefinedVariableError, LoopGradientError, LoopVariableError, OriginInfo
+from dy2st.errors import MissingAfterLoopError, LoopGradientError, LoopVariableError, OriginInfo
 from dy2st.runtime import ad_context, events, guards, key_order, loop_checks, reachable
 from dy2st.runtime.asserts import check_when_run, numbers_checked
 from dy2st.runtime.staging import (cast_to, refuse_ints_beyond_int32, static_equal, weak_proxy, describe, scalar_predicate, staged_tracing,
@@ -604,20 +604,15 @@ def _check_zero_trips(check: tuple, ran, origin: OriginInfo) -> None:
 
 
 def _unbound_after_loop(name: str, origin: OriginInfo) -> Exception:
-    """The error eager Python raises reading `name` that a loop which never ran would have set."""
-    if (name.endswith("]") and "[" in name) or "." in name:  # a KeyError / AttributeError eagerly
-        item = name.endswith("]")
-        error = MissingAfterLoopError(
-            f"{name} is first set inside this loop, which ran zero times: eagerly it does not exist after the "
-            f"loop (reading it raises {'KeyError' if item else 'AttributeError'}, and what holds it has no such "
-            f"{'key' if item else 'attribute'} when returned or iterated), where the program gives back one "
-            "structure whether the loop runs or not (this check runs when the loop ends, before any read).",
-            origin, advice=f"set {name} before the loop.")
-    else:  # an UnboundLocalError, as eager's, and a refusal where eager never reads it
-        error = UndefinedVariableError(
-            f"'{name}' is first set inside this loop, which ran zero times: reading it after the loop, "
-            "eager Python raises UnboundLocalError (this check runs when the loop ends, before any read).",
-            origin, advice=f"assign '{name}' before the loop, so it has a value when the loop runs zero times.")
+    """The error eager Python raises reading item or attribute `name` that a loop which never ran
+    would have set (a local first set in the loop is a `MaybeUnbound`, checked where it is read)."""
+    item = name.endswith("]")
+    error = MissingAfterLoopError(
+        f"{name} is first set inside this loop, which ran zero times: eagerly it does not exist after the "
+        f"loop (reading it raises {'KeyError' if item else 'AttributeError'}, and what holds it has no such "
+        f"{'key' if item else 'attribute'} when returned or iterated), where the program gives back one "
+        "structure whether the loop runs or not (this check runs when the loop ends, before any read).",
+        origin, advice=f"set {name} before the loop.")
     error.add_note(f"(dy2st) '{name}' is first set inside the loop at {origin.as_header()}\nwhich ran zero times.")
     return error
 
