@@ -32,7 +32,7 @@ from dy2st.runtime.asserts import numbers_checked
 from dy2st.runtime.staging import (EXPRESSION_SIDES, grown_from, grown_here, grown_in_this_side, scalar_predicate, stage_cond, stage_value,
                                    watch_here)
 from dy2st.runtime.values import is_nnx_object, is_traced
-from dy2st.runtime.undefined import Undefined
+from dy2st.runtime.undefined import Undefined, UndefinedReturn
 from dy2st.runtime.writes import (ITSELF, AttributeKey, WriteTracker, changed_contents, refill,
                                   refuse_unseen_held_outside, restore_items)
 
@@ -260,7 +260,8 @@ def _refuse_sharing_by_data(sides: list, names, roots, origin: OriginInfo, frame
         )
     others = None  # the roots but the `if`'s own variables (what they share is checked above)
     for k, (x, y) in enumerate(zip(first, second)):
-        for value in (x, y) if x is not y else ():
+        # (a return value not set yet on one side is never read there: `for ...: if c: return lst`)
+        for value in (x, y) if x is not y and not isinstance(x, UndefinedReturn) and not isinstance(y, UndefinedReturn) else ():
             if type(value) not in (list, dict):
                 continue
             # (walked only here: rare) with the function's other locals: `alias = d` before the
@@ -503,6 +504,8 @@ class _ListIdentity:
                 self.seen[i].add("grown" if type(before) is list and grown_from(after) is before else "replaced")
 
     def _see_bound(self, i: int, after, tracker: WriteTracker) -> None:
+        if isinstance(after, UndefinedReturn):  # (a return value not set on this side: never read there)
+            return
         tracked = None
         if type(after) in (list, dict):  # one the side changed (recorded), or any the code reached before it
             original = tracker.originals.get(AttributeKey(id(after), ITSELF))

@@ -39,9 +39,10 @@ from dy2st.runtime.staging import (cast_to, refuse_ints_beyond_int32, static_equ
                                    grown_from, note_grown, tracing_staged_code)
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.trace_context import CONTEXT
-from dy2st.runtime.undefined import MaybeUnbound, Undefined, UndefinedReturn, maybe_unbound_tree
+from dy2st.runtime.undefined import UNDEFINED_RETURN, MaybeUnbound, Undefined, UndefinedReturn, maybe_unbound_tree
 from dy2st.runtime.values import flatten_state, is_array, is_python_number, note_python_numbers
 from dy2st.runtime.writes import WriteTracker, refill, refuse_loop_writes
+from dy2st.user_code import is_users_object
 
 _MAX_ROUNDS = 4
 
@@ -92,6 +93,9 @@ class Var:
 def initial_spec(init, names) -> list:
     spec = []
     for name, value in zip(names, init):
+        if _held(name, value, value):  # (the return value an earlier `return lst` set)
+            spec.append(Var(name, jax.tree_util.tree_structure(0), (Leaf(static=_HeldObject(value)),)))
+            continue
         if type(value) is list:
             spec.append(Var(name, prefix=list(value)))
             continue
@@ -113,7 +117,8 @@ def assemble(spec, carried) -> list:
         if var.is_list:
             values.append(list(var.prefix))
         else:
-            values.append(jax.tree_util.tree_unflatten(var.treedef, [next(carried) if l.carried else l.static for l in var.leaves]))
+            values.append(jax.tree_util.tree_unflatten(var.treedef, [next(carried) if l.carried else _unheld(l.static)
+                                                                     for l in var.leaves]))
     return values
 
 
@@ -444,6 +449,8 @@ def _build(spec, init, loop: Loop, origin, check, provisional: bool = True) -> l
                                          Refused if loop.length is not None else None):
             with numbers_checked(origin):  # the numbers rule: what Python would raise computing on them
                 outs = _first_set_as_maybe_unbound(spec, init, loop.body(index, given))
+            outs = [_HeldObject(out) if _held(var.name, start, out) and tracker.existed_before(out) else out
+                    for var, start, out in zip(spec, init, outs)]
             key_order.observe_if_held(outs)
             body_orders[:] = [key_order.orders_of(v) for v in outs]
             iteration = describe_outputs(spec, given, outs, origin)  # reads lists grown while tracing
@@ -485,6 +492,38 @@ def _untyped(spec, init) -> bool:
     return any(type(start) is Undefined and not var.is_list and var.leaves
                and all(not l.carried and type(l.static) is Undefined for l in var.leaves)
                for var, start in zip(spec, init))
+
+
+class _HeldObject:
+    """dy2st's return value (or a value past an early exit, unbound before the loop) that an
+    iteration binds to one list, dict or object from before the loop (`for ...: if c: return
+    lst`): a constant of the trace, that object itself, so the loop gives it back, not a new one
+    made of its items. An iteration binding it to anything else is refused (`_join_leaf`)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other):
+        return type(other) is _HeldObject and other.obj is self.obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+
+def _held(name: str, start, out) -> bool:
+    """Whether `out`, a state variable's value after an iteration (`start` before the loop), is
+    one list, dict or object the loop gives back itself: the value of a variable unbound before
+    it (`UndefinedReturn`: dy2st's return value, or one past an early exit), or dy2st's return
+    value that an earlier `return lst` set to `out` (no code reads it but the function's end)."""
+    if not (type(out) in (list, dict) or is_users_object(out)):
+        return False
+    return isinstance(start, UndefinedReturn) or (out is start and name == UNDEFINED_RETURN.name)
+
+
+def _unheld(value):
+    return value.obj if type(value) is _HeldObject else value
 
 
 @contextlib.contextmanager
@@ -694,7 +733,7 @@ def _final_values(spec, final, ys, length, last=None) -> list:
         outs = last[i].leaves if last else (None,) * len(var.leaves)
         leaves = []
         for leaf, out in zip(var.leaves, outs):
-            value = next(carried) if leaf.carried else leaf.static
+            value = next(carried) if leaf.carried else _unheld(leaf.static)
             if leaf.carried and isinstance(out, PythonOut) and is_python_number(out.value):
                 value = out.value  # the same number every iteration: the body read nothing carried for it
             elif leaf.carried and isinstance(out, ArrayOut) and out.aval != leaf.aval and out.aval.shape == leaf.aval.shape:

@@ -933,3 +933,33 @@ def test_a_list_argument_appended_to_on_both_sides_keeps_its_items(x):
         assert n_static == n == 2 and out_static is static_list and len(static_list) == 2
         for a, b in zip(static_list, eager_list):
             assert jnp.array_equal(a, b)
+
+
+def returns_the_callers_list_from_a_loop(x, lst):
+    for i in range(3):
+        if x.sum() > i:
+            return lst
+    return lst
+
+
+def returns_the_callers_dict_from_a_while(x, d, n):
+    i = 0
+    while i < n:
+        if x[i % 2] > 0:
+            return d
+        i += 1
+    return d
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0, 0.5])
+def test_the_callers_container_returned_from_inside_a_loop_is_the_callers(sign):
+    """Every path returns the caller's list, yet an early `return lst` under a traced condition in
+    a loop was refused ('holds an object from before the `if` in one branch, and another object
+    in the other'): the staged loop carried the return value as a new list (independent fuzzer)."""
+    x = jnp.ones(2) * sign
+    for fn, make in ((returns_the_callers_list_from_a_loop, lambda: (x, [jnp.zeros(2)])),
+                     (returns_the_callers_dict_from_a_while, lambda: (x, {"k": jnp.zeros(2)}, jnp.asarray(3)))):
+        static = dy2st.to_static(fn)
+        for _ in range(2):
+            args = make()
+            assert static(*args) is args[1] and fn(*make()) is not None
