@@ -601,7 +601,9 @@ def _side_lists(state, items: dict, changes: dict, tracker: WriteTracker) -> lis
     """`(items, root, changed_in_place)` (see `_ListVersions`) of every list a side leaves: its
     variables' (`items`: their contents before `take()` put back what called code changed in
     place), the copies its appends made, and the attributes and containers it changed."""
-    versions = [(items[id(v)], grown_from(v), False) for v in state if type(v) is list]
+    # (a variable holding the list from before itself holds what the side did to it in place:
+    # `hist[0] = v` replaced an item, which no other reference's version need extend)
+    versions = [(items[id(v)], grown_from(v), grown_from(v) is v) for v in state if type(v) is list]
     versions += [(list(copy), root, False) for copy, root in grown_in_this_side()]  # held by no variable, too
     for key, value in changes.items():
         if type(value) is list:

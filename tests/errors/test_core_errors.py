@@ -365,3 +365,20 @@ def test_a_list_described_not_named_gets_advice_without_code_made_of_its_descrip
         dy2st.to_static(grows_a_managers_list_in_a_loop_with_a_traced_break)(X, [])
     text = str(info.value)
     assert "`the list given" not in text and "make the `break` condition a Python value" in text
+
+
+def grows_on_one_side_replaces_an_item_on_the_other(x):
+    hist = [x]
+    if x.sum() > 0:
+        hist.append(x)
+    else:
+        hist[0] = -x
+    return hist
+
+
+def test_one_list_of_two_lengths_is_a_structure_refusal_not_two_references():
+    """One reference, changed in place by an item write on one side and grown on the other, was
+    refused as 'two references to one list are appended to separately' (independent fuzzer)."""
+    with pytest.raises(BranchOutputError, match=r"'hist' is \[float32\[3\], float32\[3\]\] in the if branch but "
+                                                r"\[float32\[3\]\] in the else branch"):
+        dy2st.to_static(grows_on_one_side_replaces_an_item_on_the_other)(X)
