@@ -91,7 +91,9 @@ class MaybeUnbound:
             advice=f"assign '{self.name}' before the `if`/loop that may leave it unassigned, or in every branch of it.",
         )
 
-    __str__ = _fail
+    # (compared as a value only through `jst.ld`: `==` here would compare the wrapper itself)
+    __str__ = __eq__ = __ne__ = _fail
+    __hash__ = object.__hash__
 
 
 jax.tree_util.register_pytree_node(

@@ -21,8 +21,9 @@ as before). Wrapped: loads of the function's own locals (not its parameters, glo
 nonlocals) in a statement the analysis (`Fact.DEFINED_IN`) cannot show each is bound before,
 lambdas and comprehensions in it included (a name they bind themselves may be wrapped too:
 `ld` of a bound value is that value). `y += v` reads `y` first: `y = jst.ld(y)` goes before it.
-A nested `def` is a function of its own; its free reads are not wrapped (a `MaybeUnbound` used
-there is refused). Runs on the user's code, before any step adds reads of its own.
+A nested `def` is a function of its own; its reads of the enclosing function's locals that may be
+unbound at the `def` are wrapped too (a generator nested in the function is not rewritten: a
+`MaybeUnbound` it uses is refused). Runs on the user's code, before any step adds reads of its own.
 """
 
 from __future__ import annotations
@@ -40,13 +41,14 @@ class UnboundReadTransformer(Transformer):
     def __init__(self, ctx):
         super().__init__(ctx)
         self._locals = frozenset()  # the current function's locals that are not parameters
-        self._maybe = frozenset()  # of those, the ones the current statement may read unbound
+        self._free = frozenset()  # enclosing functions' locals it reads that may be unbound at its `def`
+        self._maybe = frozenset()  # the names the current statement may read unbound
 
     def visit(self, node):
         if not isinstance(node, ast.stmt) or not hasanno(node, Fact.DEFINED_IN):
             return super().visit(node)
         outer = self._maybe
-        self._maybe = self._locals - getanno(node, Fact.DEFINED_IN)
+        self._maybe = (self._locals - getanno(node, Fact.DEFINED_IN)) | self._free
         try:
             return super().visit(node)
         finally:
@@ -57,10 +59,13 @@ class UnboundReadTransformer(Transformer):
         node.decorator_list = [self.visit(d) for d in node.decorator_list]
         node.args = self.visit(node.args)
         scope = getanno(node, Fact.SCOPE)
-        outer = self._locals, self._maybe
-        self._locals, self._maybe = scope.locals - scope.params, frozenset()
+        outer = self._locals, self._free, self._maybe
+        # a nested function reads the enclosing function's cells when it runs: those that may be
+        # unbound at its `def` are read through `jst.ld` too (it binds none of them itself)
+        self._locals, self._free = scope.locals - scope.params, self._maybe - scope.locals
+        self._maybe = self._free
         node.body = [new for stmt in node.body for new in _as_list(self.visit(stmt))]
-        self._locals, self._maybe = outer
+        self._locals, self._free, self._maybe = outer
         return node
 
     visit_AsyncFunctionDef = visit_FunctionDef

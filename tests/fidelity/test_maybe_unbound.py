@@ -210,15 +210,32 @@ def test_reads_are_wrapped_only_where_unbound_is_possible():
     assert "jst.ld(x)" not in code and "jst.ld(z)" not in code
 
 
-def test_a_nested_function_reading_it_is_refused():
+def read_in_a_nested_function(x):
+    if x.sum() > 0:
+        y = x * 2
+        mode = 1
+
+    def g():  # reads the enclosing function's cells when called: through jst.ld too
+        return y + 1, mode == 1
+
+    if x.sum() > 0:
+        return g()
+    return x, False
+
+
+def test_a_nested_function_reading_it_checks_it_too():
+    check_each_call(read_in_a_nested_function, [(POS,), (NEG,)])
+
+
+def test_a_nested_generator_using_it_is_refused():
     def f(x):
         if x.sum() > 0:
             y = x * 2
 
-        def g():
-            return y + 1  # a nested def's free read: not checked, refused
+        def gen():  # a generator nested in the function runs as Python, unrewritten
+            yield y == 1
 
-        return g()
+        return next(gen())
 
     with pytest.raises(UndefinedVariableError, match="may be unbound here"):
         dy2st.to_static(f)(POS)
