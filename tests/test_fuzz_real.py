@@ -408,12 +408,13 @@ def _mq_body(kind, seed):
 def _refused_more(kind, body, program) -> bool:
     """Whether dy2st refuses this program of the later models classes today: a local StringIO read
     back after a print into it; a returned function with a mutable default, closing over a traced
-    `n`, picked by a staged if, or (today) calling a builtin from its closure (`len(tag)`)."""
+    `n`, or picked by a staged if. (One calling a builtin from its closure, `len(tag)`, converts:
+    its cells hold the runtime module, a constant.)"""
     if kind == "redirect":
         return ".getvalue()" in body
     if kind == "new_function":
         return bool("seen=[]" in body or re.search(r"mqk\d+ = n$", body, re.M) and program.n_as_array
-                    or re.search(r"if .*:\n\s+mqf\d+ = lambda", body) or re.search(r"return v \* len\(mqs", body))
+                    or re.search(r"if .*:\n\s+mqf\d+ = lambda", body))
     return False
 
 
