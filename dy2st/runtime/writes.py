@@ -332,9 +332,12 @@ class WriteTracker:
         return original.contents if original.contents is not None else original.value
 
     def write(self, key: AttributeKey, value) -> None:
-        """Set the attribute to its value after the staged statement."""
+        """Set the attribute to its value after the staged statement. A list or dict changed in
+        place here is a change inside any staged side around the statement too (an alias, `t =
+        xs`, appended to in a nested `if`): recorded by those sides' trackers, as `in_place` does."""
         original = self.originals[key]
         if key.attr == ITSELF:
+            _record_from_before(original.obj)
             refill(original.obj, value)
         elif isinstance(value, Undefined):
             _put_back(_Original(original.obj, _MISSING, None), key.attr)

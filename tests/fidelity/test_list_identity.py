@@ -963,3 +963,42 @@ def test_the_callers_container_returned_from_inside_a_loop_is_the_callers(sign):
         for _ in range(2):
             args = make()
             assert static(*args) is args[1] and fn(*make()) is not None
+
+
+def appends_through_an_alias_in_a_nested_if(x, y, xs):
+    if (y >= x).all():
+        t = xs
+        if (x > -1).any():
+            t.append(x * 3)
+        else:
+            t.append(x + 1)
+    else:
+        xs.append(x * 0)
+    return xs
+
+
+def grows_the_callers_list_through_an_alias_on_one_side(x, y, xs):
+    if (y >= x).all():
+        t = xs
+        if (x > -1).any():
+            t += [x * 3]
+        else:
+            t += [x + 1]
+    return xs
+
+
+@pytest.mark.parametrize("y", [jnp.array([5.0, 1.0, 3.0]), jnp.array([-5.0, 1.0, 3.0])])
+def test_a_nested_if_appending_through_an_alias_is_carried_by_the_outer_if(y):
+    """The inner if wrote its merged items into the caller's list (through the alias `t`)
+    unseen by the outer side, whose tracers then leaked into it: jax's UnexpectedTracerError
+    (fuzzer, campaign seed 6000248). Now the outer if carries the change, or refuses one that
+    leaves the list two lengths."""
+    x = jnp.array([4.0, -2.0, -1.0])
+    static = dy2st.to_static(appends_through_an_alias_in_a_nested_if)
+    for _ in range(2):
+        eager_list, static_list = [x], [x]
+        appends_through_an_alias_in_a_nested_if(x, y, eager_list)
+        assert static(x, y, static_list) is static_list and len(static_list) == len(eager_list) == 2
+        assert all(jnp.array_equal(a, b) for a, b in zip(static_list, eager_list))
+    with pytest.raises(BranchOutputError, match=r"'xs' is \[float32\[3\], float32\[3\]\] in the if branch"):
+        dy2st.to_static(grows_the_callers_list_through_an_alias_on_one_side)(x, y, [x])
