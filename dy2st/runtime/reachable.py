@@ -25,6 +25,7 @@ from typing import Iterable, NamedTuple
 import jax
 import numpy as np
 
+from dy2st.runtime.undefined import MaybeUnbound
 from dy2st.runtime.values import closure_values
 from dy2st.user_code import is_users_class, is_users_object
 
@@ -212,7 +213,8 @@ def _reachable(roots: list, before: dict) -> tuple[dict, dict, list]:
             found.setdefault(id(attributes), (attributes, f"{path}.__dict__"))
             objects[id(value)] = value
         for child_path, child in _children(value, path, classes):
-            child = before.get(child_path, child)
+            if child_path != path:  # (a MaybeUnbound's value is read by the variable's own name)
+                child = before.get(child_path, child)
             if id(child) not in seen and not _is_leaf(child):
                 seen.add(id(child))
                 queue.append((child, child_path))
@@ -220,6 +222,8 @@ def _reachable(roots: list, before: dict) -> tuple[dict, dict, list]:
 
 
 def _children(value, path: str, classes: dict):
+    if type(value) is MaybeUnbound:  # a local a staged `if` may have left unbound: `jst.ld` reads its value
+        return ((path, value.value),)
     if isinstance(value, (list, tuple)):
         return ((f"{path}[{i}]", v) for i, v in enumerate(value))
     if isinstance(value, dict):  # (`dict.items`: the runtime's walk is no reading of a watched dict's order)

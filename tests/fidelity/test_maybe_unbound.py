@@ -277,3 +277,25 @@ def test_changes_before_the_failed_read_are_kept():
         with pytest.raises(UnboundLocalError):
             static(NEG, static_list)
         assert len(static_list) == len(eager_list) == 1
+
+
+def appends_to_a_list_first_set_in_a_loop(x, n):
+    for i in range(n):
+        acc = [x * i]
+    acc.append(x)  # a change in place of a name that may be unbound: read just before
+    return acc
+
+
+def sets_an_item_of_a_dict_set_in_one_branch(x):
+    if x.sum() > 0:
+        d = {"a": x}
+    d["b"] = x * 2
+    return d
+
+
+def test_changes_in_place_of_a_local_that_may_be_unbound():
+    """`acc.append(x)` on a name that may be unbound was refused naming internal code ("the
+    call changes jst.ld(acc) in place"): the read now goes before the statement."""
+    check_each_call(appends_to_a_list_first_set_in_a_loop, [(POS, jnp.asarray(2)), (POS, jnp.asarray(0))])
+    check_each_call(sets_an_item_of_a_dict_set_in_one_branch, [(POS,), (NEG,)])
+    assert "acc = jst.ld(acc)" in dy2st.to_static(appends_to_a_list_first_set_in_a_loop).code
