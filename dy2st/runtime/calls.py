@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import datetime
+import dis
 import functools
 import inspect
 import io
@@ -43,7 +44,8 @@ from dy2st.config import log
 from dy2st.errors import ConversionError, OriginInfo, PythonEffectError, UnsupportedSyntaxError, is_library_file
 from dy2st.runtime.formatting import str_method_replacement
 from dy2st.runtime import events, guards, higher_order, writes
-from dy2st.runtime.staging import refused_in_place
+from dy2st.runtime.staging import may_catch, refused_in_place
+from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.values import MUTATORS, RETURNING_MUTATORS
 from dy2st.user_code import LIBRARY_PACKAGES, NOT_OBJECTS, is_library_module, is_users_class, top_package
 
@@ -476,23 +478,55 @@ def managed(manager):
         elif is_users_class(kind):
             _note_class_code(kind, manager)
     if is_users_class(kind) and isinstance(getattr(kind, "__enter__", None), types.FunctionType):
-        return _Managed(manager)
+        return _Managed(manager, _never_suppresses(manager))
+    if _never_suppresses(manager):
+        return _Managed(manager, True, converted=False)
     return manager
 
 
+def _never_suppresses(manager) -> bool:
+    """Whether `manager.__exit__` can never suppress an exception: Python code whose every
+    `return` gives None or False (`jax.named_scope`'s), or a `@contextmanager` whose generator
+    catches nothing. Such a `with` is no handler around a staged side's deferred raise."""
+    exit_ = getattr(type(manager), "__exit__", None)
+    func = getattr(manager, "func", None)
+    if isinstance(func, types.FunctionType) and type(manager).__module__ == "contextlib":
+        return not may_catch(func.__code__)
+    code = getattr(exit_, "__code__", None)
+    if code is None:
+        return False
+    instructions = list(dis.get_instructions(code))
+    return all(i.opname != "RETURN_VALUE" or (n > 0 and instructions[n - 1].opname == "LOAD_CONST"
+                                              and instructions[n - 1].argval in (None, False))
+               for n, i in enumerate(instructions))
+
+
 class _Managed:
-    """A user's context manager whose `__enter__` and `__exit__` run converted."""
+    """A context manager of a `with` in converted code: a user's, whose `__enter__` and
+    `__exit__` run converted (`converted`), or one that never suppresses an exception
+    (`unsuppressing`), whose `with` is noted while it runs (`CONTEXT.unsuppressing`)."""
 
-    __slots__ = ("manager",)
+    __slots__ = ("manager", "at", "converted")
 
-    def __init__(self, manager):
-        self.manager = manager
+    def __init__(self, manager, unsuppressing: bool, converted: bool = True):
+        self.manager, self.converted = manager, converted
+        self.at = () if unsuppressing else None  # (id(frame), line) of the `with` once entered
 
     def __enter__(self):
-        return _call_target(self.manager.__enter__)()
+        if self.at is not None:
+            frame = sys._getframe(1)
+            self.at = (id(frame), frame.f_lineno)
+            CONTEXT.unsuppressing[self.at] = CONTEXT.unsuppressing.get(self.at, 0) + 1
+        enter = self.manager.__enter__
+        return _call_target(enter)() if self.converted else enter()
 
     def __exit__(self, *exc_info):
-        return _call_target(self.manager.__exit__)(*exc_info)
+        if self.at:
+            count = CONTEXT.unsuppressing.pop(self.at, 1) - 1
+            if count:
+                CONTEXT.unsuppressing[self.at] = count
+        exit_ = self.manager.__exit__
+        return _call_target(exit_)(*exc_info) if self.converted else exit_(*exc_info)
 
 
 def _note_class_code(cls, instance=None) -> None:

@@ -281,32 +281,43 @@ def handler_around(with_blocks: bool = True, converted_only: bool = False, frame
     (inside the user's own `jax.jit`, no program boundary ends it). `frames`: `(code, offset)`
     of the frames to walk, innermost first, where they are not the live ones (an operation
     traced earlier: `_jax_compat.equation_code_offsets`)."""
-    for code, offset in frames if frames is not None else _live_frames(sys._getframe(1)):
+    walk = ((code, offset, None) for code, offset in frames) if frames is not None else _live_frames(sys._getframe(1))
+    for code, offset, frame_id in walk:
         if code in writes.PROGRAM_BOUNDARIES:
             break
         if not is_library_file(code.co_filename):
             if converted_only and code not in writes.CONVERTED_CODES:
                 return False
-            if _catching_at(code, offset, with_blocks):
+            if _catching_at(code, offset, with_blocks, frame_id):
                 return True
     return False
 
 
 def _live_frames(frame):
     while frame is not None:
-        yield frame.f_code, frame.f_lasti
+        yield frame.f_code, frame.f_lasti, id(frame)
         frame = frame.f_back
 
 
-def _catching_at(code, offset: int, with_blocks: bool) -> bool:
-    return any(start <= offset < end for start, end in _catching_ranges(code, with_blocks))
+def _catching_at(code, offset: int, with_blocks: bool, frame_id=None) -> bool:
+    """Whether the handler of a range around `offset` may catch: a `with` whose manager, entered
+    in frame `frame_id` now, never suppresses (`calls.never_suppresses`) does not."""
+    unsuppressing = CONTEXT.unsuppressing
+    return any(start <= offset < end and (line is None or (frame_id, line) not in unsuppressing)
+               for start, end, line in _catching_ranges(code, with_blocks))
+
+
+def may_catch(code) -> bool:
+    """Whether any handler in `code` may catch an exception (an `except`, a `with`)."""
+    return bool(_catching_ranges(code, True))
 
 
 @functools.lru_cache(maxsize=1024)
 def _catching_ranges(code, with_blocks: bool) -> tuple:
-    """`(start, end)` of the bytecode ranges of `code` whose handler may catch: it tests the
-    exception (`except E`), calls a `with`'s exit (if `with_blocks`), or ends the exception (a
-    bare `except`) before re-raising it. A `finally` re-raises: it catches nothing."""
+    """`(start, end, line)` of the bytecode ranges of `code` whose handler may catch: it tests
+    the exception (`except E`; line None), calls a `with`'s exit (if `with_blocks`; the `with`
+    statement's line), or ends the exception (a bare `except`) before re-raising it. A `finally`
+    re-raises: it catches nothing."""
     instructions = list(dis.get_instructions(code))
     at = {i.offset: n for n, i in enumerate(instructions)}
     ranges = []
@@ -317,10 +328,10 @@ def _catching_ranges(code, with_blocks: bool) -> tuple:
         for instruction in instructions[n + 1:]:
             if instruction.opname == "WITH_EXCEPT_START":
                 if with_blocks:
-                    ranges.append((entry.start, entry.end))
+                    ranges.append((entry.start, entry.end, instructions[n].positions.lineno))
                 break
             if instruction.opname in ("CHECK_EXC_MATCH", "CHECK_EG_MATCH", "POP_EXCEPT"):
-                ranges.append((entry.start, entry.end))
+                ranges.append((entry.start, entry.end, None))
                 break
             if instruction.opname == "RERAISE":
                 break

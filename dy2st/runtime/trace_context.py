@@ -30,6 +30,9 @@ class _TraceContext(threading.local):
         # set in the loop has no type yet (`loop_staging._build`), so a side that raises there
         # is deferred even in the user's own jit (`staging._run_branch_noting`)
         self.untyped_loops: int = 0
+        # `(id(frame), line)` -> count of the `with` statements running now whose manager never
+        # suppresses an exception (`calls.managed`): no handler for `staging.handler_around`
+        self.unsuppressing: dict = {}
         # the `loops.LoopOptions` of each loop whose body runs now
         self.loop_options: list = []
         # how many enclosing loop or branch traces are under reverse-mode AD (`ad_context`)

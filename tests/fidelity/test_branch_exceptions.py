@@ -782,3 +782,38 @@ def test_an_attribute_of_an_error_a_staged_side_raises_holds_the_run_time_value(
         with pytest.raises(CodedError, match="negative sum") as info:
             static(-jnp.ones(3))
         assert float(info.value.code + 1) == -2.0  # a tracer, used after the call, raised jax's error
+
+
+def raises_in_a_named_scope(x):
+    with jax.named_scope("layer"):
+        if x.sum() > 0:
+            raise ValueError("positive")
+    return x * 2
+
+
+class _Swallows:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        return True
+
+
+def raises_in_a_suppressing_with(x):
+    with _Swallows():
+        if x.sum() > 0:
+            raise ValueError("positive")
+    return x
+
+
+def test_a_with_whose_manager_never_suppresses_is_no_handler():
+    """A staged side's raise inside `with jax.named_scope(...)` was refused as possibly
+    suppressed (StagedInTryError): its `__exit__` returns only None (independent fuzzer, 25
+    programs in 533). One that may suppress is still refused."""
+    static = dy2st.to_static(raises_in_a_named_scope)
+    for _ in range(2):
+        assert jnp.array_equal(static(-jnp.ones(2)), raises_in_a_named_scope(-jnp.ones(2)))
+        with pytest.raises(ValueError, match="positive"):
+            static(jnp.ones(2))
+    with pytest.raises(dy2st.errors.StagedInTryError):
+        dy2st.to_static(raises_in_a_suppressing_with)(jnp.ones(2))
