@@ -37,7 +37,7 @@ from dy2st.errors import Dy2StaticError, LoopVariableError, OriginInfo, PythonEf
 from dy2st.runtime import events, loop_checks, loop_staging, state_cells, writes
 from dy2st.runtime.iterables import HeaderItems, StagedArray, StagedIterable, StagedRange
 from dy2st.runtime.control_flow import stage_if
-from dy2st.runtime.staging import deferrable, refuse_nnx_write, scalar_predicate
+from dy2st.runtime.staging import RaisedInTrialScan, deferrable, refuse_nnx_write, scalar_predicate
 from dy2st.runtime.values import is_traced
 from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.undefined import Undefined
@@ -494,12 +494,13 @@ def _try_stage_range(rng, body, get_state, set_state, names, extra_test, origin,
     loop = loop_staging.Loop(run_body, run_test if extra_test is not None else None, length, indexed=True, facts=facts)
     reason = None
     attempt = events.Attempt()
+    CONTEXT.trial_scans += 1
     try:
         with _options_scope(LoopOptions()):
             values = loop_staging.stage(
                 loop_staging.initial_spec(init, names), init, loop, origin, check=lambda spec: _python_values_needed(spec, init)
             )
-    except loop_staging.Refused as refused:
+    except (loop_staging.Refused, RaisedInTrialScan) as refused:
         reason = str(refused)
     except _NEEDS_PYTHON_VALUES as err:  # the body needs the index as a Python int, or Python state
         reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
@@ -507,6 +508,8 @@ def _try_stage_range(rng, body, get_state, set_state, names, extra_test, origin,
     except BaseException:
         set_state(init)  # no tracer of the abandoned scan stays in the caller's variables
         raise
+    finally:
+        CONTEXT.trial_scans -= 1
     if reason is not None:
         set_state(init)
         attempt.discard()

@@ -175,6 +175,16 @@ def _run_branch(fn: Callable[[], Sequence]):
     return _Branch(structures, leaves, frozenset(stand_ins)), arrays
 
 
+class RaisedInTrialScan(Exception):
+    """A staged side raised while the body of a static `range` loop tried as a scan was traced
+    (`loops._try_stage_range`): its index is traced there and a Python int eagerly (`g[:, e:e+1]`
+    raises only so), so the loop unrolls instead of deferring the raise to run time."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(f"a branch raised {type(error).__name__} while the loop's index was traced")
+        self.error = error
+
+
 class _Failed:
     """A side whose trace raised a Python exception (a `raise`, an IndexError, a shape error):
     eager raises it only when the data takes that side, so the program does too (`_raise_when_run`),
@@ -204,6 +214,8 @@ def _run_branch_noting(fn, branch_name: str, origin: OriginInfo):
             return _run_branch(fn)
     except BaseException as err:
         if deferrable(err):
+            if CONTEXT.trial_scans:  # the traced index of a range tried as a scan may be why
+                raise RaisedInTrialScan(err) from err
             if CONTEXT.untyped_loops:  # a loop body traced again once typed: never staged so
                 return _Failed(err), []
             if not writes.in_program():

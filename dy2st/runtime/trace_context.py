@@ -30,6 +30,8 @@ class _TraceContext(threading.local):
         # set in the loop has no type yet (`loop_staging._build`), so a side that raises there
         # is deferred even in the user's own jit (`staging._run_branch_noting`)
         self.untyped_loops: int = 0
+        # how many static `range` loops are being tried as scans now (`loops._try_stage_range`)
+        self.trial_scans: int = 0
         # `(id(frame), line)` -> count of the `with` statements running now whose manager never
         # suppresses an exception (`calls.managed`): no handler for `staging.handler_around`
         self.unsuppressing: dict = {}

@@ -710,3 +710,25 @@ def test_a_traced_break_in_a_loop_over_an_itertools_iterator_made_in_its_header(
     check_equivalent(breaks_in_a_product, jnp.ones(3) * scale)
     with pytest.raises(dy2st.errors.LoopVariableError, match="never ends"):
         dy2st.to_static(breaks_in_a_count)(jnp.ones(3) * scale)
+
+
+def routes_by_slicing_with_the_index(gate, x):
+    idx = gate.argmax(-1)
+    out = jnp.zeros_like(x)
+    for e in range(gate.shape[1]):
+        if (idx == e).any():
+            out = out + x * gate[:, e:e + 1]  # a slice by the index: Python ints eagerly
+    return out
+
+
+def test_a_range_whose_staged_branch_slices_by_the_index_unrolls():
+    """Tried as a scan, the index is traced and the branch's slice raised IndexError, which was
+    deferred to run time: the call raised jax's raw IndexError (under jax.grad, every call ran
+    eagerly). A branch raising while a range is tried as a scan now unrolls it (models probe:
+    a mixture-of-experts router)."""
+    gate = jax.nn.softmax(jax.random.normal(jax.random.PRNGKey(0), (4, 3)))
+    x = jnp.ones((4, 5))
+    check_equivalent(routes_by_slicing_with_the_index, gate, x, grad_argnums=0)
+    static = dy2st.to_static(routes_by_slicing_with_the_index)
+    for _ in range(2):
+        np.testing.assert_allclose(static(gate, x), routes_by_slicing_with_the_index(gate, x), rtol=1e-6)
