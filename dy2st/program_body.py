@@ -67,6 +67,23 @@ def _mutables(tree) -> tuple[list, list]:
 _IMMUTABLE_NODES = frozenset({ARRAY_IMPL, tuple, type(None), int, float, bool, complex, str, bytes})
 
 
+def _callers_own(args, kwargs) -> list:
+    """The argument lists and dicts whose identity the caller sees (a staged `if` keeps them, see
+    `writes.note_inputs`): the arguments themselves and what lists and dicts hold, not those inside
+    a tuple or another pytree node (an optax state's `mu`), which come back as equal new ones, as
+    under `jax.jit` (`ContainerWatch.check`): a side that replaces one merges with it as a value."""
+    found, stack = [], [a for a in (*args, *kwargs.values()) if type(a) in (list, dict)]
+    seen = set()
+    while stack:
+        container = stack.pop()
+        if id(container) in seen:
+            continue
+        seen.add(id(container))
+        found.append(container)
+        stack.extend(v for v in (container.values() if type(container) is dict else container) if type(v) in (list, dict))
+    return found
+
+
 def _contents(container) -> tuple:
     """`(keys, values)`: a list's keys are its length."""
     if isinstance(container, list):
@@ -285,7 +302,7 @@ class ProgramBody:
         outside_before = self.guards.state_now() if self.guards is not None else None
         with _HeldOutput() as held, writes.program_containers(self.guards) as changed:
             if watch is not None and watch.snapshot:
-                writes.note_inputs(c for c, _ in watch.snapshot)
+                writes.note_inputs(_callers_own(args, kwargs))
                 watch.recount()
             try:
                 out, encoded = self._traced(fn, args, kwargs, watcher, watch, encode)
