@@ -608,7 +608,8 @@ def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, la
         if ad_context.active(carried + list(final)):
             raise LoopGradientError(
                 "reverse-mode differentiation (jax.grad/vjp) through this staged loop: its number of "
-                "iterations is decided by traced values and has no bound, and XLA's while loop cannot run backwards.",
+                "iterations is decided by traced values, dy2st is given no bound for it (a counter in the condition, "
+                "`it < 50`, is not read as one), and XLA's while loop cannot run backwards.",
                 origin,
                 advice="call dy2st.set_loop_options(maximum_iterations=N) inside the loop body with an upper bound N; "
                 "the loop then becomes a scan of N masked steps, which jax.grad supports.",
