@@ -40,19 +40,29 @@ if config.traceback_filtering:
 # Code objects of converted user functions. Generated helpers (branch and loop bodies) run
 # nested inside them; errors name the enclosing user function rather than `if_body`.
 _converted_codes: set = set()
+_nested_codes: set = set()  # the code objects nested in those: generated helpers, the user's own defs
 
 
 def register_converted_code(code: types.CodeType) -> None:
-    """Note a converted function's code (not those of the functions generated in it)."""
+    """Note a converted function's code (and apart, those of the functions nested in it)."""
     _converted_codes.add(code)
+    stack = [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    while stack:
+        nested = stack.pop()
+        _nested_codes.add(nested)
+        stack.extend(c for c in nested.co_consts if isinstance(c, types.CodeType))
 
 
 def user_function_name(frame: types.FrameType) -> str:
-    """The name of the converted function a frame runs in (itself, or a function dy2st made in it)."""
+    """The name of the converted function a frame runs in (itself, or a function dy2st made in
+    it); a frame of code dy2st did not convert (a Flax module's `__call__` the converted code
+    calls through a library) is named by its own code."""
     probe = frame
     while probe is not None:
         if probe.f_code in _converted_codes:
             return probe.f_code.co_name
+        if probe.f_code not in _nested_codes and not is_library_file(probe.f_code.co_filename):
+            break  # (jax's and dy2st's frames lie between a branch function and its function)
         probe = probe.f_back
     return frame.f_code.co_name
 

@@ -382,3 +382,29 @@ def test_one_list_of_two_lengths_is_a_structure_refusal_not_two_references():
     with pytest.raises(BranchOutputError, match=r"'hist' is \[float32\[3\], float32\[3\]\] in the if branch but "
                                                 r"\[float32\[3\]\] in the else branch"):
         dy2st.to_static(grows_on_one_side_replaces_an_item_on_the_other)(X)
+
+
+def test_an_error_in_code_dy2st_did_not_convert_names_that_code():
+    """A traced `if` in a Flax linen module's `__call__` (called through `apply`, so not
+    converted) was reported 'in gate_step', the converted caller, with `__call__`'s line and
+    source (models probe)."""
+    nn = pytest.importorskip("flax.linen")
+
+    class Gate(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            h = nn.Dense(4)(x)
+            if h.mean() > 0:  # MARK-linen
+                h = nn.relu(h)
+            return h
+
+    gate = Gate()
+
+    def gate_step(params, x):
+        return gate.apply({"params": params}, x).sum()
+
+    params = gate.init(jax.random.PRNGKey(0), jnp.ones((2, 3)))["params"]
+    with pytest.raises(dy2st.Dy2StaticError) as info:
+        dy2st.to_static(gate_step)(params, jnp.ones((2, 3)))
+    first = str(info.value).splitlines()[0]
+    assert first.endswith("in __call__") and "MARK-linen" in str(info.value), str(info.value)
