@@ -1767,7 +1767,7 @@ class _Generator:
         a, k = self.pick(s.arrays), self.pick(s.ints)
         u = self.mqnew("u")
         value = self.pick([f"clip({self.arr(s)} * 2)", f"clip({self.arr(s)} - 1)", f"{self.arr(s)}.sum()",
-                           f"clip(x + y)"])
+                           "clip(x + y)"])
         shape = self.rng.randint(0, 5)
         if shape <= 1:  # a staged if sets it on one side only
             test = self.xy_test() if self.chance(0.6) else self.lazy_test(s)
@@ -1907,8 +1907,8 @@ class _Generator:
         traced arrays printed, then returned."""
         arr = self.arr(s)
         values = [f"{arr} > 0", f"({arr} > {self.rng.randint(-1, 2)}).all()", f"{arr}.sum() > 0",
-                  f"jnp.tile({arr}, 400)", f"{arr}[:0]", f"jnp.zeros((0, 2), jnp.int32)",
-                  f"{arr}.astype(jnp.int8)", f"{arr}.astype(jnp.bfloat16)", f"(x > y)",
+                  f"jnp.tile({arr}, 400)", f"{arr}[:0]", "jnp.zeros((0, 2), jnp.int32)",
+                  f"{arr}.astype(jnp.int8)", f"{arr}.astype(jnp.bfloat16)", "(x > y)",
                   f"jnp.tile({arr} > 1, 500)"]
         for v in self.rng.sample(values, self.rng.randint(1, 3)):
             text = self.pick([f"print(repr({v}))", f"print(repr({v}), {self.pick(['len(xs)', repr('at')])})",
@@ -1934,7 +1934,7 @@ class _Generator:
         self.mq_needs.add("buf")
         a, k = self.pick(s.arrays), self.pick(s.ints)
         prints = [f"print({self.arr(s)}.sum())", f"print('k', {k}, len(xs))", f"print(repr({self.arr(s)} > 0))",
-                  f"print({self.arr(s)}, sep='')", f"print('step', end=' ')"]
+                  f"print({self.arr(s)}, sep='')", "print('step', end=' ')"]
         if self.chance(0.75):
             body = [self.pick(prints) for _ in range(self.rng.randint(1, 2))]
             if self.chance(0.3):
