@@ -22,6 +22,9 @@ written back into the list or dict from before (`_StateContents`, `_ListVersions
 
 from __future__ import annotations
 
+import contextlib
+import dis
+import functools
 import sys
 
 import jax.numpy as jnp
@@ -141,11 +144,13 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
     contents = _StateContents(initial, names)
     lists = _ListIdentity(initial[:nouts], contents)
 
+    cells = _Cells((if_body, else_body))
+
     def branch(body):
         def run():
             if set_state is not None:
                 set_state(initial)
-            with tracker, numbers_checked(origin):  # the numbers rule: what Python would raise computing on them
+            with tracker, numbers_checked(origin), cells.unchanged():  # the numbers rule: what Python would raise computing on them
                 contents.watch(tracker)
                 if body is not None:
                     try:
@@ -203,6 +208,10 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
                 origin,
                 advice="make what each method assigns depend only on the types of its inputs.",
             )
+        if cells.changed:
+            raise _python_effect_error(
+                f"a function called there changes {', '.join(repr(n) for n in cells.changed)} through its `nonlocal`",
+                origin)
         _refuse_sharing_by_data([state[:nouts] for state in side_states.values()], names, tracker.roots, origin, frame)
         writes.refuse_changes_outside(tracker, carried_writes, origin)
     except BaseException:
@@ -225,6 +234,56 @@ def _traced_if(pred, if_body, else_body, get_state, set_state, names, nouts, ori
     if events.active():
         events.note(origin, "cond", "lax.cond", _carries(labels, outputs))
     return final
+
+
+class _Cells:
+    """The cells of the function around a staged `if` that its sides can reach but do not carry
+    (a nested function's `nonlocal` write: `def h(): nonlocal k; k += 1`, called in a side that
+    is code after a staged `raise`, where the analysis saw no `if` around the call). Each side
+    runs with them as they were, and puts them back after; a change is noted (`changed`), and
+    refused after the `if` (it would happen whatever the data says, and once per trace)."""
+
+    def __init__(self, functions):
+        functions = [fn for fn in functions if fn is not None]
+        # (the `if`'s state: a side assigns it itself)
+        own = frozenset().union(*(_stored_cells(fn.__code__) for fn in functions))
+        found = {}
+        for fn in functions:
+            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+                if name not in own:
+                    found.setdefault(id(cell), (name, cell))
+        self._cells = list(found.values())
+        self.changed: list = []
+
+    @contextlib.contextmanager
+    def unchanged(self):
+        before = [_contents(cell) for _, cell in self._cells]
+        try:
+            yield
+        finally:
+            for (name, cell), value in zip(self._cells, before):
+                if _contents(cell) is not value:
+                    if name not in self.changed:
+                        self.changed.append(name)
+                    if value is _EMPTY:
+                        del cell.cell_contents
+                    else:
+                        cell.cell_contents = value
+
+
+@functools.lru_cache(maxsize=1024)
+def _stored_cells(code) -> frozenset:
+    return frozenset(i.argval for i in dis.get_instructions(code) if i.opname in ("STORE_DEREF", "DELETE_DEREF"))
+
+
+_EMPTY = object()  # an empty cell's contents
+
+
+def _contents(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return _EMPTY
 
 
 def _alias_pattern(values) -> tuple:

@@ -817,3 +817,33 @@ def test_a_with_whose_manager_never_suppresses_is_no_handler():
             static(jnp.ones(2))
     with pytest.raises(dy2st.errors.StagedInTryError):
         dy2st.to_static(raises_in_a_suppressing_with)(jnp.ones(2))
+
+
+def bumps_through_a_nonlocal_after_a_staged_raise(x, y):
+    k = 1
+    if y.max() > 5:
+        raise ValueError("big")
+
+    def bump():
+        nonlocal k
+        k = k + 1
+        return k
+
+    a = x + bump()
+    j = 0
+    while True:
+        j += 1
+        if y.sum() + j > 0:
+            return a, k
+        if j >= 1:
+            return a, k
+
+
+def test_a_nonlocal_write_in_code_after_a_staged_raise_is_refused():
+    """The code after a staged `raise` is a side of its `if`, traced twice (its types known after
+    the raising side): a helper's `nonlocal` write there ran twice, k came back 3 where eager
+    gives 2, and on a longer program leaked a tracer (fuzzer campaign seed 6200887)."""
+    y = jnp.array([0.0, 3.0, -3.0])
+    assert bumps_through_a_nonlocal_after_a_staged_raise(jnp.ones(3), y)[1] == 2
+    with pytest.raises(dy2st.errors.PythonEffectError, match="changes 'k' through its `nonlocal`"):
+        dy2st.to_static(bumps_through_a_nonlocal_after_a_staged_raise)(jnp.ones(3), y)
