@@ -100,11 +100,12 @@ def ld(value):
     if type(value) is Undefined:  # eager raises here, on this path
         if tracing_staged_code():  # in a staged side: when the data takes it (deferred)
             raise UnboundLocalError(f"cannot access local variable '{value.name}' where it is not associated with a value")
-        try:
-            value._fail()
-        except UndefinedVariableError as error:  # eager's own UnboundLocalError here, no refusal:
-            writes.handled_refusal(error)  # an `except UnboundLocalError` around the read catches it
-            raise
+        error = UndefinedVariableError(
+            f"cannot access local variable '{value.name}' where it is not associated with a value: it is not "
+            "assigned on the path taken here.", OriginInfo.of_caller(),  # (the read's line)
+            advice=f"assign '{value.name}' before the `if`/loop that may leave it unassigned, or in every branch of it.")
+        writes.handled_refusal(error)  # eager's own UnboundLocalError here, no refusal: an `except` may catch it
+        raise error
     if type(value) is not MaybeUnbound:
         return value
     origin = OriginInfo.of_caller()

@@ -853,8 +853,8 @@ def _merge(t: _Branch, f: _Branch, labels, origin, branch_names):
                        for j, (a, b) in enumerate(zip(t_leaves, f_leaves))])
         if maybe_unbound_tree(ts):  # its flag: a bool the data decides, not a Python number
             flags = (t_leaves[-1], f_leaves[-1])
-            merged[-1][-1] = (_Merged(static=True) if flags == (True, True) else
-                              _Merged(aval=jax.core.ShapedArray((), np.dtype(bool))))
+            merged[-1][-1] = (_Merged(static=True) if flags == (True, True) else  # (a dead side's: zeros)
+                              _Merged(aval=jax.core.ShapedArray((), np.dtype(bool)), fill_zeros=merged[-1][-1].fill_zeros))
     return t, f, merged
 
 
