@@ -97,13 +97,15 @@ def ld(value):
     """A read of a local variable the analysis cannot show bound on every path: the value, or a
     `MaybeUnbound`'s value with its check (a Python-unbound name raised before this call, as
     eagerly; an `Undefined` marker, which staging binds for it, raises here too)."""
-    if type(value) is Undefined:  # eager raises here, on this path
+    if isinstance(value, Undefined):  # eager raises here, on this path (a DeadValue: one past a `break` too)
         if tracing_staged_code():  # in a staged side: when the data takes it (deferred)
             raise UnboundLocalError(f"cannot access local variable '{value.name}' where it is not associated with a value")
         error = UndefinedVariableError(
             f"cannot access local variable '{value.name}' where it is not associated with a value: it is not "
             "assigned on the path taken here.", OriginInfo.of_caller(),  # (the read's line)
             advice=f"assign '{value.name}' before the `if`/loop that may leave it unassigned, or in every branch of it.")
+        if value.origin is not None:
+            error.add_note(f"(dy2st) '{value.name}' is left unassigned by the `if`/loop at {value.origin.as_header()}")
         writes.handled_refusal(error)  # eager's own UnboundLocalError here, no refusal: an `except` may catch it
         raise error
     if type(value) is not MaybeUnbound:
