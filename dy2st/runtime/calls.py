@@ -488,13 +488,16 @@ def _never_suppresses(manager) -> bool:
     """Whether `manager.__exit__` can never suppress an exception: Python code whose every
     `return` gives None or False (`jax.named_scope`'s), or a `@contextmanager` whose generator
     catches nothing. Such a `with` is no handler around a staged side's deferred raise."""
-    exit_ = getattr(type(manager), "__exit__", None)
     func = getattr(manager, "func", None)
     if isinstance(func, types.FunctionType) and type(manager).__module__ == "contextlib":
         return not may_catch(func.__code__)
-    code = getattr(exit_, "__code__", None)
-    if code is None:
-        return False
+    code = getattr(getattr(type(manager), "__exit__", None), "__code__", None)
+    return code is not None and _returns_only_none_or_false(code)
+
+
+@functools.lru_cache(maxsize=1024)
+def _returns_only_none_or_false(code) -> bool:
+    """(Read once per `__exit__`: every `with` run in converted code asks.)"""
     instructions = list(dis.get_instructions(code))
     return all(i.opname != "RETURN_VALUE" or (n > 0 and instructions[n - 1].opname == "LOAD_CONST"
                                               and instructions[n - 1].argval in (None, False))

@@ -15,7 +15,7 @@ import sys
 
 import jax
 
-from dy2st.errors import OriginInfo, ScopeWriteError, UndefinedVariableError
+from dy2st.errors import OriginInfo, ScopeWriteError
 from dy2st.runtime import writes
 from dy2st.runtime.asserts import check_when_run
 from dy2st.runtime.undefined import MaybeUnbound, Undefined
@@ -100,34 +100,20 @@ def ld(value):
     if isinstance(value, Undefined):  # eager raises here, on this path (a DeadValue: one past a `break` too)
         if tracing_staged_code():  # in a staged side: when the data takes it (deferred)
             raise UnboundLocalError(f"cannot access local variable '{value.name}' where it is not associated with a value")
-        error = UndefinedVariableError(
-            f"cannot access local variable '{value.name}' where it is not associated with a value: it is not "
-            "assigned on the path taken here.", OriginInfo.of_caller(),  # (the read's line)
-            advice=f"assign '{value.name}' before the `if`/loop that may leave it unassigned, or in every branch of it.")
-        if value.origin is not None:
-            error.add_note(f"(dy2st) '{value.name}' is left unassigned by the `if`/loop at {value.origin.as_header()}")
+        error = value.error_at(OriginInfo.of_caller())  # (the read's line)
         writes.handled_refusal(error)  # eager's own UnboundLocalError here, no refusal: an `except` may catch it
         raise error
     if type(value) is not MaybeUnbound:
         return value
     origin = OriginInfo.of_caller()
-    if not is_traced(value.bound):
+    if not is_traced(value.bound):  # (True where every path bound it)
         if not value.bound:
-            raise _unbound(value.name, origin)
+            raise _unbound_when_run(value.name, origin)
         return value.value
     check_when_run(value.bound, lambda: _unbound_when_run(value.name, origin), origin,
                    f"'{value.name}' is bound on the path the data took (eager Python raises UnboundLocalError "
                    "reading it otherwise)", raises="UnboundLocalError")
     return value.value
-
-
-def _unbound(name: str, origin: OriginInfo) -> UndefinedVariableError:
-    return UndefinedVariableError(
-        f"cannot access local variable '{name}' where it is not associated with a value: the staged `if` or "
-        "loop that assigns it did not, on the data the program ran on.",
-        origin,
-        advice=f"assign '{name}' before the `if`/loop that may leave it unassigned, or in every branch of it.",
-    )
 
 
 def _unbound_when_run(name: str, origin: OriginInfo) -> UnboundLocalError:

@@ -52,7 +52,10 @@ class Undefined:
         return f"Undefined({self.name!r})"
 
     def _fail(self, *args, **kwargs):
-        origin = _read_at(self.origin)
+        raise self.error_at(_read_at(self.origin))
+
+    def error_at(self, origin: OriginInfo | None) -> UndefinedVariableError:
+        """Eager's UnboundLocalError reading the variable at `origin`, as dy2st's error."""
         error = UndefinedVariableError(
             f"cannot access local variable '{self.name}' where it is not associated with a value: it is "
             "not assigned on the path taken here.",
@@ -61,7 +64,7 @@ class Undefined:
         )
         if self.origin is not None and origin != self.origin:
             error.add_note(f"(dy2st) '{self.name}' is left unassigned by the `if`/loop at {self.origin.as_header()}")
-        raise error
+        return error
 
 
 @_failing_on_use
