@@ -31,7 +31,7 @@ import jax.numpy as jnp
 
 from dy2st.errors import BranchOutputError, OriginInfo, PythonEffectError, rebinding_hint
 from dy2st.runtime import events, key_order, reachable, state_cells, static_outputs, writes
-from dy2st.runtime.asserts import numbers_checked
+from dy2st.runtime.asserts import check_numbers_so_far, numbers_checked
 from dy2st.runtime.staging import (EXPRESSION_SIDES, grown_from, grown_here, grown_in_this_side, scalar_predicate, stage_cond, stage_value,
                                    watch_here)
 from dy2st.runtime.values import is_nnx_object, is_traced
@@ -124,6 +124,7 @@ def stage_if(pred, if_body, else_body, get_state, set_state, names, nouts, origi
     variables (`StateAccess.attributes`), `items` the items (`StateAccess.items`); `frame`: the
     converted function's, whose other locals may hold what the sides' values hold
     (`_refuse_sharing_by_data`)."""
+    check_numbers_so_far()  # (a Python number divided by a data-decided 0 before the `if` stops its prints)
     initial = get_state() if get_state is not None else ()
     tracker = WriteTracker(reachable.snapshot((if_body, else_body), names, initial), attributes, items, origin)
     try:

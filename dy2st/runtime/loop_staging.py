@@ -34,7 +34,7 @@ from jax import lax
 from dy2st import _jax_compat
 from dy2st.errors import MissingAfterLoopError, LoopGradientError, LoopVariableError, OriginInfo
 from dy2st.runtime import ad_context, events, guards, key_order, loop_checks, reachable
-from dy2st.runtime.asserts import check_when_run, numbers_checked
+from dy2st.runtime.asserts import check_numbers_so_far, check_when_run, numbers_checked
 from dy2st.runtime.staging import (cast_to, refuse_ints_beyond_int32, static_equal, weak_proxy, describe, scalar_predicate, staged_tracing,
                                    grown_from, note_grown, tracing_staged_code)
 from dy2st.runtime.values import is_traced
@@ -412,6 +412,7 @@ def stage(spec, init, loop: Loop, origin: OriginInfo, check=None) -> list:
       check: called with the settled spec before the loop is built; a reason (str) it returns
         is raised as `Refused`.
     """
+    check_numbers_so_far()  # (a Python number divided by a data-decided 0 before the loop stops it)
     provisional = True
     for _ in range(_MAX_ROUNDS):
         attempt = events.Attempt()

@@ -830,20 +830,48 @@ def divides_then_prints(x, log):
     return y
 
 
-def test_what_comes_after_a_python_number_divided_by_a_zero_the_data_decides_is_not_done(capsys):
+def divides_then_prints_in_an_if(x, log):
+    acc = 0
+    while acc < 2 and x.sum() > 0:  # (a counter a staged loop carries)
+        acc += 1
+    y = x + 7 / acc
+    if x.max() > 0:  # a staged side: its own level of the numbers rule
+        print("after", x.max())
+    return y
+
+
+def divides_then_prints_in_a_loop(x, log):
+    acc = 0
+    while acc < 2 and x.sum() > 0:  # (a counter a staged loop carries)
+        acc += 1
+    y = x + 7 / acc
+    i = 0
+    while i < 1 and x.max() > 0:  # a staged loop
+        print("after", x.max())
+        i += 1
+    return y
+
+
+@pytest.mark.parametrize("function", [divides_then_prints, divides_then_prints_in_an_if,
+                                      divides_then_prints_in_a_loop])
+def test_what_comes_after_a_python_number_divided_by_a_zero_the_data_decides_is_not_done(capsys, function):
     """Campaign seed 4,700,429: the numbers rule's check ran at the end of the function, after a
-    print that follows the division (eager raises before it)."""
-    static = dy2st.to_static(divides_then_prints)
-    for fn in (divides_then_prints, static, static):
-        for sign, raised in ((1.0, None), (-1.0, ZeroDivisionError)):
+    print that follows the division (eager raises before it). Seed 6,300,169: a print in a staged
+    `if` after the division still showed (the side is checked on its own; the division was not,
+    before the `if`)."""
+    static = dy2st.to_static(function)
+    for fn in (function, static, static):
+        for x, raised in ((jnp.ones(2), None), (jnp.array([-2.0, 0.5]), ZeroDivisionError)):
             log = []
             if raised is None:
-                fn(sign * jnp.ones(2), log)
+                fn(x, log)
             else:
                 with pytest.raises(raised):
-                    fn(sign * jnp.ones(2), log)
+                    fn(x, log)  # (its max is positive: the `if` and the loop print eagerly after it)
             jax.effects_barrier()
-            assert (capsys.readouterr().out, log) == (("after 4.5\n", [1]) if raised is None else ("", [])), fn
+            printed = ("after 4.5\n" if function is divides_then_prints else "after 1.0\n") if raised is None else ""
+            assert (capsys.readouterr().out, log) == (printed, [1] if raised is None and function is divides_then_prints
+                                                      else []), fn
 
 
 # -- Python bools the data decides, powers of 0, and their text (found porting peers' tests) --------
