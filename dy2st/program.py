@@ -186,6 +186,8 @@ def _static_token(value):
         return kind, value.hex()
     if kind is complex:
         return kind, value.real.hex(), value.imag.hex()
+    if kind is range:  # (`range(0) == range(3, 3)`: equal as sequences, not to code reading `.start`)
+        return kind, value.start, value.stop, value.step
     if kind in (tuple, frozenset) or kind is decimal.Decimal:  # (`Decimal("2") == Decimal("2.0")`)
         return kind, (str(value) if kind is decimal.Decimal else kind(map(_static_token, value)))
     if dataclasses.is_dataclass(kind) and kind.__hash__ is not None:  # a frozen config: by its fields

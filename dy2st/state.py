@@ -128,8 +128,14 @@ def is_nnx(value) -> bool:
 
 
 def is_stateful(value) -> bool:
-    """Whether `value`, passed as an argument (or as `self`), carries state to lift and write back."""
-    return node_kind(value) is not None or is_nnx(value)
+    """Whether `value`, passed as an argument (or as `self`), carries state to lift and write back:
+    a list, dict, plain object or NNX module, or a tuple (a namedtuple) holding a plain object
+    among its leaves (`(cfg, w)`): lifted as the tuple's, where as a static leaf it would be keyed
+    by identity, and its attributes, changed between calls or by the call, not seen."""
+    if node_kind(value) is not None or is_nnx(value):
+        return True
+    return isinstance(value, tuple) and any(type(leaf) is not _ArrayImpl and node_kind(leaf) == "o"
+                                            for leaf in jax.tree_util.tree_leaves(value))
 
 
 class Layout:

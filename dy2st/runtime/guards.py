@@ -78,6 +78,7 @@ class GuardSet:
         self.checks: dict = {}  # reader key -> the cheapest test that its guard holds (`_fast_check`)
         self.first_items: dict = {}  # reader key -> `_contents_of` the value when noted
         self.first_values: dict = {}  # reader key -> the value when noted (`put_back`)
+        self.classes_noted: set = set()  # the user's classes whose implicitly called code is noted
 
     def __bool__(self):
         return bool(self.entries)
@@ -93,6 +94,19 @@ class GuardSet:
         readers = list(_readers(fn, receiver))
         self.own_writes.update(key for key, _ in readers if key[0] != "d" and key[2] in written)
         self._guard(readers)
+        for kind in _classes_reached(fn, receiver):
+            self.note_implicit(kind)
+
+    def note_implicit(self, kind: type) -> None:
+        """The code of a user's class that Python calls itself, not through a call converted
+        code makes (`_implicit_code`: `len(m)`, `if m:`, `m == 3`, `m.scale` of a property):
+        guarded as if called, so that what it reads from outside (a global its getter reads) and
+        changes there (a counter its `__getattr__` bumps) is seen on every call. Once per class."""
+        if kind in self.classes_noted:
+            return
+        self.classes_noted.add(kind)
+        for function in _implicit_code(kind):
+            self.note(function, kind)
 
     def note_lookup(self, obj, name: str) -> None:
         """The trace asked whether `obj` has `name` (`hasattr`, `getattr` with a default): the
@@ -278,6 +292,7 @@ class GuardSet:
         return found
 
     def clear(self) -> None:
+        self.classes_noted.clear()
         self.first_items.clear()
         self.first_values.clear()
         self.checks.clear()
@@ -413,6 +428,14 @@ def note(fn, receiver=None) -> None:
         guards.note(fn, receiver)
 
 
+def note_implicit(kind: type) -> None:
+    """A user's class is called, or its object used, while a program is traced: the code of it
+    that Python calls itself is noted (`GuardSet.note_implicit`)."""
+    guards = writes.program_guards()
+    if guards is not None:
+        guards.note_implicit(kind)
+
+
 def note_program(fn, objects) -> None:
     """A program's function starts while it is traced, given `objects` (its arguments' objects,
     `self` among them): guard what it reads, and the data attributes of those objects' classes
@@ -501,6 +524,51 @@ def _readers(fn: types.FunctionType, receiver=None):
         if getattr(original, attribute):
             yield ("d", id(original), f"{fn.__qualname__}.{attribute}"), \
                 functools.partial(getattr, original, attribute)
+
+
+def _classes_reached(fn: types.FunctionType, receiver=None) -> list:
+    """The user's classes whose objects `fn` works on that Python may call code of by itself:
+    its receiver's, and those of the user's objects its globals and cells hold."""
+    kinds = []
+    if receiver is not None:
+        kinds.append(receiver if isinstance(receiver, type) else type(receiver))
+    global_names, cell_names, _ = _names(fn.__code__)
+    values = [fn.__globals__.get(name) for name in global_names]
+    values += [_cell_value(cell) for name, cell in zip(cell_names, fn.__closure__ or ()) if name != "__class__"]
+    kinds += [type(value) for value in values if is_users_object(value)]
+    return [kind for kind in kinds if is_users_class(kind)]
+
+
+# The methods Python calls itself on an object: operators, protocols and attribute access
+_IMPLICIT_METHODS = frozenset({
+    "__len__", "__bool__", "__iter__", "__next__", "__reversed__", "__contains__", "__getitem__", "__setitem__",
+    "__delitem__", "__missing__", "__getattr__", "__getattribute__", "__setattr__", "__delattr__", "__eq__", "__ne__",
+    "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__index__", "__int__", "__float__", "__complex__", "__str__",
+    "__repr__", "__format__", "__call__", "__get__", "__set__", "__delete__", "__add__", "__radd__", "__iadd__",
+    "__sub__", "__rsub__", "__isub__", "__mul__", "__rmul__", "__imul__", "__matmul__", "__rmatmul__",
+    "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__",
+    "__neg__", "__pos__", "__abs__", "__invert__", "__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__",
+    "__enter__", "__exit__", "__jax_array__", "__array__",
+})
+
+
+def _implicit_code(kind: type) -> list:
+    """The functions of the user's class `kind` (and its user bases, and its user metaclass)
+    that Python calls itself: its dunders of `_IMPLICIT_METHODS`, the getters, setters and
+    deleters of its properties, and the `__get__`/`__set__` of the user's descriptors it holds."""
+    found = []
+    for klass in (*kind.__mro__, *type(kind).__mro__):
+        if not is_users_class(klass):
+            continue
+        for name, value in vars(klass).items():
+            if isinstance(value, property):
+                found += [f for f in (value.fget, value.fset, value.fdel) if isinstance(f, types.FunctionType)]
+            elif isinstance(value, types.FunctionType) and name in _IMPLICIT_METHODS:
+                found.append(value)
+            elif is_users_object(value) and not isinstance(value, type):  # a descriptor of the user's
+                found += [getattr(type(value), m) for m in ("__get__", "__set__", "__delete__")
+                          if isinstance(getattr(type(value), m, None), types.FunctionType)]
+    return [f for f in found if not is_library_file(f.__code__.co_filename)]
 
 
 def _attribute_readers(label: str, holder, names: tuple):
