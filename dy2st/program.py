@@ -346,8 +346,9 @@ class ProgramCache:
         self.body = ProgramBody(self.policy, guards, encode=shardings is None, watch_containers=watch_containers)
         self.body.on_policy_change = self._policy_changed
         self._shared_keys: set = set()  # keys of the programs that live in `shared`
-        # `_statics_key` of positional arrays and Python scalars -> (the table's key, its program):
-        # such calls find their program without building the table's key (`program_for_statics`)
+        # `_statics_key` of positional arrays and Python scalars -> (the table's key, its program,
+        # whether it takes the arguments as they are): such calls find their program without
+        # building the table's key (`program_for_statics`)
         self._by_statics: dict = {}
         self.on_shared_change: Callable[[], None] | None = None  # told when `shared` changes role
         self._local = threading.local()  # traces of the shared jit begun by this thread
@@ -374,7 +375,11 @@ class ProgramCache:
                 except AmbiguousLeaf:
                     self.policy.ambiguous_seen = True
             key = _arrays_key(args, kwargs, leaves, treedef)
-            return self._run(_ordered(key, args, kwargs) if holds_dict else key, args, kwargs)
+            key = _ordered(key, args, kwargs) if holds_dict else key
+            out = self._run(key, args, kwargs)
+            if not kwargs:  # (a dict whose order the function observes, a weak-typed scalar leaf)
+                self._remember_statics(args, key, takes_arguments=True)
+            return out
         if on_traced is not None:
             for leaf in leaves:
                 if isinstance(leaf, jax.core.Tracer):
@@ -386,13 +391,19 @@ class ProgramCache:
             raise ContainerEffect("a list or dict holds an object")
         out = self._run(key, arrays, {})
         if not kwargs:
-            fast = _statics_key(args)
-            fast = fast[0] if fast is not None else None
-            if fast is not None and fast not in self._by_statics:
-                program = self.table.get(key)
-                if program is not None:
-                    self._by_statics[fast] = (key, program)
+            self._remember_statics(args, key, takes_arguments=False)
         return out
+
+    def _remember_statics(self, args, key, takes_arguments: bool) -> None:
+        """Note the program of `key` under the `_statics_key` of positional `args` that have one,
+        so that such calls find it without building the table's key (`program_for_statics`).
+        `takes_arguments`: it takes the arguments as they are, not their array leaves."""
+        fast = _statics_key(args)
+        fast = fast[0] if fast is not None else None
+        if fast is not None and fast not in self._by_statics:
+            program = self.table.get(key)
+            if program is not None:
+                self._by_statics[fast] = (key, program, takes_arguments)
 
     def program_for_statics(self, args):
         """`(program, its arguments)` for positional arguments that are concrete arrays, Python
@@ -411,7 +422,7 @@ class ProgramCache:
         except KeyError:  # evicted meanwhile
             self._by_statics.pop(key, None)
             return None
-        return found[1], arrays
+        return found[1], (args if found[2] else arrays)
 
     @staticmethod
     def _ambiguous(args, kwargs, leaves, treedef) -> bool:
