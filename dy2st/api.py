@@ -437,7 +437,7 @@ class StaticFunction(functools.partial):
         elif self._input_spec is None and self._converted_fn is not None and config.enable_to_static:
             # arm the hit path (None once the cache retired it); a namedtuple argument's class,
             # or a frozen dataclass pytree's, joins the pytree route's from the next call
-            noted = route is Route.PROGRAM and policy.note_node_types(args)
+            noted = route is not Route.STATEFUL and policy.note_node_types(args)
             if self._fast is None or noted:
                 self._set_fast(self._fast or self._cache.shared)
         return out
