@@ -50,7 +50,7 @@ from dy2st.input_spec import user_origin
 from dy2st.program_body import ProgramBody
 from dy2st.runtime import key_order
 from dy2st.runtime.values import ARRAY_TYPES, iterator_position
-from dy2st.state import refuse_slotted
+from dy2st.state import is_frozen_config, refuse_slotted
 
 _FAST_TYPES = frozenset({ARRAY_IMPL})
 DEFAULT_MAX_PROGRAMS = 64
@@ -101,8 +101,28 @@ def _statics_key(args) -> tuple | None:
         elif kind is float:
             key.append((kind, a.hex()))  # (`_static_token`'s)
         elif not _array_tree(a, key, arrays):  # a typed key, None (`mask=None`), a tree of arrays
-            return None
+            token = _config_token(a)
+            if token is None:
+                return None
+            key.append(token)
     return tuple(key), arrays
+
+
+_CONFIG_TOKENS: dict = {}  # id -> (a frozen config, its `_static_token`), for `_config_token`
+
+
+def _config_token(value):
+    """The `_static_token` of a frozen config (`state.is_frozen_config`), or None for anything
+    else. It cannot change, so its fields are read once per object (kept, so its id stays its)."""
+    found = _CONFIG_TOKENS.get(id(value))
+    if found is not None and found[0] is value:
+        return found[1]
+    if not is_frozen_config(value):
+        return None
+    if len(_CONFIG_TOKENS) >= 256:
+        _CONFIG_TOKENS.clear()
+    token = _CONFIG_TOKENS[id(value)] = (value, _static_token(value))
+    return token[1]
 
 
 def _array_tree(tree, key: list, arrays: list, depth: int = 0) -> bool:
@@ -387,7 +407,7 @@ class ProgramCache:
         key, arrays, statics = self._key(leaves, treedef, args, kwargs, is_array_leaf)
         if statics is None:  # array leaves only (numpy's among them): the program takes the pytrees
             return self._run(key, args, kwargs)
-        if containers and not PYTHON_SCALARS.issuperset(map(type, statics)):
+        if containers and not all(type(s) in PYTHON_SCALARS or is_frozen_config(s) for s in statics):
             raise ContainerEffect("a list or dict holds an object")
         out = self._run(key, arrays, {})
         if not kwargs:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import types
 
 import jax
 
@@ -132,10 +133,42 @@ def is_stateful(value) -> bool:
     a list, dict, plain object or NNX module, or a tuple (a namedtuple) holding a plain object
     among its leaves (`(cfg, w)`): lifted as the tuple's, where as a static leaf it would be keyed
     by identity, and its attributes, changed between calls or by the call, not seen."""
-    if node_kind(value) is not None or is_nnx(value):
+    if is_nnx(value):
         return True
+    if node_kind(value) is not None:
+        return not is_frozen_config(value)
     return isinstance(value, tuple) and any(type(leaf) is not _ArrayImpl and node_kind(leaf) == "o"
-                                            for leaf in jax.tree_util.tree_leaves(value))
+                                            and not is_frozen_config(leaf) for leaf in jax.tree_util.tree_leaves(value))
+
+
+def is_frozen_config(value, depth: int = 0) -> bool:
+    """A frozen dataclass, or a Flax linen Module not bound to variables (frozen by flax outside
+    `setup`: `to_static(model.apply)`'s receiver), whose fields are Python numbers, strings,
+    None, functions, or tuples and such configs of them (`Cfg(n_layers=2, scale=0.5)`,
+    `MLP(features=64, act=nn.relu)`): it cannot change in place and holds no array, so it is a
+    static argument keyed by its fields' values (`program._static_token`), not state walked and
+    lifted on every call."""
+    params = getattr(type(value), "__dataclass_params__", None)
+    if params is None or depth > 4 or not (params.frozen or _unbound_linen_module(value)):
+        return False
+    return all(_static_data(getattr(value, field.name, None), depth) for field in dataclasses.fields(value))
+
+
+def _unbound_linen_module(value) -> bool:
+    linen = sys.modules.get("flax.linen")
+    return linen is not None and isinstance(value, linen.Module) and value.scope is None
+
+
+def _static_data(value, depth: int) -> bool:
+    kind = type(value)
+    if kind in _SCALARS or kind in _FUNCTIONS:
+        return True
+    if kind is tuple:
+        return all(_static_data(item, depth + 1) for item in value)
+    return is_frozen_config(value, depth + 1)
+
+
+_FUNCTIONS = frozenset({types.FunctionType, types.BuiltinFunctionType})
 
 
 class Layout:
