@@ -31,6 +31,7 @@ import dis
 import functools
 import inspect
 import io
+import itertools
 import random
 import sys
 import sysconfig
@@ -47,7 +48,7 @@ from dy2st.runtime import events, guards, higher_order, writes
 from dy2st.runtime.staging import may_catch, refused_in_place
 from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.values import MUTATORS, RETURNING_MUTATORS
-from dy2st.user_code import LIBRARY_PACKAGES, NOT_OBJECTS, is_library_module, is_users_class, is_users_object, top_package
+from dy2st.user_code import LIBRARY_PACKAGES, NOT_OBJECTS, is_library_module, is_users_class, top_package
 
 NOT_TO_STATIC_ATTR = "__dy2st_not_to_static__"
 _UNCONVERTIBLE_FLAGS = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR  # (a generator: its calls only)
@@ -98,7 +99,7 @@ def convert_call(fn):
     target = _call_target(fn)
     if events.active():
         _note_call(fn, target, OriginInfo.of_caller())
-    if guards.recording_any() and not _is_users(fn, target):
+    if guards.recording_any() and _calls_what_it_is_given(fn):
         target = _noting_passed_functions(target)
     if writes.tracking():
         name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
@@ -392,31 +393,30 @@ def _noting_arguments(fn, name: str):
     return call
 
 
+def _calls_what_it_is_given(fn) -> bool:
+    """A builtin that calls the functions it is given (`map(scale, xs)`, `functools.reduce(add,
+    xs)`, `itertools.accumulate(xs, step)`), and runs as it is: its wrapper's frame hides none of
+    the user's (`max`, `sorted` and `list.sort` are dy2st's own operators: they note their `key`)."""
+    try:
+        return fn in _CALLING_BUILTINS
+    except TypeError:  # (an unhashable callable)
+        return False
+
+
+_CALLING_BUILTINS = frozenset({map, filter, functools.reduce, itertools.starmap, itertools.accumulate,
+                               itertools.groupby, itertools.takewhile, itertools.dropwhile, itertools.filterfalse})
+
+
 def _noting_passed_functions(target):
-    """A library's callable (a builtin's) called while a program is traced: the user's code it is
-    given, which it calls itself (`sorted(xs, key=rank)`, `map(scale, xs)`, `functools.reduce(add,
-    xs)`, an object with `__call__`), is noted as a function converted code calls is: what it
-    reads from outside is guarded."""
+    """A builtin of `_CALLING_BUILTINS` called while a program is traced: the user's code it is
+    given, which it calls itself, is noted as a function converted code calls is (its reads from
+    outside guarded: `guards.note_passed`)."""
     def call(*args, **kwargs):
         for value in (*args, *kwargs.values()):
-            _note_passed(value)
+            guards.note_passed(value)
         return target(*args, **kwargs)
 
     return call
-
-
-def _note_passed(value, depth: int = 0) -> None:
-    if isinstance(value, types.FunctionType):
-        if not _is_library_function(value):
-            guards.note(value)
-    elif isinstance(value, types.MethodType):
-        if isinstance(value.__func__, types.FunctionType) and not _is_library_function(value.__func__):
-            guards.note(value.__func__, value.__self__)
-    elif isinstance(value, functools.partial) and depth < 4:
-        for part in (value.func, *value.args, *value.keywords.values()):
-            _note_passed(part, depth + 1)
-    elif is_users_object(value) and callable(value):
-        guards.note_implicit(type(value))
 
 
 def _may_change_its_arguments(fn) -> bool:

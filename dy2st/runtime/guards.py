@@ -436,6 +436,21 @@ def note_implicit(kind: type) -> None:
         guards.note_implicit(kind)
 
 
+def note_passed(value, depth: int = 0) -> None:
+    """A value handed to code that calls it itself (a `key=` of `sorted`, `max`, `list.sort`; a
+    function given to `map` or `functools.reduce`) while a program is traced: the user's function,
+    method, `functools.partial` of one, or callable object, noted as called code is."""
+    if isinstance(value, types.FunctionType):
+        note(value)
+    elif isinstance(value, types.MethodType):
+        note(value.__func__, value.__self__)
+    elif isinstance(value, functools.partial) and depth < 4:
+        for part in (value.func, *value.args, *value.keywords.values()):
+            note_passed(part, depth + 1)
+    elif callable(value) and is_users_object(value):
+        note_implicit(type(value))
+
+
 def note_program(fn, objects) -> None:
     """A program's function starts while it is traced, given `objects` (its arguments' objects,
     `self` among them): guard what it reads, and the data attributes of those objects' classes

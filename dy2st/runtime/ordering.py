@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from dy2st.errors import BuiltinError, OriginInfo
-from dy2st.runtime import reachable
+from dy2st.runtime import guards, reachable
 from dy2st.runtime.staging import run_whatever_the_data, scalar_predicate
 from dy2st.runtime.values import as_number_where_chosen, is_traced
 
@@ -160,16 +160,19 @@ def _refuse_mixed_items(values, name: str, origin: OriginInfo) -> None:
 
 def convert_max(*args, **kwargs):
     """`max(...)`: the first of the largest items, as Python chooses (gradient to that item)."""
+    guards.note_passed(kwargs.get("key"))  # (a key function reading a global: guarded)
     return _choose(builtins.max, True, "max", args, kwargs, OriginInfo.of_caller())
 
 
 def convert_min(*args, **kwargs):
     """`min(...)`: the first of the smallest items, as Python chooses (gradient to that item)."""
+    guards.note_passed(kwargs.get("key"))
     return _choose(builtins.min, False, "min", args, kwargs, OriginInfo.of_caller())
 
 
 def convert_sorted(iterable, *, key=None, reverse=False):
     """`sorted(...)`: a stable sort, giving a list as Python does (`key=` called once per item)."""
+    guards.note_passed(key)  # (a key function reading a global: guarded)
     originals = None  # the items of a list, which eager's result holds as they are
     if is_traced(reverse):
         raise BuiltinError("sorted() with `reverse=` the data decides: which order the list has would be "

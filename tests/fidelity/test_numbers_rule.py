@@ -1020,3 +1020,4 @@ def test_round_of_an_int_the_data_decides_to_negative_digits_is_pythons(first, k
 def test_round_to_a_number_of_digits_the_data_decides_is_refused():
     with pytest.raises(dy2st.errors.BuiltinError, match="number of digits the data decides"):
         jax.jit(dy2st.to_static(rounds_to_tens))(POS, -1)
+
