@@ -49,8 +49,8 @@ from dy2st.errors import InputSignatureError, RuntimeChecks
 from dy2st.input_spec import user_origin
 from dy2st.program_body import ProgramBody
 from dy2st.runtime import key_order
-from dy2st.runtime.values import ARRAY_TYPES, iterator_position
-from dy2st.state import is_frozen_config, refuse_slotted
+from dy2st.runtime.values import ARRAY_TYPES, is_frozen_config, iterator_position
+from dy2st.state import refuse_slotted
 
 _FAST_TYPES = frozenset({ARRAY_IMPL})
 DEFAULT_MAX_PROGRAMS = 64
@@ -112,7 +112,7 @@ _CONFIG_TOKENS: dict = {}  # id -> (a frozen config, its `_static_token`), for `
 
 
 def _config_token(value):
-    """The `_static_token` of a frozen config (`state.is_frozen_config`), or None for anything
+    """The `_static_token` of a frozen config (`values.is_frozen_config`), or None for anything
     else. It cannot change, so its fields are read once per object (kept, so its id stays its)."""
     found = _CONFIG_TOKENS.get(id(value))
     if found is not None and found[0] is value:

@@ -40,14 +40,13 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import types
 
 import jax
 
 from dy2st import _jax_compat
 from dy2st.errors import InputSignatureError
 from dy2st.input_spec import user_origin
-from dy2st.runtime.values import ARRAY_TYPES, NODE_KINDS, is_nnx_object, node_kind
+from dy2st.runtime.values import ARRAY_TYPES, NODE_KINDS, is_frozen_config, is_nnx_object, node_kind
 from dy2st.runtime.writes import refill
 from dy2st.user_code import is_users_class
 
@@ -141,34 +140,6 @@ def is_stateful(value) -> bool:
                                             and not is_frozen_config(leaf) for leaf in jax.tree_util.tree_leaves(value))
 
 
-def is_frozen_config(value, depth: int = 0) -> bool:
-    """A frozen dataclass, or a Flax linen Module not bound to variables (frozen by flax outside
-    `setup`: `to_static(model.apply)`'s receiver), whose fields are Python numbers, strings,
-    None, functions, or tuples and such configs of them (`Cfg(n_layers=2, scale=0.5)`,
-    `MLP(features=64, act=nn.relu)`): it cannot change in place and holds no array, so it is a
-    static argument keyed by its fields' values (`program._static_token`), not state walked and
-    lifted on every call."""
-    params = getattr(type(value), "__dataclass_params__", None)
-    if params is None or depth > 4 or not (params.frozen or _unbound_linen_module(value)):
-        return False
-    return all(_static_data(getattr(value, field.name, None), depth) for field in dataclasses.fields(value))
-
-
-def _unbound_linen_module(value) -> bool:
-    linen = sys.modules.get("flax.linen")
-    return linen is not None and isinstance(value, linen.Module) and value.scope is None
-
-
-def _static_data(value, depth: int) -> bool:
-    kind = type(value)
-    if kind in _SCALARS or kind in _FUNCTIONS:
-        return True
-    if kind is tuple:
-        return all(_static_data(item, depth + 1) for item in value)
-    return is_frozen_config(value, depth + 1)
-
-
-_FUNCTIONS = frozenset({types.FunctionType, types.BuiltinFunctionType})
 
 
 class Layout:
@@ -234,9 +205,11 @@ class Layout:
         nodes = template.nodes
         leaves = [None] * len(template.leaves)
         arrays_seen: set = set()  # the array leaves of NNX pytrees so far (`_matches`)
-        for j, (kind, _, slots) in enumerate(template.key):
+        for j, (kind, node_type, slots) in enumerate(template.key):
             node = roots if j == 0 else nodes[j]
             if kind == "o":
+                if type(node) is not node_type:  # (`o.__class__ = Other` between calls: other methods)
+                    return None
                 node = vars(node)
             if len(node) != len(slots):
                 return None

@@ -43,8 +43,8 @@ import numpy as np
 from dy2st.errors import PythonEffectError, is_library_file
 from dy2st.runtime import writes
 from dy2st.runtime.trace_context import CONTEXT
-from dy2st.runtime.values import (OPAQUE_MODULES, IteratorAt, iterator_at, iterator_position, node_kind, rewind,
-                                  traced_inside)
+from dy2st.runtime.values import (OPAQUE_MODULES, IteratorAt, is_frozen_config, iterator_at, iterator_position, node_kind,
+                                  rewind, traced_inside)
 from dy2st.user_code import is_library_module, is_users_class, is_users_object
 
 _MISSING = object()
@@ -466,6 +466,10 @@ def note_program(fn, objects) -> None:
         if kind not in classes and is_users_class(kind):
             classes.add(kind)
             guards.note(fn, obj)
+        if isinstance(obj, types.MethodType) and is_users_object(obj.__self__):
+            # a bound method given as a value (a static argument, keyed by its receiver's identity):
+            # the receiver's attributes, which it reads when it runs, are read again on every call
+            guards._guard([(("m", id(obj), f"{obj.__qualname__}.__self__"), functools.partial(getattr, obj, "__self__"))])
 
 
 # -- what a function reads ------------------------------------------------------------------------
@@ -830,7 +834,7 @@ def _fast_check(reader, value, token):
             return now is value or (type(now) is float and now.hex() == bits)
 
         return same_float
-    if _identity_safe(token):
+    if _identity_safe(token) or is_frozen_config(value):  # (a config cannot change: rebinding it can)
         return lambda: reader() is value
     if type(value) is dict and len(value) <= 16 and all(type(v) in _DATA for v in value.values()):
         # a dict of numbers and strings (`f.__kwdefaults__`, a small config): the same dict, holding
@@ -887,6 +891,9 @@ def _token(value, kept, budget, visiting):
     if type(value) is functools.partial:  # (its arguments can change in place: `p.keywords["c"] = 2`)
         kept.append(value)
         return "partial", id(value), _token((value.args, value.keywords), kept, budget, visiting)
+    if type(value) is types.MethodType and is_users_object(value.__self__) and budget[0] > 0:
+        kept.append(value)  # (a bound method runs on its receiver's attributes: they are its token's)
+        return "method", id(value), _token(value.__self__, kept, budget, visiting)
     if _is_code(value) or budget[0] <= 0:
         kept.append(value)
         return "object", id(value)

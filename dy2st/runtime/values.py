@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import enum
 import functools
 import io
@@ -283,6 +284,37 @@ def is_nnx_object(x) -> bool:
     in-place changes the code sees, where other pytrees are values."""
     nnx = sys.modules.get("flax.nnx")
     return nnx is not None and isinstance(x, (nnx.Pytree, nnx.Variable))
+
+
+def is_frozen_config(value, depth: int = 0) -> bool:
+    """A frozen dataclass, or a Flax linen Module not bound to variables (frozen by flax outside
+    `setup`: `to_static(model.apply)`'s receiver), whose fields are Python numbers, strings,
+    None, functions, or tuples and such configs of them (`Cfg(n_layers=2, scale=0.5)`,
+    `MLP(features=64, act=nn.relu)`): it cannot change in place and holds no array, so it is a
+    static argument keyed by its fields' values (`program._static_token`), not state walked and
+    lifted on every call."""
+    params = getattr(type(value), "__dataclass_params__", None)
+    if params is None or depth > 4 or not (params.frozen or _unbound_linen_module(value)):
+        return False
+    return all(_static_data(getattr(value, field.name, None), depth) for field in dataclasses.fields(value))
+
+
+def _unbound_linen_module(value) -> bool:
+    linen = sys.modules.get("flax.linen")
+    return linen is not None and isinstance(value, linen.Module) and value.scope is None
+
+
+def _static_data(value, depth: int) -> bool:
+    kind = type(value)
+    if kind in _CONFIG_SCALARS or kind in _FUNCTIONS:
+        return True
+    if kind is tuple:
+        return all(_static_data(item, depth + 1) for item in value)
+    return is_frozen_config(value, depth + 1)
+
+
+_FUNCTIONS = frozenset({types.FunctionType, types.BuiltinFunctionType})
+_CONFIG_SCALARS = frozenset({int, float, bool, complex, str, bytes, type(None)})
 
 
 def python_numbers() -> PythonNumbers | None:

@@ -139,3 +139,61 @@ def test_unbound_linen_models_are_static_arguments_keyed_by_their_fields():
         bound = dy2st.to_static(model.apply)
         np.testing.assert_allclose(bound(variables, x), model.apply(variables, x), rtol=1e-5)
     assert len(static.programs) == 2
+
+
+class Scaler:
+    def __init__(self):
+        self.k = 1
+
+    def apply(self, x):
+        return x * self.k
+
+
+SCALER = Scaler()
+HANDLERS = {"scale": SCALER.apply}
+
+
+def calls_what_it_is_given(x, fn):
+    return fn(x)
+
+
+def calls_a_global_handler(x):
+    return HANDLERS["scale"](x)
+
+
+def test_a_bound_method_given_or_held_by_a_global_reads_its_receiver_anew():
+    """(A bound method was a static value keyed by its receiver's identity: `self.k`, changed
+    between calls, was the first call's.)"""
+    given, held = dy2st.to_static(calls_what_it_is_given), dy2st.to_static(calls_a_global_handler)
+    x = jnp.ones(2)
+    for k in (1, 2, 2, 3):
+        SCALER.k = k
+        for _ in range(2):
+            np.testing.assert_array_equal(given(x, SCALER.apply), x * k)
+            np.testing.assert_array_equal(held(x), x * k)
+
+
+class First:
+    def __init__(self):
+        self.w = jnp.ones(2)
+
+    def value(self):
+        return 1.0
+
+
+class Second:
+    def value(self):
+        return 2.0
+
+
+def uses_its_class(x, o):
+    return x * o.value() + o.w
+
+
+def test_an_argument_whose_class_is_changed_between_calls_runs_its_new_class():
+    static = dy2st.to_static(uses_its_class)
+    o, x = First(), jnp.ones(2)
+    for kind in (First, Second, First, Second):
+        o.__class__ = kind
+        for _ in range(2):
+            np.testing.assert_array_equal(static(x, o), uses_its_class(x, o))
