@@ -830,21 +830,22 @@ def divides_then_prints(x, log):
     return y
 
 
-def divides_then_prints_in_an_if(x, log):
+def _divided_by_a_loop_count(x):
     acc = 0
     while acc < 2 and x.sum() > 0:  # (a counter a staged loop carries)
         acc += 1
-    y = x + 7 / acc
+    return x + 7 / acc
+
+
+def divides_then_prints_in_an_if(x, log):
+    y = _divided_by_a_loop_count(x)
     if x.max() > 0:  # a staged side: its own level of the numbers rule
         print("after", x.max())
     return y
 
 
 def divides_then_prints_in_a_loop(x, log):
-    acc = 0
-    while acc < 2 and x.sum() > 0:  # (a counter a staged loop carries)
-        acc += 1
-    y = x + 7 / acc
+    y = _divided_by_a_loop_count(x)
     i = 0
     while i < 1 and x.max() > 0:  # a staged loop
         print("after", x.max())
