@@ -16,7 +16,7 @@ import pytest
 
 from dy2st.testing import fuzz
 from dy2st.testing.fuzz import RealOutcome
-from dy2st.testing.real_program_gen import PRELUDE, RealProgram, draw_models_kind, draw_program
+from dy2st.testing.real_program_gen import MODELS_LATE_KINDS, PRELUDE, RealProgram, draw_models_kind, draw_program
 
 # Programs campaigns found wrong or crashing, each fixed since (kept so their class stays fixed):
 # a list made before a traced loop popped in it (6220, 6451), dict.update in a traced loop (7110),
@@ -340,6 +340,7 @@ def test_calls_stream_leaves_the_other_streams_draws():
 @pytest.mark.parametrize("stream, names, bounds", [
     ("lazy_stream", r"\blz[a-z]\d+\b|_CFG|_counted|_Sup", (8, 35)),
     ("models_stream", r"\bmz[a-z]\d+\b|_MPair|_MTAPE|_mloss|_mshow|_TState|\bmq[a-z]\d+\b|_MQ|_mq_", (10, 40)),
+    ("models_late_stream", r"\bml[a-z]\d+\b|_ML|_ml_|_MHANDLERS", (8, 35)),
 ])
 def test_a_stream_leaves_the_other_streams_draws(stream, names, bounds):
     """The `lazy-<seed>` and `models-<seed>` streams each draw from their own random stream,
@@ -436,6 +437,45 @@ def test_models_stream_later_classes_match_or_refuse(kind, seed):
     detail = f"{result.outcome} in {result.stage}: {result.detail}\n{body}"
     expected = RealOutcome.REFUSAL if _refused_more(kind, body, program) else RealOutcome.MATCH
     assert result.outcome == expected, detail
+
+
+# The models stream's latest classes (`MODELS_LATE_KINDS`, drawn from `models-late-<seed>`), each
+# reading module state `_change()` changes between calls: what each draws in f's body.
+_LATE_MARKS = {"implicit_code": r"_MLBOX|_MLBox\(\)|_MLHolder",
+               "passed_function": r"key=_ml_a?key|map\(_ml_fn|filter\(_ml_keep|reduce\(_(ml_add|MLACC)",
+               "static_config": r"_MLCFG", "bound_method": r"_MHANDLERS\[|_MLAPPLY\(|_MLObj\(|_ml_call\(",
+               "tuple_object": r"_ml_bump(_w)?\(mlt\d+"}
+MODELS_LATE_CASES = [(kind, seed) for kind in MODELS_LATE_KINDS for seed in (0, 1, 2)]
+
+
+@pytest.mark.parametrize("kind, seed", MODELS_LATE_CASES, ids=[f"{k}-{s}" for k, s in MODELS_LATE_CASES])
+def test_models_stream_latest_classes_match_or_refuse(kind, seed):
+    """Code Python calls by itself, functions passed to sorted/map/reduce, a frozen config rebound,
+    a bound method kept in a module dict, an object in a tuple a helper changes: each reads module
+    state `_change()` changes between calls, and to_static gives eager's results, prints and globals
+    on every call (or refuses)."""
+    program = draw_models_kind(seed, kind)
+    body = program.source.split("\ndef f(")[1]
+    assert re.search(_LATE_MARKS[kind], body), body
+    assert "_change_models_late" in program.source and "_GLOBALS = " in program.source
+    result = fuzz.run_real_program(program)
+    detail = f"{result.outcome} in {result.stage}: {result.detail}\n{body}"
+    assert result.outcome in (RealOutcome.MATCH, RealOutcome.REFUSAL), detail
+
+
+@pytest.mark.xfail(strict=True, reason="open: a descriptor read through its class (`_MLHolder.scale`, whose "
+                   "`__get__` reads a global) keeps the first call's value")
+def test_descriptor_read_through_its_class_sees_the_global_change():
+    program = draw_models_kind(35, "implicit_code")
+    assert "_MLHolder.scale" in program.source.split("\ndef f(")[1]
+    result = fuzz.run_real_program(program)
+    assert result.outcome == RealOutcome.MATCH, f"{result.outcome} in {result.stage}: {result.detail}"
+
+
+def test_models_late_stream_draws_each_class_in_full_programs():
+    bodies = [draw_program(seed).source.split("\ndef f(")[1] for seed in range(200)]
+    for kind, pattern in _LATE_MARKS.items():
+        assert any(re.search(pattern, body) for body in bodies), kind
 
 
 def _eager_error(program):

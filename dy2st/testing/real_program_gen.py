@@ -202,12 +202,42 @@ stream of their own (`models-more-<seed>`), so the models statements a seed drew
   text compared after every call), or the refused twin reading back a local StringIO it printed
   into (`buf.getvalue()`).
 
+Its latest classes (`MODELS_LATE_KINDS`, `MODELS_LATE_P` per statement) are drawn from a stream of
+their own (`models-late-<seed>`), so the programs seeds drew before stay as they were. Each reads
+module state that a `_change()` (wrapping the ones before) changes between calls, named in
+`_GLOBALS` so the runner compares it after every call:
+
+* `implicit_code`: code Python calls by itself reading the globals `_ML_SCALE`/`_ML_LIMIT`: a
+  `_MLBox` (the module's `_MLBOX`, or one made in f) with a property `scale`, `__len__`, `__bool__`
+  (`if m:`), `__eq__` (`m == 2`), `__getattr__` of a missing `gain`; a descriptor's `__get__`
+  (`_MLHOLDER.scale`, `_MLHolder.scale`); used in array arithmetic (`a0 = clip(a0 + m.scale)`), a
+  Python `if`, a trip count, an `if` on array data (its side or its test); and the effect twins,
+  a property `counted` and `__getattr__` of `tally` bumping the class counter `_MLBox.hits`;
+* `passed_function`: module functions reading `_ML_W` handed to `sorted`/`max`/`min` (`key=`),
+  `list.sort(key=)`, `map`, `filter`, `functools.reduce` (and a callable object `_MLACC` given to
+  `reduce`), over `P` (Python ints) or arrays (`L`, a key on array data), used on arrays;
+* `static_config`: a frozen dataclass `_MLCfg` (int, float, str fields and a function `act`) whose
+  module instance `_MLCFG` `_change()` rebinds (other values, or equal ones), read in f (`L[:cfg.n]`,
+  `* cfg.scale`, `cfg.act(a)`, a helper given it, a Python `if` on its str, an `if` on array data),
+  directly, through a local alias or a `dataclasses.replace` of it; sometimes returned in `log`;
+* `bound_method`: bound methods of `_MLOBJ` (whose `k`/`w` `_change()` changes) kept in a module
+  dict `_MHANDLERS` or global `_MLAPPLY`, or given to a helper (`_ml_call(_MLOBJ.apply, a)`), called
+  in f (`a0 = clip(_MHANDLERS["f"](a0))`, a trip count `_MHANDLERS["n"]()`, in a staged `if`); or a
+  local object's, kept in a local dict, its attribute changed after;
+* `tuple_object`: an `_MLItem` made in f (an int `k`, an array `w`) put in a tuple `t = (o, 2.0)`
+  given to a module helper that does `t[0].k += _ML_STEP` (a global `_change()` changes) and returns
+  `t[0].k * a` (maybe writing `t[0].w`): once, in a side of a staged `if`, or in a loop of `n` trips;
+  `o.k`/`o.w` read after, `o` sometimes returned.
+
 Its names come from a counter of its own (`mnew`: `mzp3`, `mzo4`, ...; `mqnew`: `mqu3`, ... for
-the later classes) and its module code
-(`models_header`) is written only for the classes drawn: `draw_program(seed, models_stream=False)`
-gives the program the seed drew before the stream was added. `draw_models_kind(seed, kind)` gives
+the later classes; `mlnew`: `mlm3`, ... for the latest) and its module code
+(`models_header`, `models_more_header`, `models_late_header`) is written only for the classes drawn:
+`draw_program(seed, models_stream=False)` gives the program the seed drew before the stream was
+added, and `draw_program(seed, models_late_stream=False)` the one it drew before its latest classes
+were. `draw_models_kind(seed, kind)` gives
 one statement of a class alone in a small f (for tests). `python -m dy2st.testing.fuzz --generator
-real --stream models` runs only the seeds whose programs the stream draws in.
+real --stream models` runs only the seeds whose programs the stream draws in (`--stream models_late`:
+its latest classes).
 
 The generator uses `random.Random(seed)` (and its named streams) only, so a seed names a program
 on every machine.
@@ -274,6 +304,14 @@ MODELS_MORE_P = 0.04
 MODELS_FIRST_KINDS = ("grad_clip", "item_attrs", "weak_repr", "kept_closure", "attr_global")
 MODELS_MORE_KINDS = ("unbound", "list_both_sides", "new_function", "print_repr", "redirect")
 MODELS_KINDS = MODELS_FIRST_KINDS + MODELS_MORE_KINDS
+# Its latest classes (drawn from `models-late-<seed>`, so the programs seeds drew before stay as they
+# were), each reading module state `_change()` changes between calls: code Python calls by itself
+# (a property, `__len__`, `__bool__`, `__eq__`, `__getattr__`, a descriptor; and counting twins);
+# module functions passed to `sorted`/`max`/`min`/`list.sort`/`map`/`filter`/`functools.reduce`;
+# a frozen dataclass config `_change()` rebinds; a bound method kept in a module dict; an object
+# made in f put in a tuple whose int attribute a module helper bumps.
+MODELS_LATE_P = 0.04
+MODELS_LATE_KINDS = ("implicit_code", "passed_function", "static_config", "bound_method", "tuple_object")
 # What the `calls-<seed>` stream may add to a program (drawn for about a third of them; each class
 # for about half of those): `try`/`except`/`else` (and `finally`) whose body returns, breaks or
 # continues (on array data or Python's) and whose `else` has effects; module helpers with
@@ -341,7 +379,7 @@ class _Generator:
                  items: random.Random | None = None, calls: random.Random | None = None,
                  flags: random.Random | None = None, libs: random.Random | None = None,
                  lazy: random.Random | None = None, models: random.Random | None = None,
-                 models_more: random.Random | None = None):
+                 models_more: random.Random | None = None, models_late: random.Random | None = None):
         self.rng = rng
         # Draw the statements added after the campaigns' seeds were pinned (`extra_statement`),
         # so each seed keeps the statements `rng` (and `extra`, `later`) drew for it before.
@@ -389,6 +427,13 @@ class _Generator:
         self.mqfresh = 0
         self.mq_needs: set = set()
         self.mq_tail: list[str] = []  # what f appends to its returned `log` just before it returns
+        # ... and its latest classes, drawn from `models_late` only, named from `mlnew`; the module
+        # code each needs (`models_late_header`) written only where drawn.
+        self.models_late = models_late or random.Random(0)
+        self.models_late_on = models_late is not None
+        self.mlfresh = 0
+        self.ml_needs: dict = {}  # need -> the variant of `_change()` drawn when it was first needed
+        self.ml_tail: list[str] = []
         self.call_features: frozenset = frozenset()
         self.call_shown: set = set()
         self.cfresh = 0
@@ -709,6 +754,9 @@ class _Generator:
             if self.models_more_on and self.models_more.random() < MODELS_MORE_P:
                 self.rng = self.models_more
                 self.models_statement(s, indent, only=self.pick(MODELS_MORE_KINDS))
+            if self.models_late_on and self.models_late.random() < MODELS_LATE_P:
+                self.rng = self.models_late
+                self.models_statement(s, indent, only=self.pick(MODELS_LATE_KINDS))
             if self.features:
                 self.rng = self.boundary
                 self.boundary_statement(s, indent)
@@ -839,7 +887,8 @@ class _Generator:
         return (self.boundary_header() + (self.effects_header() if self.effect_features else "")
                 + (self.calls_header() if self.call_features else "")
                 + ("\nimport bisect\nimport heapq\nimport operator\n" if self.libs_drawn else "")
-                + self.lazy_header() + self.models_header() + self.models_more_header())
+                + self.lazy_header() + self.models_header() + self.models_more_header()
+                + self.models_late_header())
 
     def boundary_header(self) -> str:
         """The boundary stream's module-level code (see `module_header`)."""
@@ -1506,7 +1555,9 @@ class _Generator:
         {"grad_clip": self.grad_clip, "item_attrs": self.item_attrs, "weak_repr": self.weak_repr,
          "kept_closure": self.kept_closure, "attr_global": self.attr_global, "unbound": self.unbound,
          "list_both_sides": self.list_both_sides, "new_function": self.new_function,
-         "print_repr": self.print_repr, "redirect": self.redirect}[kind](s, indent)
+         "print_repr": self.print_repr, "redirect": self.redirect, "implicit_code": self.implicit_code,
+         "passed_function": self.passed_function, "static_config": self.static_config,
+         "bound_method": self.bound_method, "tuple_object": self.tuple_object}[kind](s, indent)
 
     def grad_clip(self, s: _Scope, indent: int) -> None:
         """`g = jax.grad(_mloss)(params, v)` over nested dict params made here, its global norm, an
@@ -1966,6 +2017,266 @@ class _Generator:
         if "buf" in need:
             lines += ["import contextlib", "import io", "", "_MQBUF = io.StringIO()", "",
                       '_GLOBALS = globals().get("_GLOBALS", ()) + ("_MQBUF",)', ""]
+        return "\n".join(lines) + "\n"
+
+    # -- the models stream's latest classes (drawn from `models-late-<seed>`) ------------------
+    def mlnew(self, root: str) -> str:
+        """A name for the models stream's latest classes (`ml` + root + a counter of their own)."""
+        self.mlfresh += 1
+        return f"ml{root}{self.mlfresh}"
+
+    def ml_need(self, need: str) -> None:
+        """Note that f needs the module code `need`; the first time, draw how `_change()` changes it."""
+        if need not in self.ml_needs:
+            self.ml_needs[need] = self.rng.randint(0, 3)
+
+    def ml_staged(self, s: _Scope, text: str, other: str | None = None) -> str:
+        """`text` (one statement) as the side of an `if` on array data, with `other` as its else."""
+        out = f"if {self.lazy_test(s)}:\n" + "\n".join("    " + line for line in text.split("\n"))
+        if other:
+            out += "\nelse:\n" + "\n".join("    " + line for line in other.split("\n"))
+        return out
+
+    def implicit_code(self, s: _Scope, indent: int) -> None:
+        """Code Python calls by itself reading a global `_change()` changes between calls: a
+        property (`m.scale`), `__len__`, `__bool__` (`if m:`), `__eq__` (`m == 2`), `__getattr__` of a
+        missing attribute (`m.gain`), a descriptor's `__get__` (`_MLHOLDER.scale`), of a module-level
+        `_MLBox` or one made in f; used in array arithmetic, a Python `if`, a loop's trip count, an
+        `if` on array data; and the counting twins (`m.counted`, `m.tally` bump `_MLBox.hits`)."""
+        self.ml_need("implicit")
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        if self.chance(0.5):
+            m = "_MLBOX"
+        else:
+            m = self.mlnew("m")
+            self.emit(indent, f"{m} = _MLBox()")
+        holder = self.pick(["_MLHOLDER", "_MLHolder", "_MLHolder()"])
+        values = [f"{m}.scale", f"len({m})", f"{m}.gain", f"{holder}.scale", f"({m}.scale * len({m}))"]
+        for _ in range(self.rng.randint(1, 3)):
+            v = self.pick([f"{m}.counted", f"{m}.tally"]) if self.chance(0.2) else self.pick(values)
+            shape = self.rng.randint(0, 6)
+            if shape <= 1:
+                text = f"{a} = clip({a} {self.pick(['+', '-', '*'])} {v})"
+            elif shape == 2:  # a Python if on what the object says
+                test = self.pick([m, f"not {m}", f"{m} == 2", f"{m} != 1", f"{m}.scale > 3", f"len({m}) > 1",
+                                  f"{holder}.scale > 3", f"{m}.gain < 5"])
+                text = f"if {test}:\n    {a} = clip({a} + {v})\nelse:\n    {a} = clip({a} - 1)"
+            elif shape == 3:  # in a side of an if on array data
+                text = self.ml_staged(s, f"{a} = clip({a} + {v})", f"{a} = clip({a} - 1)" if self.chance(0.5) else None)
+            elif shape == 4:  # ... or in its test
+                text = (f"if ({self.arr(s)} * {v}).sum() > {self.rng.randint(-2, 6)}:\n    {a} = clip({a} - 1)\n"
+                        f"else:\n    {a} = clip({a} + 2)")
+            elif shape == 5:
+                text = self.pick([f"{k} = ({k} + len({m}) + ({m} == 2)) % {INT_MOD}",
+                                  f"{k} = ({k} + int({m}.scale)) % {INT_MOD}",
+                                  f"{k} = ({k} + int({holder}.scale) * bool({m})) % {INT_MOD}"])
+            else:
+                i = self.mlnew("i")
+                text = f"for {i} in range(len({m})):\n    {a} = clip({a} + {i} * {m}.scale)"
+            self.emit(indent, text)
+
+    def passed_function(self, s: _Scope, indent: int) -> None:
+        """A module function reading a global `_change()` changes (`_ML_W`), handed to `sorted`,
+        `max`/`min` (`key=`), `list.sort(key=)`, `map`, `filter`, `functools.reduce` (or a callable
+        object `_MLACC`), over Python ints (`P`) or arrays (`L`, a traced key); used on arrays."""
+        self.ml_need("passed")
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        shape = self.rng.randint(0, 8)
+        lines = []
+        if shape == 0:
+            lines.append(f"{k} = (sorted(P, key=_ml_key{self.pick(['', ', reverse=True'])})[{self.pick(['0', '-1'])}] "
+                         f"+ {k}) % {INT_MOD}")
+            if self.chance(0.6):
+                lines.append(f"{a} = clip({a} + {k})")
+        elif shape == 1:
+            lines.append(f"{a} = clip({a} + {self.pick(['max', 'min'])}(P, key=_ml_key))")
+        elif shape == 2:
+            lst = self.mlnew("l")
+            lines += [f"{lst} = list(P)", f"{lst}.sort(key=_ml_key{self.pick(['', ', reverse=True'])})",
+                      f"{a} = clip({a} * {lst}[0] - {lst}[-1])"]
+        elif shape == 3:
+            lines.append(self.pick([f"{a} = clip({a} + sum(map(_ml_fn, P)))", f"{a} = clip({a} + sum(map(_ml_fn, L)))",
+                                    f"{a} = clip({a} + list(map(_ml_fn, [x, {self.arr(s)}]))[-1])"]))
+        elif shape == 4:
+            lines.append(self.pick([f"{a} = clip({a} + len(list(filter(_ml_keep, P))))",
+                                    f"{k} = (sum(filter(_ml_keep, P)) + {k}) % {INT_MOD}"]))
+        elif shape == 5:
+            lines.append(self.pick([f"{a} = clip(functools.reduce(_ml_add, P, {a}))",
+                                    f"{a} = clip({a} + functools.reduce(_ml_add, P))",
+                                    f"{a} = clip(functools.reduce(_ml_add, L, {a}))"]))
+        elif shape == 6:
+            lines.append(f"{a} = clip(functools.reduce(_MLACC, {self.pick(['P', 'L', '[x, y]'])}, {a}))")
+        elif shape == 7:  # a key reading array data: the item eager picks, the data decides
+            lines.append(self.pick([f"{a} = clip({a} + {self.pick(['max', 'min'])}(L, key=_ml_akey))",
+                                    f"{a} = clip({a} - sorted([x, y], key=_ml_akey)[0])"]))
+        else:
+            lines.append(f"{a} = clip({a} + {self.pick(['max', 'min'])}(P, key=_ml_key) * _ml_fn(1))")
+        if len(lines) == 1 and self.chance(0.25):
+            lines = [self.ml_staged(s, lines[0])]
+        self.emit(indent, "\n".join(lines))
+
+    def static_config(self, s: _Scope, indent: int) -> None:
+        """A module-level frozen dataclass config `_MLCFG` (int, float, str and function fields) that
+        `_change()` rebinds to a new instance, read in f (`L[:cfg.n]`, `* cfg.scale`, `cfg.act(...)`,
+        a helper given it, a Python `if` on its str, an `if` on array data), through a local alias or
+        a `dataclasses.replace` of it made in f; sometimes returned in `log`."""
+        self.ml_need("config")
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        cfg, made = "_MLCFG", self.rng.randint(0, 3)
+        if made == 0:
+            cfg = self.mlnew("c")
+            self.emit(indent, f"{cfg} = _MLCFG")
+        elif made == 1:
+            cfg = self.mlnew("c")
+            self.emit(indent, f"{cfg} = dataclasses.replace(_MLCFG, "
+                              f"{self.pick(['scale=0.25', 'scale=_MLCFG.scale * 2', 'n=1', 'tag=_MLCFG.tag + ' + repr('c')])})")
+        w, i = self.mlnew("w"), self.mlnew("i")
+        uses = [f"for {w} in L[:{cfg}.n]:\n    {a} = clip({a} + {w})", f"{a} = clip({a} * {cfg}.scale)",
+                f"{a} = clip({cfg}.act({a}))", f"{a} = clip(_ml_cfg_apply({cfg}, {a}))",
+                f"for {i} in range({cfg}.n):\n    {a} = clip({a} + {i} * {cfg}.scale)",
+                f'if {cfg}.tag == "ab":\n    {a} = clip({a} + 1)\nelse:\n    {k} = ({k} + len({cfg}.tag)) % {INT_MOD}',
+                f"{k} = ({k} + {cfg}.n * 2) % {INT_MOD}",
+                self.ml_staged(s, f"{a} = clip({a} * {cfg}.scale)", f"{a} = clip({a} + {cfg}.n)")]
+        for text in self.rng.sample(uses, self.rng.randint(1, 2)):
+            self.emit(indent, text)
+        if indent == 1 and not s.in_function and self.chance(0.3):
+            self.ml_tail.append(f"log.append({cfg})")  # a frozen config returned comes back as itself
+
+    def bound_method(self, s: _Scope, indent: int) -> None:
+        """A bound method of a module-level object whose attributes `_change()` changes (`_MLOBJ.k`,
+        `_MLOBJ.w`), kept in a module dict (`_MHANDLERS["f"]`) or global (`_MLAPPLY`), or given to a
+        helper (`_ml_call(_MLOBJ.apply, a)`), called from f (maybe in an `if` on array data); or one
+        of an object made in f, kept in a local dict, its attribute changed after."""
+        self.ml_need("bound")
+        a, k, arr = self.pick(s.arrays), self.pick(s.ints), self.arr(s)
+        shape = self.rng.randint(0, 6)
+        if shape == 0:
+            text = f'{a} = clip(_MHANDLERS["f"]({a}))'
+        elif shape == 1:
+            text = f'{a} = clip(_MHANDLERS["g"]({arr}) - {a})'
+        elif shape == 2:
+            text = f"{a} = clip(_MLAPPLY({arr}))"
+        elif shape == 3:
+            h = self.mlnew("h")
+            text = f'{h} = _MHANDLERS["{self.pick(["f", "g"])}"]\n{a} = clip({a} + {h}({arr}))'
+        elif shape == 4:
+            text = f'{a} = clip(_ml_call({self.pick(["_MLOBJ.apply", "_MHANDLERS[" + repr("g") + "]", "_MLOBJ.shift"])}, {a}))'
+        elif shape == 5:  # the method's Python value: a trip count
+            i = self.mlnew("i")
+            text = self.pick([f'for {i} in range(_MHANDLERS["n"]()):\n    {a} = clip({a} + {i})',
+                              f'{k} = ({k} + _MHANDLERS["n"]()) % {INT_MOD}'])
+        else:
+            o, d = self.mlnew("o"), self.mlnew("d")
+            text = (f"{o} = _MLObj({self.pick(['len(xs)', '2', '-1'])})\n{d} = {{\"f\": {o}.apply}}\n"
+                    f"{o}.k = {o}.k + 1\n{a} = clip({d}[\"f\"]({a}))")
+        if shape in (0, 1, 2, 4) and self.chance(0.3):
+            text = self.ml_staged(s, text)
+        self.emit(indent, text)
+
+    def tuple_object(self, s: _Scope, indent: int) -> None:
+        """An object made in f holding an int and an array attribute (`_MLItem`), put in a tuple
+        with a float and given to a module helper that changes `t[0].k += _ML_STEP` (a global
+        `_change()` changes) and returns `t[0].k * a` (maybe also writing `t[0].w`): called once, in
+        a side of an `if` on array data, or in a loop of `n` trips; its attributes read after."""
+        self.ml_need("tuple")
+        a, k = self.pick(s.arrays), self.pick(s.ints)
+        o, t = self.mlnew("o"), self.mlnew("t")
+        self.emit(indent, f"{o} = _MLItem({self.pick(['1', 'len(xs)', '2', k])}, clip({self.arr(s)}))\n"
+                          f"{t} = ({o}, {self.pick(['2.0', '1', '0.5'])})")
+        call = self.pick([f"_ml_bump({t}, {a})", f"_ml_bump_w({t}, {self.arr(s)})"])
+        shape = self.rng.randint(0, 2)
+        if shape == 0:
+            self.emit(indent, f"{a} = clip({call})")
+        elif shape == 1:
+            self.emit(indent, self.ml_staged(s, f"{a} = clip({call})", f"{a} = clip({a} - {o}.k)"))
+        else:
+            i = self.mlnew("i")
+            self.emit(indent, f"for {i} in range({self.pick(['n', '2', 'len(xs)'])}):\n    {a} = clip({call})")
+        for text in self.rng.sample([f"{k} = ({k} + {o}.k) % {INT_MOD}", f"{a} = clip({a} + {o}.w)",
+                                     f"{a} = clip({a} * {t}[0].k)"], self.rng.randint(1, 2)):
+            self.emit(indent, text)
+        if indent == 1 and not s.in_function and self.chance(0.2):
+            self.ml_tail.append(f"log.append({o})")
+
+    def models_late_header(self) -> str:
+        """The module code the models stream's latest classes need (written only where drawn), with a
+        `_change()` (wrapping the ones before) that changes their globals, and `_GLOBALS` naming them."""
+        need = self.ml_needs
+        if not need:
+            return ""
+        lines = ["", ""]
+        change, declared, names = [], [], []
+        if "implicit" in need:
+            lines += ["_ML_SCALE = 2.0", "_ML_LIMIT = 1", "", "",
+                      "class _MLBox:", "    hits = 0", "",
+                      "    @property", "    def scale(self):", "        return _ML_SCALE", "",
+                      "    @property", "    def counted(self):", "        _MLBox.hits += 1",
+                      "        return _ML_SCALE + _MLBox.hits", "",
+                      "    def __len__(self):", "        return _ML_LIMIT", "",
+                      "    def __bool__(self):", "        return _ML_LIMIT > 1", "",
+                      "    def __eq__(self, other):", "        return _ML_LIMIT == other", "",
+                      "    __hash__ = object.__hash__", "",
+                      "    def __getattr__(self, name):", '        if name == "gain":', "            return _ML_SCALE * 2",
+                      '        if name == "tally":', "            _MLBox.hits += 1", "            return _MLBox.hits + 0.5",
+                      "        raise AttributeError(name)", "", "",
+                      "class _MLScaled:", "    def __get__(self, obj, owner=None):", "        return _ML_SCALE + 1", "", "",
+                      "class _MLHolder:", "    scale = _MLScaled()", "", "",
+                      "_MLBOX = _MLBox()", "_MLHOLDER = _MLHolder()", "", ""]
+            declared += ["_ML_SCALE", "_ML_LIMIT"]
+            change += [f"    _ML_SCALE = {['_ML_SCALE + 1.5', '-_ML_SCALE', '_ML_SCALE * 2', '_ML_SCALE - 0.5'][need['implicit']]}",
+                       "    _ML_LIMIT = (_ML_LIMIT + 1) % 3"]
+            names += ["_ML_SCALE", "_ML_LIMIT", "_MLBox.hits"]
+        if "passed" in need:
+            lines += ["import functools", "", "_ML_W = 1", "", "",
+                      "def _ml_key(v):", "    return (v * _ML_W) % 5", "", "",
+                      "def _ml_akey(v):", "    return (v * _ML_W).sum()", "", "",
+                      "def _ml_fn(v):", "    return v * _ML_W + 1", "", "",
+                      "def _ml_keep(v):", "    return v % 3 != _ML_W % 3", "", "",
+                      "def _ml_add(acc, v):", "    return acc + v * _ML_W", "", "",
+                      "class _MLAcc:", "    def __call__(self, acc, v):", "        return acc + v * _ML_W - 1", "", "",
+                      "_MLACC = _MLAcc()", "", ""]
+            declared += ["_ML_W"]
+            change += [f"    _ML_W = {['_ML_W % 3 + 1', '-_ML_W', '3 - _ML_W', '_ML_W + 2'][need['passed']]}"]
+            names += ["_ML_W"]
+        if "config" in need:
+            lines += ["@dataclasses.dataclass(frozen=True)", "class _MLCfg:", "    n: int = 2", "    scale: float = 0.5",
+                      '    tag: str = "a"', "    act: object = jnp.abs", "", "",
+                      "def _ml_cfg_apply(cfg, v):", "    return cfg.act(v * cfg.scale) + cfg.n", "", "",
+                      "_MLCFG = _MLCfg()", "", ""]
+            declared += ["_MLCFG"]
+            change += [[
+                "    _MLCFG = _MLCfg(n=_MLCFG.n % 3 + 1, scale=_MLCFG.scale * 2, tag=_MLCFG.tag + \"b\",\n"
+                "                    act=jnp.negative if _MLCFG.act is jnp.abs else jnp.abs)",
+                "    _MLCFG = dataclasses.replace(_MLCFG, n=_MLCFG.n % 3 + 1)",
+                "    _MLCFG = _MLCfg(scale=_MLCFG.scale * 0.5, tag=_MLCFG.tag + \"b\")",
+                "    _MLCFG = _MLCfg(**dataclasses.asdict(_MLCFG))  # equal, another object"][need["config"]]]
+            names += ["_MLCFG"]
+        if "bound" in need:
+            lines += ["class _MLObj:", "    def __init__(self, k):", "        self.k = k",
+                      "        self.w = jnp.ones(3, jnp.float32)", "",
+                      "    def apply(self, v):", "        return v * self.k + self.w", "",
+                      "    def shift(self, v):", "        return v - self.k", "",
+                      "    def size(self):", "        return self.k % 3 + 1", "", "",
+                      "def _ml_call(fn, v):", "    return fn(v)", "", "",
+                      "_MLOBJ = _MLObj(2)", '_MHANDLERS = {"f": _MLOBJ.apply, "g": _MLOBJ.shift, "n": _MLOBJ.size}',
+                      "_MLAPPLY = _MLOBJ.apply", "", ""]
+            change += [["    _MLOBJ.k = _MLOBJ.k % 3 + 1", "    _MLOBJ.k = _MLOBJ.k + 1\n    _MLOBJ.w = _MLOBJ.w + 1",
+                        "    _MLOBJ.k = -_MLOBJ.k", "    _MLOBJ.w = _MLOBJ.w * 2"][need["bound"]]]
+            names += ["_MLOBJ.k", "_MLOBJ.w"]
+        if "tuple" in need:
+            lines += ["_ML_STEP = 1", "", "",
+                      "class _MLItem:", "    def __init__(self, k, w):", "        self.k = k", "        self.w = w", "", "",
+                      "def _ml_bump(t, a):", "    t[0].k += _ML_STEP", "    return t[0].k * a", "", "",
+                      "def _ml_bump_w(t, a):", "    t[0].w = clip(t[0].w + a)", "    t[0].k += _ML_STEP",
+                      "    return t[0].k * a + t[1]", "", ""]
+            declared += ["_ML_STEP"]
+            change += ["    _ML_STEP = _ML_STEP % 2 + 1"]
+            names += ["_ML_STEP"]
+        lines += ['_change_models_late = globals().get("_change")', "", "", "def _change():"]
+        if declared:
+            lines.append(f"    global {', '.join(declared)}")
+        lines += ["    if _change_models_late is not None:", "        _change_models_late()", *change, "", "",
+                  f'_GLOBALS = globals().get("_GLOBALS", ()) + {tuple(names)!r}', ""]
         return "\n".join(lines) + "\n"
 
     def cnew(self, root: str) -> str:
@@ -2525,8 +2836,8 @@ class _Generator:
 
 def draw_models_kind(seed: int, kind: str) -> RealProgram:
     """A small program made of f's first block, one statement of the models stream's class
-    `kind` (`MODELS_KINDS`) at f's top level, drawn from `models-kind-<seed>`, and f's return: each
-    class alone, for tests that check what to_static must do with it."""
+    `kind` (`MODELS_KINDS`, `MODELS_LATE_KINDS`) at f's top level, drawn from `models-kind-<seed>`,
+    and f's return: each class alone, for tests that check what to_static must do with it."""
     rng = random.Random(f"models-kind-{seed}")
     quiet = [random.Random(0) for _ in range(5)]
     g = _Generator(*quiet, models=rng)
@@ -2535,7 +2846,7 @@ def draw_models_kind(seed: int, kind: str) -> RealProgram:
     g.emit(1, "a0 = x\na1 = clip(y * 2)\nk0 = 1\nk1 = len(xs)\nL = [x, y]\nP = [3, 1, 2]\n"
               'D = {"a": x, "k": 1}\nDD = D\nFN = []\nlog = []')
     g.models_statement(scope, 1, only=kind)
-    for line in g.mq_tail:
+    for line in g.mq_tail + g.ml_tail:
         g.emit(1, line)
     g.emit(1, "out = [fn(a0) for fn in FN]")
     g.emit(1, g.return_text())
@@ -2547,10 +2858,10 @@ def draw_models_kind(seed: int, kind: str) -> RealProgram:
 
 
 def draw_program(seed: int, calls_stream: bool = True, lazy_stream: bool = True,
-                 models_stream: bool = True) -> RealProgram:
-    """The program and inputs that `seed` names (without `calls_stream`, `lazy_stream` or
-    `models_stream`: as before that stream was added, the other streams' draws being the same
-    either way)."""
+                 models_stream: bool = True, models_late_stream: bool = True) -> RealProgram:
+    """The program and inputs that `seed` names (without `calls_stream`, `lazy_stream`,
+    `models_stream` or `models_late_stream`: as before that stream was added, the other streams'
+    draws being the same either way)."""
     rng = random.Random(seed)
     boundary = random.Random(f"boundary-{seed}")
     effects = random.Random(f"effects-{seed}")
@@ -2561,7 +2872,8 @@ def draw_program(seed: int, calls_stream: bool = True, lazy_stream: bool = True,
                    random.Random(f"flags-{seed}"), random.Random(f"libs-{seed}"),
                    random.Random(f"lazy-{seed}") if lazy_stream else None,
                    random.Random(f"models-{seed}") if models_stream else None,
-                   random.Random(f"models-more-{seed}") if models_stream else None)
+                   random.Random(f"models-more-{seed}") if models_stream else None,
+                   random.Random(f"models-late-{seed}") if models_late_stream else None)
     g.draw_features()
     g.draw_effects()
     if calls_stream:
@@ -2591,7 +2903,7 @@ def draw_program(seed: int, calls_stream: bool = True, lazy_stream: bool = True,
         if name in g.call_features and name not in g.call_shown and not (name == "py_raise" and at_end):
             g.calls_statement(scope, 1, only=name)
     g.rng = main
-    for line in g.tail + g.mq_tail:
+    for line in g.tail + g.mq_tail + g.ml_tail:
         g.emit(1, line)
     if at_end:
         g.rng = calls
