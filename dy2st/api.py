@@ -84,6 +84,11 @@ def _dispatcher(fn=None):
                         program, arrays = found
                         out = program(*arrays)
                         return out if decode is None else decode(out, args)
+            elif (kwargs and statics_lookup is not None and decode is None  # keywords: `f(x, *, lr=0.1)`
+                  and (holds is None or holds())):
+                found = statics_lookup(args, kwargs)
+                if found is not None and found[1] is not args:  # (a program of the arrays alone)
+                    return found[0](*found[1])
             return owner._call_general(args, kwargs)
         except Exception as exc:
             # Inline (not a helper): a bare `raise` here adds no frame of ours to the traceback.

@@ -108,6 +108,16 @@ def _statics_key(args) -> tuple | None:
     return tuple(key), arrays
 
 
+def _statics_key_of(args, kwargs) -> tuple | None:
+    """`_statics_key` of a call with keyword arguments too: their names in the call's order
+    (a program is keyed by it: `**kwargs` may observe it), their values after the positional
+    ones in jit's flatten order (by sorted name), as the table's program takes its arrays."""
+    if not kwargs:
+        return _statics_key(args)
+    found = _statics_key((*args, *(kwargs[name] for name in sorted(kwargs))))
+    return None if found is None else ((tuple(kwargs), found[0]), found[1])
+
+
 _CONFIG_TOKENS: dict = {}  # id -> (a frozen config, its `_static_token`), for `_config_token`
 
 
@@ -410,27 +420,28 @@ class ProgramCache:
         if containers and not all(type(s) in PYTHON_SCALARS or is_frozen_config(s) for s in statics):
             raise ContainerEffect("a list or dict holds an object")
         out = self._run(key, arrays, {})
-        if not kwargs:
-            self._remember_statics(args, key, takes_arguments=False)
+        self._remember_statics(args, key, takes_arguments=False, kwargs=kwargs)
         return out
 
-    def _remember_statics(self, args, key, takes_arguments: bool) -> None:
-        """Note the program of `key` under the `_statics_key` of positional `args` that have one,
-        so that such calls find it without building the table's key (`program_for_statics`).
-        `takes_arguments`: it takes the arguments as they are, not their array leaves."""
-        fast = _statics_key(args)
+    def _remember_statics(self, args, key, takes_arguments: bool, kwargs=None) -> None:
+        """Note the program of `key` under the `_statics_key` of `args` (and keyword arguments,
+        for a program that takes the array leaves) that have one, so that such calls find it
+        without building the table's key (`program_for_statics`). `takes_arguments`: it takes
+        the arguments as they are, not their array leaves."""
+        fast = _statics_key_of(args, kwargs)
         fast = fast[0] if fast is not None else None
         if fast is not None and fast not in self._by_statics:
             program = self.table.get(key)
             if program is not None:
                 self._by_statics[fast] = (key, program, takes_arguments)
 
-    def program_for_statics(self, args):
-        """`(program, its arguments)` for positional arguments that are concrete arrays, Python
-        ints, floats, bools or strings, and tuples, lists and dicts of arrays (`_statics_key`),
-        where a call with the same types, values, structure and shapes built it: a call of it
-        with the arrays is a call of the table's (kept recently used). None otherwise."""
-        found = _statics_key(args)
+    def program_for_statics(self, args, kwargs=None):
+        """`(program, its arguments)` for arguments that are concrete arrays, Python ints,
+        floats, bools or strings, frozen configs, and tuples, lists and dicts of arrays
+        (`_statics_key`), where a call with the same types, values, structure and shapes (and
+        the same keywords, in the same order) built it: a call of it with the arrays is a call
+        of the table's (kept recently used). None otherwise."""
+        found = _statics_key_of(args, kwargs)
         if found is None:
             return None
         key, arrays = found

@@ -197,3 +197,42 @@ def test_an_argument_whose_class_is_changed_between_calls_runs_its_new_class():
         o.__class__ = kind
         for _ in range(2):
             np.testing.assert_array_equal(static(x, o), uses_its_class(x, o))
+
+
+def keyword_only(x, *, scale=1.0, train=True, w=None):
+    if train:
+        x = x * scale
+    if w is not None:
+        x = x + w
+    return x, jnp.asarray(scale)  # (arrays only: a Python value returned is decoded, off this path)
+
+
+def keywords_in_order(x, **options):
+    return x * len(options), list(options), [type(v).__name__ for v in options.values()]
+
+
+def test_keyword_arguments_find_their_program_by_name_order_type_and_value():
+    """Keyword-only parameters took dy2st's general path on every call (34 us against 4.6 us
+    for `jax.jit`); such calls now find their program as positional ones do, keyed by the
+    keywords' names in order, and their values' types and values."""
+    x = jnp.ones(2)
+    static = dy2st.to_static(keyword_only)
+    calls = [dict(scale=2.0), dict(scale=2), dict(scale=True), dict(train=False, scale=2.0), dict(scale=2.0, train=False),
+             dict(scale=-0.0), dict(scale=0.0), dict(w=jnp.ones(2), scale=3.0), dict(scale=3.0, w=jnp.ones(2)), dict()]
+    for _ in range(3):
+        for kwargs in calls:
+            got, want = static(x, **kwargs), keyword_only(x, **kwargs)
+            np.testing.assert_array_equal(got[0], want[0])
+            assert got[1].dtype == want[1].dtype and str(got[1]) == str(want[1])
+            assert got[0].dtype == want[0].dtype
+    general, seen = static._call_general, []
+    static._call_general = lambda *a: seen.append(a) or general(*a)  # (the general path, per call)
+    for kwargs in calls:
+        static(x, **kwargs)
+    assert seen == []  # every signature's program found without the general path
+    ordered = dy2st.to_static(keywords_in_order)
+    for _ in range(3):
+        for kwargs in (dict(a=1, b=2.0), dict(b=2.0, a=1), dict(a=True, b=2.0)):
+            got, want = ordered(x, **kwargs), keywords_in_order(x, **kwargs)
+            np.testing.assert_array_equal(got[0], want[0])
+            assert got[1:] == want[1:]
