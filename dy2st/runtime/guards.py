@@ -547,7 +547,8 @@ def _readers(fn: types.FunctionType, receiver=None):
 
 def _classes_reached(fn: types.FunctionType, receiver=None) -> list:
     """The user's classes whose objects `fn` works on that Python may call code of by itself:
-    its receiver's, and those of the user's objects its globals and cells hold."""
+    its receiver's, those of the user's objects its globals and cells hold, and the user's
+    classes they hold (a descriptor read through its class: `Holder.scale`)."""
     kinds = []
     if receiver is not None:
         kinds.append(receiver if isinstance(receiver, type) else type(receiver))
@@ -555,6 +556,7 @@ def _classes_reached(fn: types.FunctionType, receiver=None) -> list:
     values = [fn.__globals__.get(name) for name in global_names]
     values += [_cell_value(cell) for name, cell in zip(cell_names, fn.__closure__ or ()) if name != "__class__"]
     kinds += [type(value) for value in values if is_users_object(value)]
+    kinds += [value for value in values if isinstance(value, type)]  # (`Holder.scale` of a descriptor)
     return [kind for kind in kinds if is_users_class(kind)]
 
 

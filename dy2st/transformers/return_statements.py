@@ -88,7 +88,8 @@ def _breaks_out(stmts) -> bool:
 
 def _always_returns(stmts) -> bool:
     """Whether `stmts` never complete normally: every path returns or raises, or stays in a
-    `while True:` that no `break` ends (its only ways out are `return` and `raise`)."""
+    `while True:` that no `break` ends (its only ways out are `return` and `raise`), or leaves
+    a loop no `break` ends through its `else:` that returns."""
     for node in stmts:
         if isinstance(node, (ast.Return, ast.Raise)):
             return True
@@ -97,6 +98,8 @@ def _always_returns(stmts) -> bool:
             return True
         if isinstance(node, ast.If) and _always_returns(node.body) and _always_returns(node.orelse):
             return True
+        if isinstance(node, _LOOPS) and _always_returns(node.orelse) and not _breaks_out(node.body):
+            return True  # (no `break`: a loop that ends runs its `else:`, which returns)
     return False
 
 

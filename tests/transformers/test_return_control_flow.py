@@ -118,6 +118,24 @@ def breaks_from_a_nested_loop_only(x):
         x = x * 2
 
 
+def finds_by_for_else(x):
+    for i in range(x.shape[0]):
+        if x[i] < 0:
+            return i, x[i]
+    else:
+        return -1, jnp.float32(0)
+
+
+def finds_by_while_else(x):
+    i = 0
+    while x[i] >= 0:
+        i += 1
+        if i == x.shape[0]:
+            return -1, jnp.float32(0)
+    else:
+        return i, x[i]
+
+
 @pytest.mark.parametrize("fn, args", [
     (doubles_until_big, (jnp.ones(3), 20.0)),  # several trips
     (doubles_until_big, (jnp.ones(3), 0.0)),  # returns in the first
@@ -125,6 +143,12 @@ def breaks_from_a_nested_loop_only(x):
     (searches_with_a_python_exit, (jnp.ones(2), 3)),
     (searches_with_a_python_exit, (jnp.ones(2) * 99, 5)),
     (breaks_from_a_nested_loop_only, (-jnp.ones(2),)),
+    # a loop no `break` ends, whose `else:` returns (probe of peers' tests: refused, "the return
+    # value is None in the code after an earlier return")
+    (finds_by_for_else, (jnp.array([1.0, -2.0, 3.0]),)),
+    (finds_by_for_else, (jnp.array([1.0, 2.0]),)),
+    (finds_by_while_else, (jnp.array([1.0, -2.0, 3.0]),)),
+    (finds_by_while_else, (jnp.array([1.0, 2.0]),)),
 ])
 def test_a_while_true_left_only_by_return_has_no_path_after_it(fn, args):
     # the code after the loop cannot run: it was given a `return None`, whose None then did not
