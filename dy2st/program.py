@@ -37,6 +37,7 @@ import decimal
 import functools
 import inspect
 import threading
+import weakref
 from typing import Callable
 
 import jax
@@ -123,16 +124,22 @@ _CONFIG_TOKENS: dict = {}  # id -> (a frozen config, its `_static_token`), for `
 
 def _config_token(value):
     """The `_static_token` of a frozen config (`values.is_frozen_config`), or None for anything
-    else. It cannot change, so its fields are read once per object (kept, so its id stays its)."""
+    else. It cannot change, so its fields are read once per object (weakly referenced: an id
+    whose object is gone is not taken for it)."""
     found = _CONFIG_TOKENS.get(id(value))
-    if found is not None and found[0] is value:
+    if found is not None and found[0]() is value:
         return found[1]
     if not is_frozen_config(value):
         return None
+    token = _static_token(value)
+    try:  # (a weak reference: a config the call returns is held by nothing of dy2st's)
+        held = weakref.ref(value)
+    except TypeError:  # (slotted, without `__weakref__`: not remembered)
+        return token
     if len(_CONFIG_TOKENS) >= 256:
         _CONFIG_TOKENS.clear()
-    token = _CONFIG_TOKENS[id(value)] = (value, _static_token(value))
-    return token[1]
+    _CONFIG_TOKENS[id(value)] = (held, token)
+    return token
 
 
 def _array_tree(tree, key: list, arrays: list, depth: int = 0) -> bool:

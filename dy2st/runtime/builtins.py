@@ -365,6 +365,22 @@ def _rounding(name: str, op):
     return convert
 
 
+def _float_function(name: str, op):
+    """`math.copysign`/`math.fabs` where an argument is a traced one-element array (a Python
+    float the data decides): the float eager gives, as the numbers rule's 0-d float. (They raise
+    for no float, so no run-time check is needed; `math.sqrt`'s domain error would need one.)"""
+    python = getattr(math, name)
+
+    def convert(*args):
+        if not any(is_traced(a) for a in args):
+            return python(*args)
+        origin = OriginInfo.of_caller()
+        values = [_one_element(a, f"math.{name}()", origin) if is_traced(a) else a for a in args]
+        return _python_scalar(op(*(jnp.asarray(v, _default(float)) for v in values)), float)
+
+    return convert
+
+
 def _python_scalar(value, kind):
     """`value` as the default int/float dtype, weakly typed as a Python number is, so that
     `x_int8 * int(y)` stays int8 as it does eagerly. (jax has no public way to make a weak
@@ -626,6 +642,8 @@ for _stream_type in (io.TextIOWrapper, io.StringIO, io.BytesIO, io.BufferedWrite
     register_builtin(_stream_type.flush, convert_flush)
 for _name, _op in (("floor", jnp.floor), ("ceil", jnp.ceil), ("trunc", jnp.trunc)):
     register_builtin(getattr(math, _name), _rounding(_name, _op))
+for _name, _op in (("copysign", jnp.copysign), ("fabs", jnp.abs)):
+    register_builtin(getattr(math, _name), _float_function(_name, _op))
 for _method in _LOG_LEVELS:
     register_builtin(getattr(logging, _method), _logging_call(_method, module_level=True))
     for _class in (logging.Logger, logging.LoggerAdapter):  # (a bound method's function)

@@ -36,7 +36,7 @@ from dy2st.runtime import key_order
 from dy2st.runtime.writes import CONVERTED_CODES
 from dy2st.runtime.formatting import TracedString
 from dy2st.runtime.undefined import Undefined
-from dy2st.runtime.values import node_kind
+from dy2st.runtime.values import is_frozen_config, node_kind
 
 # Immutable values the program can give back itself on every call.
 _CONSTANTS = (bool, int, float, complex, str, bytes, np.generic, np.dtype, type, range, slice,
@@ -129,7 +129,8 @@ def decode_result(result, arguments=()):
 
 def argument_objects(tree) -> list:
     """The objects of registered pytree classes among `tree`'s nodes (a dataclass pytree, an
-    Equinox module; not tuples, lists, dicts or None), in jax's flatten order: the same order for
+    Equinox module; not tuples, lists, dicts or None), and its frozen configs (static leaves:
+    `values.is_frozen_config`), in jax's flatten order: the same order for
     a call's arguments as for those a program traced with (one tree structure). (A tuple
     argument returned comes back as an equal new tuple: keeping its identity would send every
     optax step, whose state passes empty namedtuples through, to the decoding path, 70 us a call.)"""
@@ -145,8 +146,8 @@ def walk_arguments(tree) -> tuple[list, list]:
             return True
         # (lists and dicts, their subclasses among them, are the caller's by other means: lifted)
         if node is not None and not isinstance(node, (tuple, list, dict, jax.Array)) \
-                and not jax.tree_util.all_leaves([node]):
-            found.append(node)
+                and (not jax.tree_util.all_leaves([node]) or is_frozen_config(node)):
+            found.append(node)  # (a frozen config: a static leaf keyed by its fields, the caller's as it is)
         return False
 
     leaves, _ = jax.tree_util.tree_flatten(tree, is_leaf=note)

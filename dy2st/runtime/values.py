@@ -308,12 +308,15 @@ def _static_data(value, depth: int) -> bool:
     kind = type(value)
     if kind in _CONFIG_SCALARS or kind in _FUNCTIONS:
         return True
+    if callable(value) and (kind.__module__ or "").split(".")[0] in _FUNCTION_PACKAGES:
+        return True  # (`act=jnp.tanh`, a jit-wrapped or custom_jvp function, a numpy ufunc: keyed by identity)
     if kind is tuple:
         return all(_static_data(item, depth + 1) for item in value)
     return is_frozen_config(value, depth + 1)
 
 
 _FUNCTIONS = frozenset({types.FunctionType, types.BuiltinFunctionType})
+_FUNCTION_PACKAGES = frozenset({"jax", "jaxlib", "numpy"})
 _CONFIG_SCALARS = frozenset({int, float, bool, complex, str, bytes, type(None)})
 
 

@@ -86,9 +86,16 @@ class Cfg:
     act: object = jnp.tanh
 
 
+@dataclasses.dataclass(frozen=True)
+class Plain:  # (numbers only: a config by itself, where `Cfg`'s jax function field once made it state)
+    n_layers: int = 2
+    scale: float = 0.5
+    act: object = None
+
+
 def configured(params, x, cfg):
     for w in params[:cfg.n_layers]:
-        x = cfg.act(x @ w)
+        x = (cfg.act or jnp.tanh)(x @ w)
     if x.sum() > 0:
         x = x * cfg.scale
     return x, cfg
@@ -99,13 +106,13 @@ def test_a_frozen_config_is_a_static_argument_keyed_by_its_fields_and_returned_a
     jax.jit), and returning it was refused; it is a static argument now, keyed by its fields."""
     params, x = [jnp.eye(3) * 0.5, -jnp.eye(3), jnp.eye(3)], jnp.ones((2, 3))
     static = dy2st.to_static(configured)
-    for cfg in (Cfg(), Cfg(), Cfg(3, 1.0), Cfg(1, 0.25, jnp.sin), Cfg()):
+    for cfg in (Cfg(), Cfg(), Cfg(3, 1.0), Cfg(1, 0.25, jnp.sin), Cfg(), Plain(), Plain(), Plain(1)):
         want = configured(params, x, cfg)
         for _ in range(2):
             got = static(params, x, cfg)
             np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
             assert got[1] is cfg
-    assert len(static.programs) == 3
+    assert len(static.programs) == 5
     assert not static.policy.lists_lifted  # (the config is no state: the list stays a plain input)
 
 
@@ -113,13 +120,13 @@ def applies(model, variables, x):
     y = model.apply(variables, x)
     if y.sum() > 0:
         y = y * 2
-    return y
+    return y, model
 
 
 def test_unbound_linen_models_are_static_arguments_keyed_by_their_fields():
     """An unbound linen Module (frozen by flax) was lifted as state and walked on every call
     (`to_static(model.apply)`: 2.5x jax.jit); it is keyed by its fields now: an equal model shares
-    the program, one with other fields gets its own."""
+    the program, one with other fields gets its own, and each comes back as itself."""
     nn = pytest.importorskip("flax.linen")
 
     class MLP(nn.Module):
@@ -134,8 +141,9 @@ def test_unbound_linen_models_are_static_arguments_keyed_by_their_fields():
     for model in (MLP(), MLP(), MLP(8), MLP()):
         variables = model.init(jax.random.PRNGKey(0), x)
         for sign in (1.0, -1.0):
-            np.testing.assert_allclose(static(model, variables, sign * x), applies(model, variables, sign * x),
-                                       rtol=1e-5)
+            got, want = static(model, variables, sign * x), applies(model, variables, sign * x)
+            np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+            assert got[1] is model
         bound = dy2st.to_static(model.apply)
         np.testing.assert_allclose(bound(variables, x), model.apply(variables, x), rtol=1e-5)
     assert len(static.programs) == 2

@@ -9,6 +9,8 @@ stays a Python number. Computing on such a value is never refused: its value is 
 to give back the exact Python number, a device_get per call; computing on an int-or-float
 choice was refused with DataDependentKindError, and loops refused such starts.)"""
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -1022,3 +1024,22 @@ def test_round_to_a_number_of_digits_the_data_decides_is_refused():
     with pytest.raises(dy2st.errors.BuiltinError, match="number of digits the data decides"):
         jax.jit(dy2st.to_static(rounds_to_tens))(POS, -1)
 
+
+
+def signs_and_magnitudes(x):
+    s = 0.0
+    if x[0] > 0:
+        s = -2.5
+    return math.copysign(1.0, s), math.fabs(s), math.copysign(x.sum(), -1.0), math.fabs(x[1])
+
+
+def test_copysign_and_fabs_of_a_number_the_data_decides_are_eagers_floats():
+    """(Probe of peers' tests: `math.copysign(1.0, s)` of a float the data decides raised a
+    TracedValueError, where `math.floor` works.)"""
+    static = dy2st.to_static(signs_and_magnitudes)
+    for x in (POS, NEG, jnp.array([-0.0, -3.0, 1.0])):
+        want = signs_and_magnitudes(x)
+        for _ in range(2):
+            got = static(x)
+            assert [float(g) for g in got] == [float(w) for w in want]
+            assert all(jax.typeof(g).weak_type and g.dtype == jnp.float32 for g in got)
