@@ -84,11 +84,11 @@ def _dispatcher(fn=None):
                         program, arrays = found
                         out = program(*arrays)
                         return out if decode is None else decode(out, args)
-            elif (kwargs and statics_lookup is not None and decode is None  # keywords: `f(x, *, lr=0.1)`
-                  and (holds is None or holds())):
+            elif kwargs and statics_lookup is not None and (holds is None or holds()):  # `f(x, *, lr=0.1)`
                 found = statics_lookup(args, kwargs)
                 if found is not None and found[1] is not args:  # (a program of the arrays alone)
-                    return found[0](*found[1])
+                    out = found[0](*found[1])
+                    return out if decode is None else decode(out, args, kwargs)
             return owner._call_general(args, kwargs)
         except Exception as exc:
             # Inline (not a helper): a bare `raise` here adds no frame of ours to the traceback.
@@ -305,10 +305,10 @@ def _passed(values: tuple, names: tuple) -> tuple:
     return tuple(args), {}
 
 
-def _decoded(out, args):
+def _decoded(out, args, kwargs=None):
     """A hit-path call's outputs where the programs return what the boundary decodes (a dict
     out of sorted order, a Python value): decoded as the general path decodes them."""
-    return static_outputs.decode_result(out, static_outputs.ArgumentObjects(args, {}))
+    return static_outputs.decode_result(out, static_outputs.ArgumentObjects(args, kwargs or {}))
 
 
 def _finish_after_change(out, args=(), kwargs=None):
