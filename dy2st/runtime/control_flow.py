@@ -706,17 +706,22 @@ def _extends(longer: list, shorter: list) -> bool:
 _MAX_WRITE_ROUNDS = 3
 
 
-def convert_ifexp(pred, true_fn, false_fn, python_reason=None):
-    """`true_fn() if pred else false_fn()`, staged with `lax.cond` when `pred` is traced."""
+def convert_ifexp(pred, true_fn, false_fn, python_reason=None, assigned_to: str | None = None):
+    """`true_fn() if pred else false_fn()`, staged with `lax.cond` when `pred` is traced;
+    `assigned_to`: the name the value is assigned to (`y = [v] if c else y`)."""
     if not is_traced(pred):
         return true_fn() if pred else false_fn()
     if python_reason is not None:
         raise _python_effect_error(python_reason, OriginInfo.of_caller())
     origin = OriginInfo.of_caller()
     # a list or dict from before it that both sides give (`log if c else log`) is that object after
-    # it, as eagerly; one on one side only is refused by the merge, as for an `if` statement
+    # it, as eagerly; one on one side only is refused by the merge, as for an `if` statement, unless
+    # only the name assigned to reaches it (its old list, which the assignment drops)
     roots = reachable.snapshot((true_fn, false_fn))
-    callers = _CallersContainers(roots, ())
+    if assigned_to is None:
+        callers = _CallersContainers(roots, ())
+    else:
+        callers = _CallersContainers(roots, (), (assigned_to,), sys._getframe(1))
     value = stage_value(pred, _encoded(true_fn, callers), _encoded(false_fn, callers), "the conditional expression",
                         "conditional expression", origin, EXPRESSION_SIDES)
     value = value.decode(callers.objects) if type(value) is static_outputs.Identities else value

@@ -6,16 +6,18 @@ Before::
 
 After::
 
-    y = jst.convert_ifexp(x.sum() > 0, lambda: x * 2, lambda: x - 1)
+    y = jst.convert_ifexp(x.sum() > 0, lambda: x * 2, lambda: x - 1, assigned_to='y')
 
 A Python condition evaluates only the chosen side; a traced one stages both with `lax.cond`.
 """
 
 from __future__ import annotations
 
+import ast
+
 from dy2st import ast_util
 from dy2st.transformers import templates
-from dy2st.transformers.base import Transformer, pass_python_body
+from dy2st.transformers.base import Transformer, copy_location_recursive, pass_python_body
 
 
 class IfExpTransformer(Transformer):
@@ -34,7 +36,20 @@ class IfExpTransformer(Transformer):
             orelse=templates.thunk(node.orelse),
         )
         pass_python_body(node, call)
+        call.dy2st_ifexp = True
         return call
+
+    def visit_Assign(self, node):
+        """`y = a if c else y`: the name the value is assigned to is passed (`assigned_to`), so
+        that the list or dict it held before, which the assignment drops, is no one else's
+        object to keep (as an `if` statement's own variables are)."""
+        self.generic_visit(node)
+        if (len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and getattr(node.value, "dy2st_ifexp", False)):
+            name = ast.keyword(arg="assigned_to", value=ast.Constant(node.targets[0].id))
+            copy_location_recursive(name, node.value)
+            node.value.keywords.append(name)
+        return node
 
 
 def transform(tree, ctx):

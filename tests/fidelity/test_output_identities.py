@@ -466,6 +466,32 @@ def test_a_dict_only_its_variable_holds_is_rebound_freely(step):
         _equal(expected, dy2st.to_static(rebinds_its_own_dict)({"w": jnp.ones(2)}, jnp.array(step)))
 
 
+def rebinds_its_own_list_in_a_ternary(x):
+    y = [x]
+    y = [x + 1] if x.sum() > 0 else y
+    y.append(x * 3)
+    return y
+
+
+def rebinds_a_list_another_local_holds_in_a_ternary(x):
+    y = [x]
+    z = y
+    y = [x + 1] if x.sum() > 0 else y
+    y.append(x * 3)  # (eagerly changes `z` too where the data kept `y`)
+    return y, z
+
+
+def test_a_list_only_the_assigned_name_holds_is_rebound_freely_in_a_ternary():
+    """(Probe of peers' tests, Paddle's `dyfunc_ifexp_with_while`: the ternary's old list was
+    taken for someone else's object and refused, where the same `if` statement converts.)"""
+    static = dy2st.to_static(rebinds_its_own_list_in_a_ternary)
+    for x in (jnp.ones(2), -jnp.ones(2)):
+        for _ in range(2):
+            _equal(rebinds_its_own_list_in_a_ternary(x), static(x))
+    with pytest.raises(dy2st.errors.BranchOutputError, match="holds an object from before the expression"):
+        dy2st.to_static(rebinds_a_list_another_local_holds_in_a_ternary)(jnp.ones(2))
+
+
 def _clip_loss(p, x):
     return jnp.sum((x @ p["l1"]["w"] + p["l1"]["b"]) ** 2)
 
