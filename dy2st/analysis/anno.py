@@ -36,6 +36,10 @@ class Fact(enum.Enum):
         "the loop stops before the next item once the flag is true."
     )
 
+    COUNTER_BOUND = (
+        "ast expr on a user's `while` whose condition bounds a counter its body steps by one (`i < n`, "
+        "`i += 1`): the iterations left, `n - i` (set by analysis.loop_bodies before any rewrite)."
+    )
     HELD_ITERATOR = (
         "True on a user's `for` over a local name that the function reads only as `next()`'s iterator "
         "(or another loop's): a traced `break` may leave it at a traced position (analysis.loop_bodies)."

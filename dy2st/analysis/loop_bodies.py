@@ -19,6 +19,7 @@ traced when the effect would be lost (`PythonBody.refuse_staged`).
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 
 from dy2st import ast_util
@@ -100,6 +101,11 @@ def mark(function_def) -> EffectScope:
             setanno(node, Fact.PYTHON_BODY, found)
     for loop in walk.held_iterator_loops(held):
         setanno(loop, Fact.HELD_ITERATOR, True)
+    for node in walk.decisions:
+        if isinstance(node, ast.While):
+            bound = counter_bound(node)
+            if bound is not None:
+                setanno(node, Fact.COUNTER_BOUND, bound)
     return EffectScope(local_names, writers, _captured(walk.nested, local_names), held)
 
 
@@ -475,3 +481,89 @@ def _param_names(function_def) -> frozenset:
 def _walk_own_scope(body: list):
     """Nodes of `body` without entering nested functions, lambdas or classes (in no set order)."""
     return ast_util.walk_scope(body, _NESTED_SCOPES)
+
+
+def counter_bound(node: ast.While):
+    """`N - i` (`N - i + 1` for `<=`) where the loop's condition is `i < N`, alone or a conjunct
+    of an `and` (`err > tol and i < max_iter`), its body steps `i += 1` once at its top level
+    and assigns neither name anywhere else, and `N` is a name or a number: the iterations left,
+    a bound reverse-mode AD can scan (`loop_staging.Loop.counter_bound`). None otherwise. Read on the user's code,
+    before rewrites (a `break` becomes a flag guarding the rest; a `continue`, which would skip the
+    step, is not allowed)."""
+    for test in _conjuncts(node.test):
+        found = _counter_test(test)
+        if found is None:
+            continue
+        counter, limit, inclusive = found
+        steps = [s for s in node.body if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name)
+                 and s.target.id == counter and isinstance(s.op, ast.Add)
+                 and isinstance(s.value, ast.Constant) and s.value.value == 1 and type(s.value.value) is int]
+        names = {counter} | ({limit.id} if isinstance(limit, ast.Name) else set())
+        if len(steps) != 1 or _assigned(node.body, names, steps[0]) or _continues(node.body):
+            continue
+        left = ast.BinOp(left=copy.deepcopy(limit), op=ast.Sub(), right=ast.Name(id=counter, ctx=ast.Load()))
+        if inclusive:
+            left = ast.BinOp(left=left, op=ast.Add(), right=ast.Constant(1))
+        for sub in ast.walk(left):  # (each at the loop's line: generated code is located)
+            ast.copy_location(sub, node)
+        return left
+    return None
+
+
+def _conjuncts(test) -> list:
+    """The operands of an `and`, as written or as `logical_expressions` made it
+    (`jst.convert_and(lambda: a, lambda: b)`)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return [c for value in test.values for c in _conjuncts(value)]
+    if (isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and test.func.attr == "convert_and"
+            and all(isinstance(a, ast.Lambda) for a in test.args)):
+        return [c for thunk in test.args for c in _conjuncts(thunk.body)]
+    return [test]
+
+
+def _counter_test(test):
+    """`(counter, limit, inclusive)` for `i < N`, `i <= N`, `N > i`, `N >= i` of a name and a name
+    or an int; None otherwise."""
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return None
+    left, op, right = test.left, test.ops[0], test.comparators[0]
+    if isinstance(op, (ast.Gt, ast.GtE)):
+        left, right, op = right, left, ast.Lt() if isinstance(op, ast.Gt) else ast.LtE()
+    if not isinstance(op, (ast.Lt, ast.LtE)) or not isinstance(left, ast.Name):
+        return None
+    if not (isinstance(right, ast.Name) or (isinstance(right, ast.Constant) and type(right.value) is int)):
+        return None
+    if isinstance(right, ast.Name) and right.id == left.id:
+        return None
+    return left.id, right, isinstance(op, ast.LtE)
+
+
+def _assigned(body, names: set, step) -> bool:
+    """Whether a statement of `body` other than `step` assigns (or declares global/nonlocal) one
+    of `names`, anywhere in it."""
+    for stmt in body:
+        for sub in ast.walk(stmt):
+            if sub is step:
+                continue
+            if isinstance(sub, ast.Name) and sub.id in names and not isinstance(sub.ctx, ast.Load) \
+                    and not (isinstance(stmt, ast.AugAssign) and stmt is step):
+                return True
+            if isinstance(sub, (ast.Global, ast.Nonlocal)) and names.intersection(sub.names):
+                return True
+    return False
+
+
+def _continues(body) -> bool:
+    """Whether a `continue` of this loop (not of a nested one) is in `body`."""
+    for stmt in body:
+        if isinstance(stmt, ast.Continue):
+            return True
+        if isinstance(stmt, (ast.For, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if isinstance(stmt, (ast.For, ast.While)) and _continues(stmt.orelse):
+                return True
+            continue
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            for child in getattr(stmt, field, None) or []:
+                if _continues([child] if isinstance(child, ast.stmt) else getattr(child, "body", [])):
+                    return True
+    return False

@@ -376,6 +376,10 @@ class Loop:
     bound: Callable = lambda: None
     facts: StateFacts = StateFacts()
     stop_at_bound: Callable = lambda: False  # the body chose `on_bound="stop"`: no check at the bound
+    # the trips left by a counter in the condition (`while err > tol and it < 50:`, `it += 1` per
+    # iteration), where both were Python ints at the loop's start: the bound of the masked scan
+    # reverse-mode AD needs (checked when the program runs: the condition must be false there)
+    counter_bound: int | None = None
 
 
 class Refused(Exception):
@@ -602,6 +606,8 @@ def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, la
     def step_noting_ran(i, carried, ran):
         return (*_step(body, i, carried)[0], None if ran is None else jnp.asarray(True))
 
+    if bound is None and loop.counter_bound is not None and ad_context.active(carried):
+        bound = loop.counter_bound  # (under jax.grad: the counter's bound; else a while loop, as fast as it ends)
     if bound is not None:  # a condition and a bound: a scan of masked steps (reverse-mode AD works)
         def masked_step(c, _):
             i, carried, ran = c
@@ -617,7 +623,8 @@ def _run_lax_loop(spec, final_spec, carried, loop, body, test, bound, origin, la
             raise LoopGradientError(
                 "reverse-mode differentiation (jax.grad/vjp) through this staged loop: its number of "
                 "iterations is decided by traced values, dy2st is given no bound for it (a counter in the condition, "
-                "`it < 50`, is not read as one), and XLA's while loop cannot run backwards.",
+                "`it < 50` with `it += 1` once per iteration and no `continue`, would be one), and XLA's while loop "
+                "cannot run backwards.",
                 origin,
                 advice="call dy2st.set_loop_options(maximum_iterations=N) inside the loop body with an upper bound N; "
                 "the loop then becomes a scan of N masked steps, which jax.grad supports.",

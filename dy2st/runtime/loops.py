@@ -98,7 +98,7 @@ def set_loop_options(maximum_iterations: int | None = None, on_bound: str = "err
 
 # -- while -----------------------------------------------------------------------------------
 def convert_while(test, body, state, names, python_reason=None, refuse_staged=False, loop_only=(), observed=(),
-                  class_name=None):
+                  class_name=None, trips_left=None):
     """Runs a `while` loop; returns the values of the plain names among the state variables
     after it (attributes and items it writes back itself).
 
@@ -117,23 +117,31 @@ def convert_while(test, body, state, names, python_reason=None, refuse_staged=Fa
         (`D.get('k')`, `len(D)`): one first set inside the loop cannot be staged (see
         `loop_staging.first_set_observed`).
       class_name: the class whose private names (`__n`) the paths hold, mangled as compiled.
+      trips_left: `() -> N - i` for a condition bounding a counter the body steps by one
+        (`i < N`, `i += 1`; `transformers.loops.counter_bound`), or None.
     """
     with state_cells.StateAccess((test, body), state, names, sys._getframe(1), class_name) as access:
         facts = loop_staging.StateFacts(frozenset(loop_only), frozenset(observed), access.attributes(),
                                         items=access.items())
-        values = _while(test, body, access.get, access.set, names, python_reason, refuse_staged, facts)
+        values = _while(test, body, access.get, access.set, names, python_reason, refuse_staged, facts, trips_left)
     return state_cells.plain_values(values, access.paths)
 
 
-def _while(test, body, get_state, set_state, names, python_reason, refuse_staged, facts):
+def _while(test, body, get_state, set_state, names, python_reason, refuse_staged, facts, trips_left=None):
     options = LoopOptions()
     trips = 0
+    # the counter's trips in all (read at the start: a traced `break` may make it a traced number)
+    try:
+        total = trips_left() if trips_left is not None else None
+    except Exception:  # (a name not bound yet, or not a number: the condition says so itself)
+        total = None
     while True:
         pred = test()
         if is_traced(pred):
             if refuse_staged:
                 raise _python_body_error(python_reason, "its condition is traced", OriginInfo.of_caller(2))
-            return _lax_while(test, body, get_state, set_state, names, OriginInfo.of_caller(2), facts)
+            return _lax_while(test, body, get_state, set_state, names, OriginInfo.of_caller(2), facts,
+                              max(total - trips, 0) if type(total) is int else None)
         if not pred:
             if events.active():
                 events.note(OriginInfo.of_caller(2), "python_loop", f"Python while: {_iterations(trips)}",
@@ -144,7 +152,7 @@ def _while(test, body, get_state, set_state, names, python_reason, refuse_staged
         trips += 1
 
 
-def _lax_while(test, body, get_state, set_state, names, origin, facts):
+def _lax_while(test, body, get_state, set_state, names, origin, facts, counter_bound=None):
     def run_body(index, values):
         set_state(tuple(values))
         body()
@@ -154,16 +162,19 @@ def _lax_while(test, body, get_state, set_state, names, origin, facts):
         set_state(tuple(values))
         return test()
 
-    return _stage(get_state, set_state, names, origin, run_body, run_test, None, "while", facts, indexed=False)
+    return _stage(get_state, set_state, names, origin, run_body, run_test, None, "while", facts, indexed=False,
+                  counter_bound=counter_bound)
 
 
-def _stage(get_state, set_state, names, origin, run_body, run_test, length, kind, facts, indexed=True, check=None):
+def _stage(get_state, set_state, names, origin, run_body, run_test, length, kind, facts, indexed=True, check=None,
+           counter_bound=None):
     """Stage a loop from the current state; on any error the state is restored first (`check`: as
     for `loop_staging.stage`)."""
     init = get_state()
     options = LoopOptions()
     loop = loop_staging.Loop(run_body, run_test, length, indexed, bound=lambda: options.maximum_iterations,
-                             facts=facts, stop_at_bound=lambda: options.on_bound == "stop")
+                             facts=facts, stop_at_bound=lambda: options.on_bound == "stop",
+                             counter_bound=counter_bound)
     try:
         with _options_scope(options):
             values = loop_staging.stage(loop_staging.initial_spec(init, names), init, loop, origin, check=check)

@@ -92,11 +92,14 @@ class LoopTransformer(StateTransformer):
     def visit_While(self, node):
         state = self._loop_state(node)
         observed = self._observed(node, state)
+        trips_left = getanno(node, Fact.COUNTER_BOUND, None)
         self.generic_visit(node)
         namer = self.ctx.namer
         test = templates.replace("def loop_test():\n    return test", loop_test=namer.new_symbol("loop_test"), test=node.test)[0]
         body = self._function(namer.new_symbol("loop_body"), (), node.body, state)
         call = self.state_call("convert_while", [templates.name(test.name), templates.name(body.name)], state)
+        if trips_left is not None:
+            call.keywords.append(ast.keyword(arg="trips_left", value=templates.thunk(trips_left)))
         pass_python_body(node, call)
         self._pass_loop_only(node, call, state)
         self._pass_observed(call, observed)
@@ -175,3 +178,4 @@ _ITERTOOLS_NAMES = frozenset({"count", "cycle", "chain", "islice", "product", "p
 
 def transform(tree, ctx):
     return LoopTransformer(ctx).transform(tree)
+

@@ -553,6 +553,68 @@ def test_gradient_through_unbounded_while_is_a_clear_error():
     assert "set_loop_options(maximum_iterations=" in text
 
 
+def newton_with_an_iteration_cap(x, tol=1e-5, max_iter=30):
+    y, it = x, 0
+    err = jnp.abs(y * y - x).max()
+    while err > tol and it < max_iter:  # the counter bounds the loop: jax.grad needs no options
+        y = 0.5 * (y + x / y)
+        err = jnp.abs(y * y - x).max()
+        it += 1
+    return y, it
+
+
+def doubles_until_big_or_three_times(w, x):
+    p = x * w
+    i = 0
+    while i < 3:  # (a Python condition, until the traced `break` flag makes the rest staged)
+        if p.sum() > 5:
+            break
+        p = p * 2
+        i += 1
+    return (p ** 2).sum()
+
+
+def counts_with_a_continue(x):
+    i, s = 0, x
+    while s.sum() < 100 and i < 5:  # a `continue` may skip the step: no bound read from it
+        s = s * 2
+        if s.sum() > 50:
+            continue
+        i += 1
+    return s.sum()
+
+
+@pytest.mark.parametrize("max_iter", [0, 1, 3, 30])
+def test_gradient_through_a_while_bounded_by_its_counter(max_iter):
+    """`while err > tol and it < max_iter:` with `it += 1` per iteration: the counter bounds the
+    loop, so under jax.grad it is a scan of that many masked steps (it was a LoopGradientError
+    asking for set_loop_options)."""
+    x = jnp.array([2.0, 9.0])
+    loss = lambda f: (lambda v: f(v, max_iter=max_iter)[0].sum())
+    static = dy2st.to_static(newton_with_an_iteration_cap)
+    want = jax.grad(loss(newton_with_an_iteration_cap))(x)
+    for _ in range(2):
+        np.testing.assert_allclose(jax.grad(loss(static))(x), want, rtol=1e-4)
+    np.testing.assert_allclose(jax.jit(jax.grad(loss(static)))(x), want, rtol=1e-4)
+    got, want = static(x, max_iter=max_iter), newton_with_an_iteration_cap(x, max_iter=max_iter)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+    assert int(got[1]) == want[1]
+
+
+@pytest.mark.parametrize("x", [jnp.array([1.0, 1.0]), jnp.array([3.0, 3.0])])
+def test_gradient_through_a_counted_while_a_traced_break_stages(x):
+    """(Probe of peers' tests: the gradient of such a loss inside a converted function was a
+    LoopGradientError, though the loop runs at most three times.)"""
+    outer = lambda x: jax.grad(doubles_until_big_or_three_times)(jnp.float32(1.0), x)
+    for _ in range(2):
+        np.testing.assert_allclose(dy2st.to_static(outer)(x), outer(x), rtol=1e-6)
+
+
+def test_a_counter_a_continue_may_skip_is_no_bound():
+    with pytest.raises(LoopGradientError):
+        jax.jit(jax.grad(dy2st.to_static(counts_with_a_continue)))(jnp.ones(2))
+
+
 def test_set_loop_options_is_a_no_op_eagerly():
     np.testing.assert_allclose(bounded_newton(jnp.array([4.0])), [2.0], rtol=1e-5)
     with pytest.raises(ValueError):
