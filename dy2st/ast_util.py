@@ -353,9 +353,10 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 
-def jumps_out(body: list, returns: bool = True, loop_jumps: bool = True) -> bool:
-    """Whether `body` has a `return` (with `returns`), or a `break`/`continue` of a loop
-    around it (with `loop_jumps`; not one of a loop or function inside it)."""
+def jumps_out(body: list, returns: bool = True, loop_jumps: bool = True,
+              jump_kinds: tuple = (ast.Break, ast.Continue)) -> bool:
+    """Whether `body` has a `return` (with `returns`), or a `break`/`continue` (of `jump_kinds`)
+    of a loop around it (with `loop_jumps`; not one of a loop or function inside it)."""
     stack = [(stmt, False) for stmt in body]
     while stack:
         node, in_loop = stack.pop()
@@ -363,10 +364,19 @@ def jumps_out(body: list, returns: bool = True, loop_jumps: bool = True) -> bool
             continue
         if returns and isinstance(node, ast.Return):
             return True
-        if loop_jumps and isinstance(node, (ast.Break, ast.Continue)) and not in_loop:
+        if loop_jumps and isinstance(node, jump_kinds) and not in_loop:
             return True
         for child in ast.iter_child_nodes(node):
             # a loop's `else` is outside the loop: its break/continue are the enclosing loop's
             inside = isinstance(node, _LOOPS) and child not in node.orelse
             stack.append((child, in_loop or inside))
     return False
+
+
+def child_blocks(node) -> list:
+    """The statement lists directly under a compound statement: bodies, `else`, `finally`, the
+    `except` handlers' and the `match` cases' bodies."""
+    blocks = [getattr(node, f) for f in ("body", "orelse", "finalbody") if getattr(node, f, None)]
+    blocks += [h.body for h in getattr(node, "handlers", [])]
+    blocks += [c.body for c in getattr(node, "cases", [])]
+    return blocks

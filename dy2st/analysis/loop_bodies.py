@@ -499,7 +499,7 @@ def counter_bound(node: ast.While):
                  and s.target.id == counter and isinstance(s.op, ast.Add)
                  and isinstance(s.value, ast.Constant) and s.value.value == 1 and type(s.value.value) is int]
         names = {counter} | ({limit.id} if isinstance(limit, ast.Name) else set())
-        if len(steps) != 1 or _assigned(node.body, names, steps[0]) or _continues(node.body):
+        if len(steps) != 1 or _assigned(node.body, names, steps[0]) or ast_util.jumps_out(node.body, returns=False, jump_kinds=(ast.Continue,)):
             continue
         left = ast.BinOp(left=copy.deepcopy(limit), op=ast.Sub(), right=ast.Name(id=counter, ctx=ast.Load()))
         if inclusive:
@@ -552,18 +552,3 @@ def _assigned(body, names: set, step) -> bool:
                 return True
     return False
 
-
-def _continues(body) -> bool:
-    """Whether a `continue` of this loop (not of a nested one) is in `body`."""
-    for stmt in body:
-        if isinstance(stmt, ast.Continue):
-            return True
-        if isinstance(stmt, (ast.For, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            if isinstance(stmt, (ast.For, ast.While)) and _continues(stmt.orelse):
-                return True
-            continue
-        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            for child in getattr(stmt, field, None) or []:
-                if _continues([child] if isinstance(child, ast.stmt) else getattr(child, "body", [])):
-                    return True
-    return False

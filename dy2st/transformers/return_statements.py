@@ -39,20 +39,13 @@ from __future__ import annotations
 
 import ast
 
+from dy2st import ast_util
 from dy2st.analysis import loop_bodies
 from dy2st.transformers import templates
 from dy2st.transformers.base import StatementTransformer, copy_location_recursive
 
 _LOOPS = (ast.For, ast.While)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-_BLOCK_FIELDS = ("body", "orelse", "finalbody")
-
-
-def _children_blocks(node):
-    blocks = [getattr(node, f) for f in _BLOCK_FIELDS if getattr(node, f, None)]
-    blocks += [h.body for h in getattr(node, "handlers", [])]
-    blocks += [c.body for c in getattr(node, "cases", [])]
-    return blocks
 
 
 def _contains_return(stmts, only_in_loops=False, in_loop=False) -> bool:
@@ -66,23 +59,9 @@ def _contains_return(stmts, only_in_loops=False, in_loop=False) -> bool:
             if _contains_return(node.body, only_in_loops, True) or _contains_return(node.orelse, only_in_loops, in_loop):
                 return True
             continue
-        for block in _children_blocks(node):
+        for block in ast_util.child_blocks(node):
             if _contains_return(block, only_in_loops, nested_in_loop):
                 return True
-    return False
-
-
-def _breaks_out(stmts) -> bool:
-    """Whether a `break` in `stmts` ends the loop whose body they are (not a nested loop's)."""
-    for node in stmts:
-        if isinstance(node, ast.Break):
-            return True
-        if isinstance(node, _SCOPES + _LOOPS):
-            if isinstance(node, _LOOPS) and _breaks_out(node.orelse):
-                return True
-            continue
-        if any(_breaks_out(block) for block in _children_blocks(node)):
-            return True
     return False
 
 
@@ -94,11 +73,11 @@ def _always_returns(stmts) -> bool:
         if isinstance(node, (ast.Return, ast.Raise)):
             return True
         if (isinstance(node, ast.While) and isinstance(node.test, ast.Constant) and node.test.value
-                and not _breaks_out(node.body)):
+                and not ast_util.jumps_out(node.body, returns=False, jump_kinds=(ast.Break,))):
             return True
         if isinstance(node, ast.If) and _always_returns(node.body) and _always_returns(node.orelse):
             return True
-        if isinstance(node, _LOOPS) and _always_returns(node.orelse) and not _breaks_out(node.body):
+        if isinstance(node, _LOOPS) and _always_returns(node.orelse) and not ast_util.jumps_out(node.body, returns=False, jump_kinds=(ast.Break,)):
             return True  # (no `break`: a loop that ends runs its `else:`, which returns)
     return False
 
@@ -136,7 +115,7 @@ def _into_else(stmts: list) -> list:
                 stmt.orelse = _into_else(stmt.orelse)
                 stmt.body = _into_else(stmt.body + rest)
                 return out + [stmt]
-        for block in _children_blocks(stmt):
+        for block in ast_util.child_blocks(stmt):
             block[:] = _into_else(block)
         out.append(stmt)
     return out
@@ -227,7 +206,7 @@ class ReturnTransformer(StatementTransformer):
             stmt.body = self._block(stmt.body, in_loop=True)
             stmt.orelse = self._block(stmt.orelse, in_loop)
             return stmt
-        for field in _BLOCK_FIELDS:
+        for field in ("body", "orelse", "finalbody"):
             if getattr(stmt, field, None):
                 setattr(stmt, field, self._block(getattr(stmt, field), in_loop))
         for part in getattr(stmt, "handlers", []) + getattr(stmt, "cases", []):
