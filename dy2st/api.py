@@ -26,7 +26,7 @@ from dy2st.sharding import Shardings, check_shardings
 from dy2st.runtime import guards, static_outputs
 from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.writes import WRITTEN
-from dy2st.runtime.calls import NOT_TO_STATIC_ATTR, python_function_of, runs_eagerly, top_level_target
+from dy2st.runtime.calls import NOT_TO_STATIC_ATTR, bound_like_a_method, python_function_of, runs_eagerly, top_level_target
 
 def not_to_static(fn):
     """Mark `fn` so dy2st never converts it (calls into it run as they are)."""
@@ -865,7 +865,7 @@ def to_static(fn=None, *, input_spec=None, full_graph: bool = True, max_programs
         return rewrap(to_static(fn, input_spec=input_spec, full_graph=full_graph, max_programs=max_programs,
                                 in_shardings=in_shardings, out_shardings=out_shardings))
     callables.check_input_spec_count(fn, input_spec)
-    if isinstance(fn, types.MethodType):
+    if isinstance(fn, types.MethodType) or bound_like_a_method(fn):  # (also an Equinox module's `m.method`)
         return BoundStaticFunction(StaticFunction(fn.__func__, input_spec, full_graph, max_programs, shardings), fn.__self__)
     if not isinstance(fn, (types.FunctionType, functools.partial)) and _model_method(fn) is not None:
         method = _model_method(fn)

@@ -247,7 +247,7 @@ def _call_target(fn):
         return replacement
     if isinstance(fn, types.FunctionType):
         return _convert_function(fn)
-    if isinstance(fn, types.MethodType) or _bound_like_a_method(fn):
+    if isinstance(fn, types.MethodType) or bound_like_a_method(fn):
         func = fn.__func__
         replacement = _replacements.get(func) if isinstance(func, types.FunctionType) else None
         if replacement is not None:  # `logger.info`: the function's replacement, given the object
@@ -278,7 +278,7 @@ def _call_target(fn):
     return _convert_callable_object(fn)
 
 
-def _bound_like_a_method(fn) -> bool:
+def bound_like_a_method(fn) -> bool:
     """A library's bound method that is not Python's (an Equinox module's method, read from the
     module: `eqx.Module`'s `BoundMethod`, a pytree of its own): a function and its receiver,
     converted as a method is."""

@@ -189,3 +189,29 @@ def test_a_helper_method_of_an_equinox_module_is_converted(scale):
     for _ in range(2):
         _assert_tree_close(run_eagerly(model, x), static(x), "output")
     _assert_tree_close(run_eagerly(model, x), jax.jit(dy2st.to_static(lambda m, x: m(x)))(model, x), "jit")
+
+
+class Decoder(eqx.Module):
+    w: jax.Array
+
+    def decode(self, h):
+        print("decode", h.shape[0])
+        t = 0
+        while h.sum() < 10.0 and t < 5:  # a data-dependent loop in the method itself
+            h = h * self.w
+            t += 1
+        return h
+
+
+def test_to_static_of_an_equinox_modules_bound_method_converts_it(capsys):
+    """(Probe of real-model code: `to_static(m.decode)`, an Equinox `BoundMethod`, ran the method
+    as it is: its print ran once, while tracing, and its data-dependent loop was refused.)"""
+    m = Decoder(jnp.float32(2.0))
+    static = dy2st.to_static(m.decode)
+    for h in (jnp.ones(2), jnp.full(2, 20.0), jnp.ones(2)):
+        want = m.decode(h)
+        eager = capsys.readouterr().out
+        for _ in range(2):
+            np.testing.assert_allclose(static(h), want)
+            jax.effects_barrier()
+            assert capsys.readouterr().out == eager
