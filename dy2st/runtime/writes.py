@@ -31,7 +31,7 @@ import jax
 
 from dy2st.errors import REFUSAL_LISTENERS, ConversionError, LoopVariableError, OriginInfo, PythonEffectError
 from dy2st.runtime import reachable
-from dy2st.runtime.values import PythonNumbers, is_traced, iterator_position, traced_inside
+from dy2st.runtime.values import PythonNumbers, is_nnx_object, is_traced, iterator_position, traced_inside
 from dy2st.runtime.trace_context import CONTEXT
 from dy2st.runtime.undefined import Undefined
 from dy2st.user_code import is_users_object
@@ -1017,6 +1017,9 @@ def in_place(receiver, what: str, by_item: bool = False):
         OriginInfo.of_user_code(),  # (the line of the change, past `changing` and builtins)
         advice="read the item into a variable before the `if` or loop (`v = t[k]`), change the variable there, "
         "and write the item after it (`t[k] = v`); or make the condition a Python value." if by_item else
+        "make the change on every path and pick values with `jnp.where` (an optimizer that should skip a "
+        "non-finite step: `optax.apply_if_finite(tx, ...)` as its transformation), or make the condition a "
+        "Python value." if is_nnx_object(receiver) else
         "build a new value instead and use it after the `if` or loop (`s = s | {v}`), or make "
         "the condition a Python value.",
     )

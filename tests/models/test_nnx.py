@@ -573,3 +573,21 @@ def test_a_module_changed_from_a_closure_runs_eagerly_and_the_warning_says_to_pa
             np.testing.assert_allclose(static(x), steps[0](x), rtol=1e-5)
     assert_same_state(models[0], models[1])
     assert "pass it as an argument, and dy2st lifts its state" in caplog.text
+
+
+def _guarded_update(m, opt, x, y):
+    loss, grads = nnx.value_and_grad(lambda m: ((m(x) - y) ** 2).mean())(m)
+    if jnp.isfinite(loss):
+        opt.update(m, grads)
+    return loss
+
+
+def test_an_optimizer_updated_under_a_traced_guard_is_refused_with_what_to_write():
+    """(Probe of real-model code: the advice was a set's, `s = s | {v}`.)"""
+    m = nnx.Linear(8, 4, rngs=nnx.Rngs(0))
+    opt = nnx.Optimizer(m, optax.adam(1e-2), wrt=nnx.Param)
+    with pytest.raises(dy2st.errors.PythonEffectError) as info:
+        dy2st.to_static(_guarded_update)(m, opt, jnp.ones((2, 8)), jnp.ones((2, 4)))
+    text = str(info.value)
+    assert text.startswith(f'File "{__file__}"') and "opt.update(m, grads)" in text.splitlines()[1]
+    assert "optax.apply_if_finite" in text and "s | {v}" not in text
