@@ -16,7 +16,8 @@ import pytest
 
 from dy2st.testing import fuzz
 from dy2st.testing.fuzz import RealOutcome
-from dy2st.testing.real_program_gen import MODELS_LATE_KINDS, PRELUDE, RealProgram, draw_models_kind, draw_program
+from dy2st.testing.real_program_gen import (MODELS_LAST_KINDS, MODELS_LATE_KINDS, PRELUDE, RealProgram, draw_models_kind,
+                                            draw_program)
 
 # Programs campaigns found wrong or crashing, each fixed since (kept so their class stays fixed):
 # a list made before a traced loop popped in it (6220, 6451), dict.update in a traced loop (7110),
@@ -341,6 +342,7 @@ def test_calls_stream_leaves_the_other_streams_draws():
     ("lazy_stream", r"\blz[a-z]\d+\b|_CFG|_counted|_Sup", (8, 35)),
     ("models_stream", r"\bmz[a-z]\d+\b|_MPair|_MTAPE|_mloss|_mshow|_TState|\bmq[a-z]\d+\b|_MQ|_mq_", (10, 40)),
     ("models_late_stream", r"\bml[a-z]\d+\b|_ML|_ml_|_MHANDLERS", (8, 35)),
+    ("models_last_stream", r"\bmx[a-z]+\d+\b|_MX|_mx_|import math", (6, 30)),
 ])
 def test_a_stream_leaves_the_other_streams_draws(stream, names, bounds):
     """The `lazy-<seed>` and `models-<seed>` streams each draw from their own random stream,
@@ -476,6 +478,43 @@ def test_models_late_stream_draws_each_class_in_full_programs():
     bodies = [draw_program(seed).source.split("\ndef f(")[1] for seed in range(200)]
     for kind, pattern in _LATE_MARKS.items():
         assert any(re.search(pattern, body) for body in bodies), kind
+
+
+# The models stream's last classes (`MODELS_LAST_KINDS`, drawn from `models-last-<seed>`), each a
+# class dy2st once got wrong: what each draws in f's body.
+_LAST_MARKS = {"ternary_own_list": r"mxl\d+ = (mxl\d+ if .* else \[|\[.* if .* else mxl\d+$)",
+               "loop_else_return": r"_mx_(find|scan|walk|first)\(",
+               "counter_while": r"while .*\bmxit\d+ < (\d|_MX_N)",
+               "math_float": r"math\.(copysign|fabs)\(mxs\d+|math\.copysign\(.*mxs\d+\)",
+               "keyword_only": r"_mx_kw(_need)?\(.*\w=|_mx_kw\(.*\*\*\{"}
+MODELS_LAST_CASES = [(kind, seed) for kind in MODELS_LAST_KINDS for seed in (0, 1, 2)]
+
+
+@pytest.mark.parametrize("kind, seed", MODELS_LAST_CASES, ids=[f"{k}-{s}" for k, s in MODELS_LAST_CASES])
+def test_models_stream_last_classes_match_or_refuse(kind, seed):
+    """A conditional expression giving a new list or the list only its name holds, appended to after;
+    a module helper whose loop returns early on array data and whose `else:` returns; a `while`
+    bounded by a counter the body steps (f's gradient through it; with a `continue`: no bound, still
+    eager's); `math.copysign`/`math.fabs` of a float the data picks; a helper's keyword-only
+    parameters given in varying orders: each gives eager's results. The twin whose old list another
+    local holds too (eager's aliasing decided by data) is refused."""
+    program = draw_models_kind(seed, kind)
+    body = program.source.split("\ndef f(")[1]
+    assert re.search(_LAST_MARKS[kind], body, re.M), body
+    result = fuzz.run_real_program(program)
+    detail = f"{result.outcome} in {result.stage}: {result.detail}\n{body}"
+    twin = re.search(r"mxo\d+ = mxl\d+$", body, re.M)
+    assert result.outcome == (RealOutcome.REFUSAL if twin else RealOutcome.MATCH), detail
+
+
+def test_models_last_stream_draws_each_class_in_full_programs():
+    bodies = [draw_program(seed).source.split("\ndef f(")[1] for seed in range(200)]
+    for kind, pattern in _LAST_MARKS.items():
+        assert any(re.search(pattern, body, re.M) for body in bodies), kind
+    # the twins too: an old list another local holds, a counter loop with a continue, a global bound
+    assert any(re.search(r"mxo\d+ = mxl\d+$", body, re.M) for body in bodies)
+    assert any(re.search(r"mxit\d+ \+= 1\n(.*\n)?\s*if .*:\n\s+continue", body) for body in bodies)
+    assert any("mxit" in body and "< _MX_N" in body for body in bodies)
 
 
 def _eager_error(program):

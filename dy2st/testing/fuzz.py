@@ -870,7 +870,8 @@ def _on_alarm(signum, frame):
 
 def _drawn_programs(seed: int, stream: str | None):
     """The programs of seeds seed, seed+1, ...; with `stream` (`lazy`, `models`, `models_late`,
-    `calls`), only those that stream draws something in (`draw_program(seed, <stream>_stream=False)` differs)."""
+    `models_last`, `calls`), only those that stream draws something in (`draw_program(seed,
+    <stream>_stream=False)` differs)."""
     from dy2st.testing.real_program_gen import draw_program
 
     while True:
@@ -970,7 +971,7 @@ def main(argv=None) -> int:
         help="comma-separated constructs to generate: loops, loop_returns, calls (or none)")
     parser.add_argument("--out", default="fuzz-failures", help="directory for failing programs")
     parser.add_argument("--no-grad", action="store_true", help="skip the gradient comparison")
-    parser.add_argument("--stream", choices=("calls", "lazy", "models", "models_late"), default=None,
+    parser.add_argument("--stream", choices=("calls", "lazy", "models", "models_late", "models_last"), default=None,
                         help="real generator: run only the seeds whose programs this stream draws in")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)

@@ -229,15 +229,43 @@ module state that a `_change()` (wrapping the ones before) changes between calls
   `t[0].k * a` (maybe writing `t[0].w`): once, in a side of a staged `if`, or in a loop of `n` trips;
   `o.k`/`o.w` read after, `o` sometimes returned.
 
+Its last classes (`MODELS_LAST_KINDS`, `MODELS_LAST_P` per statement) are drawn from a stream of
+their own (`models-last-<seed>`), so the programs seeds drew before stay as they were. Each is a
+class dy2st once got wrong:
+
+* `ternary_own_list`: `lst = [a]` (or two items), then `lst = [clip(a + 1)] if <array test> else lst`
+  (or the sides swapped), a list only that name holds, then `lst.append(...)` and reads of it
+  (`lst[-1]`, `sum(lst)`, `len(lst)`); and the refused twin, where another local holds the old list
+  too (`other = lst` before, read after): whether the append reaches `other` is decided by data,
+  so to_static must refuse it;
+* `loop_else_return`: module helpers (converted, called from f) whose `for` (over
+  `range(v.shape[0])` or the array's items) or `while` (a counter's, or a counter's and array
+  data's) returns early on an array test and whose `else:` returns, no `break` (`_mx_find`,
+  `_mx_scan`, `_mx_walk`: an index the data picks and an array; `_mx_first`: an array); their results
+  used in f (array arithmetic, `k = (k + i) % 97`, an `if` on the index, an item at `i % 3`);
+* `counter_while`: `it = 0` / `while <array test> and it < N:` (or the tests swapped; N a constant, or
+  `_MX_N`, a global `_change()` changes) with `it += 1` once at the body's top level, changing an array
+  (`a0` often: f's gradient, which the runner takes w.r.t. `x`, goes through the loop); maybe a traced
+  `break` before the step, or a `continue` after it (which gives no bound: a match or a refusal
+  still); the counter and the array used after;
+* `math_float`: a Python float an `if` on array data picks (`s = 0.0; if x.sum() > t: s = -2.5`, an
+  `if`/`else`, a conditional expression; `-0.0` among the values) given to `math.copysign(1.0, s)` and
+  `math.fabs(s)`, used in array arithmetic, an `int()`, a Python-looking `if` (staged), and returned in
+  `log`;
+* `keyword_only`: module helpers with keyword-only parameters (`_mx_kw(v, *, scale=1.0, flip=False,
+  shift=0)`, `_mx_kw_need(v, w, *, k, mode="add")`) called from f with keywords in varying orders
+  (or a `**{...}`) and Python values (int, float, bool, str), maybe in a side of an `if` on array data.
+
 Its names come from a counter of its own (`mnew`: `mzp3`, `mzo4`, ...; `mqnew`: `mqu3`, ... for
-the later classes; `mlnew`: `mlm3`, ... for the latest) and its module code
-(`models_header`, `models_more_header`, `models_late_header`) is written only for the classes drawn:
-`draw_program(seed, models_stream=False)` gives the program the seed drew before the stream was
-added, and `draw_program(seed, models_late_stream=False)` the one it drew before its latest classes
-were. `draw_models_kind(seed, kind)` gives
-one statement of a class alone in a small f (for tests). `python -m dy2st.testing.fuzz --generator
-real --stream models` runs only the seeds whose programs the stream draws in (`--stream models_late`:
-its latest classes).
+the later classes; `mlnew`: `mlm3`, ... for the latest; `mxnew`: `mxl3`, `mxit4`, ... for the last)
+and its module code (`models_header`, `models_more_header`, `models_late_header`,
+`models_last_header`) is written only for the classes drawn: `draw_program(seed,
+models_stream=False)` gives the program the seed drew before the stream was added,
+`draw_program(seed, models_late_stream=False)` the one it drew before its latest classes were, and
+`draw_program(seed, models_last_stream=False)` the one before its last. `draw_models_kind(seed,
+kind)` gives one statement of a class alone in a small f (for tests). `python -m
+dy2st.testing.fuzz --generator real --stream models` runs only the seeds whose programs the stream
+draws in (`--stream models_late`: its latest classes; `--stream models_last`: its last).
 
 The generator uses `random.Random(seed)` (and its named streams) only, so a seed names a program
 on every machine.
@@ -312,6 +340,14 @@ MODELS_KINDS = MODELS_FIRST_KINDS + MODELS_MORE_KINDS
 # made in f put in a tuple whose int attribute a module helper bumps.
 MODELS_LATE_P = 0.04
 MODELS_LATE_KINDS = ("implicit_code", "passed_function", "static_config", "bound_method", "tuple_object")
+# Its last classes (drawn from `models-last-<seed>`, so the programs seeds drew before stay as they
+# were), each a class dy2st once got wrong: a conditional expression giving a new list or the list
+# its name held (and the refused twin, where another local holds that list too); a module helper whose
+# loop returns early on array data and whose `else:` returns; a `while` bounded by a counter the body
+# steps (f's gradient goes through it); `math.copysign`/`math.fabs` of a float the data picks; a
+# module helper with keyword-only parameters called with keywords in varying orders.
+MODELS_LAST_P = 0.04
+MODELS_LAST_KINDS = ("ternary_own_list", "loop_else_return", "counter_while", "math_float", "keyword_only")
 # What the `calls-<seed>` stream may add to a program (drawn for about a third of them; each class
 # for about half of those): `try`/`except`/`else` (and `finally`) whose body returns, breaks or
 # continues (on array data or Python's) and whose `else` has effects; module helpers with
@@ -379,7 +415,8 @@ class _Generator:
                  items: random.Random | None = None, calls: random.Random | None = None,
                  flags: random.Random | None = None, libs: random.Random | None = None,
                  lazy: random.Random | None = None, models: random.Random | None = None,
-                 models_more: random.Random | None = None, models_late: random.Random | None = None):
+                 models_more: random.Random | None = None, models_late: random.Random | None = None,
+                 models_last: random.Random | None = None):
         self.rng = rng
         # Draw the statements added after the campaigns' seeds were pinned (`extra_statement`),
         # so each seed keeps the statements `rng` (and `extra`, `later`) drew for it before.
@@ -434,6 +471,12 @@ class _Generator:
         self.mlfresh = 0
         self.ml_needs: dict = {}  # need -> the variant of `_change()` drawn when it was first needed
         self.ml_tail: list[str] = []
+        # ... and its last classes, drawn from `models_last` only, named from `mxnew`; the module
+        # code each needs (`models_last_header`) written only where drawn.
+        self.models_last = models_last or random.Random(0)
+        self.models_last_on = models_last is not None
+        self.mxfresh = 0
+        self.mx_needs: dict = {}  # need -> the variant of `_change()` drawn when it was first needed
         self.call_features: frozenset = frozenset()
         self.call_shown: set = set()
         self.cfresh = 0
@@ -757,6 +800,9 @@ class _Generator:
             if self.models_late_on and self.models_late.random() < MODELS_LATE_P:
                 self.rng = self.models_late
                 self.models_statement(s, indent, only=self.pick(MODELS_LATE_KINDS))
+            if self.models_last_on and self.models_last.random() < MODELS_LAST_P:
+                self.rng = self.models_last
+                self.models_statement(s, indent, only=self.pick(MODELS_LAST_KINDS))
             if self.features:
                 self.rng = self.boundary
                 self.boundary_statement(s, indent)
@@ -888,7 +934,7 @@ class _Generator:
                 + (self.calls_header() if self.call_features else "")
                 + ("\nimport bisect\nimport heapq\nimport operator\n" if self.libs_drawn else "")
                 + self.lazy_header() + self.models_header() + self.models_more_header()
-                + self.models_late_header())
+                + self.models_late_header() + self.models_last_header())
 
     def boundary_header(self) -> str:
         """The boundary stream's module-level code (see `module_header`)."""
@@ -1557,7 +1603,10 @@ class _Generator:
          "list_both_sides": self.list_both_sides, "new_function": self.new_function,
          "print_repr": self.print_repr, "redirect": self.redirect, "implicit_code": self.implicit_code,
          "passed_function": self.passed_function, "static_config": self.static_config,
-         "bound_method": self.bound_method, "tuple_object": self.tuple_object}[kind](s, indent)
+         "bound_method": self.bound_method, "tuple_object": self.tuple_object,
+         "ternary_own_list": self.ternary_own_list, "loop_else_return": self.loop_else_return,
+         "counter_while": self.counter_while, "math_float": self.math_float,
+         "keyword_only": self.keyword_only}[kind](s, indent)
 
     def grad_clip(self, s: _Scope, indent: int) -> None:
         """`g = jax.grad(_mloss)(params, v)` over nested dict params made here, its global norm, an
@@ -2279,6 +2328,192 @@ class _Generator:
                   f'_GLOBALS = globals().get("_GLOBALS", ()) + {tuple(names)!r}', ""]
         return "\n".join(lines) + "\n"
 
+    # -- the models stream's last classes (drawn from `models-last-<seed>`) --------------------
+    def mxnew(self, root: str) -> str:
+        """A name for the models stream's last classes (`mx` + root + a counter of their own)."""
+        self.mxfresh += 1
+        return f"mx{root}{self.mxfresh}"
+
+    def mx_need(self, need: str) -> None:
+        """Note that f needs the module code `need`; the first time, draw how `_change()` changes it."""
+        if need not in self.mx_needs:
+            self.mx_needs[need] = self.rng.randint(0, 3)
+
+    def mx_grad_array(self, s: _Scope) -> str:
+        """A writable array, `a0` (x, where nothing rebound it) more often: f's gradient goes through it."""
+        return "a0" if "a0" in s.arrays and self.chance(0.5) else self.pick(s.arrays)
+
+    def ternary_own_list(self, s: _Scope, indent: int) -> None:
+        """`lst = [a]`, then `lst = [clip(a + 1)] if <array test> else lst` (a list only that name
+        holds: each side's list is the one eager keeps), appended to and used after; or the refused
+        twin, where another local holds the old list too (`other = lst` before): whether the append
+        reaches `other` is then decided by data."""
+        a, b, k = self.pick(s.arrays), self.pick(s.arrays), self.pick(s.ints)
+        lst = self.mxnew("l")
+        two = self.chance(0.3)
+        old = f"[{a}, clip({b} - 1)]" if two else f"[{a}]"
+        new = (f"[clip({self.arr(s)} + 1), {self.arr(s)}]" if two
+               else f"[clip({self.pick([a, self.arr(s)])} + {self.pick(['1', '2', 'y'])})]")
+        twin = self.chance(0.3)
+        other = self.mxnew("o")
+        lines = [f"{lst} = {old}"]
+        if twin:
+            lines.append(f"{other} = {lst}")
+        test = self.lazy_test(s)
+        lines.append(f"{lst} = {new} if {test} else {lst}" if self.chance(0.7)
+                     else f"{lst} = {lst} if {test} else {new}")
+        for _ in range(self.rng.randint(1, 2)):
+            lines.append(f"{lst}.append({self.pick([f'clip({self.arr(s)} * 2)', self.arr(s), f'clip({lst}[0] + 1)'])})")
+        uses = [f"{a} = clip({a} + {lst}[-1])", f"{a} = clip({a} - {lst}[0])", f"{b} = clip({b} + sum({lst}))",
+                f"{k} = ({k} + len({lst})) % {INT_MOD}", f"{a} = clip({a} * len({lst}) - {lst}[1])"]
+        lines += self.rng.sample(uses, self.rng.randint(1, 2))
+        if twin:  # the old list read after: one item or two, as the data decided
+            lines.append(self.pick([f"{k} = ({k} + len({other})) % {INT_MOD}", f"{b} = clip({b} + {other}[-1])",
+                                    f"{b} = clip({b} + sum({other}))"]))
+        self.emit(indent, "\n".join(lines))
+
+    def loop_else_return(self, s: _Scope, indent: int) -> None:
+        """A module helper whose `for` (over `range(v.shape[0])` or the array's items) or `while`
+        returns early on array data and whose `else:` returns (no `break`), called from f; its
+        results (a Python int the data picks and an array) used in f."""
+        self.mx_need("loop_else")
+        a, b, k = self.pick(s.arrays), self.pick(s.arrays), self.pick(s.ints)
+        arr, c = self.arr(s), self.rng.randint(-2, 4)
+        helper = self.pick(["_mx_find", "_mx_scan", "_mx_walk", "_mx_first"])
+        if helper == "_mx_first":  # one value
+            call = f"_mx_first({arr}, {c})"
+            text = self.pick([f"{a} = clip({a} + {call})", f"{a} = clip({a} * {call})"])
+            if self.chance(0.25):
+                text = self.ml_staged(s, text, f"{a} = clip({a} - 1)" if self.chance(0.5) else None)
+            self.emit(indent, text)
+            return
+        i, v = self.mxnew("i"), self.mxnew("v")
+        lines = []
+        if self.chance(0.7):
+            lines.append(f"{i}, {v} = {helper}({arr}, {c})")
+        else:
+            r = self.mxnew("r")
+            lines += [f"{r} = {helper}({arr}, {c})", f"{i}, {v} = {r}[0], {r}[1]"]
+        uses = [f"{a} = clip({a} + {v})", f"{k} = ({k} + {i}) % {INT_MOD}", f"{b} = clip({b} * ({i} + 2) - {v})",
+                f"if {i} < 0:\n    {a} = clip({a} - 1)\nelse:\n    {a} = clip({a} + {v})",
+                f"{a} = clip({a} + {self.arr(s)}[{i} % 3])"]
+        lines += self.rng.sample(uses, self.rng.randint(1, 3))
+        self.emit(indent, "\n".join(lines))
+
+    def counter_while(self, s: _Scope, indent: int) -> None:
+        """`it = 0` / `while <array test> and it < N:` (N a constant, or `_MX_N`, a global `_change()`
+        changes) stepping `it += 1` once at the body's top level, changing an array f's gradient goes
+        through; maybe a traced `break` before the step, or a `continue` after it (no bound then);
+        the counter and the array used after."""
+        a, k = self.mx_grad_array(s), self.pick(s.ints)
+        it = self.mxnew("it")
+        if self.chance(0.35):
+            self.mx_need("bound")
+            bound = "_MX_N"
+        else:
+            bound = str(self.rng.randint(1, 5))
+        c = self.rng.randint(-3, 6)
+        test = self.pick([f"{a}.sum() > {c}", f"{a}.max() > {c}", f"({a} > {c}).any()", f"jnp.abs({a}).sum() > {c}"])
+        cond = f"{test} and {it} < {bound}" if self.chance(0.75) else f"{it} < {bound} and {test}"
+        step = self.pick([f"{a} = clip({a} * 0.5 + {self.pick(['1', '-1', 'y', '0.5'])})", f"{a} = clip({a} - 1)",
+                          f"{a} = clip({a} * 0.5 - {self.arr(s)} * 0.25)", f"{a} = clip({a} - {a} * 0.5)"])
+        jump = self.rng.randint(0, 3)  # 0: a traced break before the step, 1: a continue after it
+        body = []
+        if jump == 0:
+            body.append(f"if {self.lazy_test(s, it)}:\n    break")
+        body += [f"{it} += 1", step] if self.chance(0.7) else [step, f"{it} += 1"]
+        if jump == 1:
+            other = self.pick(s.arrays)
+            body.append(f"if {self.lazy_test(s, it)}:\n    continue\n{other} = clip({other} + {self.pick(['1', a])})")
+        self.emit(indent, f"{it} = 0\nwhile {cond}:")
+        self.emit(indent + 1, "\n".join(body))
+        uses = [f"{k} = ({k} + {it}) % {INT_MOD}", f"{a} = clip({a} + {it})", f"{a} = clip({a} * ({it} + 1))"]
+        self.emit(indent, "\n".join(self.rng.sample(uses, self.rng.randint(1, 2))))
+
+    def math_float(self, s: _Scope, indent: int) -> None:
+        """A Python float a staged `if` on array data picks (`s = 0.0; if x.sum() > t: s = -2.5`),
+        given to `math.copysign(1.0, s)` and `math.fabs(s)`, used in arithmetic."""
+        self.mx_need("math")
+        a, b, k = self.pick(s.arrays), self.pick(s.arrays), self.pick(s.ints)
+        f = self.mxnew("s")
+        first, second = self.rng.sample(["0.0", "-2.5", "1.5", "-0.5", "3.0", "-0.0"], 2)
+        test = self.lazy_test(s)
+        shape = self.rng.randint(0, 2)
+        if shape == 0:
+            text = f"{f} = {first}\nif {test}:\n    {f} = {second}"
+        elif shape == 1:
+            text = f"if {test}:\n    {f} = {first}\nelse:\n    {f} = {second}"
+        else:
+            text = f"{f} = {first} if {test} else {second}"
+        uses = [f"{a} = clip({a} * math.copysign(1.0, {f}))", f"{a} = clip({a} + math.fabs({f}))",
+                f"{b} = clip({b} - math.copysign({self.pick(['2', '0.5', '1'])}, {f}) * math.fabs({f}))",
+                f"{k} = ({k} + int(math.fabs({f}) * 2)) % {INT_MOD}",
+                f"if math.copysign(1.0, {f}) < 0:\n    {a} = clip({a} - 1)",
+                f"{a} = clip({a} + math.copysign(math.fabs({f}) + 1, {self.arr(s)}.sum()))"]
+        self.emit(indent, text + "\n" + "\n".join(self.rng.sample(uses, self.rng.randint(1, 3))))
+        if indent == 1 and not s.in_function and self.chance(0.2):
+            self.emit(indent, f"log.append(math.copysign(1.0, {f}))")
+
+    def keyword_only(self, s: _Scope, indent: int) -> None:
+        """A module helper with keyword-only parameters (`_mx_kw(v, *, scale=1.0, flip=False,
+        shift=0)`, `_mx_kw_need(v, w, *, k, mode="add")`) called from f with keywords in varying
+        orders and Python values (int, float, bool), maybe in a side of an `if` on array data."""
+        self.mx_need("keyword")
+        a = self.pick(s.arrays)
+        texts = []
+        for _ in range(self.rng.randint(1, 2)):
+            if self.chance(0.6):
+                values = {"scale": self.pick(["2", "0.5", "-1.5", "True", "1"]),
+                          "flip": self.pick(["True", "False", "1", "0"]),
+                          "shift": self.pick(["1", "-2", "0.5", "False"])}
+                given = self.rng.sample(sorted(values), self.rng.randint(0, 3))
+                args = ", ".join(f"{name}={values[name]}" for name in given)
+                if given and self.chance(0.15):
+                    args = "**{" + ", ".join(f'"{name}": {values[name]}' for name in given) + "}"
+                call = f"_mx_kw({self.arr(s)}{', ' + args if args else ''})"
+            else:
+                values = {"k": self.pick(["2", "-1", "0.5", "False", "True"]), "mode": self.pick(['"add"', '"mul"'])}
+                given = ["k"] + (["mode"] if self.chance(0.6) else [])
+                self.rng.shuffle(given)
+                call = f"_mx_kw_need({self.arr(s)}, {self.arr(s)}, " + ", ".join(f"{name}={values[name]}" for name in given) + ")"
+            texts.append(self.pick([f"{a} = clip({call})", f"{a} = clip({a} + {call})"]))
+        text = "\n".join(texts)
+        if self.chance(0.3):
+            text = self.ml_staged(s, text, f"{a} = clip(_mx_kw({a}, flip=True))" if self.chance(0.4) else None)
+        self.emit(indent, text)
+
+    def models_last_header(self) -> str:
+        """The module code the models stream's last classes need (written only where drawn), with a
+        `_change()` (wrapping the ones before) that changes their globals, and `_GLOBALS` naming them."""
+        need = self.mx_needs
+        if not need:
+            return ""
+        lines = ["", ""]
+        if "math" in need:
+            lines += ["import math", "", ""]
+        if "loop_else" in need:
+            lines += ["def _mx_find(v, c):", "    for i in range(v.shape[0]):", "        if v[i] < c:",
+                      "            return i, v[i]", "    else:", "        return -1, v[0] * 0", "", "",
+                      "def _mx_scan(v, c):", "    i = 0", "    while i < 3:", "        if v[i] > c:",
+                      "            return i, v[i] * 2", "        i += 1", "    else:", "        return -1, v.sum()", "", "",
+                      "def _mx_walk(v, c):", "    i = 0", "    while i < 4 and v.sum() > c - 6:",
+                      "        if v[i % 3] > c:", "            return i, v[i % 3] * 2", "        v = v - 1",
+                      "        i += 1", "    else:", "        return i, v.sum() * 0.5", "", "",
+                      "def _mx_first(v, c):", "    for e in v:", "        if e > c:", "            return e",
+                      "    else:", "        return v.min() - 1", "", ""]
+        if "keyword" in need:
+            lines += ["def _mx_kw(v, *, scale=1.0, flip=False, shift=0):", "    out = v * scale + shift",
+                      "    if flip:", "        out = -out", "    return out", "", "",
+                      'def _mx_kw_need(v, w, *, k, mode="add"):', '    if mode == "add":', "        return v + w * k",
+                      "    return v * k - w", "", ""]
+        if "bound" in need:
+            lines += ["_MX_N = 2", "", "", '_change_models_last = globals().get("_change")', "", "",
+                      "def _change():", "    global _MX_N", "    if _change_models_last is not None:",
+                      "        _change_models_last()",
+                      f"    _MX_N = {['_MX_N % 4 + 1', '_MX_N + 2', '5 - _MX_N', '(_MX_N * 2) % 5'][need['bound']]}",
+                      "", "", "_GLOBALS = globals().get(\"_GLOBALS\", ()) + ('_MX_N',)", ""]
+        return "\n".join(lines) + "\n"
+
     def cnew(self, root: str) -> str:
         """A name for the calls stream (`z` + root + its own counter)."""
         self.cfresh += 1
@@ -2836,7 +3071,7 @@ class _Generator:
 
 def draw_models_kind(seed: int, kind: str) -> RealProgram:
     """A small program made of f's first block, one statement of the models stream's class
-    `kind` (`MODELS_KINDS`, `MODELS_LATE_KINDS`) at f's top level, drawn from `models-kind-<seed>`,
+    `kind` (`MODELS_KINDS`, `MODELS_LATE_KINDS`, `MODELS_LAST_KINDS`) at f's top level, drawn from `models-kind-<seed>`,
     and f's return: each class alone, for tests that check what to_static must do with it."""
     rng = random.Random(f"models-kind-{seed}")
     quiet = [random.Random(0) for _ in range(5)]
@@ -2858,10 +3093,11 @@ def draw_models_kind(seed: int, kind: str) -> RealProgram:
 
 
 def draw_program(seed: int, calls_stream: bool = True, lazy_stream: bool = True,
-                 models_stream: bool = True, models_late_stream: bool = True) -> RealProgram:
+                 models_stream: bool = True, models_late_stream: bool = True,
+                 models_last_stream: bool = True) -> RealProgram:
     """The program and inputs that `seed` names (without `calls_stream`, `lazy_stream`,
-    `models_stream` or `models_late_stream`: as before that stream was added, the other streams'
-    draws being the same either way)."""
+    `models_stream`, `models_late_stream` or `models_last_stream`: as before that stream was added,
+    the other streams' draws being the same either way)."""
     rng = random.Random(seed)
     boundary = random.Random(f"boundary-{seed}")
     effects = random.Random(f"effects-{seed}")
@@ -2873,7 +3109,8 @@ def draw_program(seed: int, calls_stream: bool = True, lazy_stream: bool = True,
                    random.Random(f"lazy-{seed}") if lazy_stream else None,
                    random.Random(f"models-{seed}") if models_stream else None,
                    random.Random(f"models-more-{seed}") if models_stream else None,
-                   random.Random(f"models-late-{seed}") if models_late_stream else None)
+                   random.Random(f"models-late-{seed}") if models_late_stream else None,
+                   random.Random(f"models-last-{seed}") if models_last_stream else None)
     g.draw_features()
     g.draw_effects()
     if calls_stream:
