@@ -331,6 +331,23 @@ def recording_any() -> bool:
     return writes.program_guards() is not None
 
 
+def snapshot():
+    """The guarded values now, before a trace that may be given up (`restore`); None where no
+    program is traced or it has no guards."""
+    guards = writes.program_guards()
+    return (guards, guards.state_now()) if guards else None
+
+
+def restore(snap) -> None:
+    """A trace given up (a scan tried, then unrolled; a loop built again with other types): the
+    guarded values it changed are put back, so that the trace replacing it starts from eager's
+    state (a random draw the given-up trace made is not made twice: campaign seed 6,800,246)."""
+    if snap is not None:
+        guards, before = snap
+        if guards.changed(before.tokens) is not None:
+            guards.put_back(before)
+
+
 @contextlib.contextmanager
 def unchanged_by_side(origin, what: str, unroll=None):
     """Around a staged side or loop body being traced: eager runs it only when the data takes

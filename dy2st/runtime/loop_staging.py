@@ -419,11 +419,12 @@ def stage(spec, init, loop: Loop, origin: OriginInfo, check=None) -> list:
     check_numbers_so_far()  # (a Python number divided by a data-decided 0 before the loop stops it)
     provisional = True
     for _ in range(_MAX_ROUNDS):
-        attempt = events.Attempt()
+        attempt, guarded = events.Attempt(), guards.snapshot()
         built = _build(spec, init, loop, origin, check, provisional)
         if not isinstance(built, _Retype):
             return built
         attempt.discard()  # what the body noted belongs to a loop JAX drops
+        guards.restore(guarded)  # (and what it changed: the next build's body does it again)
         spec, provisional = built.spec, built.provisional
     raise LoopVariableError(
         "the types of the loop's variables do not settle: each iteration changes them again.",

@@ -34,7 +34,7 @@ import jax
 
 from dy2st.config import log
 from dy2st.errors import Dy2StaticError, LoopVariableError, OriginInfo, PythonEffectError, StagedBranchError
-from dy2st.runtime import events, loop_checks, loop_staging, state_cells, writes
+from dy2st.runtime import events, guards, loop_checks, loop_staging, state_cells, writes
 from dy2st.runtime.iterables import HeaderItems, StagedArray, StagedIterable, StagedRange
 from dy2st.runtime.control_flow import stage_if
 from dy2st.runtime.staging import RaisedInTrialScan, deferrable, refuse_nnx_write, scalar_predicate
@@ -310,13 +310,14 @@ def _lax_for(iterable, body, get_state, set_state, names, extra_test, origin, fa
     run_body = _element_body(iterable, body, get_state, set_state)
     if length is not None:  # rows of an array: unroll when a scan cannot carry what the body does
         init = get_state()
-        attempt = events.Attempt()
+        attempt, guarded = events.Attempt(), guards.snapshot()
         try:
             return _stage_for(iterable, run_body, get_state, set_state, names, extra_test, origin, length, facts,
                               check=lambda spec: _python_values_needed(spec, init, break_traced))
         except (LoopVariableError, loop_staging.Refused) as why:
             set_state(init)
             attempt.discard()
+            guards.restore(guarded)
             reason = str(why).splitlines()[0]
             _unrolled(origin, length, f"a scan cannot carry what the body does: {reason}")
             return _py_for(iterable.python_items(), body, get_state, set_state, names, extra_test, origin, facts)
@@ -504,7 +505,7 @@ def _try_stage_range(rng, body, get_state, set_state, names, extra_test, origin,
 
     loop = loop_staging.Loop(run_body, run_test if extra_test is not None else None, length, indexed=True, facts=facts)
     reason = None
-    attempt = events.Attempt()
+    attempt, guarded = events.Attempt(), guards.snapshot()
     CONTEXT.trial_scans += 1
     try:
         with _options_scope(LoopOptions()):
@@ -524,6 +525,7 @@ def _try_stage_range(rng, body, get_state, set_state, names, extra_test, origin,
     if reason is not None:
         set_state(init)
         attempt.discard()
+        guards.restore(guarded)
         _unrolled(origin, length, f"a scan cannot carry what the body does: {reason}")
         return None
     log(1, "dy2st: for-range loop at %s (%d iterations) staged as lax.scan", where, length)

@@ -109,3 +109,33 @@ def test_a_clock_is_read_on_every_call():
     static = dy2st.to_static(reads_the_clock)
     stamps = [static(jnp.ones(1))[1] for _ in range(3)]
     assert stamps == sorted(stamps) and len(set(stamps)) == 3, stamps
+
+
+DRAWS = random.Random(7)
+
+
+def draws_in_a_loop_a_scan_cannot_carry(x, y, xs):
+    a0, a1, log = x, y, []
+    for v in xs:  # a Python loop
+        for _ in y:  # rows of an array: tried as a scan, unrolled (the body appends Python ints)
+            log.append(1)
+            a1 = a1 + DRAWS.random()
+            if a0[-2] < 3:
+                for _ in range(2):
+                    a0 = a0 + 0.5
+    return a0, a1, log
+
+
+def test_a_draw_in_a_trial_scan_given_up_is_not_made_twice():
+    """Campaign seed 6,800,246: a scan tried over an array's rows drew once while traced, then
+    was given up for an unroll (its body appends Python ints), which drew again: every later draw
+    was shifted by one (a silent wrong answer). A trace left early puts back what it changed."""
+    args = (jnp.array([-2.0, 0.0, 2.0]), jnp.array([-1.0, 4.0, 5.0]), [jnp.array([-2.0, 0.0, 3.0])])
+    static = dy2st.to_static(draws_in_a_loop_a_scan_cannot_carry)
+    for _ in range(2):
+        DRAWS.seed(7)
+        want, want_next = draws_in_a_loop_a_scan_cannot_carry(*args), DRAWS.random()
+        DRAWS.seed(7)
+        got, got_next = static(*args), DRAWS.random()
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
+        assert got_next == want_next and got[2] == want[2]
