@@ -2075,9 +2075,13 @@ class _Generator:
         return f"ml{root}{self.mlfresh}"
 
     def ml_need(self, need: str) -> None:
-        """Note that f needs the module code `need`; the first time, draw how `_change()` changes it."""
-        if need not in self.ml_needs:
-            self.ml_needs[need] = self.rng.randint(0, 3)
+        self._need(self.ml_needs, need)
+
+    def _need(self, needs: dict, need: str) -> None:
+        """Note that f needs the module code `need` (of one stream's `needs`); the first time,
+        draw how `_change()` changes it."""
+        if need not in needs:
+            needs[need] = self.rng.randint(0, 3)
 
     def ml_staged(self, s: _Scope, text: str, other: str | None = None) -> str:
         """`text` (one statement) as the side of an `if` on array data, with `other` as its else."""
@@ -2335,9 +2339,7 @@ class _Generator:
         return f"mx{root}{self.mxfresh}"
 
     def mx_need(self, need: str) -> None:
-        """Note that f needs the module code `need`; the first time, draw how `_change()` changes it."""
-        if need not in self.mx_needs:
-            self.mx_needs[need] = self.rng.randint(0, 3)
+        self._need(self.mx_needs, need)
 
     def mx_grad_array(self, s: _Scope) -> str:
         """A writable array, `a0` (x, where nothing rebound it) more often: f's gradient goes through it."""
