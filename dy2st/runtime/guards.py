@@ -108,6 +108,12 @@ class GuardSet:
         for function in _implicit_code(kind):
             self.note(function, kind)
 
+    def note_receiver(self, method: types.MethodType) -> None:
+        """A bound method given as a value (a static argument, keyed by its receiver's identity):
+        the receiver's attributes, which it reads when it runs, are read again on every call."""
+        self._guard([(("m", id(method), f"{method.__qualname__}.__self__"),
+                      functools.partial(getattr, method, "__self__"))])
+
     def note_lookup(self, obj, name: str) -> None:
         """The trace asked whether `obj` has `name` (`hasattr`, `getattr` with a default): the
         user's classes it would be found on are guarded for it, there or not, so a call after
@@ -484,9 +490,7 @@ def note_program(fn, objects) -> None:
             classes.add(kind)
             guards.note(fn, obj)
         if isinstance(obj, types.MethodType) and is_users_object(obj.__self__):
-            # a bound method given as a value (a static argument, keyed by its receiver's identity):
-            # the receiver's attributes, which it reads when it runs, are read again on every call
-            guards._guard([(("m", id(obj), f"{obj.__qualname__}.__self__"), functools.partial(getattr, obj, "__self__"))])
+            guards.note_receiver(obj)
 
 
 # -- what a function reads ------------------------------------------------------------------------
